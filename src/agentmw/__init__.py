@@ -1,0 +1,42 @@
+"""agentmw: serve the functions of an existing FastAPI or Starlette app as MCP tools, resources and
+prompts (and, with the next faces, A2A skills and AG-UI runs), with safety applied on the way."""
+
+from .agent import Agent
+from .capability import Capability
+from .content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text
+from .context import Answer, Ask, ClientCapabilityMissing, Context, ListRoots, Root, Sample, Sampled
+from .decorators import prompt, resource, tool
+from .errors import NeedsInput, Permanent, RegistrationError, Rejected, Retryable
+from .middleware import AgentMiddleware
+from .runtime import Outcome
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgentMiddleware",
+    "Answer",
+    "Ask",
+    "Audio",
+    "Capability",
+    "ClientCapabilityMissing",
+    "Context",
+    "EmbeddedResource",
+    "Image",
+    "ListRoots",
+    "NeedsInput",
+    "Outcome",
+    "Permanent",
+    "PromptMessage",
+    "RegistrationError",
+    "Rejected",
+    "ResourceLink",
+    "Retryable",
+    "Root",
+    "Sample",
+    "Sampled",
+    "Text",
+    "prompt",
+    "resource",
+    "tool",
+]

@@ -1,0 +1,17 @@
+"""Type aliases shared by the core and the faces."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, TypeAlias
+
+__all__ = ["JSON", "JSONObject", "Scope", "Message", "Receive", "Send", "ASGIApp"]
+
+JSON: TypeAlias = Any
+JSONObject: TypeAlias = dict[str, Any]
+
+Scope: TypeAlias = MutableMapping[str, Any]
+Message: TypeAlias = MutableMapping[str, Any]
+Receive: TypeAlias = Callable[[], Awaitable[Message]]
+Send: TypeAlias = Callable[[Message], Awaitable[None]]
+ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]

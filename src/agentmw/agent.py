@@ -1,0 +1,232 @@
+"""The registry of capabilities and the agent's settings; it builds the middleware, router and app."""
+
+from __future__ import annotations
+
+import secrets
+import types
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .capability import Capability, CapabilityKind, build_capability
+from .decorators import CapabilitySpec, prompt as _prompt, resource as _resource, specs_of, tool as _tool
+from .errors import RegistrationError
+
+if TYPE_CHECKING:
+    from ._types import ASGIApp
+
+__all__ = ["Agent"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Listener = Callable[[str, Mapping[str, Any]], None]
+
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
+
+
+class Agent:
+    """A set of capabilities served as one agent over MCP (and, with the next faces, A2A and AG-UI).
+
+    Args:
+        name, version: reported as the server's identity.
+        instructions: optional text for MCP clients on how to use the server.
+        mcp_path: where the MCP endpoint lives, relative to where the agent is mounted.
+        allowed_hosts: ``Host`` values accepted (DNS-rebinding protection). Local names are always
+            accepted; add your public host names, or ``"*"`` to accept any host.
+        allowed_origins: browser origins accepted besides those whose host is allowed.
+        secret: key that signs the MCP ``requestState``; replicas behind one load balancer need the same.
+        max_body_bytes: larger request bodies get 413.
+        max_sessions: handshake-era sessions kept at once; past it, ``initialize`` gets 503.
+        session_idle_seconds: a handshake-era session unused for this long is forgotten.
+    """
+
+    def __init__(
+        self,
+        name: str = "agentmw",
+        version: str = "0.1.0",
+        *,
+        instructions: str | None = None,
+        include: Iterable[Any] = (),
+        mcp_path: str = "/mcp",
+        allowed_hosts: Sequence[str] = (),
+        allowed_origins: Sequence[str] = (),
+        secret: bytes | str | None = None,
+        max_body_bytes: int = 4 * 1024 * 1024,
+        max_sessions: int = 10_000,
+        session_idle_seconds: float = 3600.0,
+        input_state_ttl_seconds: float = 900.0,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.instructions = instructions
+        self.mcp_path = "/" + mcp_path.strip("/")
+        self.allowed_hosts = tuple(h.lower() for h in allowed_hosts)
+        self.allowed_origins = tuple(o.rstrip("/").lower() for o in allowed_origins)
+        if isinstance(secret, str):
+            secret = secret.encode()
+        self.secret: bytes = secret or secrets.token_bytes(32)
+        self.max_body_bytes = max_body_bytes
+        self.max_sessions = max_sessions
+        self.session_idle_seconds = session_idle_seconds
+        self.input_state_ttl_seconds = input_state_ttl_seconds
+        self.tools: dict[str, Capability] = {}
+        self.resources: dict[str, Capability] = {}
+        self.templates: dict[str, Capability] = {}
+        self.prompts: dict[str, Capability] = {}
+        self.revision = 0
+        self._listeners: set[Listener] = set()
+        self._mcp: Any = None
+        for item in include:
+            self.include(item)
+
+    # registration -----------------------------------------------------------------------------
+    def add(self, kind: CapabilityKind, fn: Callable[..., Any], **options: Any) -> Capability:
+        cap = build_capability(kind, fn, **{k: v for k, v in options.items() if v is not None})
+        if kind == "tool":
+            table, key = self.tools, cap.name
+        elif kind == "prompt":
+            table, key = self.prompts, cap.name
+        elif cap.uri_template is not None:
+            table, key = self.templates, cap.uri_template
+        else:
+            table, key = self.resources, cap.uri or ""
+        if key in table:
+            raise RegistrationError(f"duplicate {kind} {key!r}: {table[key].fn!r} already has it")
+        table[key] = cap
+        self._changed(kind)
+        return cap
+
+    def remove(self, kind: CapabilityKind, key: str) -> None:
+        table = {"tool": self.tools, "prompt": self.prompts}.get(kind)
+        if table is None:
+            table = self.templates if key in self.templates else self.resources
+        if table.pop(key, None) is not None:
+            self._changed(kind)
+
+    def include(self, target: Any) -> None:
+        """Register marked functions: one function, a module, a FastAPI/Starlette app or router."""
+        if callable(target) and specs_of(target):
+            for spec in specs_of(target):
+                self._add_spec(target, spec)
+            return
+        if isinstance(target, types.ModuleType):
+            for value in list(vars(target).values()):
+                if callable(value) and specs_of(value) and getattr(value, "__module__", None) == target.__name__:
+                    self.include(value)
+            return
+        routes = getattr(target, "routes", None)
+        if routes is not None:
+            for route in routes:
+                endpoint = getattr(route, "endpoint", None)
+                if endpoint is not None and specs_of(endpoint):
+                    self.include(endpoint)
+            return
+        raise TypeError(f"agent.include() takes marked functions, modules or apps, not {target!r}")
+
+    def _add_spec(self, fn: Callable[..., Any], spec: CapabilitySpec) -> None:
+        options = dict(spec.options)
+        if spec.kind == "tool":
+            name = options.get("name") or getattr(fn, "__name__", "")
+            if name in self.tools and self.tools[name].fn is fn:
+                return
+        self.add(spec.kind, fn, **options)
+
+    def tool(self, fn: Any = None, /, **options: Any) -> Any:
+        """``@agent.tool``: like :func:`agentmw.tool`, registered with this agent at once."""
+
+        def register(f: F) -> F:
+            _tool(**options)(f)
+            self._add_spec(f, specs_of(f)[-1])
+            return f
+
+        return register(fn) if fn is not None else register
+
+    def resource(self, uri: str, **options: Any) -> Callable[[F], F]:
+        def register(f: F) -> F:
+            _resource(uri, **options)(f)
+            self._add_spec(f, specs_of(f)[-1])
+            return f
+
+        return register
+
+    def prompt(self, fn: Any = None, /, **options: Any) -> Any:
+        def register(f: F) -> F:
+            _prompt(**options)(f)
+            self._add_spec(f, specs_of(f)[-1])
+            return f
+
+        return register(fn) if fn is not None else register
+
+    # change notifications -------------------------------------------------------------------------
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event, data)`` on list changes and resource updates; returns an unsubscriber."""
+        self._listeners.add(listener)
+        return lambda: self._listeners.discard(listener)
+
+    def _emit(self, event: str, data: Mapping[str, Any]) -> None:
+        for listener in list(self._listeners):
+            listener(event, data)
+
+    def _changed(self, kind: str) -> None:
+        self.revision += 1
+        plural = {"tool": "tools", "prompt": "prompts", "resource": "resources"}[kind]
+        self._emit(f"{plural}/list_changed", {})
+
+    def resource_updated(self, uri: str) -> None:
+        """Tell subscribed clients that the resource at ``uri`` changed."""
+        self._emit("resources/updated", {"uri": uri})
+
+    def find_resource(self, uri: str) -> tuple[Capability, dict[str, str]] | None:
+        cap = self.resources.get(uri)
+        if cap is not None:
+            return cap, {}
+        for template in self.templates.values():
+            variables = template.match_uri(uri)
+            if variables is not None:
+                return template, variables
+        return None
+
+    # serving --------------------------------------------------------------------------------
+    def host_allowed(self, host: str) -> bool:
+        if "*" in self.allowed_hosts:
+            return True
+        host = host.lower()
+        if host.startswith("["):
+            name = host.split("]", 1)[0] + "]"
+        else:
+            name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        return name in LOCAL_HOSTS or name in self.allowed_hosts or host in self.allowed_hosts
+
+    def origin_allowed(self, origin: str) -> bool:
+        origin = origin.rstrip("/").lower()
+        if origin in self.allowed_origins:
+            return True
+        _, sep, rest = origin.partition("://")
+        return bool(sep) and self.host_allowed(rest)
+
+    @property
+    def mcp(self) -> ASGIApp:
+        """The MCP endpoint as a bare ASGI app (serves only the MCP path)."""
+        if self._mcp is None:
+            from .mcp.endpoint import McpEndpoint
+
+            self._mcp = McpEndpoint(self)
+        return self._mcp
+
+    def asgi(self) -> ASGIApp:
+        """An ASGI app that serves only the agent's paths; mount it with ``app.mount(prefix, ...)``."""
+        from .middleware import AgentMiddleware
+
+        return AgentMiddleware(None, agent=self)
+
+    def routes(self) -> list[Any]:
+        """Starlette routes for the agent's paths, for ``Router(routes=...)`` or a Starlette app."""
+        from starlette.routing import Route
+
+        return [Route(self.mcp_path, endpoint=self.mcp, methods=None, name="agentmw-mcp")]
+
+    def router(self) -> Any:
+        """A FastAPI ``APIRouter`` with the agent's paths, for ``app.include_router(agent.router())``."""
+        from fastapi import APIRouter
+
+        router = APIRouter()
+        router.routes.extend(self.routes())
+        return router

@@ -1,0 +1,362 @@
+"""A capability: one decorated function, analysed once at registration.
+
+Everything a request needs (the argument validator, the JSON schemas, how to inject the context and
+host dependencies, how to turn the return value into content) is computed here, so the hot path only
+validates, calls and renders.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic.fields import FieldInfo
+
+from ._docstrings import parse_docstring
+from .content import CONTENT_TYPES, PromptMessage, Text
+from .errors import RegistrationError
+
+__all__ = ["Capability", "CapabilityKind", "OutputPlan", "build_capability", "NAME_RULE"]
+
+CapabilityKind = Literal["tool", "resource", "prompt"]
+NAME_RULE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+_TEMPLATE_VAR = re.compile(r"\{([+#]?)([A-Za-z_][A-Za-z0-9_]*)\}")
+_HOST_PARAM_CLASSES = frozenset({"Depends", "Security", "Header", "Cookie"})
+_PRIMITIVES = (str, int, float, bool)
+
+
+def _is_host_param(value: Any) -> bool:
+    """A FastAPI ``Depends``/``Security``/``Header``/``Cookie`` marker, detected without importing FastAPI."""
+    cls = type(value)
+    return cls.__module__.startswith("fastapi") and cls.__name__ in _HOST_PARAM_CLASSES
+
+
+def _is_request_type(annotation: Any) -> bool:
+    if not isinstance(annotation, type):
+        return False
+    return any(
+        c.__module__.startswith("starlette.") and c.__name__ in ("Request", "HTTPConnection")
+        for c in annotation.__mro__
+    )
+
+
+def _is_context_type(annotation: Any) -> bool:
+    from .context import Context
+
+    return isinstance(annotation, type) and issubclass(annotation, Context)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputPlan:
+    """How a return value becomes content and structured data.
+
+    ``mode`` is ``content`` (text or content parts, no schema), ``object`` (the value is a JSON object
+    and is the structured content) or ``wrapped`` (a non-object value, served as ``{"result": value}``
+    so that the structured content is always an object, as the 2025 MCP revisions require).
+    """
+
+    mode: Literal["content", "object", "wrapped"]
+    schema: dict[str, Any] | None = None
+    adapter: TypeAdapter[Any] | None = None
+    primitive: bool = False
+
+    def structured(self, value: Any) -> Any:
+        if self.mode == "content":
+            return None
+        if self.primitive or self.adapter is None:
+            dumped = value
+        else:
+            dumped = self.adapter.dump_python(value, mode="json", warnings=False)
+        return {"result": dumped} if self.mode == "wrapped" else dumped
+
+
+def _content_annotation(annotation: Any) -> bool:
+    if annotation in (inspect.Signature.empty, None, type(None), str, Any):
+        return True
+    if isinstance(annotation, type) and issubclass(annotation, (*CONTENT_TYPES, PromptMessage)):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple, typing.Union, getattr(__import__("types"), "UnionType", None)):
+        args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+        return bool(args) and all(_content_annotation(a) for a in args)
+    return False
+
+
+def _is_object_schema(schema: Mapping[str, Any]) -> bool:
+    return schema.get("type") == "object" or ("$ref" in schema and "$defs" in schema) or "properties" in schema
+
+
+def _output_plan(annotation: Any) -> OutputPlan:
+    if _content_annotation(annotation):
+        return OutputPlan(mode="content")
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        schema = adapter.json_schema(mode="serialization")
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError):
+        return OutputPlan(mode="content")
+    schema = _tidy_schema(schema)
+    if _is_object_schema(schema) and _resolves_to_object(schema):
+        return OutputPlan(mode="object", schema=schema, adapter=adapter)
+    wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    if "$defs" in schema:
+        wrapped["$defs"] = schema.pop("$defs")
+    return OutputPlan(mode="wrapped", schema=wrapped, adapter=adapter, primitive=annotation in _PRIMITIVES)
+
+
+def _resolves_to_object(schema: Mapping[str, Any]) -> bool:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {})
+        return target.get("type") == "object"
+    return schema.get("type") == "object"
+
+
+def _tidy_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's auto-generated titles, which only repeat the property names."""
+
+    def walk(node: Any, in_properties: bool = False) -> Any:
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                if key == "title" and not in_properties and isinstance(value, str):
+                    continue
+                out[key] = walk(value, in_properties=(key in ("properties", "$defs")))
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
+class _Arguments(BaseModel):
+    model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
+
+
+@dataclass(slots=True)
+class ParamPlan:
+    """Which parameters come from the caller's arguments, and which agentmw injects."""
+
+    arg_names: tuple[str, ...] = ()
+    context_param: str | None = None
+    request_param: str | None = None
+    host_params: tuple[inspect.Parameter, ...] = ()
+    input_model: type[BaseModel] | None = None
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[str, str]) -> ParamPlan:
+    signature = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # unresolvable forward references: fall back to the raw annotations
+        hints = {}
+    plan = ParamPlan()
+    fields: dict[str, Any] = {}
+    host: list[inspect.Parameter] = []
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = hints.get(param.name, param.annotation)
+        bare = annotation
+        metadata: tuple[Any, ...] = ()
+        if typing.get_origin(annotation) is typing.Annotated:
+            bare, *rest = typing.get_args(annotation)
+            metadata = tuple(rest)
+        if _is_context_type(bare):
+            plan.context_param = param.name
+            continue
+        if _is_request_type(bare):
+            plan.request_param = param.name
+            continue
+        if _is_host_param(param.default) or any(_is_host_param(m) for m in metadata):
+            host.append(param.replace(annotation=annotation))
+            continue
+        if annotation is inspect.Parameter.empty:
+            annotation = Any
+        default = param.default
+        if default is inspect.Parameter.empty:
+            default = ...
+        description = param_docs.get(param.name)
+        if isinstance(default, FieldInfo):
+            if description and not default.description:
+                default.description = description
+            fields[param.name] = (annotation, default)
+        elif description:
+            fields[param.name] = (annotation, pydantic.Field(default, description=description))
+        else:
+            fields[param.name] = (annotation, default)
+    plan.host_params = tuple(host)
+    plan.arg_names = tuple(fields)
+    model_name = re.sub(r"\W", "_", name) + "_arguments"
+    try:
+        plan.input_model = pydantic.create_model(model_name, __base__=_Arguments, **fields)
+        schema = plan.input_model.model_json_schema()
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
+        raise RegistrationError(f"{name!r}: cannot build an input schema from the signature: {exc}") from exc
+    schema = _tidy_schema(schema)
+    schema.setdefault("properties", {})
+    plan.input_schema = schema
+    return plan
+
+
+@dataclass(eq=False, slots=True)
+class Capability:
+    """A decorated function with everything the faces need, built once."""
+
+    kind: CapabilityKind
+    name: str
+    fn: Callable[..., Any]
+    contract: str
+    summary: str
+    params: ParamPlan
+    output: OutputPlan
+    is_async: bool
+    is_async_gen: bool
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    uri: str | None = None
+    uri_template: str | None = None
+    uri_pattern: re.Pattern[str] | None = None
+    mime_type: str | None = None
+    tags: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+    completions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    untrusted: bool = False
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return self.params.input_schema
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        return self.output.schema
+
+    @property
+    def argument_names(self) -> tuple[str, ...]:
+        return self.params.arg_names
+
+    def match_uri(self, uri: str) -> dict[str, str] | None:
+        """The template variables of ``uri``, or None when this resource does not serve it."""
+        if self.uri is not None:
+            return {} if uri == self.uri else None
+        if self.uri_pattern is None:
+            return None
+        match = self.uri_pattern.fullmatch(uri)
+        return match.groupdict() if match else None
+
+
+def _template_pattern(template: str) -> re.Pattern[str]:
+    out, last = [], 0
+    for match in _TEMPLATE_VAR.finditer(template):
+        out.append(re.escape(template[last : match.start()]))
+        operator, var = match.groups()
+        out.append(f"(?P<{var}>.+)" if operator else f"(?P<{var}>[^/?#]+)")
+        last = match.end()
+    out.append(re.escape(template[last:]))
+    return re.compile("".join(out))
+
+
+def build_capability(
+    kind: CapabilityKind,
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    contract: str | None = None,
+    summary: str | None = None,
+    annotations: Mapping[str, Any] | None = None,
+    uri: str | None = None,
+    mime_type: str | None = None,
+    tags: tuple[str, ...] = (),
+    examples: tuple[str, ...] = (),
+    completions: Mapping[str, Callable[..., Any]] | None = None,
+    meta: Mapping[str, Any] | None = None,
+    untrusted: bool = False,
+) -> Capability:
+    target = inspect.unwrap(fn)
+    name = name or getattr(target, "__name__", None) or ""
+    if kind in ("tool", "prompt") and not NAME_RULE.fullmatch(name):
+        raise RegistrationError(
+            f"{kind} name {name!r} is invalid: MCP names are 1-128 characters of A-Z, a-z, 0-9, '_', '-' and '.'"
+        )
+    docs = parse_docstring(inspect.getdoc(target))
+    params = _analyse_parameters(fn, name, docs.params)
+    try:
+        return_annotation = typing.get_type_hints(target).get("return", inspect.Signature.empty)
+    except Exception:
+        return_annotation = inspect.signature(fn).return_annotation
+    is_async_gen = inspect.isasyncgenfunction(target)
+    output = OutputPlan(mode="content") if is_async_gen or kind != "tool" else _output_plan(return_annotation)
+
+    uri_template = pattern = None
+    if kind == "resource":
+        if not uri:
+            raise RegistrationError(f"resource {name!r} needs a uri")
+        variables = [m.group(2) for m in _TEMPLATE_VAR.finditer(uri)]
+        if variables:
+            missing = [v for v in variables if v not in params.arg_names]
+            if missing:
+                raise RegistrationError(f"resource {uri!r}: template variables {missing} are not parameters of {name}")
+            uri_template, pattern, uri = uri, _template_pattern(uri), None
+        elif params.input_model is not None and any(
+            f.is_required() for f in params.input_model.model_fields.values()
+        ):
+            raise RegistrationError(f"resource {uri!r} has required parameters but no template variables")
+    for arg in completions or {}:
+        if arg not in params.arg_names:
+            raise RegistrationError(f"{name!r}: completion given for unknown argument {arg!r}")
+
+    clean_annotations = None
+    if annotations:
+        allowed = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+        unknown = set(annotations) - allowed
+        if unknown:
+            raise RegistrationError(f"{name!r}: unknown tool annotations {sorted(unknown)}")
+        clean_annotations = dict(annotations)
+
+    description = contract if contract is not None else docs.contract
+    return Capability(
+        kind=kind,
+        name=name,
+        fn=fn,
+        contract=description,
+        summary=summary if summary is not None else (docs.summary or description.split("\n", 1)[0]),
+        params=params,
+        output=output,
+        is_async=inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(fn),
+        is_async_gen=is_async_gen,
+        title=title,
+        annotations=clean_annotations,
+        uri=uri,
+        uri_template=uri_template,
+        uri_pattern=pattern,
+        mime_type=mime_type,
+        tags=tuple(tags),
+        examples=tuple(examples),
+        completions=dict(completions or {}),
+        meta=dict(meta or {}),
+        untrusted=untrusted,
+    )
+
+
+def text_of(value: Any) -> list[Any]:
+    """Content parts for a value returned by a content-mode capability."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [Text(value)]
+    if isinstance(value, CONTENT_TYPES):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (*CONTENT_TYPES, str)) for v in value):
+        return [Text(v) if isinstance(v, str) else v for v in value]
+    from ._wire_json import to_json_text
+
+    return [Text(to_json_text(value))]

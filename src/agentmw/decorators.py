@@ -1,0 +1,135 @@
+"""``@tool``, ``@resource`` and ``@prompt``: mark a function as a capability and hand it back unchanged.
+
+The decorators return the very function they were given, so it stays callable exactly as before and a
+FastAPI route handler keeps serving its route, whichever order the decorators are stacked in. The
+mark is read when an :class:`~agentmw.Agent` includes the function (``agent.include(...)``), or the
+decorator is used as a method of an agent (``@agent.tool``), which registers at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
+
+from .capability import CapabilityKind
+
+__all__ = ["tool", "resource", "prompt", "CapabilitySpec", "specs_of"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+MARK = "__agentmw_specs__"
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilitySpec:
+    kind: CapabilityKind
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def specs_of(fn: Any) -> tuple[CapabilitySpec, ...]:
+    return tuple(getattr(fn, MARK, ()))
+
+
+def _mark(fn: F, spec: CapabilitySpec) -> F:
+    existing = list(getattr(fn, MARK, ()))
+    existing.append(spec)
+    try:
+        setattr(fn, MARK, tuple(existing))
+    except (AttributeError, TypeError) as exc:  # builtins, some C callables
+        raise TypeError(f"agentmw cannot decorate {fn!r}: it does not accept attributes") from exc
+    return fn
+
+
+def tool_options(
+    name: str | None = None,
+    *,
+    title: str | None = None,
+    contract: str | None = None,
+    summary: str | None = None,
+    read_only: bool | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
+    open_world: bool | None = None,
+    tags: tuple[str, ...] = (),
+    examples: tuple[str, ...] = (),
+    untrusted: bool = False,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    annotations = {
+        key: value
+        for key, value in (
+            ("title", title),
+            ("readOnlyHint", read_only),
+            ("destructiveHint", destructive),
+            ("idempotentHint", idempotent),
+            ("openWorldHint", open_world),
+        )
+        if value is not None
+    }
+    return {
+        "name": name,
+        "title": title,
+        "contract": contract,
+        "summary": summary,
+        "annotations": annotations or None,
+        "tags": tuple(tags),
+        "examples": tuple(examples),
+        "untrusted": untrusted,
+        "meta": meta,
+    }
+
+
+@overload
+def tool(fn: F, /) -> F: ...
+@overload
+def tool(
+    fn: None = None, /, *, name: str | None = None, title: str | None = None, contract: str | None = None,
+    summary: str | None = None, read_only: bool | None = None, destructive: bool | None = None,
+    idempotent: bool | None = None, open_world: bool | None = None, tags: tuple[str, ...] = (),
+    examples: tuple[str, ...] = (), untrusted: bool = False, meta: Mapping[str, Any] | None = None,
+) -> Callable[[F], F]: ...
+def tool(fn: Any = None, /, **options: Any) -> Any:
+    """Mark a function as a model-controlled tool.
+
+    ``read_only``, ``destructive``, ``idempotent`` and ``open_world`` become the MCP tool annotation
+    hints; ``contract`` and ``summary`` override the two descriptions taken from the docstring.
+    """
+    spec = CapabilitySpec("tool", tool_options(**options))
+    if fn is not None:
+        return _mark(fn, spec)
+    return lambda f: _mark(f, spec)
+
+
+def resource(
+    uri: str,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    contract: str | None = None,
+    summary: str | None = None,
+    mime_type: str | None = None,
+    completions: Mapping[str, Callable[..., Any]] | None = None,
+) -> Callable[[F], F]:
+    """Mark a function as an application-controlled resource at ``uri``.
+
+    A URI with ``{variables}`` is a template: each variable is a parameter of the function.
+    ``completions`` maps a variable to a function that suggests values for a partial input.
+    """
+    spec = CapabilitySpec("resource", {"uri": uri, "name": name, "title": title, "contract": contract,
+                                       "summary": summary, "mime_type": mime_type, "completions": completions})
+    return lambda f: _mark(f, spec)
+
+
+@overload
+def prompt(fn: F, /) -> F: ...
+@overload
+def prompt(
+    fn: None = None, /, *, name: str | None = None, title: str | None = None, contract: str | None = None,
+    summary: str | None = None, completions: Mapping[str, Callable[..., Any]] | None = None,
+) -> Callable[[F], F]: ...
+def prompt(fn: Any = None, /, **options: Any) -> Any:
+    """Mark a function as a user-controlled prompt template; it returns text or ``PromptMessage`` items."""
+    spec = CapabilitySpec("prompt", dict(options))
+    if fn is not None:
+        return _mark(fn, spec)
+    return lambda f: _mark(f, spec)

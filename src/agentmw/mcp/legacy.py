@@ -1,0 +1,387 @@
+"""The handshake era (2024-11-05 … 2025-11-25): ``initialize``, sessions, server-to-client requests.
+
+Sessions live in this process's memory (run one worker, use sticky routing, or prefer the stateless
+era across replicas). Each is bound to the credential that opened it: a request carrying another
+``Authorization`` gets 404, exactly as an unknown session does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import secrets
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._types import Receive, Scope, Send
+from ..context import InputRequest
+from ..errors import Permanent
+from ._wire import (
+    HANDSHAKE_VERSIONS,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    LATEST_HANDSHAKE,
+    SESSION_NOT_FOUND,
+    SSE_HEADERS,
+    Exchange,
+    JsonRpcError,
+    error_body,
+    json_response,
+    plain_response,
+    sse_frame,
+)
+from .convert import input_request
+from .methods import LOG_RANK, Call, dispatch, parse_input_response
+
+if TYPE_CHECKING:
+    from .endpoint import Incoming, McpEndpoint
+
+__all__ = ["Session", "SessionStore", "handle"]
+
+_SESSION_HEADER = b"mcp-session-id"
+_KEEPALIVE_SECONDS = 15.0
+_CLIENT_ANSWER_TIMEOUT = 600.0
+
+
+def _fingerprint(headers: Mapping[str, str]) -> str:
+    return hashlib.sha256(headers.get("authorization", "").encode()).hexdigest()
+
+
+class Session:
+    __slots__ = ("id", "version", "client_capabilities", "client_info", "log_level", "credential", "last_seen",
+                 "pending", "inflight", "stream", "subscriptions", "_ids", "initialized")
+
+    def __init__(self, version: str, client_capabilities: dict[str, Any], client_info: Any, credential: str) -> None:
+        self.id = secrets.token_hex(16)
+        self.version = version
+        self.client_capabilities = client_capabilities
+        self.client_info = client_info
+        self.log_level: str | None = "debug"
+        self.credential = credential
+        self.last_seen = time.monotonic()
+        self.pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
+        self.inflight: dict[Any, anyio.CancelScope] = {}
+        self.stream: asyncio.Queue[dict[str, Any]] | None = None
+        self.subscriptions: set[str] = set()
+        self._ids = itertools.count(1)
+        self.initialized = False
+
+    def next_request_id(self) -> str:
+        return f"agentmw-{next(self._ids)}"
+
+    def close(self) -> None:
+        for scope in self.inflight.values():
+            scope.cancel()
+        for future in self.pending.values():
+            if not future.done():
+                future.cancel()
+        self.pending.clear()
+
+
+class SessionStore:
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.sessions: dict[str, Session] = {}
+        agent.subscribe(self._on_agent_event)
+
+    def _on_agent_event(self, event: str, data: Mapping[str, Any]) -> None:
+        message = {"jsonrpc": "2.0", "method": f"notifications/{event}"}
+        if data:
+            message["params"] = dict(data)
+        for session in self.sessions.values():
+            if session.stream is None:
+                continue
+            if event == "resources/updated" and data.get("uri") not in session.subscriptions:
+                continue
+            session.stream.put_nowait(message)
+
+    def open(self, session: Session) -> bool:
+        now = time.monotonic()
+        idle = self.agent.session_idle_seconds
+        if len(self.sessions) >= self.agent.max_sessions:
+            for key in [k for k, s in self.sessions.items() if now - s.last_seen > idle and not s.inflight]:
+                self.sessions.pop(key).close()
+        if len(self.sessions) >= self.agent.max_sessions:
+            return False
+        self.sessions[session.id] = session
+        return True
+
+    def find(self, session_id: str, credential: str) -> Session | None:
+        session = self.sessions.get(session_id)
+        if session is None or session.credential != credential:
+            return None
+        now = time.monotonic()
+        if now - session.last_seen > self.agent.session_idle_seconds and not session.inflight:
+            self.sessions.pop(session_id, None)
+            session.close()
+            return None
+        session.last_seen = now
+        return session
+
+    def close(self, session_id: str) -> None:
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            session.close()
+
+
+async def _session_or_error(endpoint: McpEndpoint, incoming: Incoming, send: Send) -> Session | None:
+    session_id = incoming.headers.get("mcp-session-id")
+    if not session_id:
+        await json_response(send, 400, error_body(None, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
+        return None
+    session = endpoint.sessions.find(session_id, _fingerprint(incoming.headers))
+    if session is None:
+        await json_response(send, 404, error_body(None, SESSION_NOT_FOUND, "Session not found"))
+        return None
+    return session
+
+
+async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:
+    verb = scope["method"]
+    if verb == "POST":
+        await _post(endpoint, incoming, scope, receive, send)
+    elif verb == "GET":
+        if not incoming.accept_sse:
+            await plain_response(send, 406, body=b"Not Acceptable: GET needs Accept: text/event-stream")
+            return
+        session = await _session_or_error(endpoint, incoming, send)
+        if session is not None:
+            await _listen(session, receive, send)
+    elif verb == "DELETE":
+        session = await _session_or_error(endpoint, incoming, send)
+        if session is not None:
+            endpoint.sessions.close(session.id)
+            await plain_response(send, 200)
+    else:
+        await plain_response(send, 405, [(b"allow", b"GET, POST, DELETE")])
+
+
+def _classify(body: Any) -> tuple[str, Any] | None:
+    """('request' | 'notification' | 'response', id) for a valid single JSON-RPC message, else None."""
+    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0":
+        return None
+    has_id = "id" in body
+    request_id = body.get("id")
+    if has_id and (isinstance(request_id, bool) or not isinstance(request_id, (str, int))):
+        return None
+    if isinstance(body.get("method"), str):
+        params = body.get("params")
+        if params is not None and not isinstance(params, dict):
+            return None
+        return ("request", request_id) if has_id else ("notification", None)
+    if has_id and ("result" in body) != ("error" in body):
+        return "response", request_id
+    return None
+
+
+async def _post(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:
+    if not (incoming.accept_json and incoming.accept_sse):
+        await json_response(send, 406, error_body(
+            None, INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
+        return
+    if not await endpoint.read_json(incoming, receive, send, modern_era=False):
+        return
+    body = incoming.body
+    if isinstance(body, list):
+        await json_response(send, 400, error_body(None, INVALID_REQUEST, "Batches are not supported"))
+        return
+    kind = _classify(body)
+    if kind is None:
+        await json_response(send, 400, error_body(None, INVALID_REQUEST, "Invalid JSON-RPC message"))
+        return
+    what, request_id = kind
+    if what == "request" and body["method"] == "initialize":
+        await _initialize(endpoint, incoming, body, send)
+        return
+    session = await _session_or_error(endpoint, incoming, send)
+    if session is None:
+        return
+    if what == "notification":
+        _notification(session, body)
+        await plain_response(send, 202)
+        return
+    if what == "response":
+        future = session.pending.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result(body)
+        await plain_response(send, 202)
+        return
+    await _request(endpoint, session, scope, send, body, request_id)
+
+
+async def _initialize(endpoint: McpEndpoint, incoming: Incoming, body: dict[str, Any], send: Send) -> None:
+    params = body.get("params") or {}
+    request_id = body["id"]
+    offered = params.get("protocolVersion")
+    capabilities = params.get("capabilities")
+    if not isinstance(offered, str) or not isinstance(capabilities, dict):
+        await json_response(send, 200, error_body(
+            request_id, INVALID_PARAMS, "initialize needs 'protocolVersion' (string) and 'capabilities' (object)"))
+        return
+    version = offered if offered in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE
+    session = Session(version, capabilities, params.get("clientInfo"), _fingerprint(incoming.headers))
+    if not endpoint.sessions.open(session):
+        await json_response(send, 503, error_body(request_id, INVALID_REQUEST, "Too many sessions; try again later"))
+        return
+    agent = endpoint.agent
+    result: dict[str, Any] = {
+        "protocolVersion": version,
+        "capabilities": server_capabilities(),
+        "serverInfo": {"name": agent.name, "version": agent.version},
+    }
+    if agent.instructions:
+        result["instructions"] = agent.instructions
+    await json_response(send, 200, {"jsonrpc": "2.0", "id": request_id, "result": result},
+                        [(_SESSION_HEADER, session.id.encode())])
+
+
+def server_capabilities() -> dict[str, Any]:
+    return {
+        "tools": {"listChanged": True},
+        "resources": {"subscribe": True, "listChanged": True},
+        "prompts": {"listChanged": True},
+        "logging": {},
+        "completions": {},
+    }
+
+
+def _notification(session: Session, body: dict[str, Any]) -> None:
+    method = body["method"]
+    params = body.get("params") or {}
+    if method == "notifications/initialized":
+        session.initialized = True
+    elif method == "notifications/cancelled":
+        scope = session.inflight.get(params.get("requestId"))
+        if scope is not None:
+            scope.cancel()
+
+
+async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, send: Send, body: dict[str, Any],
+                   request_id: Any) -> None:
+    method = body["method"]
+    params = body.get("params")
+    exchange = Exchange(send, [(_SESSION_HEADER, session.id.encode())], modern=False)
+    if method in _SESSION_METHODS:
+        try:
+            result = _SESSION_METHODS[method](session, params or {})
+            await exchange.finish({"jsonrpc": "2.0", "id": request_id, "result": result})
+        except JsonRpcError as exc:
+            await exchange.finish(exc.body(request_id))
+        return
+
+    async def gather(call: Call, requests: Mapping[str, InputRequest], target: str) -> dict[str, Any]:
+        answers: dict[str, Any] = {}
+        for key, request in requests.items():
+            answers[key] = await _ask_client(session, call.exchange, request)
+        return answers
+
+    call = Call(endpoint.agent, endpoint.catalog, modern=False, version=session.version,
+                client_capabilities=session.client_capabilities, log_level=session.log_level,
+                exchange=exchange, scope=scope, params=params or {}, gather=gather)
+    cancel_scope = anyio.CancelScope()
+    session.inflight[request_id] = cancel_scope
+    payload: dict[str, Any] | None = None
+    try:
+        with cancel_scope:
+            try:
+                payload = {"jsonrpc": "2.0", "id": request_id, "result": await dispatch(call, method, params)}
+            except JsonRpcError as exc:
+                payload = exc.body(request_id)
+    finally:
+        session.inflight.pop(request_id, None)
+    if payload is None:  # cancelled by the client: no response is owed, but the HTTP exchange must end
+        await exchange.start_stream()
+        exchange.closed = True
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return
+    await exchange.finish(payload)
+
+
+async def _ask_client(session: Session, exchange: Exchange, request: InputRequest) -> Any:
+    request_id = session.next_request_id()
+    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    session.pending[request_id] = future
+    wire = input_request(request)
+    try:
+        await exchange.message({"jsonrpc": "2.0", "id": request_id, **wire})
+        with anyio.fail_after(_CLIENT_ANSWER_TIMEOUT):
+            reply = await future
+    except TimeoutError as exc:
+        raise Permanent(f"the client did not answer {wire['method']} in time") from exc
+    finally:
+        session.pending.pop(request_id, None)
+    if "error" in reply:
+        error = reply["error"] if isinstance(reply["error"], dict) else {}
+        raise Permanent(f"the client refused {wire['method']}: {error.get('message', 'error')}")
+    parsed = parse_input_response(request, reply.get("result"))
+    if parsed is None:
+        raise Permanent(f"the client answered {wire['method']} with an invalid result")
+    return parsed
+
+
+def _set_level(session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    level = params.get("level")
+    if level not in LOG_RANK:
+        raise JsonRpcError(INVALID_PARAMS, f"Unknown log level {level!r}")
+    session.log_level = level
+    return {}
+
+
+def _subscribe(session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise JsonRpcError(INVALID_PARAMS, "resources/subscribe needs a string 'uri'")
+    session.subscriptions.add(uri)
+    return {}
+
+
+def _unsubscribe(session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise JsonRpcError(INVALID_PARAMS, "resources/unsubscribe needs a string 'uri'")
+    session.subscriptions.discard(uri)
+    return {}
+
+
+_SESSION_METHODS = {
+    "ping": lambda session, params: {},
+    "logging/setLevel": _set_level,
+    "resources/subscribe": _subscribe,
+    "resources/unsubscribe": _unsubscribe,
+}
+
+
+async def _listen(session: Session, receive: Receive, send: Send) -> None:
+    """The GET stream: list changes and resource updates for this session, until the client leaves."""
+    if session.stream is not None:
+        await plain_response(send, 409, body=b"Conflict: this session already has a GET stream")
+        return
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=1000)
+    session.stream = queue
+    try:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [*SSE_HEADERS, (_SESSION_HEADER, session.id.encode())]})
+        await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
+        async with anyio.create_task_group() as group:
+
+            async def until_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                group.cancel_scope.cancel()
+
+            group.start_soon(until_disconnect)
+            while True:
+                with anyio.move_on_after(_KEEPALIVE_SECONDS):
+                    message = await queue.get()
+                    await send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
+                    continue
+                await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
+    except OSError:
+        pass
+    finally:
+        if session.stream is queue:
+            session.stream = None

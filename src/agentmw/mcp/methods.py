@@ -1,0 +1,347 @@
+"""The MCP methods both eras serve, over one protocol-neutral core.
+
+Each era builds a :class:`Call` (who is asking, what they can answer, where notifications go) and a
+channel; the handlers here translate params into an invocation and the outcome into an MCP result.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import HTTPConnection
+
+from ..capability import Capability
+from ..context import Answer, Ask, Context, InputRequest, ListRoots, Root, Sample, Sampled
+from ..runtime import InputsPending, Outcome, invoke
+from . import _state
+from ._wire import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CAPABILITY, RESOURCE_NOT_FOUND_2025, JsonRpcError
+from .convert import (
+    content_block,
+    input_request,
+    prompt_descriptor,
+    prompt_messages,
+    resource_contents,
+    resource_descriptor,
+    template_descriptor,
+    tool_descriptor,
+)
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ._wire import Exchange
+
+__all__ = ["Call", "Catalog", "HANDLERS", "parse_input_response", "LOG_RANK"]
+
+LOG_RANK = {name: rank for rank, name in enumerate(
+    ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"))}
+
+
+class Catalog:
+    """The MCP lists, rebuilt only when the registry changes."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self._revision = -1
+        self.tools: list[dict[str, Any]] = []
+        self.resources: list[dict[str, Any]] = []
+        self.templates: list[dict[str, Any]] = []
+        self.prompts: list[dict[str, Any]] = []
+
+    def fresh(self) -> Catalog:
+        if self._revision != self.agent.revision:
+            agent = self.agent
+            self.tools = [tool_descriptor(c) for c in sorted(agent.tools.values(), key=lambda c: c.name)]
+            self.resources = [resource_descriptor(c) for c in agent.resources.values()]
+            self.templates = [template_descriptor(c) for c in agent.templates.values()]
+            self.prompts = [prompt_descriptor(c) for c in sorted(agent.prompts.values(), key=lambda c: c.name)]
+            self._revision = agent.revision
+        return self
+
+
+class Call:
+    """One MCP request being served, with what the era knows about its caller."""
+
+    __slots__ = ("agent", "catalog", "modern", "version", "client_capabilities", "log_level", "progress_token",
+                 "exchange", "scope", "params", "gather", "caller")
+
+    def __init__(self, agent: Agent, catalog: Catalog, *, modern: bool, version: str,
+                 client_capabilities: Mapping[str, Any], log_level: str | None, exchange: Exchange,
+                 scope: Any, params: Mapping[str, Any],
+                 gather: Callable[[Call, Mapping[str, InputRequest], str], Awaitable[dict[str, Any]]],
+                 caller: str | None = None) -> None:
+        self.agent = agent
+        self.catalog = catalog
+        self.modern = modern
+        self.version = version
+        self.client_capabilities = client_capabilities
+        self.log_level = log_level
+        meta = params.get("_meta")
+        self.progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
+        self.exchange = exchange
+        self.scope = scope
+        self.params = params
+        self.gather = gather
+        self.caller = caller
+
+
+class McpChannel:
+    """The core :class:`~agentmw.context.Channel` over one MCP request."""
+
+    __slots__ = ("call", "target")
+
+    def __init__(self, call: Call, target: str) -> None:
+        self.call = call
+        self.target = target
+
+    def supports(self, capability: str) -> bool:
+        return isinstance(self.call.client_capabilities.get(capability), dict)
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        token = self.call.progress_token
+        if token is None:
+            return
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.call.exchange.message({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        threshold = self.call.log_level
+        if threshold is None or LOG_RANK[level] < LOG_RANK.get(threshold, 0):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger:
+            params["logger"] = logger
+        await self.call.exchange.message({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+
+    async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
+        return await self.call.gather(self.call, requests, self.target)
+
+
+def parse_input_response(request: InputRequest, raw: Any) -> Any | None:
+    """A client's answer as the core's value, or None when it does not answer ``request``."""
+    if not isinstance(raw, dict):
+        return None
+    if isinstance(request, Ask):
+        action = raw.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            return None
+        content = raw.get("content")
+        return Answer(action=action, content=content if isinstance(content, dict) else None)
+    if isinstance(request, Sample):
+        content = raw.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+        if not texts and not isinstance(content, (dict, list)):
+            return None
+        return Sampled(text="".join(texts), model=raw.get("model"), raw=raw)
+    if isinstance(request, ListRoots):
+        roots = raw.get("roots")
+        if not isinstance(roots, list):
+            return None
+        return [Root(uri=r["uri"], name=r.get("name")) for r in roots if isinstance(r, dict) and "uri" in r]
+    return None
+
+
+def _params_object(params: Any) -> dict[str, Any]:
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise JsonRpcError(INVALID_PARAMS, "params must be an object")
+    return params
+
+
+def _no_cursor(params: Mapping[str, Any]) -> None:
+    if params.get("cursor") is not None:
+        raise JsonRpcError(INVALID_PARAMS, "Invalid cursor: this server returns every item on one page")
+
+
+async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outcome | dict[str, Any]:
+    """Invoke ``cap``; a question the caller must answer first becomes an ``input_required`` result (2026)."""
+    ctx = Context(cap, McpChannel(call, target), request=HTTPConnection(call.scope), caller=call.caller)
+    outcome = await invoke(cap, arguments, ctx)
+    if outcome.status == "needs_input" and call.modern and outcome.pending:
+        digest = _state.arguments_digest(arguments)
+        state = _state.seal(call.agent.secret, target=target, digest=digest, answers=outcome.data or {},
+                            ttl=call.agent.input_state_ttl_seconds)
+        return {
+            "resultType": "input_required",
+            "inputRequests": {key: input_request(req) for key, req in outcome.pending.items()},
+            "requestState": state,
+        }
+    if outcome.status == "rejected" and outcome.code == "missing_capability":
+        if call.modern:
+            raise JsonRpcError(MISSING_CAPABILITY, outcome.message,
+                               {"requiredCapabilities": {str(outcome.data): {}}})
+    return outcome
+
+
+def _needs_input_fallback(outcome: Outcome) -> dict[str, Any]:
+    """No way to ask this caller (no elicitation): say so plainly, with the question, as a tool error."""
+    questions = {key: input_request(req) for key, req in (outcome.pending or {}).items()}
+    lines = [f"- {r['params'].get('message', r['method'])}" for r in questions.values()]
+    text = ("Input required before this tool can continue, but this client cannot be asked "
+            "(it did not declare the elicitation capability):\n" + "\n".join(lines))
+    return {"content": [{"type": "text", "text": text}], "isError": True,
+            "_meta": {"agentmw/inputRequests": questions}}
+
+
+async def tools_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    _no_cursor(params)
+    return {"tools": call.catalog.fresh().tools}
+
+
+async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise JsonRpcError(INVALID_PARAMS, "tools/call needs a string 'name'")
+    cap = call.agent.tools.get(name)
+    if cap is None:
+        raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise JsonRpcError(INVALID_PARAMS, "tools/call 'arguments' must be an object")
+    outcome = await _run(call, cap, arguments, f"tools/call:{name}")
+    if isinstance(outcome, dict):
+        return outcome
+    status = outcome.status
+    if status == "completed":
+        result: dict[str, Any] = {"content": [content_block(p) for p in outcome.content]}
+        if outcome.structured is not None:
+            result["structuredContent"] = outcome.structured
+        result["isError"] = False
+        return result
+    if status == "needs_input":
+        return _needs_input_fallback(outcome)
+    if status == "rejected" and outcome.code not in ("invalid_arguments", "missing_capability"):
+        raise JsonRpcError(INVALID_PARAMS, outcome.message or "Request rejected", outcome.data)
+    result = {"content": [content_block(p) for p in outcome.content] or [{"type": "text", "text": outcome.message}],
+              "isError": True}
+    meta: dict[str, Any] = {}
+    if outcome.retryable:
+        meta["agentmw/retryable"] = True
+        if outcome.retry_after is not None:
+            meta["agentmw/retryAfter"] = outcome.retry_after
+    if meta:
+        result["_meta"] = meta
+    return result
+
+
+def _outcome_error(outcome: Outcome) -> JsonRpcError:
+    if outcome.status == "needs_input":
+        questions = {key: input_request(req) for key, req in (outcome.pending or {}).items()}
+        return JsonRpcError(INVALID_PARAMS, "Input required, but this client cannot be asked",
+                            {"inputRequests": questions})
+    if outcome.status == "rejected":
+        return JsonRpcError(INVALID_PARAMS, outcome.message or "Invalid params")
+    return JsonRpcError(INTERNAL_ERROR, outcome.message or "Internal error")
+
+
+async def resources_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    _no_cursor(params)
+    return {"resources": call.catalog.fresh().resources}
+
+
+async def templates_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    _no_cursor(params)
+    return {"resourceTemplates": call.catalog.fresh().templates}
+
+
+async def resources_read(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise JsonRpcError(INVALID_PARAMS, "resources/read needs a string 'uri'")
+    found = call.agent.find_resource(uri)
+    if found is None:
+        code = INVALID_PARAMS if call.modern else RESOURCE_NOT_FOUND_2025
+        raise JsonRpcError(code, "Resource not found", {"uri": uri})
+    cap, variables = found
+    outcome = await _run(call, cap, variables, f"resources/read:{uri}")
+    if isinstance(outcome, dict):
+        return outcome
+    if outcome.status != "completed":
+        raise _outcome_error(outcome)
+    return {"contents": resource_contents(cap, uri, outcome.value)}
+
+
+async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    _no_cursor(params)
+    return {"prompts": call.catalog.fresh().prompts}
+
+
+async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise JsonRpcError(INVALID_PARAMS, "prompts/get needs a string 'name'")
+    cap = call.agent.prompts.get(name)
+    if cap is None:
+        raise JsonRpcError(INVALID_PARAMS, f"Unknown prompt: {name}")
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise JsonRpcError(INVALID_PARAMS, "prompts/get 'arguments' must be an object")
+    outcome = await _run(call, cap, arguments, f"prompts/get:{name}")
+    if isinstance(outcome, dict):
+        return outcome
+    if outcome.status != "completed":
+        raise _outcome_error(outcome)
+    result: dict[str, Any] = {"messages": prompt_messages(outcome.value)}
+    if cap.contract:
+        result["description"] = cap.contract
+    return result
+
+
+async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    ref, argument = params.get("ref"), params.get("argument")
+    if not isinstance(ref, dict) or not isinstance(argument, dict) or not isinstance(argument.get("name"), str):
+        raise JsonRpcError(INVALID_PARAMS, "completion/complete needs 'ref' and 'argument{name, value}'")
+    agent = call.agent
+    cap: Capability | None
+    if ref.get("type") == "ref/prompt":
+        cap = agent.prompts.get(str(ref.get("name")))
+    elif ref.get("type") == "ref/resource":
+        uri = str(ref.get("uri"))
+        cap = agent.templates.get(uri) or agent.resources.get(uri)
+    else:
+        raise JsonRpcError(INVALID_PARAMS, f"Unknown completion reference type {ref.get('type')!r}")
+    if cap is None:
+        raise JsonRpcError(INVALID_PARAMS, f"Nothing to complete for {ref}")
+    values: list[str] = []
+    complete = cap.completions.get(argument["name"])
+    if complete is not None:
+        context = params.get("context") or {}
+        known = context.get("arguments") if isinstance(context, dict) else None
+        value = str(argument.get("value", ""))
+        wants_context = len(inspect.signature(complete).parameters) > 1
+        produced = complete(value, known or {}) if wants_context else complete(value)
+        if inspect.isawaitable(produced):
+            produced = await produced
+        values = [str(v) for v in produced or ()]
+    return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
+
+
+HANDLERS: dict[str, Callable[[Call, dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+    "tools/list": tools_list,
+    "tools/call": tools_call,
+    "resources/list": resources_list,
+    "resources/templates/list": templates_list,
+    "resources/read": resources_read,
+    "prompts/list": prompts_list,
+    "prompts/get": prompts_get,
+    "completion/complete": completion_complete,
+}
+
+INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+
+
+async def dispatch(call: Call, method: str, params: Any) -> dict[str, Any]:
+    handler = HANDLERS.get(method)
+    if handler is None:
+        raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+    return await handler(call, _params_object(params))
+
+
+__all__ += ["dispatch", "INPUT_METHODS", "InputsPending"]

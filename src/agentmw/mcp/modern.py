@@ -1,0 +1,427 @@
+"""The stateless era (2026-07-28): one self-contained POST per request, checked in the SDK's order.
+
+No sessions: every request carries its own ``_meta`` envelope and mirrors its routing facts in headers.
+A question for the person behind the client ends the request with ``input_required`` and a signed
+``requestState``; the retry replays the function with the answers (see ``docs/mcp.md``). Closing the
+response stream cancels the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._types import Receive, Scope, Send
+from ..context import InputRequest
+from ..runtime import InputsPending
+from . import _state
+from ._wire import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_SERVER_INFO,
+    META_SUBSCRIPTION,
+    META_VERSION,
+    METHOD_NOT_FOUND,
+    MODERN_VERSIONS,
+    SSE_HEADERS,
+    UNSUPPORTED_VERSION,
+    Exchange,
+    JsonRpcError,
+    error_body,
+    json_response,
+    plain_response,
+    sse_frame,
+)
+from .legacy import server_capabilities
+from .methods import INPUT_METHODS, LOG_RANK, Call, dispatch, parse_input_response
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from .endpoint import Incoming, McpEndpoint
+
+__all__ = ["handle", "ListenHub"]
+
+_REMOVED = frozenset({
+    "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
+    "notifications/initialized", "notifications/roots/list_changed", "notifications/elicitation/complete",
+})
+_CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list",
+                        "resources/read", "server/discover"})
+_NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_ROUTING_HEADERS = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
+_B64 = re.compile(r"^=\?base64\?(.*)\?=$")
+_KEEPALIVE_SECONDS = 15.0
+
+
+def decode_header(value: str | None) -> str | None:
+    """A header value with the ``=?base64?…?=`` wrapping undone; None when the wrapping is malformed."""
+    if value is None:
+        return None
+    value = value.strip()
+    match = _B64.fullmatch(value)
+    if match is None:
+        return value
+    try:
+        decoded = base64.b64decode(match.group(1), validate=True)
+        return decoded.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _render(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    return None
+
+
+def _param_headers(schema: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str, str | None]]:
+    """(argument path, header token, property type) for each ``x-mcp-header`` property."""
+    found: list[tuple[tuple[str, ...], str, str | None]] = []
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if not isinstance(node, dict):
+            return
+        for name, sub in (node.get("properties") or {}).items():
+            if isinstance(sub, dict):
+                token = sub.get("x-mcp-header")
+                if isinstance(token, str):
+                    found.append(((*path, name), token, sub.get("type")))
+                walk(sub, (*path, name))
+
+    walk(schema, ())
+    return found
+
+
+_param_header_cache: dict[int, list[tuple[tuple[str, ...], str, str | None]]] = {}
+
+
+def _check_param_headers(agent: Agent, params: Mapping[str, Any], raw_headers: list[tuple[bytes, bytes]]) -> str | None:
+    cap = agent.tools.get(params.get("name"))  # type: ignore[arg-type]
+    if cap is None:
+        return None
+    declared = _param_header_cache.get(id(cap))
+    if declared is None:
+        declared = _param_headers(cap.input_schema)
+        _param_header_cache[id(cap)] = declared
+    if not declared:
+        return None
+    seen: dict[str, list[str]] = {}
+    for raw_name, raw_value in raw_headers:
+        name = raw_name.decode("latin-1").lower()
+        if name.startswith("mcp-param-"):
+            seen.setdefault(name, []).append(raw_value.decode("latin-1"))
+    arguments = params.get("arguments") or {}
+    for path, token, kind in declared:
+        header = f"mcp-param-{token.lower()}"
+        values = seen.get(header)
+        value: Any = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if values is not None and len(values) > 1:
+            return f"Mcp-Param-{token} header appears more than once"
+        rendered = _render(value) if value is not None else None
+        if rendered is None:
+            if values is not None:
+                return f"Mcp-Param-{token} header is present but the argument {'.'.join(path)!r} is not"
+            continue
+        if values is None:
+            return f"Mcp-Param-{token} header is missing for argument {'.'.join(path)!r}"
+        decoded = decode_header(values[0])
+        if decoded is None:
+            return f"Mcp-Param-{token} header has a malformed base64 value"
+        if decoded != rendered:
+            if kind == "integer" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                try:
+                    if float(decoded) == float(value):
+                        continue
+                except ValueError:
+                    pass
+            return f"Mcp-Param-{token} header does not match the argument {'.'.join(path)!r}"
+    return None
+
+
+async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["method"] != "POST":
+        await plain_response(send, 405, [(b"allow", b"POST")])
+        return
+    if not (incoming.accept_json and incoming.accept_sse):
+        await plain_response(send, 406, body=b"Not Acceptable: Accept must list application/json and text/event-stream")
+        return
+    if not await endpoint.read_json(incoming, receive, send, modern_era=True):
+        return
+    body = incoming.body
+    headers = incoming.headers
+    version_header = (headers.get("mcp-protocol-version") or "").strip()
+    if isinstance(body, dict) and "id" not in body:
+        await _notification(body, version_header, send)
+        return
+    if not (isinstance(body, dict) and body.get("jsonrpc") == "2.0" and isinstance(body.get("method"), str)
+            and isinstance(body.get("id"), (str, int)) and not isinstance(body.get("id"), bool)
+            and (body.get("params") is None or isinstance(body.get("params"), dict))):
+        await json_response(send, 400, error_body(
+            None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object"))
+        return
+    request_id = body["id"]
+    method: str = body["method"]
+    params: dict[str, Any] = body.get("params") or {}
+
+    rejection = _ladder(endpoint.agent, incoming, method, params, version_header)
+    if rejection is not None:
+        await json_response(send, 400, rejection.body(request_id))
+        return
+    meta = params["_meta"]
+    capabilities = meta.get(META_CAPABILITIES)
+    if not isinstance(capabilities, dict):
+        await json_response(send, 400, error_body(request_id, INVALID_PARAMS,
+                                                  f"_meta[{META_CAPABILITIES!r}] must be an object"))
+        return
+    if method in _REMOVED:
+        await json_response(send, 404, error_body(request_id, METHOD_NOT_FOUND,
+                                                  f"Method not found: {method} is not part of {version_header}"))
+        return
+    if method == "subscriptions/listen":
+        await endpoint.listeners.listen(endpoint.agent, request_id, params, receive, send)
+        return
+    log_level = meta.get(META_LOG_LEVEL)
+    if log_level is not None and log_level not in LOG_RANK:
+        await json_response(send, 400, error_body(request_id, INVALID_PARAMS, f"Unknown log level {log_level!r}"))
+        return
+    exchange = Exchange(send, modern=True)
+    try:
+        gather = _replay_gather(endpoint.agent, method, params)
+    except JsonRpcError as exc:
+        await exchange.finish(exc.body(request_id))
+        return
+    call = Call(endpoint.agent, endpoint.catalog, modern=True, version=version_header,
+                client_capabilities=capabilities, log_level=log_level, exchange=exchange, scope=scope,
+                params=params, gather=gather)
+    payload = await _serve(endpoint, call, method, params, request_id, receive)
+    if payload is not None:
+        await exchange.finish(payload)
+
+
+def _ladder(agent: Agent, incoming: Incoming, method: str, params: dict[str, Any],
+            version_header: str) -> JsonRpcError | None:
+    counts: dict[bytes, int] = {}
+    for raw_name, _ in incoming.raw_headers:
+        lowered = raw_name.lower()
+        if lowered in _ROUTING_HEADERS:
+            counts[lowered] = counts.get(lowered, 0) + 1
+            if counts[lowered] > 1:
+                return JsonRpcError(HEADER_MISMATCH, f"{lowered.decode()} header appears more than once")
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        return JsonRpcError(INVALID_PARAMS, f"params._meta must be an object carrying {META_VERSION!r} and "
+                                            f"{META_CAPABILITIES!r}")
+    missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
+    if missing:
+        return JsonRpcError(INVALID_PARAMS, f"params._meta is missing the required key(s): {', '.join(missing)}")
+    version = meta[META_VERSION]
+    headers = incoming.headers
+    if version_header != version:
+        return JsonRpcError(HEADER_MISMATCH, "MCP-Protocol-Version header does not match _meta's protocol version")
+    if (headers.get("mcp-method") or "").strip() != method:
+        return JsonRpcError(HEADER_MISMATCH, "Mcp-Method header does not match the request's method")
+    name_key = _NAME_PARAM.get(method)
+    if name_key is not None and params.get(name_key) is not None:
+        if decode_header(headers.get("mcp-name")) != params.get(name_key):
+            return JsonRpcError(HEADER_MISMATCH, f"Mcp-Name header does not match params.{name_key}")
+    if version not in MODERN_VERSIONS:
+        return JsonRpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
+                            {"supported": list(MODERN_VERSIONS), "requested": version})
+    if method == "tools/call":
+        problem = _check_param_headers(agent, params, incoming.raw_headers)
+        if problem is not None:
+            return JsonRpcError(HEADER_MISMATCH, problem)
+    return None
+
+
+async def _notification(body: dict[str, Any], version: str, send: Send) -> None:
+    if body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
+        await json_response(send, 400, error_body(None, INVALID_REQUEST, "Invalid JSON-RPC notification"))
+        return
+    if version not in MODERN_VERSIONS:
+        await json_response(send, 400, error_body(None, UNSUPPORTED_VERSION, "Unsupported protocol version",
+                                                  {"supported": list(MODERN_VERSIONS), "requested": version}))
+        return
+    if body["method"] in _REMOVED:
+        await json_response(send, 404, error_body(None, METHOD_NOT_FOUND,
+                                                  f"Method not found: {body['method']} is not part of {version}"))
+        return
+    await plain_response(send, 202)
+
+
+def _replay_gather(agent: Agent, method: str, params: dict[str, Any]) -> Any:
+    """The channel's ``gather`` for this request: answers come from the retry, never from a wait."""
+    responses = params.get("inputResponses")
+    state = params.get("requestState")
+    if method not in INPUT_METHODS:
+        responses = state = None
+    if responses is not None and not isinstance(responses, dict):
+        raise JsonRpcError(INVALID_PARAMS, "inputResponses must be an object keyed by the input request keys")
+    answers: dict[str, Any] = {}
+    if state is not None:
+        target = _target(method, params)
+        arguments = params.get("arguments") if method != "resources/read" else None
+        if method == "resources/read":
+            found = agent.find_resource(params.get("uri", ""))
+            arguments = found[1] if found else None
+        try:
+            answers.update(_state.unseal(agent.secret, state, target=target,
+                                         digest=_state.arguments_digest(arguments)))
+        except ValueError as exc:
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid requestState: {exc}") from exc
+    if responses:
+        answers.update(responses)
+    used: dict[str, Any] = {}
+
+    async def gather(call: Call, requests: Mapping[str, InputRequest], target: str) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        missing: dict[str, InputRequest] = {}
+        for key, request in requests.items():
+            raw = answers.get(key)
+            parsed = parse_input_response(request, raw) if raw is not None else None
+            if parsed is None:
+                missing[key] = request
+            else:
+                result[key] = parsed
+                used[key] = raw
+        if missing:
+            raise InputsPending(missing, answered=used)
+        return result
+
+    return gather
+
+
+def _target(method: str, params: Mapping[str, Any]) -> str:
+    return f"{method}:{params.get(_NAME_PARAM.get(method, 'name'))}"
+
+
+def server_info(agent: Agent) -> dict[str, Any]:
+    return {"name": agent.name, "version": agent.version}
+
+
+async def _serve(endpoint: McpEndpoint, call: Call, method: str, params: dict[str, Any], request_id: Any,
+                 receive: Receive) -> dict[str, Any] | None:
+    """Run the method; a client that closes the stream cancels it (and is owed nothing)."""
+    agent = endpoint.agent
+    payload: dict[str, Any] | None = None
+    async with anyio.create_task_group() as group:
+
+        async def until_disconnect() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            group.cancel_scope.cancel()
+
+        group.start_soon(until_disconnect)
+        try:
+            if method == "server/discover":
+                result = _discover(agent)
+            else:
+                result = await dispatch(call, method, params)
+                result.setdefault("resultType", "complete")
+                meta = result.get("_meta")
+                result["_meta"] = {**meta, META_SERVER_INFO: server_info(agent)} if meta else \
+                    {META_SERVER_INFO: server_info(agent)}
+                if method in _CACHEABLE and result["resultType"] == "complete":
+                    result["ttlMs"] = 0
+                    result["cacheScope"] = "private"
+            payload = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        except JsonRpcError as exc:
+            payload = exc.body(request_id)
+        group.cancel_scope.cancel()
+    return payload
+
+
+def _discover(agent: Agent) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "resultType": "complete",
+        "supportedVersions": list(MODERN_VERSIONS),
+        "capabilities": {key: value for key, value in server_capabilities().items() if key != "logging"},
+        "serverInfo": server_info(agent),
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": {META_SERVER_INFO: server_info(agent)},
+    }
+    if agent.instructions:
+        result["instructions"] = agent.instructions
+    return result
+
+
+class ListenHub:
+    """``subscriptions/listen`` streams: each gets the agent's list changes and resource updates it asked for."""
+
+    _FLAGS = {"tools/list_changed": "toolsListChanged", "prompts/list_changed": "promptsListChanged",
+              "resources/list_changed": "resourcesListChanged"}
+
+    def __init__(self, agent: Agent) -> None:
+        self.queues: set[tuple[asyncio.Queue[dict[str, Any]], frozenset[str], frozenset[str]]] = set()
+        agent.subscribe(self._on_agent_event)
+
+    def _on_agent_event(self, event: str, data: Mapping[str, Any]) -> None:
+        for queue, flags, uris in list(self.queues):
+            if event == "resources/updated":
+                if data.get("uri") not in uris:
+                    continue
+            elif self._FLAGS.get(event) not in flags:
+                continue
+            if queue.full():
+                continue  # a listener this far behind gets no more; list changes are idempotent hints
+            queue.put_nowait({"jsonrpc": "2.0", "method": f"notifications/{event}", "params": dict(data)})
+
+    async def listen(self, agent: Agent, request_id: Any, params: dict[str, Any], receive: Receive,
+                     send: Send) -> None:
+        wanted = params.get("notifications")
+        if not isinstance(wanted, dict):
+            await json_response(send, 400, error_body(request_id, INVALID_PARAMS,
+                                                       "subscriptions/listen needs a 'notifications' object"))
+            return
+        flags = frozenset(f for f in self._FLAGS.values() if wanted.get(f) is True)
+        uris_raw = wanted.get("resourceSubscriptions") or []
+        if not isinstance(uris_raw, list) or not all(isinstance(u, str) for u in uris_raw):
+            await json_response(send, 400, error_body(request_id, INVALID_PARAMS,
+                                                      "resourceSubscriptions must be a list of URIs"))
+            return
+        honoured: dict[str, Any] = {flag: True for flag in sorted(flags)}
+        if uris_raw:
+            honoured["resourceSubscriptions"] = list(uris_raw)
+        sub_meta = {META_SUBSCRIPTION: request_id}
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=1000)
+        entry = (queue, flags, frozenset(uris_raw))
+        self.queues.add(entry)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": list(SSE_HEADERS)})
+            ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                   "params": {"notifications": honoured, "_meta": sub_meta}}
+            await send({"type": "http.response.body", "body": sse_frame(ack), "more_body": True})
+            async with anyio.create_task_group() as group:
+
+                async def until_disconnect() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    group.cancel_scope.cancel()
+
+                group.start_soon(until_disconnect)
+                while True:
+                    with anyio.move_on_after(_KEEPALIVE_SECONDS):
+                        message = await queue.get()
+                        message["params"]["_meta"] = sub_meta
+                        await send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
+                        continue
+                    await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
+        except OSError:
+            pass
+        finally:
+            self.queues.discard(entry)

@@ -1,0 +1,49 @@
+"""``AgentMiddleware``: serves the agent's paths and hands every other request to the host app untouched."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._types import ASGIApp, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["AgentMiddleware"]
+
+
+def route_path(scope: Scope) -> str:
+    """The path relative to where this app is mounted (Starlette keeps the full path in ``path``)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        return path[len(root):] or "/"
+    return path
+
+
+async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 404,
+                    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"9")]})
+        await send({"type": "http.response.body", "body": b"Not Found"})
+
+
+class AgentMiddleware:
+    """``app.add_middleware(AgentMiddleware, agent=agent)``.
+
+    Needs no lifespan: everything it keeps (sessions, streams) lives in the agent's endpoints and is
+    created on first use. Without a wrapped ``app`` it is a standalone app that answers 404 elsewhere,
+    which is what ``agent.asgi()`` mounts.
+    """
+
+    def __init__(self, app: ASGIApp | None, agent: Agent) -> None:
+        self.app = app or _not_found
+        self.agent = agent
+        self.mcp = agent.mcp
+        self.mcp_path = agent.mcp_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and route_path(scope).rstrip("/") == self.mcp_path:
+            await self.mcp(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -1,0 +1,320 @@
+"""The MCP conformance suite's fixture server, built only with agentmw's public API.
+
+Serve it with ``uvicorn tests.conformance.mcp_fixture:app --port 8765``; MCP lives at ``/mcp``.
+The names and behaviours are the suite's (its scenarios call fixtures by exact name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+from starlette.applications import Starlette
+
+from agentmw import (
+    Agent,
+    AgentMiddleware,
+    Ask,
+    Audio,
+    Context,
+    EmbeddedResource,
+    Image,
+    ListRoots,
+    PromptMessage,
+    Sample,
+    Text,
+)
+
+# 1x1 PNG and a tiny WAV, as the suite's reference server sends.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+WAV = base64.b64decode("UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=")
+
+agent = Agent("agentmw-conformance", "0.1.0")
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@agent.tool
+async def test_simple_text() -> str:
+    """Returns simple text content."""
+    return "This is a simple text response for testing."
+
+
+@agent.tool
+async def test_image_content() -> Image:
+    """Returns image content."""
+    return Image(PNG, "image/png")
+
+
+@agent.tool
+async def test_audio_content() -> Audio:
+    """Returns audio content."""
+    return Audio(WAV, "audio/wav")
+
+
+@agent.tool
+async def test_embedded_resource() -> EmbeddedResource:
+    """Returns an embedded resource."""
+    return EmbeddedResource("test://embedded-resource", text="This is an embedded resource content.",
+                            mime_type="text/plain")
+
+
+@agent.tool
+async def test_multiple_content_types() -> list[Text | Image | EmbeddedResource]:
+    """Returns text, image and resource content."""
+    return [
+        Text("Multiple content types test:"),
+        Image(PNG, "image/png"),
+        EmbeddedResource("test://mixed-content-resource", text='{"test":"data","value":123}',
+                         mime_type="application/json"),
+    ]
+
+
+@agent.tool
+async def test_tool_with_logging(ctx: Context) -> str:
+    """Sends three log messages while it runs."""
+    await ctx.info("Tool execution started")
+    await asyncio.sleep(0.05)
+    await ctx.info("Tool processing data")
+    await asyncio.sleep(0.05)
+    await ctx.info("Tool execution completed")
+    return "Tool with logging executed successfully"
+
+
+@agent.tool
+async def test_tool_with_progress(ctx: Context) -> str:
+    """Reports progress 0, 50 and 100 of 100."""
+    await ctx.progress(0, 100)
+    await asyncio.sleep(0.05)
+    await ctx.progress(50, 100)
+    await asyncio.sleep(0.05)
+    await ctx.progress(100, 100)
+    return "Progress tool completed"
+
+
+@agent.tool
+async def test_error_handling() -> str:
+    """Always fails."""
+    raise RuntimeError("This tool intentionally returns an error for testing")
+
+
+@agent.tool
+async def test_sampling(prompt: str, ctx: Context) -> str:
+    """Asks the client's model to complete a prompt."""
+    sampled = await ctx.sample(prompt, max_tokens=100)
+    return f"LLM response: {sampled.text}"
+
+
+@agent.tool
+async def test_elicitation(message: str, ctx: Context) -> str:
+    """Asks the user for a username and an email."""
+    answer = await ctx.ask(message, {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    })
+    return f"User response: action={answer.action}, content={answer.content}"
+
+
+@agent.tool
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """Elicits with defaults for every primitive type."""
+    answer = await ctx.ask("Please review and update the form fields with defaults", {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+            "age": {"type": "integer", "description": "User age", "default": 30},
+            "score": {"type": "number", "description": "User score", "default": 95.5},
+            "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"],
+                       "default": "active"},
+            "verified": {"type": "boolean", "description": "Verification status", "default": True},
+        },
+        "required": [],
+    })
+    return f"Elicitation completed: action={answer.action}, content={answer.content}"
+
+
+@agent.tool
+async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """Elicits with the five enum shapes."""
+    answer = await ctx.ask("Please select options from the enum fields", {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "description": "Select one option",
+                               "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"},
+            ]},
+            "legacyEnum": {"type": "string", "description": "Select one option (legacy)",
+                           "enum": ["opt1", "opt2", "opt3"],
+                           "enumNames": ["Option One", "Option Two", "Option Three"]},
+            "untitledMulti": {"type": "array", "description": "Select multiple options",
+                              "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+            "titledMulti": {"type": "array", "description": "Select multiple options with titles",
+                            "items": {"anyOf": [
+                                {"const": "value1", "title": "First Choice"},
+                                {"const": "value2", "title": "Second Choice"},
+                                {"const": "value3", "title": "Third Choice"},
+                            ]}},
+        },
+        "required": [],
+    })
+    return f"Elicitation completed: action={answer.action}, content={answer.content}"
+
+
+@agent.tool
+async def test_missing_capability(ctx: Context) -> str:
+    """Needs the client's sampling capability."""
+    sampled = await ctx.sample("Say hello", max_tokens=10)
+    return sampled.text
+
+
+@agent.tool
+async def test_input_required_result_elicitation(ctx: Context) -> str:
+    """Asks for the user's name."""
+    answer = await ctx.ask("What is your name?", NAME_SCHEMA, key="user_name")
+    return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"
+
+
+@agent.tool
+async def test_input_required_result_sampling(ctx: Context) -> str:
+    """Asks the client's model a question."""
+    sampled = await ctx.sample("What is the capital of France?", max_tokens=100, key="capital_question")
+    return f"The model said: {sampled.text}"
+
+
+@agent.tool
+async def test_input_required_result_list_roots(ctx: Context) -> str:
+    """Reads the client's roots."""
+    roots = await ctx.roots(key="client_roots")
+    return "Roots: " + ", ".join(r.uri for r in roots)
+
+
+@agent.tool
+async def test_input_required_result_request_state(ctx: Context) -> str:
+    """Round-trips a signed requestState."""
+    await ctx.ask("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                                     "required": ["ok"]}, key="confirm")
+    return "state-ok: the request state was verified"
+
+
+@agent.tool
+async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+    """Asks for a name, a greeting and the roots in one round."""
+    answers = await ctx.inputs({
+        "user_name": Ask("What is your name?", NAME_SCHEMA),
+        "greeting": Sample("Generate a greeting", max_tokens=50),
+        "client_roots": ListRoots(),
+    })
+    return f"{answers['greeting'].text} {(answers['user_name'].content or {}).get('name')} " \
+           f"({len(answers['client_roots'])} roots)"
+
+
+@agent.tool
+async def test_input_required_result_multi_round(ctx: Context) -> str:
+    """Asks two questions, one round each."""
+    first = await ctx.ask("Step 1: What is your name?", NAME_SCHEMA, key="step1")
+    second = await ctx.ask("Step 2: What is your favorite color?", {
+        "type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}, key="step2")
+    return f"{(first.content or {}).get('name')} likes {(second.content or {}).get('color')}"
+
+
+@agent.tool
+async def test_input_required_result_tampered_state(ctx: Context) -> str:
+    """Rejects a requestState that was changed on the way."""
+    await ctx.ask("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}}}, key="confirm")
+    return "confirmed"
+
+
+@agent.tool
+async def test_input_required_result_capabilities(ctx: Context) -> str:
+    """Asks only what the client declared it can answer."""
+    wanted = {}
+    if ctx.supports("elicitation"):
+        wanted["user_name"] = Ask("What is your name?", NAME_SCHEMA)
+    if ctx.supports("sampling"):
+        wanted["greeting"] = Sample("Generate a greeting", max_tokens=50)
+    if not wanted:
+        return "nothing to ask"
+    answers = await ctx.inputs(wanted)
+    return f"answered: {sorted(answers)}"
+
+
+@agent.prompt
+async def test_input_required_result_prompt(ctx: Context) -> list[PromptMessage]:
+    """A prompt that needs context from the user first."""
+    answer = await ctx.ask("What context should the prompt use?", {
+        "type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}, key="user_context")
+    return [PromptMessage("user", f"Use this context: {(answer.content or {}).get('context')}")]
+
+
+@agent.resource("test://static-text", name="static-text", mime_type="text/plain")
+def static_text() -> str:
+    """A static text resource."""
+    return "This is the content of the static text resource."
+
+
+@agent.resource("test://static-binary", name="static-binary", mime_type="image/png")
+def static_binary() -> bytes:
+    """A static binary resource (an image)."""
+    return PNG
+
+
+@agent.resource("test://template/{id}/data", name="template", mime_type="application/json",
+                completions={"id": lambda value: [v for v in ("123", "456", "789") if v.startswith(value)]})
+def template(id: str) -> str:
+    """Data for one id."""
+    return f'{{"id":"{id}","templateTest":true,"data":"Data for ID: {id}"}}'
+
+
+@agent.resource("test://watched-resource", name="watched-resource", mime_type="text/plain")
+def watched() -> str:
+    """A resource that can be subscribed to."""
+    return "Watched resource content"
+
+
+@agent.prompt
+def test_simple_prompt() -> str:
+    """A simple prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+@agent.prompt(completions={"arg1": lambda value: [v for v in ("paris", "park", "party") if v.startswith(value)]})
+def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+    """A prompt with two arguments.
+
+    Args:
+        arg1: First test argument
+        arg2: Second test argument
+    """
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@agent.prompt
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[PromptMessage]:  # noqa: N803 (suite's name)
+    """A prompt that embeds a resource.
+
+    Args:
+        resourceUri: URI of the resource to embed
+    """
+    return [
+        PromptMessage("user", EmbeddedResource(resourceUri, text="Embedded resource content for testing.",
+                                               mime_type="text/plain")),
+        PromptMessage("user", "Please process the embedded resource above."),
+    ]
+
+
+@agent.prompt
+def test_prompt_with_image() -> list[PromptMessage]:
+    """A prompt with an image."""
+    return [PromptMessage("user", Image(PNG, "image/png")), PromptMessage("user", "Please analyze the image above.")]
+
+
+app = Starlette()
+app.add_middleware(AgentMiddleware, agent=agent)
