@@ -254,6 +254,53 @@ async def test_input_required_result_prompt(ctx: Context) -> list[PromptMessage]
     return [PromptMessage("user", f"Use this context: {(answer.content or {}).get('context')}")]
 
 
+async def _dynamic_tool() -> str:
+    """Appears and disappears with test_trigger_tool_change."""
+    return "dynamic"
+
+
+def _dynamic_prompt() -> str:
+    """Appears and disappears with test_trigger_prompt_change."""
+    return "dynamic prompt"
+
+
+@agent.tool
+async def test_trigger_tool_change() -> str:
+    """Adds or removes test_dynamic_tool, so listeners see tools/list_changed."""
+    if "test_dynamic_tool" in agent.tools:
+        agent.remove("tool", "test_dynamic_tool")
+        return "removed test_dynamic_tool"
+    agent.add("tool", _dynamic_tool, name="test_dynamic_tool")
+    return "added test_dynamic_tool"
+
+
+@agent.tool
+async def test_trigger_prompt_change() -> str:
+    """Adds or removes test_dynamic_prompt, so listeners see prompts/list_changed."""
+    if "test_dynamic_prompt" in agent.prompts:
+        agent.remove("prompt", "test_dynamic_prompt")
+        return "removed test_dynamic_prompt"
+    agent.add("prompt", _dynamic_prompt, name="test_dynamic_prompt")
+    return "added test_dynamic_prompt"
+
+
+@agent.tool
+async def test_streaming_elicitation(ctx: Context) -> str:
+    """Reports progress, then asks a question: the stream must never carry the question as a request."""
+    await ctx.progress(1, 2, "about to ask")
+    answer = await ctx.ask("Continue?", {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+                           key="continue")
+    return f"answered: {answer.action}"
+
+
+@agent.tool
+async def test_logging_tool(ctx: Context) -> str:
+    """Logs at every level; a request without a log level must see none of it."""
+    for level in ("debug", "info", "warning", "error"):
+        await ctx.log(level, f"{level} message")
+    return "logged"
+
+
 @agent.resource("test://static-text", name="static-text", mime_type="text/plain")
 def static_text() -> str:
     """A static text resource."""
