@@ -7,6 +7,7 @@ validates, calls and renders.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
 import typing
@@ -186,6 +187,7 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
         description = param_docs.get(param.name)
         if isinstance(default, FieldInfo):
             if description and not default.description:
+                default = copy.copy(default)  # the host app's own Query()/Body() must not change
                 default.description = description
             fields[param.name] = (annotation, default)
         elif description:

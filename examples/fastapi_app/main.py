@@ -1,0 +1,179 @@
+"""The procurement assistant: an existing FastAPI service for IT purchasing, adopted one endpoint at a time.
+
+Its routes stay plain FastAPI routes; the decorated ones are also served over MCP at ``/mcp``.
+Run it with ``uvicorn examples.fastapi_app.main:app --port 8000``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Annotated, Literal
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query
+from pydantic import BaseModel, Field
+
+from agentmw import Agent, AgentMiddleware, PromptMessage, prompt, resource, tool
+from agentmw.fastapi import RouteContext
+
+app = FastAPI(title="Procurement")
+
+# --- the service's own data and auth (what an existing app already has) --------------------------
+
+
+class Asset(BaseModel):
+    sku: str
+    name: str
+    category: Literal["laptop", "monitor", "phone", "accessory"]
+    unit_price: float
+
+
+class Budget(BaseModel):
+    department: str
+    total: float
+    spent: float
+
+    @property
+    def remaining(self) -> float:
+        return self.total - self.spent
+
+
+class PurchaseRequest(BaseModel):
+    sku: str
+    quantity: int = Field(ge=1, le=100)
+    department: str
+    justification: str = Field(min_length=10)
+
+
+class PurchaseReceipt(BaseModel):
+    request_id: str
+    status: Literal["submitted"]
+    total: float
+    requested_by: str
+
+
+class User(BaseModel):
+    name: str
+    departments: list[str]
+
+
+CATALOG = [
+    Asset(sku="LPT-14", name="14-inch developer laptop", category="laptop", unit_price=1899.0),
+    Asset(sku="LPT-13", name="13-inch ultralight laptop", category="laptop", unit_price=1299.0),
+    Asset(sku="MON-27", name="27-inch 4K monitor", category="monitor", unit_price=449.0),
+    Asset(sku="PHN-6", name="Company phone", category="phone", unit_price=799.0),
+    Asset(sku="ACC-DOCK", name="USB-C docking station", category="accessory", unit_price=229.0),
+]
+BUDGETS = {
+    "engineering": Budget(department="engineering", total=50_000.0, spent=31_250.0),
+    "design": Budget(department="design", total=20_000.0, spent=18_900.0),
+}
+TOKENS = {"demo-token": User(name="alice", departments=["engineering"])}
+_request_ids = itertools.count(1001)
+
+
+def current_user(authorization: Annotated[str | None, Header()] = None) -> User:
+    """The app's existing auth dependency; agentmw reuses it for MCP calls."""
+    scheme, _, token = (authorization or "").partition(" ")
+    user = TOKENS.get(token) if scheme.lower() == "bearer" else None
+    if user is None:
+        raise HTTPException(status_code=401, detail="Not authenticated", headers={"WWW-Authenticate": "Bearer"})
+    return user
+
+
+# --- routes; the decorated ones are also MCP capabilities ----------------------------------------
+
+
+@app.get("/health")
+def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@app.get("/assets")
+@tool(read_only=True, open_world=False, title="Search the asset catalog")
+async def search_assets(query: str = "", category: str | None = None, limit: int = Query(10, ge=1, le=50)) -> list[Asset]:
+    """Search the IT asset catalog by free text and category.
+
+    Use it to find a SKU before requesting a purchase. It never changes anything.
+
+    Summary:
+        Finds purchasable IT assets and their prices.
+
+    Args:
+        query: words to look for in the asset name; empty lists everything.
+        category: one of laptop, monitor, phone, accessory.
+        limit: at most this many results.
+    """
+    words = query.lower().split()
+    found = [a for a in CATALOG if all(w in a.name.lower() for w in words)
+             and (category is None or a.category == category)]
+    return found[:limit]
+
+
+@app.get("/budgets/{department}")
+@tool(read_only=True, title="Department budget")
+@resource("budget://{department}", name="department-budget", mime_type="application/json",
+          completions={"department": lambda value: [d for d in BUDGETS if d.startswith(value)]})
+async def department_budget(department: str) -> Budget:
+    """The budget of one department: its total, what is spent, and what remains.
+
+    Summary:
+        Tells whether a department can afford a purchase.
+
+    Args:
+        department: the department's id, such as "engineering".
+    """
+    budget = BUDGETS.get(department)
+    if budget is None:
+        raise HTTPException(status_code=404, detail=f"No budget for department {department!r}")
+    return budget
+
+
+@app.post("/purchase-requests")
+@tool(destructive=False, idempotent=False, title="Submit a purchase request")
+async def submit_purchase_request(
+    request: PurchaseRequest, ctx: RouteContext, user: Annotated[User, Depends(current_user)]
+) -> PurchaseReceipt:
+    """Submit a purchase request for approval by the department's budget admin.
+
+    Needs a bearer token. Check the budget first; requests above the remaining budget are refused.
+
+    Summary:
+        Starts the purchasing workflow for an IT asset.
+
+    Args:
+        request: what to buy, how many, for which department, and why.
+    """
+    if request.department not in user.departments:
+        raise HTTPException(status_code=403, detail=f"{user.name} cannot buy for {request.department}")
+    asset = next((a for a in CATALOG if a.sku == request.sku), None)
+    if asset is None:
+        raise HTTPException(status_code=422, detail=f"Unknown SKU {request.sku!r}")
+    total = asset.unit_price * request.quantity
+    budget = BUDGETS[request.department]
+    await ctx.progress(1, 2, "checking the budget")
+    if total > budget.remaining:
+        raise HTTPException(status_code=409, detail=f"{total:.2f} exceeds the remaining {budget.remaining:.2f}")
+    await ctx.progress(2, 2, "submitted")
+    return PurchaseReceipt(request_id=f"PR-{next(_request_ids)}", status="submitted", total=total,
+                           requested_by=user.name)
+
+
+@prompt(title="Justify a purchase")
+def purchase_justification(sku: str, reason: str) -> list[PromptMessage]:
+    """Draft the justification text of a purchase request.
+
+    Args:
+        sku: the asset to buy.
+        reason: the business need, in a few words.
+    """
+    return [PromptMessage("user", f"Write a two-sentence justification for buying {sku}: {reason}. "
+                                  "Mention the business impact and why a cheaper option will not do.")]
+
+
+agent = Agent(
+    "procurement-assistant",
+    "0.1.0",
+    instructions="Search the catalog, check the department budget, then submit a purchase request.",
+    include=[app, purchase_justification],
+)
+app.add_middleware(AgentMiddleware, agent=agent)
