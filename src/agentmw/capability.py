@@ -96,11 +96,15 @@ def _is_object_schema(schema: Mapping[str, Any]) -> bool:
 def _output_plan(annotation: Any) -> OutputPlan:
     if _content_annotation(annotation):
         return OutputPlan(mode="content")
+    if isinstance(annotation, str):
+        raise RegistrationError(f"cannot resolve the return annotation {annotation!r}; define it at module level")
     try:
         adapter: TypeAdapter[Any] = TypeAdapter(annotation)
         schema = adapter.json_schema(mode="serialization")
-    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError):
-        return OutputPlan(mode="content")
+    except pydantic.PydanticUserError as exc:
+        raise RegistrationError(f"cannot build an output schema for {annotation!r}: {exc}") from exc
+    except (pydantic.PydanticSchemaGenerationError, TypeError):
+        return OutputPlan(mode="content")  # not a data type pydantic knows: served as text, with no schema
     schema = _tidy_schema(schema)
     if _is_object_schema(schema) and _resolves_to_object(schema):
         return OutputPlan(mode="object", schema=schema, adapter=adapter)

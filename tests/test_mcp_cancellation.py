@@ -1,0 +1,85 @@
+"""Cancellation over a real socket: ``notifications/cancelled`` in the handshake era, a closed stream in 2026."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import httpx
+import pytest
+
+from tests import wire_app
+from tests.conftest import serve
+from tests.test_mcp_wire import META, modern_body, modern_headers
+
+ACCEPT = "application/json, text/event-stream"
+
+
+@pytest.fixture(scope="module")
+def url():
+    with serve(wire_app.app) as base:
+        yield base
+
+
+async def wait_for(entry: str, timeout: float = 2.0) -> None:
+    with anyio.fail_after(timeout):
+        while entry not in wire_app.log:
+            await anyio.sleep(0.01)
+
+
+async def open_session(client: httpx.AsyncClient) -> dict[str, str]:
+    init = await client.post("/mcp", headers={"accept": ACCEPT, "content-type": "application/json"}, json={
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    return {"accept": ACCEPT, "content-type": "application/json", "mcp-session-id": init.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-11-25"}
+
+
+async def test_cancelled_notification_reaches_the_coroutine(url: str) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        headers = await open_session(client)
+        call = {"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {"name": "slow", "arguments": {"tag": "n1"}}}
+        async with anyio.create_task_group() as group:
+            responses: list[httpx.Response] = []
+
+            async def run_call() -> None:
+                responses.append(await client.post("/mcp", headers=headers, json=call))
+
+            group.start_soon(run_call)
+            await wait_for("n1:started")
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41}}
+            assert (await client.post("/mcp", headers=headers, json=cancel)).status_code == 202
+            await wait_for("n1:cancelled", timeout=0.5)
+        assert "n1:finished" not in wire_app.log
+        assert responses[0].status_code == 200
+        assert '"id":41' not in responses[0].text, "a cancelled request is owed no response"
+
+
+async def test_handshake_disconnect_does_not_cancel(url: str) -> None:
+    wire_app.events["n2"] = anyio.Event()
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        headers = await open_session(client)
+    call = {"jsonrpc": "2.0", "id": 42, "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"tag": "n2"}, "_meta": {"progressToken": 1}}}
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        async with client.stream("POST", "/mcp", headers=headers, json=call) as response:
+            async for _ in response.aiter_raw():
+                break  # the progress event arrived; now drop the connection
+    await wait_for("n2:started")
+    await anyio.sleep(0.2)
+    assert "n2:cancelled" not in wire_app.log
+    wire_app.events["n2"].set()
+    await wait_for("n2:finished")
+
+
+async def test_stateless_closed_stream_cancels_the_call(url: str) -> None:
+    body = json.loads(modern_body("tools/call", {"name": "slow", "arguments": {"tag": "n3"}}))
+    body["params"]["_meta"] = {**META, "progressToken": "t"}
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        async with client.stream("POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body) as response:
+            assert response.headers["content-type"] == "text/event-stream"
+            async for chunk in response.aiter_raw():
+                assert b"notifications/progress" in chunk
+                break
+    await wait_for("n3:cancelled", timeout=1.0)
+    assert "n3:finished" not in wire_app.log
