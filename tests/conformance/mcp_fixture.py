@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from typing import Annotated
 
+from pydantic import Field
 from starlette.applications import Starlette
 
 from agentmw import (
@@ -291,6 +293,16 @@ async def test_streaming_elicitation(ctx: Context) -> str:
     answer = await ctx.ask("Continue?", {"type": "object", "properties": {"ok": {"type": "boolean"}}},
                            key="continue")
     return f"answered: {answer.action}"
+
+
+@agent.tool
+async def test_custom_headers(
+    region: Annotated[str, Field(description="Routing region", json_schema_extra={"x-mcp-header": "Region"})],
+    priority: Annotated[int | None, Field(json_schema_extra={"x-mcp-header": "Priority"})] = None,
+    verbose: Annotated[bool | None, Field(json_schema_extra={"x-mcp-header": "Verbose"})] = None,
+) -> str:
+    """Arguments mirrored into Mcp-Param-* headers, which the server checks against the body."""
+    return f"region={region} priority={priority} verbose={verbose}"
 
 
 @agent.tool

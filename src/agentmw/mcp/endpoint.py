@@ -47,6 +47,7 @@ class McpEndpoint:
         self.catalog = Catalog(agent)
         self.sessions = legacy.SessionStore(agent)
         self.listeners = modern.ListenHub(agent)
+        self.server_info = {"name": agent.name, "version": agent.version}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         incoming = Incoming(scope)

@@ -34,6 +34,7 @@ from ._wire import (
     plain_response,
     sse_frame,
 )
+from ._cancel import CallGuard
 from .convert import input_request
 from .methods import LOG_RANK, Call, dispatch, parse_input_response
 
@@ -64,7 +65,7 @@ class Session:
         self.credential = credential
         self.last_seen = time.monotonic()
         self.pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
-        self.inflight: dict[Any, anyio.CancelScope] = {}
+        self.inflight: dict[Any, CallGuard] = {}
         self.stream: asyncio.Queue[dict[str, Any]] | None = None
         self.subscriptions: set[str] = set()
         self._ids = itertools.count(1)
@@ -282,16 +283,18 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, send: 
     call = Call(endpoint.agent, endpoint.catalog, modern=False, version=session.version,
                 client_capabilities=session.client_capabilities, log_level=session.log_level,
                 exchange=exchange, scope=scope, params=params or {}, gather=gather)
-    cancel_scope = anyio.CancelScope()
-    session.inflight[request_id] = cancel_scope
+    guard = CallGuard()  # a dropped connection does not cancel in this era; notifications/cancelled does
+    session.inflight[request_id] = guard
     payload: dict[str, Any] | None = None
     try:
-        with cancel_scope:
-            try:
-                payload = {"jsonrpc": "2.0", "id": request_id, "result": await dispatch(call, method, params)}
-            except JsonRpcError as exc:
-                payload = exc.body(request_id)
+        payload = {"jsonrpc": "2.0", "id": request_id, "result": await dispatch(call, method, params)}
+    except JsonRpcError as exc:
+        payload = exc.body(request_id)
+    except asyncio.CancelledError:
+        if not guard.absorb():
+            raise
     finally:
+        guard.finish()
         session.inflight.pop(request_id, None)
     if payload is None:  # cancelled by the client: no response is owed, but the HTTP exchange must end
         await exchange.start_stream()

@@ -21,6 +21,7 @@ from .._types import Receive, Scope, Send
 from ..context import InputRequest
 from ..runtime import InputsPending
 from . import _state
+from ._cancel import CallGuard
 from ._wire import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -317,31 +318,27 @@ async def _serve(endpoint: McpEndpoint, call: Call, method: str, params: dict[st
                  receive: Receive) -> dict[str, Any] | None:
     """Run the method; a client that closes the stream cancels it (and is owed nothing)."""
     agent = endpoint.agent
-    payload: dict[str, Any] | None = None
-    async with anyio.create_task_group() as group:
-
-        async def until_disconnect() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            group.cancel_scope.cancel()
-
-        group.start_soon(until_disconnect)
-        try:
-            if method == "server/discover":
-                result = _discover(agent)
-            else:
-                result = await dispatch(call, method, params)
-                result.setdefault("resultType", "complete")
-                meta = result.get("_meta")
-                result["_meta"] = {**meta, META_SERVER_INFO: server_info(agent)} if meta else \
-                    {META_SERVER_INFO: server_info(agent)}
-                if method in _CACHEABLE and result["resultType"] == "complete":
-                    result["ttlMs"] = 0
-                    result["cacheScope"] = "private"
-            payload = {"jsonrpc": "2.0", "id": request_id, "result": result}
-        except JsonRpcError as exc:
-            payload = exc.body(request_id)
-        group.cancel_scope.cancel()
+    guard = CallGuard(receive)
+    try:
+        if method == "server/discover":
+            result = _discover(agent)
+        else:
+            result = await dispatch(call, method, params)
+            result.setdefault("resultType", "complete")
+            meta = result.get("_meta")
+            info = endpoint.server_info
+            result["_meta"] = {**meta, META_SERVER_INFO: info} if meta else {META_SERVER_INFO: info}
+            if method in _CACHEABLE and result["resultType"] == "complete":
+                result["ttlMs"] = 0
+                result["cacheScope"] = "private"
+        payload = {"jsonrpc": "2.0", "id": request_id, "result": result}
+    except JsonRpcError as exc:
+        payload = exc.body(request_id)
+    except asyncio.CancelledError:
+        if guard.absorb():
+            return None
+        raise
+    guard.finish()
     return payload
 
 

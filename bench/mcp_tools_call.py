@@ -1,0 +1,212 @@
+"""``tools/call`` throughput: agentmw and FastMCP beside a bare Starlette floor, in one run.
+
+Every target is driven in-process through its ASGI interface (no sockets, no client library), so the
+numbers are each server's own cost per request; ratios to the floor are what matters. Run it with
+``python bench/mcp_tools_call.py`` (``--quick`` for a short run); it prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+ACCEPT = (b"accept", b"application/json, text/event-stream")
+JSON_CT = (b"content-type", b"application/json")
+
+
+async def add(a: int, b: int) -> int:
+    return a + b
+
+
+# --- the floor: the same JSON-RPC work, by hand, in a plain Starlette route -------------------------
+
+async def floor_endpoint(request: Request) -> JSONResponse:
+    body = await request.json()
+    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or body.get("method") != "tools/call":
+        return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "bad"}}, 400)
+    params = body.get("params") or {}
+    args = params.get("arguments") or {}
+    if params.get("name") != "add" or not isinstance(args.get("a"), int) or not isinstance(args.get("b"), int):
+        return JSONResponse({"jsonrpc": "2.0", "id": body.get("id"), "error": {"code": -32602, "message": "bad"}})
+    value = await add(args["a"], args["b"])
+    structured = {"result": value}
+    return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": {
+        "content": [{"type": "text", "text": json.dumps(structured)}], "structuredContent": structured,
+        "isError": False}})
+
+
+def floor_app() -> Any:
+    return Starlette(routes=[Route("/mcp", floor_endpoint, methods=["POST"])])
+
+
+def agentmw_app() -> Any:
+    from agentmw import Agent, AgentMiddleware
+
+    agent = Agent("bench")
+    agent.tool(add)
+    app = Starlette()
+    app.add_middleware(AgentMiddleware, agent=agent)
+    return app
+
+
+def fastmcp_app() -> Any:
+    from fastmcp import FastMCP
+
+    server = FastMCP("bench")
+    server.tool(add)
+    return server.http_app(path="/mcp", json_response=True)
+
+
+# --- an in-process ASGI driver -----------------------------------------------------------------------
+
+class Driver:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def post(self, body: bytes, headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, str], bytes]:
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "root_path": "", "query_string": b"",
+                 "headers": [(b"host", b"127.0.0.1:8000"), *headers], "client": ("127.0.0.1", 50000),
+                 "server": ("127.0.0.1", 8000), "state": {}}
+        done = asyncio.Event()
+        sent = False
+        status = 0
+        response_headers: dict[str, str] = {}
+        chunks: list[bytes] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                response_headers.update({k.decode(): v.decode() for k, v in message.get("headers", [])})
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    done.set()
+
+        await self.app(scope, receive, send)
+        return status, response_headers, b"".join(chunks)
+
+
+async def lifespan(stack: AsyncExitStack, app: Any) -> None:
+    context = getattr(getattr(app, "router", None), "lifespan_context", None)
+    if context is not None:
+        await stack.enter_async_context(context(app))
+
+
+def call_body(i: int, modern: bool) -> bytes:
+    params: dict[str, Any] = {"name": "add", "arguments": {"a": i, "b": 2}}
+    if modern:
+        params["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN,
+                           "io.modelcontextprotocol/clientCapabilities": {}}
+    return json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}).encode()
+
+
+async def prepare(driver: Driver, era: str) -> list[tuple[bytes, bytes]]:
+    """Headers for calls in ``era``: a handshake (and session) first where the era has one."""
+    if era == "floor":
+        return [JSON_CT, ACCEPT]
+    if era == MODERN:
+        return [JSON_CT, ACCEPT, (b"mcp-protocol-version", MODERN.encode()), (b"mcp-method", b"tools/call"),
+                (b"mcp-name", b"add")]
+    init = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}).encode()
+    status, headers, _ = await driver.post(init, [JSON_CT, ACCEPT])
+    assert status == 200, status
+    session = [(b"mcp-session-id", headers["mcp-session-id"].encode())] if "mcp-session-id" in headers else []
+    base = [JSON_CT, ACCEPT, (b"mcp-protocol-version", LEGACY.encode()), *session]
+    await driver.post(b'{"jsonrpc":"2.0","method":"notifications/initialized"}', base)
+    return base
+
+
+async def measure(name: str, app_factory: Callable[[], Any], era: str, n: int, rounds: int) -> float:
+    app = app_factory()
+    async with AsyncExitStack() as stack:
+        await lifespan(stack, app)
+        driver = Driver(app)
+        headers = await prepare(driver, era)
+        modern = era == MODERN
+        status, _, body = await driver.post(call_body(1, modern), headers)
+        reply = json.loads(body.split(b"data: ")[-1]) if body.startswith(b"event") else json.loads(body)
+        assert status == 200 and reply["result"]["structuredContent"] == {"result": 3}, (name, era, status, body)
+        bodies = [call_body(i, modern) for i in range(n)]
+        best = 0.0
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for payload in bodies:
+                await driver.post(payload, headers)
+            best = max(best, n / (time.perf_counter() - start))
+        return best
+
+
+def import_time(module: str, repeats: int = 7) -> float:
+    """Median wall time, in ms, of a fresh interpreter importing ``module`` (minus a bare interpreter)."""
+
+    def run(code: str) -> float:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        return time.perf_counter() - start
+
+    bare = statistics.median(run("pass") for _ in range(repeats))
+    return (statistics.median(run(f"import {module}") for _ in range(repeats)) - bare) * 1000
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    n, rounds = (2000, 2) if args.quick else (20000, 3)
+    targets = [
+        ("bare Starlette floor", floor_app, "floor"),
+        ("agentmw, 2025-11-25 (session)", agentmw_app, LEGACY),
+        ("agentmw, 2026-07-28 (stateless)", agentmw_app, MODERN),
+        ("FastMCP 4.1.6, 2025-11-25 (session)", fastmcp_app, LEGACY),
+        ("FastMCP 4.1.6, 2026-07-28 (stateless)", fastmcp_app, MODERN),
+    ]
+    results = []
+    for name, factory, era in targets:
+        try:
+            rps = await measure(name, factory, era, n if "FastMCP" not in name else max(n // 10, 500), rounds)
+        except Exception as exc:  # a peer that cannot serve an era is reported, not hidden
+            results.append((name, None, f"{type(exc).__name__}: {exc}"[:120]))
+            continue
+        results.append((name, rps, ""))
+    floor = results[0][1]
+    print(f"`tools/call` requests per second, in-process ASGI, {n} calls, best of {rounds} rounds\n")
+    print("| server | req/s | ratio to floor |")
+    print("|---|---:|---:|")
+    for name, rps, note in results:
+        if rps is None:
+            print(f"| {name} | — | did not run: {note} |")
+        else:
+            print(f"| {name} | {rps:,.0f} | {rps / floor:.2f}× |")
+    agentmw_ms, fastapi_ms = import_time("agentmw"), import_time("fastapi")
+    print(f"\n`import agentmw`: {agentmw_ms:.0f} ms; `import fastapi`: {fastapi_ms:.0f} ms "
+          f"(median of fresh interpreters, less a bare interpreter's start)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

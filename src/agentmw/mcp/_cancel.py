@@ -1,0 +1,62 @@
+"""Cancel one request's work from outside it, cheaply.
+
+A request is cancelled by ``notifications/cancelled`` (handshake era) or by the client closing the
+stream (stateless era). Watching for the disconnect needs a task, but only while the call is actually
+waiting: the watcher is scheduled with ``call_soon``, so a call that completes without suspending
+never creates it, and the hot path pays for no task group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .._types import Receive
+
+__all__ = ["CallGuard"]
+
+
+class CallGuard:
+    __slots__ = ("task", "requested", "done", "_receive", "_handle", "_watcher")
+
+    def __init__(self, receive: Receive | None = None) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.requested = False
+        self.done = False
+        self._receive = receive
+        self._watcher: asyncio.Task[Any] | None = None
+        self._handle = asyncio.get_running_loop().call_soon(self._start) if receive is not None else None
+
+    def cancel(self) -> None:
+        """Cancel the call's work; a no-op once it has finished."""
+        if not self.done and not self.requested:
+            self.requested = True
+            self.task.cancel()
+
+    def _start(self) -> None:
+        if not self.done:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        assert self._receive is not None
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        self.cancel()
+
+    def finish(self) -> None:
+        """Mark the work done: from here on nothing can cancel it. Call before any further await."""
+        self.done = True
+        if self._handle is not None:
+            self._handle.cancel()
+        if self._watcher is not None:
+            self._watcher.cancel()
+
+    def absorb(self) -> bool:
+        """After a CancelledError: True when this guard caused it (and the task is un-cancelled)."""
+        self.finish()
+        if self.requested:
+            self.task.uncancel()
+            return True
+        return False
