@@ -265,3 +265,40 @@ async def test_progress_streams_as_sse_then_the_result() -> None:
         assert messages[0]["method"] == "notifications/progress"
         assert messages[0]["params"] == {"progressToken": "p1", "progress": 1, "total": 2, "message": "waiting"}
         assert messages[-1]["result"]["content"][0]["text"] == "released"
+
+
+async def test_a_bug_of_ours_is_a_protocol_error_not_a_500(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentmw.mcp import methods
+
+    def broken(call, params):
+        raise RuntimeError("secret internals /etc/passwd")
+
+    monkeypatch.setitem(methods.HANDLERS, "tools/list", broken)
+    async with http() as client:
+        response = await client.post("/mcp", content=modern_body("tools/list"), headers=modern_headers("tools/list"))
+    assert response.status_code == 200
+    assert response.json()["error"] == {"code": -32603, "message": "Internal error"}
+    assert "secret" not in response.text
+
+
+async def test_function_exceptions_are_sanitized() -> None:
+    from agentmw import Agent
+
+    agent = Agent()
+
+    @agent.tool
+    async def explode() -> str:
+        raise ValueError("db password=hunter2\nTraceback (most recent call last): ...")
+
+    @agent.resource("x://boom")
+    def boom() -> str:
+        raise KeyError("internal")
+
+    async with McpTestClient(agent.asgi(), era="2025-11-25") as mcp:
+        result = await mcp.call_tool("explode")
+        assert result["isError"] is True
+        assert result["content"] == [{"type": "text", "text": "explode failed with an internal error (ValueError); "
+                                                               "details are in the server log"}]
+        with pytest.raises(McpError) as info:
+            await mcp.request("resources/read", {"uri": "x://boom"})
+        assert info.value.code == -32603 and "Traceback" not in info.value.message

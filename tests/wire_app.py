@@ -44,3 +44,15 @@ async def slow(ctx: Context, tag: str = "slow") -> str:
 
 app = Starlette()
 app.add_middleware(AgentMiddleware, agent=agent)
+
+
+@agent.prompt
+def greet(name: str) -> str:
+    """Greet someone."""
+    return f"Hello {name}"
+
+
+@agent.resource("wire://status", mime_type="text/plain")
+def status() -> str:
+    """A resource clients can subscribe to."""
+    return "ok"

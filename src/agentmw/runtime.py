@@ -69,9 +69,13 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "Invalid arguments: " + "; ".join(parts)
 
 
-def _sanitized(exc: BaseException) -> str:
-    first = (str(exc).strip().splitlines() or [""])[0][:300]
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+def _sanitized(capability: Capability, exc: BaseException) -> str:
+    """What a caller learns of an unexpected exception: its type, never its message or traceback.
+
+    Exception messages routinely carry internals (paths, queries, credentials); a function that wants
+    the caller to read a message raises ``Permanent``, ``Retryable`` or ``Rejected`` with it.
+    """
+    return f"{capability.name} failed with an internal error ({type(exc).__name__}); details are in the server log"
 
 
 def _http_exception_outcome(exc: Exception) -> Outcome | None:
@@ -181,6 +185,6 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
         if mapped is not None:
             return mapped
         logger.exception("capability %r raised", capability.name)
-        message = _sanitized(exc)
+        message = _sanitized(capability, exc)
         return Outcome(status="failed", content=[Text(message)], message=message, code="permanent")
     return completed(capability, value)

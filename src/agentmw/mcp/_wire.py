@@ -182,11 +182,19 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def header_map(scope: Scope) -> dict[str, str]:
-    """Headers by lowercase name; a repeated header keeps its values joined by ", "."""
+def header_map(scope: Scope) -> tuple[dict[str, str], set[str] | None]:
+    """Headers by name (ASGI servers send them lowercased), and the names that were repeated.
+
+    A repeated header keeps its values joined by ", "; the set of repeated names is None when there is none.
+    """
     headers: dict[str, str] = {}
+    repeated: set[str] | None = None
     for raw_name, raw_value in scope["headers"]:
-        name = raw_name.decode("latin-1").lower()
+        name = raw_name.decode("latin-1")
         value = raw_value.decode("latin-1")
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    return headers
+        if name in headers:
+            headers[name] = f"{headers[name]}, {value}"
+            repeated = (repeated or set()) | {name}
+        else:
+            headers[name] = value
+    return headers, repeated

@@ -8,11 +8,12 @@ handshake era, with ``initialize`` and ``Mcp-Session-Id``.
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
-from .._types import Receive, Scope, Send
+from .._types import Message, Receive, Scope, Send
 from . import legacy, modern
-from ._wire import HANDSHAKE_VERSIONS, INVALID_REQUEST, PARSE_ERROR, error_body, header_map, json_response, \
+from ._wire import HANDSHAKE_VERSIONS, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, error_body, header_map, json_response, \
     plain_response, read_body
 from .methods import Catalog
 
@@ -21,17 +22,19 @@ if TYPE_CHECKING:
 
 __all__ = ["McpEndpoint", "Incoming"]
 
+logger = logging.getLogger("agentmw")
+
 _MAX_DEPTH_ERRORS = (ValueError, RecursionError)
 
 
 class Incoming:
     """A parsed POST: its headers and decoded body, or the error response already sent."""
 
-    __slots__ = ("headers", "raw_headers", "body", "accept_json", "accept_sse")
+    __slots__ = ("headers", "repeated", "raw_headers", "body", "accept_json", "accept_sse")
 
     def __init__(self, scope: Scope) -> None:
         self.raw_headers = scope["headers"]
-        self.headers = header_map(scope)
+        self.headers, self.repeated = header_map(scope)
         accept = self.headers.get("accept", "")
         wildcard = "*/*" in accept
         self.accept_json = wildcard or "application/json" in accept or "application/*" in accept
@@ -48,16 +51,32 @@ class McpEndpoint:
         self.sessions = legacy.SessionStore(agent)
         self.listeners = modern.ListenHub(agent)
         self.server_info = {"name": agent.name, "version": agent.version}
+        self._verdicts: dict[tuple[str, str | None], int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self._serve(scope, receive, tracking_send)
+        except Exception:
+            # A bug of ours must still get a protocol answer, never a traceback.
+            logger.exception("agentmw MCP endpoint failed on %s %s", scope.get("method"), scope.get("path"))
+            if not started:
+                await json_response(send, 200, error_body(None, INTERNAL_ERROR, "Internal error"))
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         incoming = Incoming(scope)
         headers = incoming.headers
-        agent = self.agent
-        if not agent.host_allowed(headers.get("host", "")):
+        verdict = self._transport_verdict(headers.get("host", ""), headers.get("origin"))
+        if verdict == 421:
             await json_response(send, 421, error_body(None, INVALID_REQUEST, "Invalid Host header"))
             return
-        origin = headers.get("origin")
-        if origin is not None and not agent.origin_allowed(origin):
+        if verdict == 403:
             await json_response(send, 403, error_body(None, INVALID_REQUEST, "Origin not allowed"))
             return
         method = scope["method"]
@@ -70,6 +89,22 @@ class McpEndpoint:
             await modern.handle(self, incoming, scope, receive, send)
         else:
             await legacy.handle(self, incoming, scope, receive, send)
+
+    def _transport_verdict(self, host: str, origin: str | None) -> int:
+        """200, 421 (foreign Host) or 403 (foreign Origin); remembered, since a server sees few distinct pairs."""
+        key = (host, origin)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            if not self.agent.host_allowed(host):
+                verdict = 421
+            elif origin is not None and not self.agent.origin_allowed(origin):
+                verdict = 403
+            else:
+                verdict = 200
+            if len(self._verdicts) > 1024:  # bounded: arbitrary Host values must not grow memory
+                self._verdicts.clear()
+            self._verdicts[key] = verdict
+        return verdict
 
     async def read_json(self, incoming: Incoming, receive: Receive, send: Send, *, modern_era: bool) -> bool:
         """Read and decode the body into ``incoming.body``; on failure answer and return False."""

@@ -7,6 +7,7 @@ channel; the handlers here translate params into an invocation and the outcome i
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from ._wire import Exchange
 
 __all__ = ["Call", "Catalog", "HANDLERS", "parse_input_response", "LOG_RANK"]
+
+logger = logging.getLogger("agentmw")
 
 LOG_RANK = {name: rank for rank, name in enumerate(
     ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"))}
@@ -316,10 +319,14 @@ async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, A
         known = context.get("arguments") if isinstance(context, dict) else None
         value = str(argument.get("value", ""))
         wants_context = len(inspect.signature(complete).parameters) > 1
-        produced = complete(value, known or {}) if wants_context else complete(value)
-        if inspect.isawaitable(produced):
-            produced = await produced
-        values = [str(v) for v in produced or ()]
+        try:
+            produced = complete(value, known or {}) if wants_context else complete(value)
+            if inspect.isawaitable(produced):
+                produced = await produced
+            values = [str(v) for v in produced or ()]
+        except Exception as exc:
+            logger.exception("completion for %r raised", cap.name)
+            raise JsonRpcError(INTERNAL_ERROR, f"Completion failed: {type(exc).__name__}") from exc
     return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
 
 

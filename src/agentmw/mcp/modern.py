@@ -59,7 +59,7 @@ _REMOVED = frozenset({
 _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list",
                         "resources/read", "server/discover"})
 _NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-_ROUTING_HEADERS = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
+_ROUTING_HEADERS = ("mcp-protocol-version", "mcp-method", "mcp-name")
 _B64 = re.compile(r"^=\?base64\?(.*)\?=$")
 _KEEPALIVE_SECONDS = 15.0
 
@@ -215,13 +215,10 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
 
 def _ladder(agent: Agent, incoming: Incoming, method: str, params: dict[str, Any],
             version_header: str) -> JsonRpcError | None:
-    counts: dict[bytes, int] = {}
-    for raw_name, _ in incoming.raw_headers:
-        lowered = raw_name.lower()
-        if lowered in _ROUTING_HEADERS:
-            counts[lowered] = counts.get(lowered, 0) + 1
-            if counts[lowered] > 1:
-                return JsonRpcError(HEADER_MISMATCH, f"{lowered.decode()} header appears more than once")
+    if incoming.repeated:
+        for name in _ROUTING_HEADERS:
+            if name in incoming.repeated:
+                return JsonRpcError(HEADER_MISMATCH, f"{name} header appears more than once")
     meta = params.get("_meta")
     if not isinstance(meta, dict):
         return JsonRpcError(INVALID_PARAMS, f"params._meta must be an object carrying {META_VERSION!r} and "
@@ -268,8 +265,8 @@ def _replay_gather(agent: Agent, method: str, params: dict[str, Any]) -> Any:
     """The channel's ``gather`` for this request: answers come from the retry, never from a wait."""
     responses = params.get("inputResponses")
     state = params.get("requestState")
-    if method not in INPUT_METHODS:
-        responses = state = None
+    if method not in INPUT_METHODS or (responses is None and state is None):
+        return _first_round
     if responses is not None and not isinstance(responses, dict):
         raise JsonRpcError(INVALID_PARAMS, "inputResponses must be an object keyed by the input request keys")
     answers: dict[str, Any] = {}
@@ -304,6 +301,11 @@ def _replay_gather(agent: Agent, method: str, params: dict[str, Any]) -> Any:
         return result
 
     return gather
+
+
+async def _first_round(call: Call, requests: Mapping[str, InputRequest], target: str) -> dict[str, Any]:
+    """A request that carries no answers yet: every question goes back to the client."""
+    raise InputsPending(requests)
 
 
 def _target(method: str, params: Mapping[str, Any]) -> str:
