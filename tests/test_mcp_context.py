@@ -95,3 +95,11 @@ async def test_logs_follow_the_requested_level(fixture_url: str, mode: str) -> N
         result = await c.call_tool("test_logging_tool", {})
         assert result.content[0].text == "logged"
     assert received == [("warning", "warning message"), ("error", "error message")]
+
+
+async def test_handshake_fallback_when_the_client_cannot_be_asked(fixture_url: str) -> None:
+    async with client(fixture_url, "legacy") as c:
+        result = await c.call_tool("test_input_required_result_elicitation", {})
+    assert result.is_error is True
+    assert "elicitation capability" in result.content[0].text and "- What is your name?" in result.content[0].text
+    assert result.meta["agentmw/inputRequests"]["user_name"]["method"] == "elicitation/create"

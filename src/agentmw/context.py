@@ -86,9 +86,10 @@ class Root:
 class ClientCapabilityMissing(Exception):
     """The caller cannot answer this kind of request (it did not declare the capability)."""
 
-    def __init__(self, capability: str) -> None:
+    def __init__(self, capability: str, requests: Mapping[str, InputRequest] | None = None) -> None:
         super().__init__(f"the client did not declare the {capability!r} capability this call needs")
         self.capability = capability
+        self.requests = dict(requests or {})
 
 
 _CAPABILITY_OF = {Ask: "elicitation", Sample: "sampling", ListRoots: "roots"}
@@ -180,7 +181,7 @@ class Context:
         for request in requests.values():
             needed = _CAPABILITY_OF[type(request)]
             if not self._channel.supports(needed):
-                raise ClientCapabilityMissing(needed)
+                raise ClientCapabilityMissing(needed, requests)
         return await self._channel.gather(requests)
 
     async def ask(self, message: str, schema: Mapping[str, Any] | None = None, *, key: str | None = None) -> Answer:

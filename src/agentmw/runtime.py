@@ -179,7 +179,8 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
         return Outcome(status="failed", content=[Text(exc.message)], message=exc.message, code="permanent",
                        data=exc.data)
     except ClientCapabilityMissing as exc:
-        return Outcome(status="rejected", message=str(exc), code="missing_capability", data=exc.capability)
+        return Outcome(status="rejected", message=str(exc), code="missing_capability", data=exc.capability,
+                       pending=exc.requests or None)
     except Exception as exc:
         mapped = _http_exception_outcome(exc)
         if mapped is not None:

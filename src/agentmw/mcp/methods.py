@@ -184,11 +184,12 @@ async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outc
 
 
 def _needs_input_fallback(outcome: Outcome) -> dict[str, Any]:
-    """No way to ask this caller (no elicitation): say so plainly, with the question, as a tool error."""
+    """No way to ask this caller: say so plainly, with the questions, as a tool error (see docs/context.md)."""
     questions = {key: input_request(req) for key, req in (outcome.pending or {}).items()}
     lines = [f"- {r['params'].get('message', r['method'])}" for r in questions.values()]
-    text = ("Input required before this tool can continue, but this client cannot be asked "
-            "(it did not declare the elicitation capability):\n" + "\n".join(lines))
+    missing = outcome.data if outcome.code == "missing_capability" else "elicitation"
+    text = (f"Input required before this tool can continue, but this client cannot be asked "
+            f"(it did not declare the {missing} capability):\n" + "\n".join(lines))
     return {"content": [{"type": "text", "text": text}], "isError": True,
             "_meta": {"agentmw/inputRequests": questions}}
 
@@ -218,7 +219,7 @@ async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
             result["structuredContent"] = outcome.structured
         result["isError"] = False
         return result
-    if status == "needs_input":
+    if status == "needs_input" or outcome.code == "missing_capability":
         return _needs_input_fallback(outcome)
     if status == "rejected" and outcome.code not in ("invalid_arguments", "missing_capability"):
         raise JsonRpcError(INVALID_PARAMS, outcome.message or "Request rejected", outcome.data)
