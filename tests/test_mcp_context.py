@@ -103,3 +103,22 @@ async def test_handshake_fallback_when_the_client_cannot_be_asked(fixture_url: s
     assert result.is_error is True
     assert "elicitation capability" in result.content[0].text and "- What is your name?" in result.content[0].text
     assert result.meta["agentmw/inputRequests"]["user_name"]["method"] == "elicitation/create"
+
+
+async def test_raised_needs_input_reports_the_question_in_both_eras() -> None:
+    from agentmw import Agent, NeedsInput
+    from agentmw.testing import McpTestClient
+
+    agent = Agent()
+
+    @agent.tool
+    async def order(sku: str = "") -> str:
+        if not sku:
+            raise NeedsInput("Which SKU?", schema={"type": "object", "properties": {"sku": {"type": "string"}}})
+        return sku
+
+    for era in ("2025-11-25", "2026-07-28"):
+        async with McpTestClient(agent.asgi(), era=era, capabilities={"elicitation": {}}) as mcp:
+            result = await mcp.call_tool("order", {})
+            assert result["isError"] is True and "- Which SKU?" in result["content"][0]["text"]
+            assert (await mcp.call_tool("order", {"sku": "MON-27"}))["content"][0]["text"] == "MON-27"

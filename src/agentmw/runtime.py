@@ -168,7 +168,10 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
     except InputsPending as pending:
         return Outcome(status="needs_input", pending=pending.requests, data=pending.answered)
     except NeedsInput as exc:
-        return Outcome(status="needs_input", pending={"question": Ask(exc.question, exc.schema)}, message=exc.question)
+        # The function has returned: an answer cannot resume it, so faces without a task to park it in
+        # report the question (code "raised") instead of starting an answer round.
+        return Outcome(status="needs_input", pending={"question": Ask(exc.question, exc.schema)},
+                       message=exc.question, code="raised")
     except Retryable as exc:
         when = f" Retry after {exc.retry_after:g} seconds." if exc.retry_after is not None else " Retry later."
         return Outcome(status="failed", content=[Text(exc.message + when)], message=exc.message, retryable=True,

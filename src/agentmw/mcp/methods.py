@@ -167,7 +167,7 @@ async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outc
     """Invoke ``cap``; a question the caller must answer first becomes an ``input_required`` result (2026)."""
     ctx = Context(cap, McpChannel(call, target), request=HTTPConnection(call.scope), caller=call.caller)
     outcome = await invoke(cap, arguments, ctx)
-    if outcome.status == "needs_input" and call.modern and outcome.pending:
+    if outcome.status == "needs_input" and call.modern and outcome.pending and outcome.code != "raised":
         digest = _state.arguments_digest(arguments)
         state = _state.seal(call.agent.secret, target=target, digest=digest, answers=outcome.data or {},
                             ttl=call.agent.input_state_ttl_seconds)
