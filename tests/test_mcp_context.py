@@ -6,7 +6,6 @@ Stateless era: the call ends with ``input_required`` and the client retries with
 
 from __future__ import annotations
 
-import anyio
 import httpx2
 import mcp_types as types
 import pytest

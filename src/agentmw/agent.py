@@ -8,7 +8,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .capability import Capability, CapabilityKind, build_capability
-from .decorators import CapabilitySpec, prompt as _prompt, resource as _resource, specs_of, tool as _tool
+from .decorators import CapabilitySpec, specs_of
+from .decorators import prompt as _prompt
+from .decorators import resource as _resource
+from .decorators import tool as _tool
 from .errors import RegistrationError
 
 if TYPE_CHECKING:

@@ -266,24 +266,25 @@ def _dynamic_prompt() -> str:
     return "dynamic prompt"
 
 
+def _toggle(kind: str, name: str, fn: object) -> str:
+    table = agent.tools if kind == "tool" else agent.prompts
+    if name in table:
+        agent.remove(kind, name)  # type: ignore[arg-type]
+        return f"removed {name}"
+    agent.add(kind, fn, name=name)  # type: ignore[arg-type]
+    return f"added {name}"
+
+
 @agent.tool
 async def test_trigger_tool_change() -> str:
     """Adds or removes test_dynamic_tool, so listeners see tools/list_changed."""
-    if "test_dynamic_tool" in agent.tools:
-        agent.remove("tool", "test_dynamic_tool")
-        return "removed test_dynamic_tool"
-    agent.add("tool", _dynamic_tool, name="test_dynamic_tool")
-    return "added test_dynamic_tool"
+    return _toggle("tool", "test_dynamic_tool", _dynamic_tool)
 
 
 @agent.tool
 async def test_trigger_prompt_change() -> str:
     """Adds or removes test_dynamic_prompt, so listeners see prompts/list_changed."""
-    if "test_dynamic_prompt" in agent.prompts:
-        agent.remove("prompt", "test_dynamic_prompt")
-        return "removed test_dynamic_prompt"
-    agent.add("prompt", _dynamic_prompt, name="test_dynamic_prompt")
-    return "added test_dynamic_prompt"
+    return _toggle("prompt", "test_dynamic_prompt", _dynamic_prompt)
 
 
 @agent.tool

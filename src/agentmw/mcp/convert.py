@@ -26,26 +26,19 @@ def tool_descriptor(cap: Capability) -> dict[str, Any]:
     return tool
 
 
-def resource_descriptor(cap: Capability) -> dict[str, Any]:
-    out: dict[str, Any] = {"uri": cap.uri, "name": cap.name}
-    if cap.title:
-        out["title"] = cap.title
-    if cap.contract:
-        out["description"] = cap.contract
-    if cap.mime_type:
-        out["mimeType"] = cap.mime_type
+def _described(cap: Capability, out: dict[str, Any]) -> dict[str, Any]:
+    for key, value in (("title", cap.title), ("description", cap.contract), ("mimeType", cap.mime_type)):
+        if value:
+            out[key] = value
     return out
+
+
+def resource_descriptor(cap: Capability) -> dict[str, Any]:
+    return _described(cap, {"uri": cap.uri, "name": cap.name})
 
 
 def template_descriptor(cap: Capability) -> dict[str, Any]:
-    out: dict[str, Any] = {"uriTemplate": cap.uri_template, "name": cap.name}
-    if cap.title:
-        out["title"] = cap.title
-    if cap.contract:
-        out["description"] = cap.contract
-    if cap.mime_type:
-        out["mimeType"] = cap.mime_type
-    return out
+    return _described(cap, {"uriTemplate": cap.uri_template, "name": cap.name})
 
 
 def prompt_descriptor(cap: Capability) -> dict[str, Any]:

@@ -13,8 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from .._types import Message, Receive, Scope, Send
 from . import legacy, modern
-from ._wire import HANDSHAKE_VERSIONS, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, error_body, header_map, json_response, \
-    plain_response, read_body
+from ._wire import (
+    HANDSHAKE_VERSIONS,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    error_body,
+    header_map,
+    json_response,
+    plain_response,
+    read_body,
+)
 from .methods import Catalog
 
 if TYPE_CHECKING:

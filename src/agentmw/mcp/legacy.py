@@ -20,6 +20,7 @@ import anyio
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
 from ..errors import Permanent
+from ._cancel import CallGuard
 from ._wire import (
     HANDSHAKE_VERSIONS,
     INVALID_PARAMS,
@@ -34,7 +35,6 @@ from ._wire import (
     plain_response,
     sse_frame,
 )
-from ._cancel import CallGuard
 from .convert import input_request
 from .methods import LOG_RANK, Call, dispatch, parse_input_response
 
@@ -334,27 +334,22 @@ def _set_level(session: Session, params: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _subscribe(session: Session, params: dict[str, Any]) -> dict[str, Any]:
-    uri = params.get("uri")
-    if not isinstance(uri, str):
-        raise JsonRpcError(INVALID_PARAMS, "resources/subscribe needs a string 'uri'")
-    session.subscriptions.add(uri)
-    return {}
+def _subscription(subscribe: bool) -> Any:
+    def change(session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise JsonRpcError(INVALID_PARAMS, "resources/(un)subscribe needs a string 'uri'")
+        (session.subscriptions.add if subscribe else session.subscriptions.discard)(uri)
+        return {}
 
-
-def _unsubscribe(session: Session, params: dict[str, Any]) -> dict[str, Any]:
-    uri = params.get("uri")
-    if not isinstance(uri, str):
-        raise JsonRpcError(INVALID_PARAMS, "resources/unsubscribe needs a string 'uri'")
-    session.subscriptions.discard(uri)
-    return {}
+    return change
 
 
 _SESSION_METHODS = {
     "ping": lambda session, params: {},
     "logging/setLevel": _set_level,
-    "resources/subscribe": _subscribe,
-    "resources/unsubscribe": _unsubscribe,
+    "resources/subscribe": _subscription(True),
+    "resources/unsubscribe": _subscription(False),
 }
 
 

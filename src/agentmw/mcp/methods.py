@@ -17,7 +17,14 @@ from ..capability import Capability
 from ..context import Answer, Ask, Context, InputRequest, ListRoots, Root, Sample, Sampled
 from ..runtime import InputsPending, Outcome, invoke
 from . import _state
-from ._wire import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CAPABILITY, RESOURCE_NOT_FOUND_2025, JsonRpcError
+from ._wire import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_CAPABILITY,
+    RESOURCE_NOT_FOUND_2025,
+    JsonRpcError,
+)
 from .convert import (
     content_block,
     input_request,
@@ -199,17 +206,23 @@ async def tools_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return {"tools": call.catalog.fresh().tools}
 
 
-async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+def _named(table: Mapping[str, Capability], params: dict[str, Any], method: str) -> tuple[Capability, Any]:
+    """The capability ``params.name`` names in ``table``, and ``params.arguments``, or -32602."""
     name = params.get("name")
     if not isinstance(name, str):
-        raise JsonRpcError(INVALID_PARAMS, "tools/call needs a string 'name'")
-    cap = call.agent.tools.get(name)
+        raise JsonRpcError(INVALID_PARAMS, f"{method} needs a string 'name'")
+    cap = table.get(name)
     if cap is None:
-        raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        raise JsonRpcError(INVALID_PARAMS, f"Unknown {method.split('/')[0][:-1]}: {name}")
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
-        raise JsonRpcError(INVALID_PARAMS, "tools/call 'arguments' must be an object")
-    outcome = await _run(call, cap, arguments, f"tools/call:{name}")
+        raise JsonRpcError(INVALID_PARAMS, f"{method} 'arguments' must be an object")
+    return cap, arguments
+
+
+async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    cap, arguments = _named(call.agent.tools, params, "tools/call")
+    outcome = await _run(call, cap, arguments, f"tools/call:{cap.name}")
     if isinstance(outcome, dict):
         return outcome
     status = outcome.status
@@ -278,16 +291,8 @@ async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 
 async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    name = params.get("name")
-    if not isinstance(name, str):
-        raise JsonRpcError(INVALID_PARAMS, "prompts/get needs a string 'name'")
-    cap = call.agent.prompts.get(name)
-    if cap is None:
-        raise JsonRpcError(INVALID_PARAMS, f"Unknown prompt: {name}")
-    arguments = params.get("arguments")
-    if arguments is not None and not isinstance(arguments, dict):
-        raise JsonRpcError(INVALID_PARAMS, "prompts/get 'arguments' must be an object")
-    outcome = await _run(call, cap, arguments, f"prompts/get:{name}")
+    cap, arguments = _named(call.agent.prompts, params, "prompts/get")
+    outcome = await _run(call, cap, arguments, f"prompts/get:{cap.name}")
     if isinstance(outcome, dict):
         return outcome
     if outcome.status != "completed":
