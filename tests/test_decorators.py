@@ -215,3 +215,28 @@ def test_unresolvable_return_annotation_is_a_registration_error() -> None:
 
     with pytest.raises(RegistrationError, match="NoSuchType"):
         Agent().tool(f)
+
+
+def test_include_finds_handlers_in_included_routers_and_mounts() -> None:
+    from fastapi import APIRouter
+
+    router = APIRouter(prefix="/inventory")
+
+    @router.get("/count")
+    @tool
+    def count() -> int:
+        return 3
+
+    sub = FastAPI()
+
+    @sub.get("/echo")
+    @tool
+    def echo(text: str) -> str:
+        return text
+
+    app = FastAPI()
+    app.include_router(router)
+    app.mount("/sub", sub)
+    agent = Agent(include=[app])
+    assert set(agent.tools) == {"count", "echo"}
+    assert TestClient(app).get("/inventory/count").json() == 3

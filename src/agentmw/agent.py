@@ -121,6 +121,10 @@ class Agent:
                 endpoint = getattr(route, "endpoint", None)
                 if endpoint is not None and specs_of(endpoint):
                     self.include(endpoint)
+                # FastAPI >= 0.120 keeps included routers whole; Starlette mounts hold their own routes
+                nested = getattr(route, "original_router", None) or getattr(route, "app", None)
+                if nested is not None and nested is not target and getattr(nested, "routes", None) is not None:
+                    self.include(nested)
             return
         raise TypeError(f"agent.include() takes marked functions, modules or apps, not {target!r}")
 
