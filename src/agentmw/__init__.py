@@ -5,7 +5,7 @@ from .agent import Agent
 from .capability import Capability
 from .content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text
 from .context import Answer, Ask, ClientCapabilityMissing, Context, ListRoots, Root, Sample, Sampled
-from .decorators import prompt, resource, tool
+from .decorators import prompt, resource, skill, tool
 from .errors import NeedsInput, Permanent, RegistrationError, Rejected, Retryable
 from .middleware import AgentMiddleware
 from .runtime import Outcome
@@ -38,5 +38,6 @@ __all__ = [
     "Text",
     "prompt",
     "resource",
+    "skill",
     "tool",
 ]

@@ -7,15 +7,15 @@ import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .a2a.settings import A2ASettings
 from .capability import Capability, CapabilityKind, build_capability
+from . import decorators
 from .decorators import CapabilitySpec, specs_of
-from .decorators import prompt as _prompt
-from .decorators import resource as _resource
-from .decorators import tool as _tool
 from .errors import RegistrationError
 
 if TYPE_CHECKING:
     from ._types import ASGIApp
+    from .identity import IdentifyFn
 
 __all__ = ["Agent"]
 
@@ -56,6 +56,10 @@ class Agent:
         max_sessions: int = 10_000,
         session_idle_seconds: float = 3600.0,
         input_state_ttl_seconds: float = 900.0,
+        a2a: A2ASettings | None = None,
+        a2a_path: str = "/a2a",
+        identify: IdentifyFn | None = None,
+        park_timeout_seconds: float = 3600.0,
     ) -> None:
         self.name = name
         self.version = version
@@ -70,13 +74,19 @@ class Agent:
         self.max_sessions = max_sessions
         self.session_idle_seconds = session_idle_seconds
         self.input_state_ttl_seconds = input_state_ttl_seconds
+        self.a2a = a2a or A2ASettings()
+        self.a2a_path = "/" + a2a_path.strip("/")
+        self.identify = identify
+        self.park_timeout_seconds = park_timeout_seconds
         self.tools: dict[str, Capability] = {}
         self.resources: dict[str, Capability] = {}
         self.templates: dict[str, Capability] = {}
         self.prompts: dict[str, Capability] = {}
+        self.skills: dict[str, Capability] = {}
         self.revision = 0
         self._listeners: set[Listener] = set()
         self._mcp: Any = None
+        self._a2a: Any = None
         for item in include:
             self.include(item)
 
@@ -87,6 +97,8 @@ class Agent:
             table, key = self.tools, cap.name
         elif kind == "prompt":
             table, key = self.prompts, cap.name
+        elif kind == "skill":
+            table, key = self.skills, cap.name
         elif cap.uri_template is not None:
             table, key = self.templates, cap.uri_template
         else:
@@ -98,7 +110,7 @@ class Agent:
         return cap
 
     def remove(self, kind: CapabilityKind, key: str) -> None:
-        table = {"tool": self.tools, "prompt": self.prompts}.get(kind)
+        table = {"tool": self.tools, "prompt": self.prompts, "skill": self.skills}.get(kind)
         if table is None:
             table = self.templates if key in self.templates else self.resources
         if table.pop(key, None) is not None:
@@ -136,31 +148,31 @@ class Agent:
                 return
         self.add(spec.kind, fn, **options)
 
+    def _registering(self, mark: Callable[..., Any], fn: Any, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
+        """Apply the module-level decorator ``mark``, then register what it marked with this agent."""
+
+        def register(f: F) -> F:
+            mark(*args, **options)(f)
+            self._add_spec(f, specs_of(f)[-1])
+            return f
+
+        return register(fn) if fn is not None else register
+
     def tool(self, fn: Any = None, /, **options: Any) -> Any:
         """``@agent.tool``: like :func:`agentmw.tool`, registered with this agent at once."""
-
-        def register(f: F) -> F:
-            _tool(**options)(f)
-            self._add_spec(f, specs_of(f)[-1])
-            return f
-
-        return register(fn) if fn is not None else register
+        return self._registering(decorators.tool, fn, (), options)
 
     def resource(self, uri: str, **options: Any) -> Callable[[F], F]:
-        def register(f: F) -> F:
-            _resource(uri, **options)(f)
-            self._add_spec(f, specs_of(f)[-1])
-            return f
-
-        return register
+        """``@agent.resource(uri)``: like :func:`agentmw.resource`, registered at once."""
+        return self._registering(decorators.resource, None, (uri,), options)
 
     def prompt(self, fn: Any = None, /, **options: Any) -> Any:
-        def register(f: F) -> F:
-            _prompt(**options)(f)
-            self._add_spec(f, specs_of(f)[-1])
-            return f
+        """``@agent.prompt``: like :func:`agentmw.prompt`, registered at once."""
+        return self._registering(decorators.prompt, fn, (), options)
 
-        return register(fn) if fn is not None else register
+    def skill(self, fn: Any = None, /, **options: Any) -> Any:
+        """``@agent.skill``: like :func:`agentmw.skill`, registered at once."""
+        return self._registering(decorators.skill, fn, (), options)
 
     # change notifications -------------------------------------------------------------------------
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -174,7 +186,7 @@ class Agent:
 
     def _changed(self, kind: str) -> None:
         self.revision += 1
-        plural = {"tool": "tools", "prompt": "prompts", "resource": "resources"}[kind]
+        plural = {"tool": "tools", "prompt": "prompts", "resource": "resources", "skill": "skills"}[kind]
         self._emit(f"{plural}/list_changed", {})
 
     def resource_updated(self, uri: str) -> None:
@@ -218,6 +230,15 @@ class Agent:
             self._mcp = McpEndpoint(self)
         return self._mcp
 
+    @property
+    def a2a_app(self) -> ASGIApp:
+        """The A2A endpoint as a bare ASGI app (the card, JSON-RPC and HTTP+JSON bindings)."""
+        if self._a2a is None:
+            from .a2a.endpoint import A2AEndpoint
+
+            self._a2a = A2AEndpoint(self)
+        return self._a2a
+
     def asgi(self) -> ASGIApp:
         """An ASGI app that serves only the agent's paths; mount it with ``app.mount(prefix, ...)``."""
         from .middleware import AgentMiddleware
@@ -228,7 +249,15 @@ class Agent:
         """Starlette routes for the agent's paths, for ``Router(routes=...)`` or a Starlette app."""
         from starlette.routing import Route
 
-        return [Route(self.mcp_path, endpoint=self.mcp, methods=None, name="agentmw-mcp")]
+        from starlette.routing import Mount
+
+        return [
+            Route(self.mcp_path, endpoint=self.mcp, methods=None, name="agentmw-mcp"),
+            Route("/.well-known/agent-card.json", endpoint=self.a2a_app, methods=None, name="agentmw-card"),
+            Route("/.well-known/agent.json", endpoint=self.a2a_app, methods=None, name="agentmw-card-v02"),
+            Route(self.a2a_path, endpoint=self.a2a_app, methods=None, name="agentmw-a2a"),
+            Mount(self.a2a_path, app=self.a2a_app, name="agentmw-a2a-rest"),
+        ]
 
     def router(self) -> Any:
         """A FastAPI ``APIRouter`` with the agent's paths, for ``app.include_router(agent.router())``."""

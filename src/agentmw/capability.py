@@ -25,7 +25,7 @@ from .errors import RegistrationError
 
 __all__ = ["Capability", "CapabilityKind", "OutputPlan", "build_capability", "NAME_RULE"]
 
-CapabilityKind = Literal["tool", "resource", "prompt"]
+CapabilityKind = Literal["tool", "resource", "prompt", "skill"]
 NAME_RULE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _TEMPLATE_VAR = re.compile(r"\{([+#]?)([A-Za-z_][A-Za-z0-9_]*)\}")
 _HOST_PARAM_CLASSES = frozenset({"Depends", "Security", "Header", "Cookie"})
@@ -236,6 +236,21 @@ class Capability:
     completions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     untrusted: bool = False
+    input_modes: tuple[str, ...] = ()
+    output_modes: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+
+    @property
+    def text_parameter(self) -> str | None:
+        """The one string parameter a plain-text message can fill, if the signature has exactly one."""
+        model = self.params.input_model
+        if model is None:
+            return None
+        strings = [n for n, f in model.model_fields.items() if f.annotation is str]
+        required = [n for n, f in model.model_fields.items() if f.is_required()]
+        if len(strings) == 1 and set(required) <= set(strings):
+            return strings[0]
+        return None
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -286,10 +301,13 @@ def build_capability(
     completions: Mapping[str, Callable[..., Any]] | None = None,
     meta: Mapping[str, Any] | None = None,
     untrusted: bool = False,
+    input_modes: tuple[str, ...] = (),
+    output_modes: tuple[str, ...] = (),
+    groups: tuple[str, ...] = (),
 ) -> Capability:
     target = inspect.unwrap(fn)
     name = name or getattr(target, "__name__", None) or ""
-    if kind in ("tool", "prompt") and not NAME_RULE.fullmatch(name):
+    if kind in ("tool", "prompt", "skill") and not NAME_RULE.fullmatch(name):
         raise RegistrationError(
             f"{kind} name {name!r} is invalid: MCP names are 1-128 characters of A-Z, a-z, 0-9, '_', '-' and '.'"
         )
@@ -300,7 +318,8 @@ def build_capability(
     except Exception:
         return_annotation = inspect.signature(fn).return_annotation
     is_async_gen = inspect.isasyncgenfunction(target)
-    output = OutputPlan(mode="content") if is_async_gen or kind != "tool" else _output_plan(return_annotation)
+    serves_results = kind in ("tool", "skill") and not is_async_gen
+    output = _output_plan(return_annotation) if serves_results else OutputPlan(mode="content")
 
     uri_template = pattern = None
     if kind == "resource":
@@ -350,6 +369,9 @@ def build_capability(
         completions=dict(completions or {}),
         meta=dict(meta or {}),
         untrusted=untrusted,
+        input_modes=tuple(input_modes),
+        output_modes=tuple(output_modes),
+        groups=tuple(groups),
     )
 
 

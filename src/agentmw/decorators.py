@@ -14,7 +14,7 @@ from typing import Any, TypeVar, overload
 
 from .capability import CapabilityKind
 
-__all__ = ["tool", "resource", "prompt", "CapabilitySpec", "specs_of"]
+__all__ = ["tool", "resource", "prompt", "skill", "CapabilitySpec", "specs_of"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 MARK = "__agentmw_specs__"
@@ -130,6 +130,36 @@ def prompt(
 def prompt(fn: Any = None, /, **options: Any) -> Any:
     """Mark a function as a user-controlled prompt template; it returns text or ``PromptMessage`` items."""
     spec = CapabilitySpec("prompt", dict(options))
+    if fn is not None:
+        return _mark(fn, spec)
+    return lambda f: _mark(f, spec)
+
+
+def skill(
+    fn: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    contract: str | None = None,
+    summary: str | None = None,
+    tags: tuple[str, ...] = (),
+    examples: tuple[str, ...] = (),
+    input_modes: tuple[str, ...] = (),
+    output_modes: tuple[str, ...] = (),
+    tools: tuple[Callable[..., Any], ...] = (),
+) -> Any:
+    """Mark a function as a business capability for other agents and UIs: an A2A skill.
+
+    The *summary* (docstring ``Summary:`` section) is what the agent card shows. ``tools`` lists
+    ``@tool`` functions this skill groups: an A2A message may call one of them by naming the skill and
+    the tool in its metadata.
+    """
+    spec = CapabilitySpec("skill", {
+        "name": name, "title": title, "contract": contract, "summary": summary, "tags": tuple(tags),
+        "examples": tuple(examples), "input_modes": tuple(input_modes), "output_modes": tuple(output_modes),
+        "groups": tuple(getattr(t, "__name__", str(t)) for t in tools),
+    })
     if fn is not None:
         return _mark(fn, spec)
     return lambda f: _mark(f, spec)

@@ -11,6 +11,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentMiddleware"]
 
+_CARD_PATHS = frozenset({"/.well-known/agent-card.json", "/.well-known/agent.json"})
+
 
 def route_path(scope: Scope) -> str:
     """The path relative to where this app is mounted (Starlette keeps the full path in ``path``)."""
@@ -39,11 +41,17 @@ class AgentMiddleware:
     def __init__(self, app: ASGIApp | None, agent: Agent) -> None:
         self.app = app or _not_found
         self.agent = agent
-        self.mcp = agent.mcp
         self.mcp_path = agent.mcp_path
+        self.a2a_path = agent.a2a_path
+        self.a2a_prefix = agent.a2a_path + "/"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and route_path(scope).rstrip("/") == self.mcp_path:
-            await self.mcp(scope, receive, send)
-            return
+        if scope["type"] == "http":
+            path = route_path(scope)
+            if path.rstrip("/") == self.mcp_path:
+                await self.agent.mcp(scope, receive, send)
+                return
+            if path == self.a2a_path or path.startswith(self.a2a_prefix) or path in _CARD_PATHS:
+                await self.agent.a2a_app(scope, receive, send)
+                return
         await self.app(scope, receive, send)

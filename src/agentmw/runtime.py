@@ -121,16 +121,17 @@ async def _call(capability: Capability, kwargs: dict[str, Any]) -> Any:
 
 
 def completed(capability: Capability, value: Any) -> Outcome:
-    if capability.kind != "tool":  # resources and prompts render their raw value themselves
+    if capability.kind in ("resource", "prompt"):  # they render their raw value themselves
         return Outcome(status="completed", value=value)
     output = capability.output
     if output.mode == "content":
-        return Outcome(status="completed", content=text_of(value))
+        return Outcome(status="completed", content=text_of(value), value=value)
     structured = output.structured(value)
     return Outcome(
         status="completed",
         content=[Text(json.dumps(structured, separators=(",", ":"), ensure_ascii=False))],
         structured=structured,
+        value=value,
     )
 
 

@@ -1,0 +1,193 @@
+"""The A2A operations, binding-neutral: JSON-RPC and HTTP+JSON both call these with 1.0-shaped params."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import HTTPConnection
+
+from ..stores.base import ListQuery
+from .push import PushSender, check_push_url
+from .tasks import TaskManager, task_dict
+from .wire import (
+    INVALID_PARAMS,
+    PUSH_NOT_SUPPORTED,
+    TASK_NOT_FOUND,
+    UNSUPPORTED_OPERATION,
+    A2AError,
+    new_id,
+    validate_message,
+)
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["Operations", "Caller"]
+
+
+class Caller:
+    """Who is asking, over which connection."""
+
+    __slots__ = ("identity", "connection")
+
+    def __init__(self, identity: str, connection: HTTPConnection) -> None:
+        self.identity = identity
+        self.connection = connection
+
+
+def _int(value: Any, name: str, *, low: int, high: int, default: int | None) -> int | None:
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError) as exc:
+        raise A2AError(INVALID_PARAMS, f"{name} must be an integer") from exc
+    if isinstance(value, bool) or not low <= number <= high:
+        raise A2AError(INVALID_PARAMS, f"{name} must be between {low} and {high}")
+    return number
+
+
+class Operations:
+    def __init__(self, agent: Agent) -> None:
+        from ..stores.sqlite import SQLiteStore
+
+        self.agent = agent
+        settings = agent.a2a
+        store = settings.store or SQLiteStore(os.environ.get("AGENTMW_DB", "agentmw.db"))
+        self.push = PushSender(store, settings.push) if settings.push is not None else None
+        self.tasks = TaskManager(agent, store, self.push)
+        self.store = store
+
+    # --- messages --------------------------------------------------------------------------------
+    async def _start(self, params: dict[str, Any], caller: Caller) -> tuple[Any, Any, dict[str, Any]]:
+        message = validate_message(params.get("message"))
+        configuration = params.get("configuration") or {}
+        if not isinstance(configuration, dict):
+            raise A2AError(INVALID_PARAMS, "configuration must be an object")
+        push = configuration.get("taskPushNotificationConfig")
+        if push is not None:
+            push = self._push_config(push, None)
+        metadata = params.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise A2AError(INVALID_PARAMS, "metadata must be an object")
+        live, queue = await self.tasks.send(message, caller.identity, caller.connection, metadata, push)
+        return live, queue, configuration
+
+    async def send_message(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        live, queue, configuration = await self._start(params, caller)
+        if configuration.get("returnImmediately") is True:
+            self.tasks.unsubscribe(live, queue)
+        else:
+            await self.tasks.wait_settled(live, queue)
+        history = _int(configuration.get("historyLength"), "historyLength", low=0, high=10_000, default=None)
+        return {"task": task_dict(live.record, history)}
+
+    async def stream_message(self, params: dict[str, Any], caller: Caller) -> AsyncIterator[dict[str, Any]]:
+        live, queue, _ = await self._start(params, caller)
+        return self._stream(live, queue, stop_on_interrupt=True)
+
+    async def _stream(self, live: Any, queue: Any, *, stop_on_interrupt: bool) -> AsyncIterator[dict[str, Any]]:
+        yield {"task": task_dict(live.record)}
+        async for event in self.tasks.events(live, queue, stop_on_interrupt=stop_on_interrupt):
+            yield event
+
+    # --- tasks -----------------------------------------------------------------------------------
+    async def get_task(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        record = await self.tasks.get(params.get("id"), caller.identity)
+        history = _int(params.get("historyLength"), "historyLength", low=0, high=10_000, default=None)
+        return task_dict(record, history)
+
+    async def list_tasks(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        size = _int(params.get("pageSize"), "pageSize", low=1, high=100, default=50)
+        offset = _int(params.get("pageToken"), "pageToken", low=0, high=10**9, default=0)
+        history = _int(params.get("historyLength"), "historyLength", low=0, high=10_000, default=0)
+        after = params.get("statusTimestampAfter")
+        after_ts = None
+        if after:
+            try:
+                after_ts = datetime.fromisoformat(str(after).replace("Z", "+00:00")).timestamp()
+            except ValueError as exc:
+                raise A2AError(INVALID_PARAMS, "statusTimestampAfter must be an ISO-8601 timestamp") from exc
+        state = params.get("status")
+        if state is not None and not (isinstance(state, str) and state.startswith("TASK_STATE_")):
+            raise A2AError(INVALID_PARAMS, "status must be a TASK_STATE_* value")
+        context_id = params.get("contextId")
+        if context_id is not None and not isinstance(context_id, str):
+            raise A2AError(INVALID_PARAMS, "contextId must be a string")
+        records, total = await self.tasks.list(ListQuery(owner=caller.identity, context_id=context_id or None,
+                                                         state=state, updated_after=after_ts, page_size=size or 50,
+                                                         offset=offset or 0))
+        include = params.get("includeArtifacts") is True
+        next_offset = (offset or 0) + len(records)
+        return {"tasks": [task_dict(r, history, include_artifacts=include) for r in records],
+                "nextPageToken": str(next_offset) if next_offset < total else "",
+                "pageSize": size, "totalSize": total}
+
+    async def cancel_task(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        record = await self.tasks.cancel(params.get("id"), caller.identity)
+        return task_dict(record)
+
+    async def subscribe(self, params: dict[str, Any], caller: Caller) -> AsyncIterator[dict[str, Any]]:
+        record = await self.tasks.get(params.get("id"), caller.identity)
+        if record.terminal:
+            raise A2AError(UNSUPPORTED_OPERATION, f"Task {record.id} is {record.state}; there is nothing to follow",
+                           {"taskId": record.id})
+        live = self.tasks.live.get(record.id)
+        if live is None:
+            raise A2AError(UNSUPPORTED_OPERATION, f"Task {record.id} is not running in this process",
+                           {"taskId": record.id})
+        queue = self.tasks.subscribe(live)
+        return self._stream(live, queue, stop_on_interrupt=False)
+
+    # --- push configs ----------------------------------------------------------------------------
+    def _push_config(self, config: Any, task_id: str | None) -> dict[str, Any]:
+        if self.push is None:
+            raise A2AError(PUSH_NOT_SUPPORTED, "This agent does not send push notifications")
+        if not isinstance(config, dict):
+            raise A2AError(INVALID_PARAMS, "push notification config must be an object")
+        url = check_push_url(config.get("url"), self.agent.a2a.push)  # type: ignore[arg-type]
+        out: dict[str, Any] = {"id": config.get("id") or new_id(), "url": url}
+        if task_id is not None:
+            out["taskId"] = task_id
+        if config.get("token") is not None:
+            if not isinstance(config["token"], str):
+                raise A2AError(INVALID_PARAMS, "token must be a string")
+            out["token"] = config["token"]
+        auth = config.get("authentication")
+        if auth is not None:
+            if not isinstance(auth, dict) or not isinstance(auth.get("scheme"), str):
+                raise A2AError(INVALID_PARAMS, "authentication needs a 'scheme'")
+            out["authentication"] = {k: v for k, v in auth.items() if k in ("scheme", "credentials")}
+        return out
+
+    async def _owned_task(self, task_id: Any, caller: Caller) -> str:
+        if self.push is None:
+            raise A2AError(PUSH_NOT_SUPPORTED, "This agent does not send push notifications")
+        return (await self.tasks.get(task_id, caller.identity)).id
+
+    async def create_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        task_id = await self._owned_task(params.get("taskId"), caller)
+        config = self._push_config(params, task_id)
+        if not params.get("id"):
+            config["id"] = task_id  # as the SDK does, so a second create replaces the first
+        await self.store.put_push(task_id, config)
+        return config
+
+    async def get_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        task_id = await self._owned_task(params.get("taskId"), caller)
+        config = await self.store.get_push(task_id, str(params.get("id")))
+        if config is None:
+            raise A2AError(TASK_NOT_FOUND, f"No push notification config {params.get('id')!r} on task {task_id}")
+        return config
+
+    async def list_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        task_id = await self._owned_task(params.get("taskId"), caller)
+        return {"configs": await self.store.list_push(task_id), "nextPageToken": ""}
+
+    async def delete_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        task_id = await self._owned_task(params.get("taskId"), caller)
+        await self.store.delete_push(task_id, str(params.get("id")))
+        return {}

@@ -1,0 +1,51 @@
+"""What an agent says about itself on A2A, and how its tasks are kept and pushed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..stores.base import TaskStore
+    from .push import PushPolicy
+
+__all__ = ["A2ASettings"]
+
+
+@dataclass
+class A2ASettings:
+    """A2A options of an :class:`~agentmw.Agent`.
+
+    Args:
+        description: the card's description (defaults to the agent's instructions, then its name).
+        provider, documentation_url: copied to the card.
+        security_schemes: card ``securitySchemes`` in 1.0 shape, e.g.
+            ``{"bearer": {"httpAuthSecurityScheme": {"scheme": "bearer"}}}``.
+        security_requirements: e.g. ``[{"bearer": []}]``.
+        extended_card: ``identity -> extra card fields``, or None when that caller may not see it (403).
+            Needs ``Agent(identify=...)`` to tell who the caller is.
+        store: where tasks live; default an SQLite file (``AGENTMW_DB``, else ``agentmw.db``), opened on
+            first A2A use.
+        push: the push policy; ``None`` turns push notifications off (and says so on the card).
+        park_timeout_seconds: how long a task waits for an answer to its question before it fails.
+    """
+
+    description: str = ""
+    provider: Mapping[str, str] | None = None
+    documentation_url: str | None = None
+    security_schemes: Mapping[str, Any] | None = None
+    security_requirements: Sequence[Mapping[str, Sequence[str]]] | None = None
+    extended_card: Callable[[str], Mapping[str, Any] | None] | None = None
+    store: TaskStore | None = None
+    push: PushPolicy | None = field(default_factory=lambda: _default_policy())
+
+    @property
+    def push_enabled(self) -> bool:
+        return self.push is not None
+
+
+def _default_policy() -> PushPolicy:
+    from .push import PushPolicy
+
+    return PushPolicy()

@@ -1,0 +1,421 @@
+"""A2A tasks over the core: choose the capability, gather its arguments, run it, park it on questions.
+
+One :class:`TaskManager` per agent. A task's coroutine runs in its own asyncio task, so a caller that
+disconnects (or asked ``returnImmediately``) does not stop it, ``CancelTask`` reaches it, and a
+question (``ctx.ask``) parks it in memory until a follow-up message on the same task answers.
+Records go to the store on every state change; live streams and parked coroutines are this
+process's (see docs/a2a.md for replicas and restarts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from starlette.requests import HTTPConnection
+
+from ..capability import Capability
+from ..context import Answer, Ask, Context, InputRequest
+from ..runtime import Outcome, describe_validation_error, invoke
+from ..stores.base import INTERRUPTED, TERMINAL, ListQuery, TaskRecord, TaskStore
+from .wire import (
+    INVALID_PARAMS,
+    TASK_NOT_CANCELABLE,
+    TASK_NOT_FOUND,
+    UNSUPPORTED_OPERATION,
+    A2AError,
+    agent_message,
+    new_id,
+    now_iso,
+    parts_from_outcome,
+)
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from .push import PushSender
+
+__all__ = ["TaskManager", "LiveTask"]
+
+logger = logging.getLogger("agentmw")
+SETTLED = TERMINAL | INTERRUPTED
+
+
+@dataclass(eq=False)
+class LiveTask:
+    record: TaskRecord
+    runner: asyncio.Task[None] | None = None
+    subscribers: set[asyncio.Queue[dict[str, Any] | None]] = field(default_factory=set)
+    answer: asyncio.Future[dict[str, Any]] | None = None
+    asked: dict[str, InputRequest] | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class TaskManager:
+    def __init__(self, agent: Agent, store: TaskStore, push: PushSender | None = None) -> None:
+        self.agent = agent
+        self.store = store
+        self.push = push
+        self.live: dict[str, LiveTask] = {}
+        self._recovered = False
+
+    async def ready(self) -> None:
+        if not self._recovered:
+            self._recovered = True
+            failed = await self.store.recover()
+            if failed:
+                logger.warning("failed %d A2A tasks left unfinished by a previous process", failed)
+
+    # --- reading -------------------------------------------------------------------------------------
+    async def get(self, task_id: Any, owner: str) -> TaskRecord:
+        if not isinstance(task_id, str):
+            raise A2AError(INVALID_PARAMS, "id must be a string")
+        live = self.live.get(task_id)
+        record = live.record if live is not None else await self.store.get(task_id)
+        if record is None or record.owner != owner:  # another caller's task does not exist for this one
+            raise A2AError(TASK_NOT_FOUND, f"Task {task_id} not found", {"taskId": task_id})
+        return record
+
+    async def list(self, query: ListQuery) -> tuple[list[TaskRecord], int]:
+        return await self.store.list(query)
+
+    # --- sending -------------------------------------------------------------------------------------
+    async def send(self, message: dict[str, Any], owner: str, connection: HTTPConnection | None,
+                   metadata: Mapping[str, Any] | None = None,
+                   push: dict[str, Any] | None = None) -> tuple[LiveTask, asyncio.Queue[Any]]:
+        """Record the message and move its task on; returns the task and a queue of its events from now."""
+        await self.ready()
+        task_id = message.get("taskId")
+        if task_id is not None:
+            live = await self._existing(task_id, owner, message)
+        else:
+            context_id = message.get("contextId") or new_id()
+            record = TaskRecord(id=new_id(), context_id=context_id, owner=owner, status_timestamp=now_iso(),
+                                metadata=dict(metadata or {}))
+            live = LiveTask(record)
+            self.live[record.id] = live
+        if push is not None:
+            await self.store.put_push(live.record.id, {**push, "taskId": live.record.id})
+        queue = self.subscribe(live)
+        async with live.lock:
+            record = live.record
+            message = {**message, "taskId": record.id, "contextId": record.context_id}
+            record.history.append(message)
+            await self._advance(live, message, connection)
+        return live, queue
+
+    async def _existing(self, task_id: Any, owner: str, message: dict[str, Any]) -> LiveTask:
+        record = await self.get(task_id, owner)
+        if record.terminal:
+            raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} is {record.state} and takes no more messages",
+                           {"taskId": task_id})
+        if message.get("contextId") not in (None, record.context_id):
+            raise A2AError(INVALID_PARAMS, f"contextId does not match task {task_id}'s context",
+                           {"taskId": task_id})
+        live = self.live.get(task_id)
+        if live is None:  # known to the store but not to this process
+            live = LiveTask(record)
+            self.live[task_id] = live
+            if record.parked:
+                await self._finish(live, "TASK_STATE_FAILED", "The agent lost this task's execution (it was "
+                                   "restarted, or this request reached another replica); nothing more will run.")
+                raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} can no longer continue", {"taskId": task_id})
+        return live
+
+    async def _advance(self, live: LiveTask, message: dict[str, Any], connection: HTTPConnection | None) -> None:
+        record = live.record
+        if live.answer is not None and not live.answer.done():
+            live.answer.set_result(message)  # the parked coroutine goes on from its question
+            return
+        if live.runner is not None and not live.runner.done():
+            raise A2AError(UNSUPPORTED_OPERATION, f"Task {record.id} is working and is not waiting for input",
+                           {"taskId": record.id})
+        capability = self._choose(record, message)
+        if capability is None:
+            await self._ask_for_skill(live)
+            return
+        record.arguments.update(self._arguments(capability, message, record))
+        model = capability.params.input_model
+        if capability.params.arg_names and model is not None:
+            try:
+                model.model_validate(record.arguments)
+            except ValidationError as exc:
+                text = describe_validation_error(exc).replace("Invalid arguments", "Missing or invalid input")
+                await self._status(live, "TASK_STATE_INPUT_REQUIRED", [
+                    {"text": f"{text}. Send them in a data part of a message on this task."},
+                    {"data": {"inputSchema": capability.input_schema}, "mediaType": "application/json"}])
+                return
+        live.runner = asyncio.create_task(self._run(live, capability, connection), name=f"a2a-task-{record.id}")
+
+    def _choose(self, record: TaskRecord, message: dict[str, Any]) -> Capability | None:
+        """The capability the task runs: named in metadata, or the agent's only skill (docs/a2a.md)."""
+        if record.skill is None:
+            meta = message.get("metadata") or {}
+            named = meta.get("skill")
+            skills = self.agent.skills
+            if isinstance(named, str):
+                if named not in skills:
+                    raise A2AError(INVALID_PARAMS, f"Unknown skill {named!r}; the agent card lists the skills")
+                record.skill = named
+            elif len(skills) == 1:
+                record.skill = next(iter(skills))
+            else:
+                return None
+            tool = meta.get("tool")
+            if isinstance(tool, str):
+                if tool not in skills[record.skill].groups or tool not in self.agent.tools:
+                    raise A2AError(INVALID_PARAMS, f"Skill {record.skill!r} has no tool {tool!r}")
+                record.tool = tool
+        skill = self.agent.skills.get(record.skill)
+        if skill is None:
+            raise A2AError(INVALID_PARAMS, f"Skill {record.skill!r} is no longer served")
+        return self.agent.tools[record.tool] if record.tool else skill
+
+    @staticmethod
+    def _arguments(capability: Capability, message: dict[str, Any], record: TaskRecord) -> dict[str, Any]:
+        arguments: dict[str, Any] = {}
+        texts = []
+        for part in message["parts"]:
+            if isinstance(part.get("data"), dict):
+                arguments.update(part["data"])
+            elif "text" in part:
+                texts.append(part["text"])
+        text_param = capability.text_parameter
+        if texts and text_param and text_param not in arguments:
+            arguments[text_param] = "\n".join(texts)
+        return arguments
+
+    async def _ask_for_skill(self, live: LiveTask) -> None:
+        skills = self.agent.skills
+        lines = [f"- {name}: {cap.summary}" for name, cap in skills.items()]
+        text = ("Which skill should handle this? Reply on this task with metadata {\"skill\": <id>}. Skills:\n"
+                + "\n".join(lines)) if skills else "This agent has no skills."
+        await self._status(live, "TASK_STATE_INPUT_REQUIRED" if skills else "TASK_STATE_REJECTED", [
+            {"text": text}, {"data": {"skills": [{"id": n, "summary": c.summary} for n, c in skills.items()]},
+                             "mediaType": "application/json"}])
+
+    async def _run(self, live: LiveTask, capability: Capability, connection: HTTPConnection | None) -> None:
+        record = live.record
+        try:
+            await self._status(live, "TASK_STATE_WORKING", None)
+            ctx = Context(capability, _TaskChannel(self, live), request=connection, caller=record.owner)
+            outcome = await invoke(capability, dict(record.arguments), ctx)
+            await self._settle(live, outcome)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._finish(live, "TASK_STATE_CANCELED", "The task was canceled."))
+        except Exception:
+            logger.exception("A2A task %s failed inside agentmw", record.id)
+            await self._finish(live, "TASK_STATE_FAILED", "The agent failed while running this task.")
+
+    async def _settle(self, live: LiveTask, outcome: Outcome) -> None:
+        record = live.record
+        if outcome.status == "completed":
+            artifact = {"artifactId": new_id(), "name": "result",
+                        "parts": parts_from_outcome(outcome.value, outcome.content, outcome.structured)}
+            record.artifacts.append(artifact)
+            await self._emit(live, {"artifactUpdate": {"taskId": record.id, "contextId": record.context_id,
+                                                       "artifact": artifact, "lastChunk": True}})
+            await self._status(live, "TASK_STATE_COMPLETED", None)
+        elif outcome.status == "needs_input":
+            questions = outcome.pending or {}
+            await self._status(live, "TASK_STATE_INPUT_REQUIRED", _question_parts(questions))
+        elif outcome.status == "rejected":
+            await self._finish(live, "TASK_STATE_REJECTED", outcome.message or "The request was rejected.")
+        else:
+            meta = {"retryable": outcome.retryable}
+            if outcome.retry_after is not None:
+                meta["retryAfterSeconds"] = outcome.retry_after
+            when = ""
+            if outcome.retryable:
+                when = f" Retry after {outcome.retry_after:g} seconds." if outcome.retry_after else " Retry later."
+            text = (outcome.message or "The task failed.").rstrip()
+            await self._finish(live, "TASK_STATE_FAILED", text if text.endswith(when.strip()) else text + when,
+                               meta)
+
+    async def _finish(self, live: LiveTask, state: str, text: str, metadata: dict[str, Any] | None = None) -> None:
+        parts: list[dict[str, Any]] = [{"text": text}]
+        if metadata:
+            parts.append({"data": metadata, "mediaType": "application/json"})
+        await self._status(live, state, parts, metadata)
+
+    async def _status(self, live: LiveTask, state: str, parts: list[dict[str, Any]] | None,
+                      metadata: dict[str, Any] | None = None) -> None:
+        record = live.record
+        record.state = state
+        record.status_timestamp = now_iso()
+        record.status_message = agent_message(record.id, record.context_id, parts) if parts else None
+        if record.status_message is not None:
+            record.history.append(record.status_message)
+        record.parked = state == "TASK_STATE_INPUT_REQUIRED" and live.answer is not None
+        update: dict[str, Any] = {"taskId": record.id, "contextId": record.context_id, "status": status_of(record)}
+        if metadata:
+            update["metadata"] = metadata
+        await self._emit(live, {"statusUpdate": update})
+
+    async def _emit(self, live: LiveTask, event: dict[str, Any]) -> None:
+        record = live.record
+        record.updated_at = time.time()
+        await self.store.put(record)
+        for queue in list(live.subscribers):
+            queue.put_nowait(event)
+        if self.push is not None:
+            await self.push.enqueue(record.id, event)
+        if record.terminal:
+            for queue in list(live.subscribers):
+                queue.put_nowait(None)
+            live.subscribers.clear()
+            self.live.pop(record.id, None)
+            if self.push is not None:
+                self.push.task_ended(record.id)
+
+    def subscribe(self, live: LiveTask) -> asyncio.Queue[Any]:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        live.subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, live: LiveTask, queue: asyncio.Queue[Any]) -> None:
+        live.subscribers.discard(queue)
+
+    async def events(self, live: LiveTask, queue: asyncio.Queue[Any], *, stop_on_interrupt: bool) -> AsyncIterator[dict]:
+        """The task's events from ``queue`` until it is terminal (or interrupted, when asked)."""
+        try:
+            if live.record.terminal:
+                return
+            while True:
+                event = await queue.get()
+                if event is None:
+                    return
+                yield event
+                update = event.get("statusUpdate")
+                if update is not None:
+                    state = update["status"]["state"]
+                    if state in TERMINAL or (stop_on_interrupt and state in INTERRUPTED):
+                        return
+        finally:
+            self.unsubscribe(live, queue)
+
+    async def wait_settled(self, live: LiveTask, queue: asyncio.Queue[Any]) -> None:
+        """Block until the task is terminal or interrupted (the blocking ``SendMessage``)."""
+        if live.record.state in SETTLED and (live.runner is None or live.runner.done()) and live.answer is None:
+            self.unsubscribe(live, queue)
+            return
+        async for _ in self.events(live, queue, stop_on_interrupt=True):
+            pass
+
+    # --- canceling -----------------------------------------------------------------------------------
+    async def cancel(self, task_id: Any, owner: str) -> TaskRecord:
+        record = await self.get(task_id, owner)
+        if record.terminal:
+            raise A2AError(TASK_NOT_CANCELABLE, f"Task {task_id} is {record.state} and cannot be canceled",
+                           {"taskId": task_id})
+        live = self.live.get(task_id)
+        if live is None:
+            live = LiveTask(record)
+            self.live[task_id] = live
+        if live.runner is not None and not live.runner.done():
+            live.runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await live.runner
+        if not live.record.terminal:
+            await self._finish(live, "TASK_STATE_CANCELED", "The task was canceled.")
+        return live.record
+
+    async def close(self) -> None:
+        for live in list(self.live.values()):
+            if live.runner is not None and not live.runner.done():
+                live.runner.cancel()
+
+
+def status_of(record: TaskRecord) -> dict[str, Any]:
+    status: dict[str, Any] = {"state": record.state, "timestamp": record.status_timestamp}
+    if record.status_message is not None:
+        status["message"] = record.status_message
+    return status
+
+
+def task_dict(record: TaskRecord, history_length: int | None = None, include_artifacts: bool = True) -> dict:
+    task: dict[str, Any] = {"id": record.id, "contextId": record.context_id, "status": status_of(record)}
+    if history_length != 0:
+        history = record.history if history_length is None else record.history[-history_length:]
+        task["history"] = history
+    if include_artifacts and record.artifacts:
+        task["artifacts"] = record.artifacts
+    if record.metadata:
+        task["metadata"] = record.metadata
+    return task
+
+
+def _question_parts(questions: Mapping[str, InputRequest]) -> list[dict[str, Any]]:
+    asks = {key: q for key, q in questions.items() if isinstance(q, Ask)}
+    text = "\n".join(q.message for q in asks.values()) or "Input required."
+    return [{"text": text}, {"data": {"inputRequests": {
+        key: {"message": q.message, "requestedSchema": dict(q.schema)} for key, q in asks.items()}},
+        "mediaType": "application/json"}]
+
+
+def _answer_from(message: dict[str, Any], request: Ask, key: str, only: bool) -> Answer:
+    """A follow-up message as the answer to one question (the shapes are in docs/a2a.md)."""
+    data: dict[str, Any] = {}
+    texts = []
+    for part in message.get("parts", []):
+        if isinstance(part.get("data"), dict):
+            data.update(part["data"])
+        elif "text" in part:
+            texts.append(part["text"])
+    if not only:
+        data = data.get(key) if isinstance(data.get(key), dict) else {}
+    if data.get("action") in ("accept", "decline", "cancel"):
+        content = data.get("content")
+        return Answer(action=data["action"], content=content if isinstance(content, dict) else None)
+    if not data and texts:
+        properties = list((request.schema.get("properties") or {}).keys())
+        data = {properties[0]: "\n".join(texts)} if len(properties) == 1 else {"text": "\n".join(texts)}
+    return Answer(action="accept", content=data)
+
+
+class _TaskChannel:
+    """The core channel of one A2A task: progress becomes status updates, questions park the coroutine."""
+
+    def __init__(self, manager: TaskManager, live: LiveTask) -> None:
+        self.manager = manager
+        self.live = live
+
+    def supports(self, capability: str) -> bool:
+        return capability == "elicitation"
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        text = f"{message} ({amount})" if message else f"Progress {amount}"
+        await self.manager._status(self.live, "TASK_STATE_WORKING", [{"text": text}],
+                                   {"progress": progress, **({"total": total} if total else {})})
+
+    async def log(self, level: str, data: Any, logger_name: str | None) -> None:
+        return None  # A2A has no log channel; progress is the caller-facing signal
+
+    async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
+        live = self.live
+        loop = asyncio.get_running_loop()
+        live.answer = loop.create_future()
+        live.asked = dict(requests)
+        await self.manager._status(live, "TASK_STATE_INPUT_REQUIRED", _question_parts(requests))
+        try:
+            message = await asyncio.wait_for(live.answer, self.manager.agent.park_timeout_seconds)
+        except TimeoutError as exc:
+            from ..errors import Permanent
+
+            raise Permanent("No answer arrived in time; the task was stopped.") from exc
+        finally:
+            live.answer = None
+            live.asked = None
+        only = len(requests) == 1
+        answers = {key: _answer_from(message, req, key, only) for key, req in requests.items() if isinstance(req, Ask)}
+        await self.manager._status(live, "TASK_STATE_WORKING", None)
+        return answers
+
+
+__all__ += ["task_dict", "status_of"]

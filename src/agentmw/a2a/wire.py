@@ -1,0 +1,257 @@
+"""A2A wire facts: error codes, states, and the 1.0 <-> 0.3 shapes of messages, parts and tasks."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Final
+
+from ..content import Audio, EmbeddedResource, Image, ResourceLink, Text
+
+__all__ = ["A2AError", "now_iso", "new_id", "parts_from_outcome", "message_from_v03", "task_to_v03",
+           "event_to_v03", "message_to_v03", "STATE_TO_V03", "validate_message"]
+
+TASK_NOT_FOUND: Final = -32001
+TASK_NOT_CANCELABLE: Final = -32002
+PUSH_NOT_SUPPORTED: Final = -32003
+UNSUPPORTED_OPERATION: Final = -32004
+CONTENT_TYPE_NOT_SUPPORTED: Final = -32005
+EXTENDED_CARD_NOT_CONFIGURED: Final = -32007
+VERSION_NOT_SUPPORTED: Final = -32009
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+
+_REASONS: Final = {
+    TASK_NOT_FOUND: ("TASK_NOT_FOUND", 404, "NOT_FOUND"),
+    TASK_NOT_CANCELABLE: ("TASK_NOT_CANCELABLE", 400, "FAILED_PRECONDITION"),
+    PUSH_NOT_SUPPORTED: ("PUSH_NOTIFICATION_NOT_SUPPORTED", 400, "FAILED_PRECONDITION"),
+    UNSUPPORTED_OPERATION: ("UNSUPPORTED_OPERATION", 400, "FAILED_PRECONDITION"),
+    CONTENT_TYPE_NOT_SUPPORTED: ("CONTENT_TYPE_NOT_SUPPORTED", 400, "INVALID_ARGUMENT"),
+    EXTENDED_CARD_NOT_CONFIGURED: ("EXTENDED_AGENT_CARD_NOT_CONFIGURED", 400, "FAILED_PRECONDITION"),
+    VERSION_NOT_SUPPORTED: ("VERSION_NOT_SUPPORTED", 400, "FAILED_PRECONDITION"),
+    PARSE_ERROR: ("PARSE_ERROR", 400, "INVALID_ARGUMENT"),
+    INVALID_REQUEST: ("INVALID_REQUEST", 400, "INVALID_ARGUMENT"),
+    METHOD_NOT_FOUND: ("METHOD_NOT_FOUND", 404, "NOT_FOUND"),
+    INVALID_PARAMS: ("INVALID_PARAMS", 400, "INVALID_ARGUMENT"),
+    INTERNAL_ERROR: ("INTERNAL_ERROR", 500, "INTERNAL"),
+}
+ERROR_INFO: Final = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+class A2AError(Exception):
+    """An A2A error: rendered as a JSON-RPC error, or as a google.rpc Status on the HTTP+JSON binding."""
+
+    def __init__(self, code: int, message: str, metadata: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.metadata = metadata or {}
+
+    @property
+    def reason(self) -> str:
+        return _REASONS.get(self.code, ("UNKNOWN_ERROR", 500, "UNKNOWN"))[0]
+
+    @property
+    def http_status(self) -> int:
+        return _REASONS.get(self.code, ("", 500, ""))[1]
+
+    def details(self) -> list[dict[str, Any]]:
+        return [{"@type": ERROR_INFO, "reason": self.reason, "domain": "a2a-protocol.org",
+                 "metadata": {k: str(v) for k, v in self.metadata.items()}}]
+
+    def jsonrpc(self, request_id: Any) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": request_id,
+                "error": {"code": self.code, "message": self.message, "data": self.details()}}
+
+    def rest(self) -> dict[str, Any]:
+        status = _REASONS.get(self.code, ("", 500, "UNKNOWN"))[2]
+        return {"error": {"code": self.http_status, "status": status, "message": self.message,
+                          "details": self.details()}}
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def validate_message(message: Any) -> dict[str, Any]:
+    """A 1.0 Message, checked; raises -32602 naming what is wrong."""
+    if not isinstance(message, dict):
+        raise A2AError(INVALID_PARAMS, "params.message must be an object")
+    if not isinstance(message.get("messageId"), str) or not message["messageId"]:
+        raise A2AError(INVALID_PARAMS, "message.messageId is required")
+    if message.get("role") not in ("ROLE_USER", "ROLE_AGENT"):
+        raise A2AError(INVALID_PARAMS, "message.role must be ROLE_USER or ROLE_AGENT")
+    parts = message.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise A2AError(INVALID_PARAMS, "message.parts must hold at least one part")
+    for index, part in enumerate(parts):
+        if not isinstance(part, dict):
+            raise A2AError(INVALID_PARAMS, f"message.parts[{index}] must be an object")
+        kinds = [k for k in ("text", "raw", "url", "data") if k in part]
+        if len(kinds) != 1:
+            raise A2AError(INVALID_PARAMS, f"message.parts[{index}] must have exactly one of text, raw, url, data")
+        if kinds[0] in ("text", "raw", "url") and not isinstance(part[kinds[0]], str):
+            raise A2AError(INVALID_PARAMS, f"message.parts[{index}].{kinds[0]} must be a string")
+    for key in ("taskId", "contextId"):
+        if key in message and not isinstance(message[key], str):
+            raise A2AError(INVALID_PARAMS, f"message.{key} must be a string")
+    if "metadata" in message and not isinstance(message["metadata"], dict):
+        raise A2AError(INVALID_PARAMS, "message.metadata must be an object")
+    return message
+
+
+def agent_message(task_id: str, context_id: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"messageId": new_id(), "role": "ROLE_AGENT", "taskId": task_id, "contextId": context_id, "parts": parts}
+
+
+def parts_from_outcome(value: Any, content: list[Any], structured: Any) -> list[dict[str, Any]]:
+    """An outcome as A2A parts: structured data as a data part, text as text, media as raw bytes."""
+    if structured is not None:
+        return [{"data": structured, "mediaType": "application/json"}]
+    parts: list[dict[str, Any]] = []
+    for item in content:
+        if isinstance(item, Text):
+            parts.append({"text": item.text})
+        elif isinstance(item, (Image, Audio)):
+            parts.append({"raw": item.base64, "mediaType": item.mime_type})
+        elif isinstance(item, ResourceLink):
+            part: dict[str, Any] = {"url": item.uri, "filename": item.name}
+            if item.mime_type:
+                part["mediaType"] = item.mime_type
+            parts.append(part)
+        elif isinstance(item, EmbeddedResource):
+            if item.blob is not None:
+                blob = item.blob if isinstance(item.blob, str) else base64.b64encode(item.blob).decode()
+                parts.append({"raw": blob, "mediaType": item.mime_type or "application/octet-stream"})
+            else:
+                parts.append({"text": item.text or "", "mediaType": item.mime_type or "text/plain"})
+    return parts or [{"text": ""}]
+
+
+# --- 0.3 shapes ----------------------------------------------------------------------------------------
+
+STATE_TO_V03: Final = {
+    "TASK_STATE_SUBMITTED": "submitted", "TASK_STATE_WORKING": "working",
+    "TASK_STATE_INPUT_REQUIRED": "input-required", "TASK_STATE_AUTH_REQUIRED": "auth-required",
+    "TASK_STATE_COMPLETED": "completed", "TASK_STATE_CANCELED": "canceled", "TASK_STATE_FAILED": "failed",
+    "TASK_STATE_REJECTED": "rejected", "TASK_STATE_UNSPECIFIED": "unknown",
+}
+_ROLE_TO_V03: Final = {"ROLE_USER": "user", "ROLE_AGENT": "agent"}
+
+
+def part_from_v03(part: Any, index: int) -> dict[str, Any]:
+    if not isinstance(part, dict):
+        raise A2AError(INVALID_PARAMS, f"message.parts[{index}] must be an object")
+    kind = part.get("kind")
+    out: dict[str, Any]
+    if kind == "text" and isinstance(part.get("text"), str):
+        out = {"text": part["text"]}
+    elif kind == "data" and "data" in part:
+        out = {"data": part["data"]}
+    elif kind == "file" and isinstance(part.get("file"), dict):
+        file = part["file"]
+        if isinstance(file.get("bytes"), str):
+            out = {"raw": file["bytes"]}
+        elif isinstance(file.get("uri"), str):
+            out = {"url": file["uri"]}
+        else:
+            raise A2AError(INVALID_PARAMS, f"message.parts[{index}].file needs bytes or uri")
+        if file.get("mimeType"):
+            out["mediaType"] = file["mimeType"]
+        if file.get("name"):
+            out["filename"] = file["name"]
+    else:
+        raise A2AError(INVALID_PARAMS, f"message.parts[{index}] is not a valid 0.3 part")
+    if isinstance(part.get("metadata"), dict):
+        out["metadata"] = part["metadata"]
+    return out
+
+
+def message_from_v03(message: Any) -> dict[str, Any]:
+    if not isinstance(message, dict):
+        raise A2AError(INVALID_PARAMS, "params.message must be an object")
+    role = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}.get(message.get("role"))
+    if role is None:
+        raise A2AError(INVALID_PARAMS, "message.role must be 'user' or 'agent'")
+    parts = message.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise A2AError(INVALID_PARAMS, "message.parts must hold at least one part")
+    out = {"messageId": message.get("messageId"), "role": role,
+           "parts": [part_from_v03(p, i) for i, p in enumerate(parts)]}
+    for key in ("taskId", "contextId", "metadata"):
+        if key in message:
+            out[key] = message[key]
+    return validate_message(out)
+
+
+def part_to_v03(part: dict[str, Any]) -> dict[str, Any]:
+    if "text" in part:
+        out: dict[str, Any] = {"kind": "text", "text": part["text"]}
+    elif "data" in part:
+        out = {"kind": "data", "data": part["data"]}
+    else:
+        file: dict[str, Any] = {"bytes": part["raw"]} if "raw" in part else {"uri": part["url"]}
+        if part.get("mediaType"):
+            file["mimeType"] = part["mediaType"]
+        if part.get("filename"):
+            file["name"] = part["filename"]
+        out = {"kind": "file", "file": file}
+    if part.get("metadata"):
+        out["metadata"] = part["metadata"]
+    return out
+
+
+def message_to_v03(message: dict[str, Any]) -> dict[str, Any]:
+    out = {"kind": "message", "messageId": message["messageId"], "role": _ROLE_TO_V03[message["role"]],
+           "parts": [part_to_v03(p) for p in message["parts"]]}
+    for key in ("taskId", "contextId", "metadata"):
+        if key in message:
+            out[key] = message[key]
+    return out
+
+
+def status_to_v03(status: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"state": STATE_TO_V03[status["state"]]}
+    if status.get("message"):
+        out["message"] = message_to_v03(status["message"])
+    if status.get("timestamp"):
+        out["timestamp"] = status["timestamp"]
+    return out
+
+
+def artifact_to_v03(artifact: dict[str, Any]) -> dict[str, Any]:
+    return {**artifact, "parts": [part_to_v03(p) for p in artifact["parts"]]}
+
+
+def task_to_v03(task: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": "task", "id": task["id"], "contextId": task["contextId"],
+                           "status": status_to_v03(task["status"])}
+    if "history" in task:
+        out["history"] = [message_to_v03(m) for m in task["history"]]
+    if task.get("artifacts"):
+        out["artifacts"] = [artifact_to_v03(a) for a in task["artifacts"]]
+    if task.get("metadata"):
+        out["metadata"] = task["metadata"]
+    return out
+
+
+def event_to_v03(event: dict[str, Any], terminal_states: frozenset[str]) -> dict[str, Any]:
+    if "task" in event:
+        return task_to_v03(event["task"])
+    if "message" in event:
+        return message_to_v03(event["message"])
+    if "statusUpdate" in event:
+        update = event["statusUpdate"]
+        return {"kind": "status-update", "taskId": update["taskId"], "contextId": update["contextId"],
+                "status": status_to_v03(update["status"]), "final": update["status"]["state"] in terminal_states}
+    update = event["artifactUpdate"]
+    return {"kind": "artifact-update", "taskId": update["taskId"], "contextId": update["contextId"],
+            "artifact": artifact_to_v03(update["artifact"]), "lastChunk": True}

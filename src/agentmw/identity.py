@@ -1,0 +1,44 @@
+"""Who is calling: the identity that scopes tasks and sessions, taken from the host app's own auth."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import HTTPConnection
+
+__all__ = ["Unauthenticated", "Forbidden", "resolve_caller", "IdentifyFn"]
+
+IdentifyFn = Callable[[HTTPConnection], "str | None | Awaitable[str | None]"]
+
+
+class Unauthenticated(Exception):
+    """Raised by an ``identify`` function for missing or invalid credentials: the face answers 401."""
+
+    def __init__(self, message: str = "Authentication required", *, challenge: str = "Bearer") -> None:
+        super().__init__(message)
+        self.challenge = challenge
+
+
+class Forbidden(Exception):
+    """The caller is known but not allowed: the face answers 403."""
+
+
+async def resolve_caller(connection: HTTPConnection, identify: IdentifyFn | None) -> str:
+    """The caller's identity: ``identify(connection)``, else the host's authenticated user, else the
+    credential itself (hashed), else ``"anonymous"``."""
+    if identify is not None:
+        found: Any = identify(connection)
+        if inspect.isawaitable(found):
+            found = await found
+        if found:
+            return str(found)
+    user = connection.scope.get("user")
+    if user is not None and getattr(user, "is_authenticated", False):
+        return f"user:{getattr(user, 'identity', None) or getattr(user, 'display_name', '')}"
+    authorization = connection.headers.get("authorization")
+    if authorization:
+        return "credential:" + hashlib.sha256(authorization.encode()).hexdigest()[:24]
+    return "anonymous"

@@ -1,0 +1,76 @@
+"""The store interface and the task record every store keeps."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["TaskRecord", "TaskStore", "TERMINAL", "INTERRUPTED", "ListQuery"]
+
+TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"})
+INTERRUPTED = frozenset({"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """One task, protocol-shaped (A2A 1.0 field names) so that rendering it is a copy, not a mapping."""
+
+    id: str
+    context_id: str
+    owner: str
+    state: str = "TASK_STATE_SUBMITTED"
+    status_message: dict[str, Any] | None = None
+    status_timestamp: str = ""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    skill: str | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    parked: bool = False
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskRecord:
+        return cls(**data)
+
+
+@dataclass(slots=True)
+class ListQuery:
+    owner: str
+    context_id: str | None = None
+    state: str | None = None
+    updated_after: float | None = None
+    page_size: int = 50
+    offset: int = 0
+
+
+class TaskStore(Protocol):
+    async def get(self, task_id: str) -> TaskRecord | None: ...
+
+    async def put(self, record: TaskRecord) -> None: ...
+
+    async def list(self, query: ListQuery) -> tuple[list[TaskRecord], int]:
+        """One page of the owner's tasks, newest update first, and the total that match."""
+        ...
+
+    async def put_push(self, task_id: str, config: dict[str, Any]) -> None: ...
+
+    async def get_push(self, task_id: str, config_id: str) -> dict[str, Any] | None: ...
+
+    async def list_push(self, task_id: str) -> list[dict[str, Any]]: ...
+
+    async def delete_push(self, task_id: str, config_id: str) -> None: ...
+
+    async def recover(self) -> int:
+        """Fail the tasks a previous process left running or parked; returns how many."""
+        ...

@@ -1,0 +1,150 @@
+"""SQLite store, the embedded default: one file, survives restarts, no server to run.
+
+Queries run in a worker thread so the event loop never waits on the disk. On open, tasks that a
+previous process left running (or parked on a question) are failed with a clear reason: their
+coroutines died with that process, and a caller must never wait on them forever.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import anyio.to_thread
+
+from .base import TERMINAL, ListQuery, TaskRecord
+
+__all__ = ["SQLiteStore", "RESTART_REASON"]
+
+T = TypeVar("T")
+RESTART_REASON = "The agent restarted while this task was in progress; it was stopped and nothing more will run."
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    context_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, updated_at);
+CREATE TABLE IF NOT EXISTS push_configs (
+    task_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (task_id, id)
+);
+"""
+
+
+class SQLiteStore:
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            self._db = db
+        return self._db
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def locked() -> T:
+            with self._lock:
+                return fn(self._connect())
+
+        return await anyio.to_thread.run_sync(locked)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        row = await self._run(lambda db: db.execute("SELECT body FROM tasks WHERE id = ?", (task_id,)).fetchone())
+        return TaskRecord.from_dict(json.loads(row[0])) if row else None
+
+    async def put(self, record: TaskRecord) -> None:
+        body = json.dumps(record.to_dict(), separators=(",", ":"), default=str)
+        await self._run(lambda db: db.execute(
+            "INSERT INTO tasks (id, owner, context_id, state, updated_at, body) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated_at=excluded.updated_at, body=excluded.body",
+            (record.id, record.owner, record.context_id, record.state, record.updated_at, body)))
+
+    async def list(self, query: ListQuery) -> tuple[list[TaskRecord], int]:
+        where, args = ["owner = ?"], [query.owner]
+        if query.context_id is not None:
+            where.append("context_id = ?")
+            args.append(query.context_id)
+        if query.state is not None:
+            where.append("state = ?")
+            args.append(query.state)
+        if query.updated_after is not None:
+            where.append("updated_at > ?")
+            args.append(query.updated_after)
+        clause = " AND ".join(where)
+
+        def read(db: sqlite3.Connection) -> tuple[list[Any], int]:
+            total = db.execute(f"SELECT COUNT(*) FROM tasks WHERE {clause}", args).fetchone()[0]
+            rows = db.execute(f"SELECT body FROM tasks WHERE {clause} ORDER BY updated_at DESC, id DESC "
+                              "LIMIT ? OFFSET ?", [*args, query.page_size, query.offset]).fetchall()
+            return rows, total
+
+        rows, total = await self._run(read)
+        return [TaskRecord.from_dict(json.loads(r[0])) for r in rows], total
+
+    async def put_push(self, task_id: str, config: dict[str, Any]) -> None:
+        body = json.dumps(config)
+        await self._run(lambda db: db.execute(
+            "INSERT OR REPLACE INTO push_configs (task_id, id, body) VALUES (?, ?, ?)", (task_id, config["id"], body)))
+
+    async def get_push(self, task_id: str, config_id: str) -> dict[str, Any] | None:
+        row = await self._run(lambda db: db.execute(
+            "SELECT body FROM push_configs WHERE task_id = ? AND id = ?", (task_id, config_id)).fetchone())
+        return json.loads(row[0]) if row else None
+
+    async def list_push(self, task_id: str) -> list[dict[str, Any]]:
+        rows = await self._run(lambda db: db.execute(
+            "SELECT body FROM push_configs WHERE task_id = ? ORDER BY rowid", (task_id,)).fetchall())
+        return [json.loads(r[0]) for r in rows]
+
+    async def delete_push(self, task_id: str, config_id: str) -> None:
+        await self._run(lambda db: db.execute(
+            "DELETE FROM push_configs WHERE task_id = ? AND id = ?", (task_id, config_id)))
+
+    async def recover(self) -> int:
+        def fail_unfinished(db: sqlite3.Connection) -> int:
+            rows = db.execute("SELECT body FROM tasks WHERE state NOT IN (%s)" % ",".join("?" * len(TERMINAL)),
+                              tuple(TERMINAL)).fetchall()
+            now = time.time()
+            stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            failed = 0
+            for (body,) in rows:
+                record = TaskRecord.from_dict(json.loads(body))
+                if record.state == "TASK_STATE_INPUT_REQUIRED" and not record.parked:
+                    continue  # waiting for arguments, not for a coroutine: a follow-up can still start it
+                record.state = "TASK_STATE_FAILED"
+                record.parked = False
+                record.status_message = {
+                    "messageId": f"restart-{record.id}", "role": "ROLE_AGENT", "taskId": record.id,
+                    "contextId": record.context_id, "parts": [{"text": RESTART_REASON}],
+                }
+                record.status_timestamp = stamp
+                record.updated_at = now
+                db.execute("UPDATE tasks SET state = ?, updated_at = ?, body = ? WHERE id = ?",
+                           (record.state, now, json.dumps(record.to_dict()), record.id))
+                failed += 1
+            return failed
+
+        return await self._run(fail_unfinished)
