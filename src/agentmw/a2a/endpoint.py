@@ -111,7 +111,10 @@ class A2AEndpoint:
             return
         extended = None
         if "authorization" in headers and self.agent.a2a.extended_card is not None:
-            extended = await self._extended_fields(connection)
+            try:  # invalid credentials are 401 here too; valid ones that may not see more get the public card
+                extended = await self._extended_fields(connection)
+            except Forbidden:
+                extended = None
         card = build_card(self.agent, base_url(scope, headers), extended=extended)
         body = dump(card)
         etag = card_etag(body)
