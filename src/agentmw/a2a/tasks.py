@@ -62,19 +62,23 @@ class TaskManager:
         self.store = store
         self.push = push
         self.live: dict[str, LiveTask] = {}
-        self._recovered = False
+        self._recovery: asyncio.Future[int] | None = None
 
     async def ready(self) -> None:
-        if not self._recovered:
-            self._recovered = True
-            failed = await self.store.recover()
+        """Recover the store once, on first use (never at import or start-up); concurrent callers wait."""
+        if self._recovery is None:
+            self._recovery = asyncio.ensure_future(self.store.recover())
+            failed = await self._recovery
             if failed:
                 logger.warning("failed %d A2A tasks left unfinished by a previous process", failed)
+        elif not self._recovery.done():
+            await asyncio.shield(self._recovery)
 
     # --- reading -------------------------------------------------------------------------------------
     async def get(self, task_id: Any, owner: str) -> TaskRecord:
         if not isinstance(task_id, str):
             raise A2AError(INVALID_PARAMS, "id must be a string")
+        await self.ready()
         live = self.live.get(task_id)
         record = live.record if live is not None else await self.store.get(task_id)
         if record is None or record.owner != owner:  # another caller's task does not exist for this one
@@ -82,6 +86,7 @@ class TaskManager:
         return record
 
     async def list(self, query: ListQuery) -> tuple[list[TaskRecord], int]:
+        await self.ready()
         return await self.store.list(query)
 
     # --- sending -------------------------------------------------------------------------------------
