@@ -10,14 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
+from _driver import Driver, import_time, lifespan
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -72,51 +70,6 @@ def fastmcp_app() -> Any:
     return server.http_app(path="/mcp", json_response=True)
 
 
-# --- an in-process ASGI driver -----------------------------------------------------------------------
-
-class Driver:
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def post(self, body: bytes, headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, str], bytes]:
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-                 "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "root_path": "", "query_string": b"",
-                 "headers": [(b"host", b"127.0.0.1:8000"), *headers], "client": ("127.0.0.1", 50000),
-                 "server": ("127.0.0.1", 8000), "state": {}}
-        done = asyncio.Event()
-        sent = False
-        status = 0
-        response_headers: dict[str, str] = {}
-        chunks: list[bytes] = []
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                response_headers.update({k.decode(): v.decode() for k, v in message.get("headers", [])})
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    done.set()
-
-        await self.app(scope, receive, send)
-        return status, response_headers, b"".join(chunks)
-
-
-async def lifespan(stack: AsyncExitStack, app: Any) -> None:
-    context = getattr(getattr(app, "router", None), "lifespan_context", None)
-    if context is not None:
-        await stack.enter_async_context(context(app))
-
-
 def call_body(i: int, modern: bool) -> bytes:
     params: dict[str, Any] = {"name": "add", "arguments": {"a": i, "b": 2}}
     if modern:
@@ -160,18 +113,6 @@ async def measure(name: str, app_factory: Callable[[], Any], era: str, n: int, r
                 await driver.post(payload, headers)
             best = max(best, n / (time.perf_counter() - start))
         return best
-
-
-def import_time(module: str, repeats: int = 7) -> float:
-    """Median wall time, in ms, of a fresh interpreter importing ``module`` (minus a bare interpreter)."""
-
-    def run(code: str) -> float:
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True)
-        return time.perf_counter() - start
-
-    bare = statistics.median(run("pass") for _ in range(repeats))
-    return (statistics.median(run(f"import {module}") for _ in range(repeats)) - bare) * 1000
 
 
 async def main() -> None:

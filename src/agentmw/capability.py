@@ -240,17 +240,8 @@ class Capability:
     output_modes: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
 
-    @property
-    def text_parameter(self) -> str | None:
-        """The one string parameter a plain-text message can fill, if the signature has exactly one."""
-        model = self.params.input_model
-        if model is None:
-            return None
-        strings = [n for n, f in model.model_fields.items() if f.annotation is str]
-        required = [n for n, f in model.model_fields.items() if f.is_required()]
-        if len(strings) == 1 and set(required) <= set(strings):
-            return strings[0]
-        return None
+    text_parameter: str | None = None
+    """The one string parameter a plain-text message can fill, when the signature has exactly one."""
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -347,6 +338,12 @@ def build_capability(
             raise RegistrationError(f"{name!r}: unknown tool annotations {sorted(unknown)}")
         clean_annotations = dict(annotations)
 
+    text_parameter = None
+    if params.input_model is not None:
+        fields = params.input_model.model_fields
+        strings = [n for n, f in fields.items() if f.annotation is str]
+        if len(strings) == 1 and {n for n, f in fields.items() if f.is_required()} <= set(strings):
+            text_parameter = strings[0]
     description = contract if contract is not None else docs.contract
     return Capability(
         kind=kind,
@@ -372,6 +369,7 @@ def build_capability(
         input_modes=tuple(input_modes),
         output_modes=tuple(output_modes),
         groups=tuple(groups),
+        text_parameter=text_parameter,
     )
 
 

@@ -62,7 +62,7 @@ class Operations:
         self.store = store
 
     # --- messages --------------------------------------------------------------------------------
-    async def _start(self, params: dict[str, Any], caller: Caller) -> tuple[Any, Any, dict[str, Any]]:
+    async def _start(self, params: dict[str, Any], caller: Caller, *, follow: bool) -> tuple[Any, Any, dict[str, Any]]:
         message = validate_message(params.get("message"))
         configuration = params.get("configuration") or {}
         if not isinstance(configuration, dict):
@@ -73,20 +73,22 @@ class Operations:
         metadata = params.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
             raise A2AError(INVALID_PARAMS, "metadata must be an object")
-        live, queue = await self.tasks.send(message, caller.identity, caller.connection, metadata, push)
-        return live, queue, configuration
+        live, waiting = await self.tasks.send(message, caller.identity, caller.connection, metadata, push,
+                                              follow=follow)
+        return live, waiting, configuration
 
     async def send_message(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        live, queue, configuration = await self._start(params, caller)
+        live, waiter, configuration = await self._start(params, caller, follow=False)
         if configuration.get("returnImmediately") is True:
-            self.tasks.unsubscribe(live, queue)
+            if waiter in live.settle_waiters:
+                live.settle_waiters.remove(waiter)
         else:
-            await self.tasks.wait_settled(live, queue)
+            await self.tasks.wait_settled(live, waiter)
         history = _int(configuration.get("historyLength"), "historyLength", low=0, high=10_000, default=None)
         return {"task": task_dict(live.record, history)}
 
     async def stream_message(self, params: dict[str, Any], caller: Caller) -> AsyncIterator[dict[str, Any]]:
-        live, queue, _ = await self._start(params, caller)
+        live, queue, _ = await self._start(params, caller, follow=True)
         return self._stream(live, queue, stop_on_interrupt=True)
 
     async def _stream(self, live: Any, queue: Any, *, stop_on_interrupt: bool) -> AsyncIterator[dict[str, Any]]:
@@ -174,6 +176,7 @@ class Operations:
         if not params.get("id"):
             config["id"] = task_id  # as the SDK does, so a second create replaces the first
         await self.store.put_push(task_id, config)
+        self.push.watch(task_id)  # type: ignore[union-attr]  # _owned_task checked push is on
         return config
 
     async def get_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:

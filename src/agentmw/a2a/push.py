@@ -72,15 +72,18 @@ class PushSender:
     def __init__(self, store: TaskStore, policy: PushPolicy) -> None:
         self.store = store
         self.policy = policy
+        self.watched: set[str] = set()  # tasks with at least one config: no store lookup per event otherwise
         self.queues: dict[str, asyncio.Queue[dict[str, Any] | None]] = {}
         self.workers: dict[str, asyncio.Task[None]] = {}
         self.delivered = 0
         self.failed = 0
         self._client: Any = None
 
+    def watch(self, task_id: str) -> None:
+        self.watched.add(task_id)
+
     async def enqueue(self, task_id: str, event: dict[str, Any]) -> None:
-        configs = await self.store.list_push(task_id)
-        if not configs:
+        if task_id not in self.watched:
             return
         queue = self.queues.get(task_id)
         if queue is None:
@@ -89,6 +92,7 @@ class PushSender:
         queue.put_nowait(event)
 
     def task_ended(self, task_id: str) -> None:
+        self.watched.discard(task_id)
         queue = self.queues.get(task_id)
         if queue is not None:
             queue.put_nowait(None)

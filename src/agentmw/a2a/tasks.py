@@ -53,6 +53,7 @@ class LiveTask:
     subscribers: set[asyncio.Queue[dict[str, Any] | None]] = field(default_factory=set)
     answer: asyncio.Future[dict[str, Any]] | None = None
     asked: dict[str, InputRequest] | None = None
+    settle_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -91,9 +92,13 @@ class TaskManager:
 
     # --- sending -------------------------------------------------------------------------------------
     async def send(self, message: dict[str, Any], owner: str, connection: HTTPConnection | None,
-                   metadata: Mapping[str, Any] | None = None,
-                   push: dict[str, Any] | None = None) -> tuple[LiveTask, asyncio.Queue[Any]]:
-        """Record the message and move its task on; returns the task and a queue of its events from now."""
+                   metadata: Mapping[str, Any] | None = None, push: dict[str, Any] | None = None,
+                   *, follow: bool = False) -> tuple[LiveTask, asyncio.Queue[Any] | asyncio.Future[None]]:
+        """Record the message and move its task on.
+
+        Returns the task and, with ``follow``, a queue of its events from now on; without, a future that
+        resolves when the task next settles (terminal or interrupted), which is all a blocking send needs.
+        """
         await self.ready()
         task_id = message.get("taskId")
         if task_id is not None:
@@ -106,13 +111,27 @@ class TaskManager:
             self.live[record.id] = live
         if push is not None:
             await self.store.put_push(live.record.id, {**push, "taskId": live.record.id})
-        queue = self.subscribe(live)
-        async with live.lock:
-            record = live.record
-            message = {**message, "taskId": record.id, "contextId": record.context_id}
-            record.history.append(message)
-            await self._advance(live, message, connection)
-        return live, queue
+            if self.push is not None:
+                self.push.watch(live.record.id)
+        waiting: asyncio.Queue[Any] | asyncio.Future[None]
+        if follow:
+            waiting = self.subscribe(live)
+        else:
+            waiting = asyncio.get_running_loop().create_future()
+            live.settle_waiters.append(waiting)
+        try:
+            async with live.lock:
+                record = live.record
+                message = {**message, "taskId": record.id, "contextId": record.context_id}
+                record.history.append(message)
+                await self._advance(live, message, connection)
+        except BaseException:
+            if isinstance(waiting, asyncio.Queue):
+                self.unsubscribe(live, waiting)
+            else:
+                live.settle_waiters.remove(waiting)
+            raise
+        return live, waiting
 
     async def _existing(self, task_id: Any, owner: str, message: dict[str, Any]) -> LiveTask:
         record = await self.get(task_id, owner)
@@ -126,6 +145,8 @@ class TaskManager:
         if live is None:  # known to the store but not to this process
             live = LiveTask(record)
             self.live[task_id] = live
+            if self.push is not None and await self.store.list_push(task_id):
+                self.push.watch(task_id)
             if record.parked:
                 await self._finish(live, "TASK_STATE_FAILED", "The agent lost this task's execution (it was "
                                    "restarted, or this request reached another replica); nothing more will run.")
@@ -261,6 +282,11 @@ class TaskManager:
         if metadata:
             update["metadata"] = metadata
         await self._emit(live, {"statusUpdate": update})
+        if state in SETTLED and live.settle_waiters:
+            for waiter in live.settle_waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            live.settle_waiters.clear()
 
     async def _emit(self, live: LiveTask, event: dict[str, Any]) -> None:
         record = live.record
@@ -304,13 +330,15 @@ class TaskManager:
         finally:
             self.unsubscribe(live, queue)
 
-    async def wait_settled(self, live: LiveTask, queue: asyncio.Queue[Any]) -> None:
+    @staticmethod
+    async def wait_settled(live: LiveTask, waiter: asyncio.Future[None]) -> None:
         """Block until the task is terminal or interrupted (the blocking ``SendMessage``)."""
-        if live.record.state in SETTLED and (live.runner is None or live.runner.done()) and live.answer is None:
-            self.unsubscribe(live, queue)
-            return
-        async for _ in self.events(live, queue, stop_on_interrupt=True):
-            pass
+        try:
+            await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            if waiter in live.settle_waiters:  # the caller left; the task itself goes on
+                live.settle_waiters.remove(waiter)
+            raise
 
     # --- canceling -----------------------------------------------------------------------------------
     async def cancel(self, task_id: Any, owner: str) -> TaskRecord:

@@ -36,6 +36,13 @@ class TaskRecord:
     def terminal(self) -> bool:
         return self.state in TERMINAL
 
+    def snapshot(self) -> TaskRecord:
+        """A copy later changes cannot reach: new containers; the messages and artifacts inside them are
+        never mutated once appended, so they are shared."""
+        return TaskRecord(self.id, self.context_id, self.owner, self.state, self.status_message,
+                          self.status_timestamp, list(self.history), list(self.artifacts), dict(self.metadata),
+                          self.skill, self.tool, dict(self.arguments), self.parked, self.created_at, self.updated_at)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

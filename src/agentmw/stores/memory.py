@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from .base import ListQuery, TaskRecord
@@ -17,10 +16,11 @@ class MemoryStore:
 
     async def get(self, task_id: str) -> TaskRecord | None:
         record = self.tasks.get(task_id)
-        return copy.deepcopy(record) if record is not None else None
+        return record.snapshot() if record is not None else None
 
     async def put(self, record: TaskRecord) -> None:
-        self.tasks[record.id] = copy.deepcopy(record)
+        # Kept by reference: the task manager is its only writer, and reads hand out snapshots.
+        self.tasks[record.id] = record
 
     async def list(self, query: ListQuery) -> tuple[list[TaskRecord], int]:
         found = [
@@ -32,7 +32,7 @@ class MemoryStore:
         ]
         found.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
         page = found[query.offset : query.offset + query.page_size]
-        return [copy.deepcopy(r) for r in page], len(found)
+        return [r.snapshot() for r in page], len(found)
 
     async def put_push(self, task_id: str, config: dict[str, Any]) -> None:
         self.push.setdefault(task_id, {})[config["id"]] = dict(config)

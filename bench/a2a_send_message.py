@@ -1,0 +1,134 @@
+"""Blocking A2A ``SendMessage`` to an echo skill: agentmw and a2a-sdk 1.3.0's own server beside a floor.
+
+All three are driven in-process through ASGI, so the numbers are each server's own cost per request.
+Run ``python bench/a2a_send_message.py`` (``--quick`` for a short run); it prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+from contextlib import AsyncExitStack
+from typing import Any
+
+from _driver import Driver, lifespan
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+HEADERS = [(b"content-type", b"application/json"), (b"a2a-version", b"1.0")]
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+
+
+async def floor_endpoint(request: Request) -> JSONResponse:
+    """The same work by hand: parse, check the message, echo it into a completed task."""
+    body = await request.json()
+    message = (body.get("params") or {}).get("message") if isinstance(body, dict) else None
+    if body.get("method") != "SendMessage" or not isinstance(message, dict) or not message.get("parts"):
+        return JSONResponse({"jsonrpc": "2.0", "id": body.get("id"), "error": {"code": -32602, "message": "bad"}})
+    text = "".join(p.get("text", "") for p in message["parts"])
+    task_id, context_id = str(uuid.uuid4()), message.get("contextId") or str(uuid.uuid4())
+    task = {"id": task_id, "contextId": context_id, "status": {"state": "TASK_STATE_COMPLETED", "timestamp": now()},
+            "history": [{**message, "taskId": task_id, "contextId": context_id}],
+            "artifacts": [{"artifactId": str(uuid.uuid4()), "parts": [{"text": f"echo: {text}"}]}]}
+    return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": {"task": task}})
+
+
+def floor_app() -> Any:
+    return Starlette(routes=[Route("/a2a", floor_endpoint, methods=["POST"])])
+
+
+def agentmw_app() -> Any:
+    from agentmw import Agent, AgentMiddleware
+    from agentmw.a2a import A2ASettings
+    from agentmw.stores import MemoryStore
+
+    agent = Agent("bench", a2a=A2ASettings(store=MemoryStore()))
+
+    @agent.skill
+    async def echo(text: str) -> str:
+        """Echo."""
+        return f"echo: {text}"
+
+    app = Starlette()
+    app.add_middleware(AgentMiddleware, agent=agent)
+    return app
+
+
+def sdk_app() -> Any:
+    from a2a.helpers.proto_helpers import get_message_text, new_task_from_user_message
+    from a2a.server.agent_execution import AgentExecutor
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_jsonrpc_routes
+    from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+    from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
+
+    class Echo(AgentExecutor):
+        async def execute(self, context: Any, event_queue: Any) -> None:
+            task = context.current_task or new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+            updater = TaskUpdater(event_queue, task.id, task.context_id)
+            await updater.add_artifact([Part(text="echo: " + get_message_text(context.message))])
+            await updater.complete()
+
+        async def cancel(self, context: Any, event_queue: Any) -> None:
+            """Never called: this benchmark does not cancel."""
+
+    card = AgentCard(name="bench", description="echo", version="1", default_input_modes=["text/plain"],
+                     default_output_modes=["text/plain"], capabilities=AgentCapabilities(streaming=True),
+                     supported_interfaces=[AgentInterface(url="http://127.0.0.1:8000/a2a", protocol_binding="JSONRPC",
+                                                          protocol_version="1.0")],
+                     skills=[AgentSkill(id="echo", name="echo", description="echo", tags=["echo"])])
+    handler = DefaultRequestHandler(agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=card)
+    return Starlette(routes=create_jsonrpc_routes(handler, rpc_url="/a2a"))
+
+
+def body(i: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params": {"message": {
+        "messageId": f"m-{i}", "role": "ROLE_USER", "parts": [{"text": f"hello {i}"}]}, "configuration": {}}}).encode()
+
+
+async def measure(factory: Any, n: int, rounds: int) -> float:
+    app = factory()
+    async with AsyncExitStack() as stack:
+        await lifespan(stack, app)
+        driver = Driver(app, "/a2a")
+        status, _, reply = await driver.post(body(0), HEADERS)
+        task = json.loads(reply)["result"]["task"]
+        assert status == 200 and task["status"]["state"] == "TASK_STATE_COMPLETED", reply
+        assert task["artifacts"][0]["parts"][0]["text"] == "echo: hello 0", reply
+        bodies = [body(i) for i in range(n)]
+        best = 0.0
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for payload in bodies:
+                await driver.post(payload, HEADERS)
+            best = max(best, n / (time.perf_counter() - start))
+        return best
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    n, rounds = (1000, 2) if args.quick else (10000, 3)
+    targets = [("bare Starlette floor", floor_app, n), ("agentmw", agentmw_app, n),
+               ("a2a-sdk 1.3.0", sdk_app, max(n // 5, 500))]
+    results = [(name, await measure(factory, count, rounds)) for name, factory, count in targets]
+    floor = results[0][1]
+    print(f"Blocking `SendMessage` to an echo skill, requests per second, in-process ASGI, best of {rounds} rounds\n")
+    print("| server | req/s | ratio to floor |")
+    print("|---|---:|---:|")
+    for name, rps in results:
+        print(f"| {name} | {rps:,.0f} | {rps / floor:.2f}× |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
