@@ -274,3 +274,29 @@ async def test_v03_client_on_the_same_endpoint(server) -> None:
         assert kinds[0] == "task" and kinds[-1] == "status_update"
         got = await client.get_task(GetTaskRequest(id=task.id))
         assert got.id == task.id
+
+
+async def test_example_approval_workflow_waits_for_the_budget_admin(tmp_path, monkeypatch) -> None:
+    import examples.fastapi_app.main as example
+    from agentmw.stores import SQLiteStore
+
+    assert example.agent._a2a is None, "the example's A2A face must not have started before this test"
+    monkeypatch.setattr(example.agent.a2a, "store", SQLiteStore(tmp_path / "procurement.db"))
+    engineering = example.BUDGETS["engineering"]
+    monkeypatch.setattr(engineering, "spent", engineering.spent)  # the approval spends; other tests read it
+    with serve(example.app) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            card = (await http.get(f"{url}/.well-known/agent-card.json")).json()
+            assert [s["id"] for s in card["skills"]] == ["approve_purchase"]
+            assert card["skills"][0]["description"].startswith("Gets a purchase request approved")
+            client = await client_for(http, url)
+            ask = message(data={"request_id": "PR-1001", "department": "engineering", "total": 898.0})
+            task = await last_task(client, SendMessageRequest(message=ask))
+            assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            assert "approve PR-1001 for 898.00?" in task.status.message.parts[0].text
+            answer = message(data={"approved": True, "note": "ok for on-call"}, task_id=task.id)
+            done = await last_task(client, SendMessageRequest(message=answer))
+            assert done.status.state == TaskState.TASK_STATE_COMPLETED
+            decision = done.artifacts[0].parts[0].data.struct_value
+            assert decision["approved"] is True and decision["approver_note"] == "ok for on-call"
+    example.agent.a2a.store.close()

@@ -7,13 +7,16 @@ Run it with ``uvicorn examples.fastapi_app.main:app --port 8000``.
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query
 from pydantic import BaseModel, Field
 
-from agentmw import Agent, AgentMiddleware, PromptMessage, prompt, resource, tool
+from agentmw import Agent, AgentMiddleware, Context, PromptMessage, prompt, resource, skill, tool
+from agentmw.a2a import A2ASettings
 from agentmw.fastapi import RouteContext
+from agentmw.stores import SQLiteStore
 
 app = FastAPI(title="Procurement")
 
@@ -158,6 +161,46 @@ async def submit_purchase_request(
                            requested_by=user.name)
 
 
+class Decision(BaseModel):
+    request_id: str
+    approved: bool
+    approver_note: str = ""
+
+
+@skill(title="Purchase approval workflow", tags=("procurement", "approval"),
+       examples=("Get PR-1001 approved by the engineering budget admin",), tools=(department_budget,))
+async def approve_purchase(request_id: str, department: str, total: float, ctx: Context) -> Decision:
+    """Route a submitted purchase request to the department's budget admin and wait for the decision.
+
+    This can take hours: the task stays INPUT_REQUIRED until the admin answers on the same task.
+
+    Summary:
+        Gets a purchase request approved or declined by the budget admin; long-running.
+
+    Args:
+        request_id: the id returned by submit_purchase_request, such as "PR-1001".
+        department: the department whose budget pays.
+        total: the amount to approve.
+    """
+    budget = BUDGETS.get(department)
+    if budget is None:
+        raise HTTPException(status_code=404, detail=f"No budget for department {department!r}")
+    await ctx.progress(1, 3, f"checking {department}'s budget")
+    over = total > budget.remaining
+    await ctx.progress(2, 3, "waiting for the budget admin")
+    answer = await ctx.ask(
+        f"Budget admin of {department}: approve {request_id} for {total:.2f}? "
+        f"{budget.remaining:.2f} remains{' (this exceeds it)' if over else ''}.",
+        {"type": "object", "properties": {"approved": {"type": "boolean"}, "note": {"type": "string"}},
+         "required": ["approved"]},
+    )
+    content = answer.content or {}
+    approved = answer.accepted and content.get("approved") is True
+    if approved:
+        budget.spent += total
+    return Decision(request_id=request_id, approved=approved, approver_note=str(content.get("note", "")))
+
+
 @prompt(title="Justify a purchase")
 def purchase_justification(sku: str, reason: str) -> list[PromptMessage]:
     """Draft the justification text of a purchase request.
@@ -174,6 +217,10 @@ agent = Agent(
     "procurement-assistant",
     "0.1.0",
     instructions="Search the catalog, check the department budget, then submit a purchase request.",
-    include=[app, purchase_justification],
+    include=[app, purchase_justification, approve_purchase],
+    a2a=A2ASettings(
+        description="IT purchasing: find assets, check budgets, submit and approve purchase requests.",
+        store=SQLiteStore(os.environ.get("PROCUREMENT_DB", "procurement.db")),
+    ),
 )
 app.add_middleware(AgentMiddleware, agent=agent)
