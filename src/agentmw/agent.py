@@ -7,9 +7,9 @@ import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import decorators
 from .a2a.settings import A2ASettings
 from .capability import Capability, CapabilityKind, build_capability
-from . import decorators
 from .decorators import CapabilitySpec, specs_of
 from .errors import RegistrationError
 
@@ -247,9 +247,7 @@ class Agent:
 
     def routes(self) -> list[Any]:
         """Starlette routes for the agent's paths, for ``Router(routes=...)`` or a Starlette app."""
-        from starlette.routing import Route
-
-        from starlette.routing import Mount
+        from starlette.routing import Mount, Route
 
         return [
             Route(self.mcp_path, endpoint=self.mcp, methods=None, name="agentmw-mcp"),

@@ -23,7 +23,6 @@ from .wire import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
-    UNSUPPORTED_OPERATION,
     VERSION_NOT_SUPPORTED,
     A2AError,
     event_to_v03,
