@@ -30,6 +30,9 @@ class Agent:
 
     Args:
         name, version: reported as the server's identity.
+        agui_path: where each skill is served as an AG-UI agent (``<agui_path>/<skill>``).
+        agui_buffer_events: events kept per run for reconnecting clients.
+        agui_consumer_limit: frames a stream consumer may fall behind before it is disconnected.
         instructions: optional text for MCP clients on how to use the server.
         mcp_path: where the MCP endpoint lives, relative to where the agent is mounted.
         allowed_hosts: ``Host`` values accepted (DNS-rebinding protection). Local names are always
@@ -60,6 +63,10 @@ class Agent:
         a2a_path: str = "/a2a",
         identify: IdentifyFn | None = None,
         park_timeout_seconds: float = 3600.0,
+        agui_path: str = "/agui",
+        agui_buffer_events: int = 2048,
+        agui_consumer_limit: int = 4096,
+        agui_max_runs: int = 1000,
     ) -> None:
         self.name = name
         self.version = version
@@ -78,6 +85,10 @@ class Agent:
         self.a2a_path = "/" + a2a_path.strip("/")
         self.identify = identify
         self.park_timeout_seconds = park_timeout_seconds
+        self.agui_path = "/" + agui_path.strip("/")
+        self.agui_buffer_events = agui_buffer_events
+        self.agui_consumer_limit = agui_consumer_limit
+        self.agui_max_runs = agui_max_runs
         self.tools: dict[str, Capability] = {}
         self.resources: dict[str, Capability] = {}
         self.templates: dict[str, Capability] = {}
@@ -87,6 +98,7 @@ class Agent:
         self._listeners: set[Listener] = set()
         self._mcp: Any = None
         self._a2a: Any = None
+        self._agui: Any = None
         for item in include:
             self.include(item)
 
@@ -239,6 +251,15 @@ class Agent:
             self._a2a = A2AEndpoint(self)
         return self._a2a
 
+    @property
+    def agui_app(self) -> ASGIApp:
+        """The AG-UI endpoint as a bare ASGI app (one agent per skill under ``agui_path``)."""
+        if self._agui is None:
+            from .agui.endpoint import AguiEndpoint
+
+            self._agui = AguiEndpoint(self)
+        return self._agui
+
     def asgi(self) -> ASGIApp:
         """An ASGI app that serves only the agent's paths; mount it with ``app.mount(prefix, ...)``."""
         from .middleware import AgentMiddleware
@@ -255,6 +276,7 @@ class Agent:
             Route("/.well-known/agent.json", endpoint=self.a2a_app, methods=None, name="agentmw-card-v02"),
             Route(self.a2a_path, endpoint=self.a2a_app, methods=None, name="agentmw-a2a"),
             Mount(self.a2a_path, app=self.a2a_app, name="agentmw-a2a-rest"),
+            Mount(self.agui_path, app=self.agui_app, name="agentmw-agui"),
         ]
 
     def router(self) -> Any:

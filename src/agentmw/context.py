@@ -6,13 +6,19 @@ hands it a :class:`Channel` that carries these requests onto its own wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import copy
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from .events import CoreEvent, ReasoningDelta, StateChanged, StepFinished, StepStarted, TextDelta, ToolCallFinished, \
+    ToolCallStarted
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
 
+    from .agent import Agent
     from .capability import Capability
 
 __all__ = [
@@ -27,6 +33,7 @@ __all__ = [
     "Root",
     "LogLevel",
     "ClientCapabilityMissing",
+    "ToolCallFailed",
 ]
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
@@ -35,10 +42,15 @@ LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "c
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """A question for a person; ``schema`` is a flat JSON object schema of the answer."""
+    """A question for a person; ``schema`` is a flat JSON object schema of the answer.
+
+    ``confirmation`` marks a yes/no approval of an exact action (``ctx.confirm``) rather than a request
+    for information; faces that distinguish the two (AG-UI interrupt reasons) use it.
+    """
 
     message: str
     schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    confirmation: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +104,24 @@ class ClientCapabilityMissing(Exception):
         self.requests = dict(requests or {})
 
 
+class ToolCallFailed(Exception):
+    """A tool called with ``ctx.call`` did not complete; ``outcome`` says how."""
+
+    def __init__(self, tool: str, message: str, outcome: Any = None) -> None:
+        super().__init__(f"tool {tool!r} failed: {message}")
+        self.tool = tool
+        self.outcome = outcome
+
+
 _CAPABILITY_OF = {Ask: "elicitation", Sample: "sampling", ListRoots: "roots"}
 
 
 class Channel(Protocol):
-    """What a face provides to carry a running function's requests onto its wire."""
+    """What a face provides to carry a running function's requests onto its wire.
+
+    A channel may also define ``async def emit(self, event: CoreEvent) -> None`` to receive text,
+    steps, reasoning, tool calls and state changes; a face without it simply does not show them.
+    """
 
     def supports(self, capability: str) -> bool: ...
 
@@ -129,7 +154,8 @@ class _SilentChannel:
 class Context:
     """Handed to a function that declares a ``Context`` parameter."""
 
-    __slots__ = ("capability", "request", "caller", "_channel", "_counter", "state")
+    __slots__ = ("capability", "request", "caller", "agent", "_channel", "_emit", "_counter", "state",
+                 "_published", "_calls")
 
     def __init__(
         self,
@@ -137,13 +163,20 @@ class Context:
         channel: Channel | None = None,
         request: HTTPConnection | None = None,
         caller: str | None = None,
+        *,
+        agent: Agent | None = None,
+        state: dict[str, Any] | None = None,
     ) -> None:
         self.capability = capability
         self.request = request
         self.caller = caller
+        self.agent = agent
         self._channel: Channel = channel or _SilentChannel()
+        self._emit = getattr(self._channel, "emit", None)
         self._counter = 0
-        self.state: dict[str, Any] = {}
+        self._calls = 0
+        self.state: dict[str, Any] = state if state is not None else {}
+        self._published: dict[str, Any] = copy.deepcopy(self.state) if state else {}
 
     def supports(self, capability: Literal["elicitation", "sampling", "roots"]) -> bool:
         """Whether the caller can answer this kind of request."""
@@ -151,6 +184,71 @@ class Context:
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         await self._channel.progress(progress, total, message)
+
+    # --- what a UI can watch (faces that cannot show it drop it) ----------------------------------
+    async def emit(self, event: CoreEvent) -> None:
+        if self._emit is not None:
+            await self.sync_state()
+            await self._emit(event)
+
+    async def say(self, text: str) -> None:
+        """Stream ``text`` as (more of) the assistant's current message."""
+        if self._emit is not None:
+            await self.emit(TextDelta(text))
+
+    async def reason(self, text: str) -> None:
+        """Stream visible reasoning."""
+        if self._emit is not None:
+            await self.emit(ReasoningDelta(text))
+
+    @contextlib.asynccontextmanager
+    async def step(self, name: str) -> AsyncIterator[None]:
+        """``async with ctx.step("checking budget"):`` marks a named step of the work."""
+        await self.emit(StepStarted(name))
+        try:
+            yield
+        finally:
+            await self.emit(StepFinished(name))
+
+    async def sync_state(self) -> None:
+        """Publish what changed in ``ctx.state`` since the last publication, as an RFC 6902 patch.
+
+        Called before every other event and when the function returns, so plain assignments to
+        ``ctx.state`` reach the front end without a call; call it to publish a change at once.
+        """
+        if self._emit is None or self.state == self._published:
+            return
+        import jsonpatch
+
+        patch = jsonpatch.make_patch(self._published, self.state).patch
+        self._published = copy.deepcopy(self.state)
+        await self._emit(StateChanged(patch, self._published))
+
+    async def call(self, tool: str | Callable[..., Any], arguments: Mapping[str, Any] | None = None) -> Any:
+        """Call one of the agent's tools through the full pipeline, visibly (AG-UI tool-call events).
+
+        Returns the tool's value; raises :class:`ToolCallFailed` when the call does not complete.
+        """
+        from .runtime import invoke
+
+        if self.agent is None:
+            raise RuntimeError("ctx.call needs a context created by an agent")
+        name = tool if isinstance(tool, str) else getattr(tool, "__name__", "")
+        capability = self.agent.tools.get(name)
+        if capability is None:
+            raise ToolCallFailed(name, f"unknown tool {name!r}")
+        self._calls += 1
+        call_id = f"call-{id(self):x}-{self._calls}"
+        await self.emit(ToolCallStarted(call_id, name, dict(arguments or {})))
+        child = Context(capability, self._channel, self.request, self.caller, agent=self.agent)
+        child._emit = None  # the tool's own text stays inside its result
+        outcome = await invoke(capability, arguments or {}, child)
+        text = "".join(getattr(part, "text", "") for part in outcome.content) or outcome.message
+        if outcome.status != "completed":
+            await self.emit(ToolCallFinished(call_id, name, text or outcome.status, True))
+            raise ToolCallFailed(name, text or outcome.status, outcome)
+        await self.emit(ToolCallFinished(call_id, name, text, False))
+        return outcome.value
 
     async def log(self, level: LogLevel, data: Any, *, logger: str | None = None) -> None:
         if level not in LOG_LEVELS:
@@ -183,6 +281,16 @@ class Context:
             if not self._channel.supports(needed):
                 raise ClientCapabilityMissing(needed, requests)
         return await self._channel.gather(requests)
+
+    async def confirm(self, action: str, *, details: Mapping[str, Any] | None = None, key: str | None = None) -> bool:
+        """Ask a person to approve the exact ``action``; True only for an explicit approval."""
+        schema = {"type": "object", "properties": {"approved": {"type": "boolean", "description": action}},
+                  "required": ["approved"]}
+        if details:
+            schema["x-action"] = dict(details)
+        key = key or self._next_key("confirm")
+        answer: Answer = (await self.inputs({key: Ask(action, schema, confirmation=True)}))[key]
+        return answer.accepted and (answer.content or {}).get("approved") is True
 
     async def ask(self, message: str, schema: Mapping[str, Any] | None = None, *, key: str | None = None) -> Answer:
         """Ask the person behind the caller; returns their :class:`Answer`.

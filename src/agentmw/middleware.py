@@ -44,6 +44,7 @@ class AgentMiddleware:
         self.mcp_path = agent.mcp_path
         self.a2a_path = agent.a2a_path
         self.a2a_prefix = agent.a2a_path + "/"
+        self.agui_prefix = agent.agui_path + "/"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -53,5 +54,8 @@ class AgentMiddleware:
                 return
             if path == self.a2a_path or path.startswith(self.a2a_prefix) or path in _CARD_PATHS:
                 await self.agent.a2a_app(scope, receive, send)
+                return
+            if path.startswith(self.agui_prefix):
+                await self.agent.agui_app(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -105,12 +105,14 @@ def _http_exception_outcome(exc: Exception) -> Outcome | None:
     )
 
 
-async def _call(capability: Capability, kwargs: dict[str, Any]) -> Any:
+async def _call(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> Any:
     fn = capability.fn
     if capability.is_async_gen:
         parts: list[str] = []
         async for item in fn(**kwargs):
-            parts.append(item if isinstance(item, str) else json.dumps(item, default=str))
+            text = item if isinstance(item, str) else json.dumps(item, default=str)
+            parts.append(text)
+            await ctx.say(text)
         return "".join(parts)
     if capability.is_async:
         return await fn(**kwargs)
@@ -163,9 +165,10 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
                     kwargs.update(await resolve_host_dependencies(capability, ctx.request, stack))
                 except HostDependencyError as exc:
                     return Outcome(status="rejected", message=f"Invalid request: {exc}", code="invalid_arguments")
-                value = await _call(capability, kwargs)
+                value = await _call(capability, kwargs, ctx)
         else:
-            value = await _call(capability, kwargs)
+            value = await _call(capability, kwargs, ctx)
+        await ctx.sync_state()
     except InputsPending as pending:
         return Outcome(status="needs_input", pending=pending.requests, data=pending.answered)
     except NeedsInput as exc:

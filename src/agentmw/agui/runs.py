@@ -1,0 +1,225 @@
+"""AG-UI threads and runs over the core.
+
+A *thread* holds the shared state (with a version the server arbitrates), the messages, and at most
+one *execution*: the capability's coroutine, in its own asyncio task. A *run* is one HTTP exchange on
+the thread: its events are numbered, kept in a bounded buffer for reconnects, and fanned out to
+consumers with bounded queues. When the function asks something (``ctx.ask``, ``ctx.confirm``) the run
+ends with an ``interrupt`` outcome while the execution stays parked in memory; a new run with
+``resume`` hands it the answers and carries its events from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..context import Answer, Ask, InputRequest
+from ..errors import Permanent
+from ..events import CoreEvent, Progress, StateChanged
+from .sequence import Sequencer
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["Thread", "Run", "Execution", "Consumer", "AguiChannel", "PendingInterrupt"]
+
+logger = logging.getLogger("agentmw")
+
+
+class Consumer:
+    """One reader of a run's frames, with a bounded backlog: one that falls too far behind is cut off."""
+
+    __slots__ = ("frames", "ready", "limit", "overflowed", "closed")
+
+    def __init__(self, limit: int) -> None:
+        self.frames: collections.deque[bytes] = collections.deque()
+        self.ready = asyncio.Event()
+        self.limit = limit
+        self.overflowed = False
+        self.closed = False
+
+    def push(self, frames: list[bytes]) -> bool:
+        if self.closed:
+            return False
+        if len(self.frames) + len(frames) > self.limit:
+            self.overflowed = True
+            self.close()
+            return False
+        self.frames.extend(frames)
+        self.ready.set()
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+        self.ready.set()
+
+    @property
+    def pressed(self) -> bool:
+        return len(self.frames) * 2 > self.limit
+
+
+@dataclass(eq=False)
+class Run:
+    id: str
+    thread: Thread
+    sequencer: Sequencer
+    buffer: collections.deque[tuple[int, bytes]]
+    detached: bool = False
+    consumers: set[Consumer] = field(default_factory=set)
+    execution: Execution | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.sequencer.ended
+
+    def publish(self) -> bool:
+        """Send what the sequencer made to the buffer and the consumers; True when one is falling behind."""
+        made = self.sequencer.take()
+        if not made:
+            return False
+        self.buffer.extend(made)
+        frames = [frame for _, frame in made]
+        pressed = False
+        for consumer in list(self.consumers):
+            if not consumer.push(frames):
+                self.consumers.discard(consumer)
+            elif consumer.pressed:
+                pressed = True
+        if self.ended:
+            for consumer in self.consumers:
+                consumer.close()
+        return pressed
+
+    def replay(self, after: int) -> tuple[list[bytes], bool]:
+        """Buffered frames after ``after``, and whether some were already dropped from the buffer."""
+        first = self.buffer[0][0] if self.buffer else self.sequencer.seq + 1
+        return [frame for seq, frame in self.buffer if seq > after], after + 1 < first
+
+
+@dataclass(eq=False)
+class PendingInterrupt:
+    id: str
+    key: str
+    request: Ask | None
+    expires: datetime
+    kind: str = "ask"  # "ask": a parked ctx.ask; "arguments": the call has not started yet
+
+
+@dataclass(eq=False)
+class Execution:
+    capability: Any
+    thread: Thread
+    run: Run
+    task: asyncio.Task[None] | None = None
+    answer: asyncio.Future[dict[str, Any]] | None = None
+    streamed_text: bool = False
+
+
+@dataclass(eq=False)
+class Thread:
+    id: str
+    owner: str
+    skill: str
+    state: dict[str, Any] = field(default_factory=dict)
+    version: int = 0
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    execution: Execution | None = None
+    interrupts: dict[str, PendingInterrupt] = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+def interrupt_id() -> str:
+    return f"int-{os.urandom(8).hex()}"
+
+
+def expiry(seconds: float) -> datetime:
+    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+
+
+def iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def interrupt_of(pending: PendingInterrupt, message: str, schema: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    return {"id": pending.id, "reason": reason, "message": message, "responseSchema": dict(schema),
+            "expiresAt": iso(pending.expires)}
+
+
+class AguiChannel:
+    """The core channel of one execution: events go to whichever run currently carries it."""
+
+    __slots__ = ("execution", "agent")
+
+    def __init__(self, agent: Agent, execution: Execution) -> None:
+        self.agent = agent
+        self.execution = execution
+
+    def supports(self, capability: str) -> bool:
+        return capability == "elicitation"
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        await self.emit(Progress(progress, total, message))
+
+    async def log(self, level: str, data: Any, logger_name: str | None) -> None:
+        return None  # AG-UI has no log events; progress and steps are what a UI shows
+
+    async def emit(self, event: CoreEvent) -> None:
+        execution = self.execution
+        run = execution.run
+        if run.ended:
+            return
+        if isinstance(event, StateChanged):
+            execution.thread.version += 1
+        elif type(event).__name__ == "TextDelta":
+            execution.streamed_text = True
+        run.sequencer.apply(event)
+        if run.publish():
+            await asyncio.sleep(0)  # a consumer is half full: let it drain before producing more
+
+    async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
+        execution = self.execution
+        thread = execution.thread
+        run = execution.run
+        interrupts = []
+        for key, request in requests.items():
+            assert isinstance(request, Ask)
+            pending = PendingInterrupt(interrupt_id(), key, request, expiry(self.agent.park_timeout_seconds))
+            thread.interrupts[pending.id] = pending
+            reason = "confirmation" if request.confirmation else "input_required"
+            interrupts.append(interrupt_of(pending, request.message, request.schema, reason))
+        loop = asyncio.get_running_loop()
+        execution.answer = loop.create_future()
+        run.sequencer.interrupt(interrupts, thread.state)
+        run.publish()
+        try:
+            answers = await asyncio.wait_for(execution.answer, self.agent.park_timeout_seconds)
+        except TimeoutError as exc:
+            thread.interrupts.clear()
+            raise Permanent("No answer arrived before the interrupt expired.") from exc
+        finally:
+            execution.answer = None
+        return answers
+
+
+def answers_for(thread: Thread, resume: list[dict[str, Any]]) -> dict[str, Any]:
+    """The parked questions' answers from a ``resume`` list, keyed as the function asked them."""
+    answers: dict[str, Any] = {}
+    for entry in resume:
+        pending = thread.interrupts[entry["interruptId"]]
+        payload = entry.get("payload")
+        if isinstance(payload, dict) and payload.get("action") in ("accept", "decline", "cancel"):
+            content = payload.get("content")
+            answers[pending.key] = Answer(payload["action"], content if isinstance(content, dict) else None)
+        elif isinstance(payload, dict):
+            answers[pending.key] = Answer("accept", payload)
+        elif isinstance(payload, bool) and pending.request is not None and pending.request.confirmation:
+            answers[pending.key] = Answer("accept", {"approved": payload})
+        else:
+            answers[pending.key] = Answer("accept", {"value": payload})
+    return answers

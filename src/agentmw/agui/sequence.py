@@ -1,0 +1,213 @@
+"""Turn core events into AG-UI events that the official client's verifier will accept, always.
+
+The :class:`Sequencer` is the only place AG-UI events are made. It mirrors the client's sequence rules
+(``verify.ts``): a run opens with ``RUN_STARTED``; contents, args and ends need an open start with the
+same id; a step finishes only if open; nothing follows a run's end. Whatever is still open when the
+run ends is closed first, so no invalid stream can leave the server. Each event is stamped with a
+millisecond timestamp and a rising sequence number, and encoded once, with LF framing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from ..events import (
+    CoreEvent,
+    Progress,
+    ReasoningDelta,
+    StateChanged,
+    StepFinished,
+    StepStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+
+__all__ = ["Sequencer", "SequenceError", "PROTOCOL_VERSION"]
+
+PROTOCOL_VERSION = "1.0"
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+
+
+class SequenceError(RuntimeError):
+    """An event that would break the client's rules was about to be sent (a bug of ours)."""
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}-{os.urandom(8).hex()}"
+
+
+class Sequencer:
+    """One run's events: makes them valid, numbers them, and keeps the thread's messages up to date."""
+
+    __slots__ = ("thread_id", "run_id", "seq", "open", "ended", "text_id", "reasoning_id", "steps", "tools",
+                 "messages", "_text_parts", "out", "activity_id")
+
+    def __init__(self, thread_id: str, run_id: str, messages: list[dict[str, Any]], first_seq: int = 0) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.seq = first_seq
+        self.open = False
+        self.ended = False
+        self.text_id: str | None = None
+        self.reasoning_id: str | None = None
+        self.steps: list[str] = []
+        self.tools: set[str] = set()
+        self.messages = messages
+        self._text_parts: list[str] = []
+        self.activity_id = _id("activity")
+        self.out: list[tuple[int, bytes]] = []
+
+    # --- encoding ----------------------------------------------------------------------------------
+    def _frame(self, event: dict[str, Any]) -> None:
+        if self.ended:
+            raise SequenceError(f"{event['type']} after the run ended")
+        if not self.open and event["type"] not in ("RUN_STARTED", "RUN_ERROR"):
+            raise SequenceError(f"{event['type']} before RUN_STARTED")
+        event["timestamp"] = int(time.time() * 1000)
+        self.seq += 1
+        self.out.append((self.seq, b"id: %d\ndata: %s\n\n" % (self.seq, _encode(event).encode())))
+
+    def take(self) -> list[tuple[int, bytes]]:
+        """The frames made since the last call, with their sequence numbers."""
+        frames, self.out = self.out, []
+        return frames
+
+    # --- run lifecycle -----------------------------------------------------------------------------
+    def start(self, run_input: dict[str, Any] | None = None) -> None:
+        if self.open:
+            raise SequenceError("RUN_STARTED while a run is open")
+        event: dict[str, Any] = {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id,
+                                 "protocolVersion": PROTOCOL_VERSION}
+        if run_input is not None:
+            event["input"] = run_input
+        self._frame(event)
+        self.open = True
+
+    def _close_all(self) -> None:
+        self._end_text()
+        self._end_reasoning()
+        for call_id in sorted(self.tools):
+            self._frame({"type": "TOOL_CALL_END", "toolCallId": call_id})
+        self.tools.clear()
+        while self.steps:
+            self._frame({"type": "STEP_FINISHED", "stepName": self.steps.pop()})
+
+    def finish(self, outcome: dict[str, Any] | None = None, result: Any = None) -> None:
+        self._close_all()
+        event: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id,
+                                 "outcome": outcome or {"type": "success"}}
+        if result is not None:
+            event["result"] = result
+        self._frame(event)
+        self.ended = True
+
+    def interrupt(self, interrupts: list[dict[str, Any]], state: dict[str, Any]) -> None:
+        self._close_all()
+        self.snapshot(state)
+        self.finish({"type": "interrupt", "interrupts": interrupts})
+
+    def error(self, message: str, code: str | None = None) -> None:
+        if self.ended:
+            return
+        event: dict[str, Any] = {"type": "RUN_ERROR", "message": message or "error"}
+        if code:
+            event["code"] = code
+        self._frame(event)
+        self.ended = True
+
+    def snapshot(self, state: dict[str, Any]) -> None:
+        self._frame({"type": "STATE_SNAPSHOT", "snapshot": state})
+        self._frame({"type": "MESSAGES_SNAPSHOT", "messages": list(self.messages)})
+
+    def state_snapshot(self, state: dict[str, Any]) -> None:
+        self._frame({"type": "STATE_SNAPSHOT", "snapshot": state})
+
+    # --- core events -------------------------------------------------------------------------------
+    def _end_text(self) -> None:
+        if self.text_id is not None:
+            self._frame({"type": "TEXT_MESSAGE_END", "messageId": self.text_id})
+            self.messages.append({"id": self.text_id, "role": "assistant", "content": "".join(self._text_parts)})
+            self.text_id = None
+            self._text_parts = []
+
+    def _end_reasoning(self) -> None:
+        if self.reasoning_id is not None:
+            self._frame({"type": "REASONING_MESSAGE_END", "messageId": self.reasoning_id})
+            self._frame({"type": "REASONING_END", "messageId": self.reasoning_id})
+            self.reasoning_id = None
+
+    def text(self, delta: str) -> None:
+        if not delta:
+            return
+        if self.text_id is None:
+            self.text_id = _id("msg")
+            self._frame({"type": "TEXT_MESSAGE_START", "messageId": self.text_id, "role": "assistant"})
+        self._text_parts.append(delta)
+        self._frame({"type": "TEXT_MESSAGE_CONTENT", "messageId": self.text_id, "delta": delta})
+
+    def apply(self, event: CoreEvent) -> None:
+        kind = type(event)
+        if kind is TextDelta:
+            self.text(event.text)  # type: ignore[union-attr]
+        elif kind is StepStarted:
+            if event.name not in self.steps:  # type: ignore[union-attr]
+                self.steps.append(event.name)  # type: ignore[union-attr]
+                self._frame({"type": "STEP_STARTED", "stepName": event.name})  # type: ignore[union-attr]
+        elif kind is StepFinished:
+            if event.name in self.steps:  # type: ignore[union-attr]
+                self.steps.remove(event.name)  # type: ignore[union-attr]
+                self._frame({"type": "STEP_FINISHED", "stepName": event.name})  # type: ignore[union-attr]
+        elif kind is ReasoningDelta:
+            if not event.text:  # type: ignore[union-attr]
+                return
+            if self.reasoning_id is None:
+                self.reasoning_id = _id("reasoning")
+                self._frame({"type": "REASONING_START", "messageId": self.reasoning_id})
+                self._frame({"type": "REASONING_MESSAGE_START", "messageId": self.reasoning_id, "role": "reasoning"})
+            self._frame({"type": "REASONING_MESSAGE_CONTENT", "messageId": self.reasoning_id,
+                         "delta": event.text})  # type: ignore[union-attr]
+        elif kind is ToolCallStarted:
+            self._tool_started(event)  # type: ignore[arg-type]
+        elif kind is ToolCallFinished:
+            self._tool_finished(event)  # type: ignore[arg-type]
+        elif kind is StateChanged:
+            if event.patch:  # type: ignore[union-attr]
+                self._frame({"type": "STATE_DELTA", "delta": event.patch})  # type: ignore[union-attr]
+        elif kind is Progress:
+            content: dict[str, Any] = {"progress": event.progress}  # type: ignore[union-attr]
+            if event.total is not None:  # type: ignore[union-attr]
+                content["total"] = event.total  # type: ignore[union-attr]
+            if event.message:  # type: ignore[union-attr]
+                content["message"] = event.message  # type: ignore[union-attr]
+            self._frame({"type": "ACTIVITY_SNAPSHOT", "messageId": self.activity_id, "activityType": "progress",
+                         "content": content, "replace": True})
+
+    def _tool_started(self, event: ToolCallStarted) -> None:
+        parent = self.text_id
+        self._end_text()
+        start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": event.call_id,
+                                 "toolCallName": event.name}
+        if parent:
+            start["parentMessageId"] = parent
+        self._frame(start)
+        self.tools.add(event.call_id)
+        arguments = _encode(event.arguments)
+        self._frame({"type": "TOOL_CALL_ARGS", "toolCallId": event.call_id, "delta": arguments})
+        self._frame({"type": "TOOL_CALL_END", "toolCallId": event.call_id})
+        self.tools.discard(event.call_id)
+        self.messages.append({"id": _id("msg"), "role": "assistant", "toolCalls": [
+            {"id": event.call_id, "type": "function", "function": {"name": event.name, "arguments": arguments}}]})
+
+    def _tool_finished(self, event: ToolCallFinished) -> None:
+        message_id = _id("msg")
+        self._frame({"type": "TOOL_CALL_RESULT", "messageId": message_id, "toolCallId": event.call_id,
+                     "content": event.content, "role": "tool", "metadata": {"isError": event.is_error}})
+        message: dict[str, Any] = {"id": message_id, "role": "tool", "content": event.content,
+                                   "toolCallId": event.call_id}
+        if event.is_error:
+            message["error"] = event.content or "error"
+        self.messages.append(message)
