@@ -135,7 +135,7 @@ class AguiEndpoint:
         run = Run(run_input.run_id, thread, Sequencer(thread.id, run_input.run_id, thread.messages),
                   collections.deque(maxlen=self.agent.agui_buffer_events), detached=props.get("detached") is True)
         self._remember(run)
-        consumer = Consumer(self.agent.agui_consumer_limit)
+        consumer = Consumer(self.agent.agui_consumer_limit, owns_run=True)
         run.consumers.add(consumer)
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         run.sequencer.start(run_input.model_dump(mode="json", by_alias=True, exclude_none=True))
@@ -324,11 +324,8 @@ class AguiEndpoint:
         finally:
             watcher.cancel()
             run.consumers.discard(consumer)
-        gone = disconnected.is_set() or consumer.overflowed
-        if gone and cancel_on_disconnect and not run.ended:
-            execution = run.execution
-            if execution is not None and execution.task is not None and not execution.task.done():
-                execution.task.cancel()
+        if (disconnected.is_set() or consumer.overflowed) and cancel_on_disconnect:
+            run.cancel()
         if not disconnected.is_set():
             try:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -370,12 +367,10 @@ class AguiEndpoint:
         if run is None or run.thread.owner != owner:
             await _json(send, 404, {"detail": f"Run {run_id} not found"})
             return
-        execution = run.execution
-        if run.ended or execution is None or execution.task is None or execution.task.done():
+        if not run.cancel():
             await _json(send, 409, {"detail": f"Run {run_id} is not running"})
             return
-        execution.task.cancel()
-        await asyncio.gather(execution.task, return_exceptions=True)
+        await asyncio.gather(run.execution.task, return_exceptions=True)  # type: ignore[union-attr]
         await _json(send, 200, {"runId": run_id, "outcome": "cancelled"})
 
     def _remember(self, run: Run) -> None:

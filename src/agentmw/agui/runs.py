@@ -35,14 +35,15 @@ logger = logging.getLogger("agentmw")
 class Consumer:
     """One reader of a run's frames, with a bounded backlog: one that falls too far behind is cut off."""
 
-    __slots__ = ("frames", "ready", "limit", "overflowed", "closed")
+    __slots__ = ("frames", "ready", "limit", "overflowed", "closed", "owns_run")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, owns_run: bool = False) -> None:
         self.frames: collections.deque[bytes] = collections.deque()
         self.ready = asyncio.Event()
         self.limit = limit
         self.overflowed = False
         self.closed = False
+        self.owns_run = owns_run  # the request that started the run: losing it cancels an attached run
 
     def push(self, frames: list[bytes]) -> bool:
         if self.closed:
@@ -89,12 +90,22 @@ class Run:
         for consumer in list(self.consumers):
             if not consumer.push(frames):
                 self.consumers.discard(consumer)
+                if consumer.overflowed and consumer.owns_run and not self.detached:
+                    self.cancel()  # now, not when its stuck writer returns
             elif consumer.pressed:
                 pressed = True
         if self.ended:
             for consumer in self.consumers:
                 consumer.close()
         return pressed
+
+    def cancel(self) -> bool:
+        """Cancel the execution this run carries; False when there is none running."""
+        execution = self.execution
+        if self.ended or execution is None or execution.task is None or execution.task.done():
+            return False
+        execution.task.cancel()
+        return True
 
     def replay(self, after: int) -> tuple[list[bytes], bool]:
         """Buffered frames after ``after``, and whether some were already dropped from the buffer."""
@@ -179,8 +190,11 @@ class AguiChannel:
         elif type(event).__name__ == "TextDelta":
             execution.streamed_text = True
         run.sequencer.apply(event)
-        if run.publish():
-            await asyncio.sleep(0)  # a consumer is half full: let it drain before producing more
+        task = asyncio.current_task()
+        if run.publish() or (task is not None and task.cancelling()):
+            # A consumer is half full (let it drain), or this run was just canceled: a function that never
+            # awaits anything else would otherwise neither let readers catch up nor see its cancellation.
+            await asyncio.sleep(0)
 
     async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
         execution = self.execution
