@@ -240,3 +240,22 @@ def test_include_finds_handlers_in_included_routers_and_mounts() -> None:
     agent = Agent(include=[app])
     assert set(agent.tools) == {"count", "echo"}
     assert TestClient(app).get("/inventory/count").json() == 3
+
+
+def test_local_functions_with_postponed_annotations_resolve() -> None:
+    from agentmw import Context  # only this function's locals hold the name (annotations are strings here)
+
+    agent = Agent()
+
+    @agent.tool
+    async def local(n: int, ctx: Context) -> int:
+        return n
+
+    assert agent.tools["local"].params.context_param == "ctx"
+    assert list(agent.tools["local"].input_schema["properties"]) == ["n"]
+
+    def unknown(x: "Nowhere") -> int:  # noqa: F821
+        return 1
+
+    with pytest.raises(RegistrationError, match="Nowhere"):
+        agent.tool(unknown)

@@ -156,12 +156,35 @@ class ParamPlan:
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The function's resolved annotations.
+
+    With ``from __future__ import annotations`` every annotation is a string, and a function defined
+    inside another one may name types only that function's locals hold. agentmw's own names (``Context``)
+    always resolve; any other annotation that cannot be resolved stays a string and is reported.
+    """
+    from . import context as context_module
+
+    namespace = {"Context": context_module.Context}
+    try:
+        return typing.get_type_hints(fn, localns=namespace, include_extras=True)
+    except Exception:
+        pass
+    hints: dict[str, Any] = {}
+    module_globals = getattr(inspect.unwrap(fn), "__globals__", {})
+    for key, annotation in getattr(inspect.unwrap(fn), "__annotations__", {}).items():
+        if isinstance(annotation, str):
+            try:
+                annotation = eval(annotation, module_globals, namespace)  # noqa: S307 (annotations are code)
+            except Exception:
+                pass
+        hints[key] = annotation
+    return hints
+
+
 def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[str, str]) -> ParamPlan:
     signature = inspect.signature(fn)
-    try:
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception:  # unresolvable forward references: fall back to the raw annotations
-        hints = {}
+    hints = _hints(fn)
     plan = ParamPlan()
     fields: dict[str, Any] = {}
     host: list[inspect.Parameter] = []
@@ -185,6 +208,9 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
             continue
         if annotation is inspect.Parameter.empty:
             annotation = Any
+        elif isinstance(annotation, str):
+            raise RegistrationError(f"{name!r}: cannot resolve the annotation {annotation!r} of parameter "
+                                    f"{param.name!r}; import it at module level")
         default = param.default
         if default is inspect.Parameter.empty:
             default = ...
@@ -304,10 +330,7 @@ def build_capability(
         )
     docs = parse_docstring(inspect.getdoc(target))
     params = _analyse_parameters(fn, name, docs.params)
-    try:
-        return_annotation = typing.get_type_hints(target).get("return", inspect.Signature.empty)
-    except Exception:
-        return_annotation = inspect.signature(fn).return_annotation
+    return_annotation = _hints(target).get("return", inspect.Signature.empty)
     is_async_gen = inspect.isasyncgenfunction(target)
     serves_results = kind in ("tool", "skill") and not is_async_gen
     output = _output_plan(return_annotation) if serves_results else OutputPlan(mode="content")
