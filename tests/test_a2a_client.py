@@ -287,10 +287,11 @@ async def test_example_approval_workflow_waits_for_the_budget_admin(tmp_path, mo
     with serve(example.app) as url:
         async with httpx.AsyncClient(timeout=30) as http:
             card = (await http.get(f"{url}/.well-known/agent-card.json")).json()
-            assert [s["id"] for s in card["skills"]] == ["approve_purchase"]
+            assert [s["id"] for s in card["skills"]] == ["approve_purchase", "procurement_assistant"]
             assert card["skills"][0]["description"].startswith("Gets a purchase request approved")
             client = await client_for(http, url)
-            ask = message(data={"request_id": "PR-1001", "department": "engineering", "total": 898.0})
+            ask = message(skill="approve_purchase", data={"request_id": "PR-1001", "department": "engineering",
+                                                          "total": 898.0})
             task = await last_task(client, SendMessageRequest(message=ask))
             assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             assert "approve PR-1001 for 898.00?" in task.status.message.parts[0].text

@@ -1,6 +1,8 @@
 """The procurement assistant: an existing FastAPI service for IT purchasing, adopted one endpoint at a time.
 
-Its routes stay plain FastAPI routes; the decorated ones are also served over MCP at ``/mcp``.
+Its routes stay plain FastAPI routes; the decorated ones are also served over MCP at ``/mcp``, the
+skills over A2A (card at ``/.well-known/agent-card.json``) and AG-UI (``/agui/<skill>``), and the page
+at ``/`` chats with the procurement assistant through AG-UI.
 Run it with ``uvicorn examples.fastapi_app.main:app --port 8000``.
 """
 
@@ -8,9 +10,13 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
+from pathlib import Path
 from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
 from agentmw import Agent, AgentMiddleware, Context, PromptMessage, prompt, resource, skill, tool
@@ -84,6 +90,16 @@ def current_user(authorization: Annotated[str | None, Header()] = None) -> User:
 
 
 # --- routes; the decorated ones are also MCP capabilities ----------------------------------------
+
+
+STATIC = Path(__file__).parent / "static"
+app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+
+@app.get("/", include_in_schema=False)
+def page() -> FileResponse:
+    """The AG-UI page: a chat with the procurement assistant skill."""
+    return FileResponse(STATIC / "index.html")
 
 
 @app.get("/health")
@@ -201,6 +217,60 @@ async def approve_purchase(request_id: str, department: str, total: float, ctx: 
     return Decision(request_id=request_id, approved=approved, approver_note=str(content.get("note", "")))
 
 
+_CATEGORY_WORDS = {"laptop": "laptop", "monitor": "monitor", "screen": "monitor", "display": "monitor",
+                   "phone": "phone", "dock": "accessory", "docking": "accessory"}
+
+
+def _read_request(text: str) -> tuple[int, str, str]:
+    """Quantity, category and department from a plain-language request (a stand-in for a model)."""
+    words = re.findall(r"[a-z]+|\d+", text.lower())
+    quantity = next((int(w) for w in words if w.isdigit()), 1)
+    category = next((_CATEGORY_WORDS[w.rstrip("s")] for w in words if w.rstrip("s") in _CATEGORY_WORDS), "laptop")
+    department = next((w for w in words if w in BUDGETS), "engineering")
+    return quantity, category, department
+
+
+@skill(title="Procurement assistant", tags=("procurement", "chat"),
+       examples=("Buy 2 monitors for engineering",),
+       tools=(search_assets, department_budget, submit_purchase_request))
+async def procurement_assistant(text: str, ctx: Context) -> str:
+    """Turn a plain-language purchase request into a submitted purchase request, after a person approves it.
+
+    Summary:
+        Chats a purchase through: finds the asset, checks the budget, asks for approval, submits.
+    """
+    async with ctx.step("understand the request"):
+        quantity, category, department = _read_request(text)
+        await ctx.reason(f"Looking for {quantity} x {category} for {department}.")
+        ctx.state["request"] = {"quantity": quantity, "category": category, "department": department}
+    async with ctx.step("find the asset"):
+        assets = await ctx.call("search_assets", {"category": category, "limit": 1})
+    if not assets:
+        return f"The catalog has no {category}."
+    asset = assets[0]
+    async with ctx.step("check the budget"):
+        budget = await ctx.call("department_budget", {"department": department})
+    total = asset.unit_price * quantity
+    ctx.state["quote"] = {"sku": asset.sku, "name": asset.name, "quantity": quantity, "total": total}
+    ctx.state["budget"] = {"department": department, "remaining": budget.remaining}
+    if total > budget.remaining:
+        return f"{quantity} x {asset.name} costs {total:.2f}, more than the {budget.remaining:.2f} {department} has left."
+    request = {"sku": asset.sku, "quantity": quantity, "department": department,
+               "justification": f"Requested in chat: {text}"}
+    approved = await ctx.confirm(
+        f"Submit a purchase request for {quantity} x {asset.name} ({asset.sku}) for {department}, "
+        f"total {total:.2f}?",
+        details={"function": "submit_purchase_request", "arguments": {"request": request}},
+    )
+    if not approved:
+        ctx.state["receipt"] = None
+        return "Nothing was submitted; the request was not approved."
+    async with ctx.step("submit"):
+        receipt = await ctx.call("submit_purchase_request", {"request": request})
+    ctx.state["receipt"] = receipt.model_dump()
+    return f"Submitted {receipt.request_id} for {receipt.total:.2f}; it now waits for the budget admin."
+
+
 @prompt(title="Justify a purchase")
 def purchase_justification(sku: str, reason: str) -> list[PromptMessage]:
     """Draft the justification text of a purchase request.
@@ -217,7 +287,7 @@ agent = Agent(
     "procurement-assistant",
     "0.1.0",
     instructions="Search the catalog, check the department budget, then submit a purchase request.",
-    include=[app, purchase_justification, approve_purchase],
+    include=[app, purchase_justification, approve_purchase, procurement_assistant],
     a2a=A2ASettings(
         description="IT purchasing: find assets, check budgets, submit and approve purchase requests.",
         store=SQLiteStore(os.environ.get("PROCUREMENT_DB", "procurement.db")),
