@@ -298,7 +298,8 @@ async def test_function_exceptions_are_sanitized() -> None:
         result = await mcp.call_tool("explode")
         assert result["isError"] is True
         assert result["content"] == [{"type": "text", "text": "explode failed with an internal error (ValueError); "
-                                                               "details are in the server log"}]
+                                                               "details are in the server log. This failure is "
+                                                               "permanent: repeating the same call will not help."}]
         with pytest.raises(McpError) as info:
             await mcp.request("resources/read", {"uri": "x://boom"})
         assert info.value.code == -32603 and "Traceback" not in info.value.message

@@ -33,6 +33,12 @@ class Agent:
         agui_path: where each skill is served as an AG-UI agent (``<agui_path>/<skill>``).
         agui_buffer_events: events kept per run for reconnecting clients.
         agui_consumer_limit: frames a stream consumer may fall behind before it is disconnected.
+        roots: directories path parameters (``RootedPath``) may name; none means no path is allowed.
+        max_in_flight: calls running at once across the agent; past it, calls are refused as retryable.
+        untrusted_budget_chars: text of an ``untrusted`` capability beyond this is truncated, with a marker.
+        idempotency_ttl_seconds: how long a repeated idempotency key returns the first outcome.
+        approver: ``(identity, approval) -> bool``: who may decide out-of-band approvals (default: any
+            identified caller other than the one who asked).
         instructions: optional text for MCP clients on how to use the server.
         mcp_path: where the MCP endpoint lives, relative to where the agent is mounted.
         allowed_hosts: ``Host`` values accepted (DNS-rebinding protection). Local names are always
@@ -67,6 +73,13 @@ class Agent:
         agui_buffer_events: int = 2048,
         agui_consumer_limit: int = 4096,
         agui_max_runs: int = 1000,
+        roots: Sequence[str] = (),
+        case_insensitive_paths: bool = False,
+        max_in_flight: int | None = None,
+        untrusted_budget_chars: int = 20_000,
+        idempotency_ttl_seconds: float = 24 * 3600.0,
+        approver: Callable[[str, Any], bool] | None = None,
+        approvals_path: str = "/approvals",
     ) -> None:
         self.name = name
         self.version = version
@@ -89,6 +102,16 @@ class Agent:
         self.agui_buffer_events = agui_buffer_events
         self.agui_consumer_limit = agui_consumer_limit
         self.agui_max_runs = agui_max_runs
+        self.roots = tuple(roots)
+        self.case_insensitive_paths = case_insensitive_paths
+        self.untrusted_budget_chars = untrusted_budget_chars
+        self.approver = approver
+        self.approvals_path = "/" + approvals_path.strip("/")
+        from .safety import Approvals, IdempotencyCache, Limits
+
+        self.limits = Limits(max_in_flight)
+        self.idempotency = IdempotencyCache(idempotency_ttl_seconds)
+        self.approvals = Approvals()
         self.tools: dict[str, Capability] = {}
         self.resources: dict[str, Capability] = {}
         self.templates: dict[str, Capability] = {}

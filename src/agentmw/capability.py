@@ -152,6 +152,7 @@ class ParamPlan:
     context_param: str | None = None
     request_param: str | None = None
     host_params: tuple[inspect.Parameter, ...] = ()
+    path_params: tuple[str, ...] = ()
     input_model: type[BaseModel] | None = None
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
@@ -188,6 +189,7 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
     plan = ParamPlan()
     fields: dict[str, Any] = {}
     host: list[inspect.Parameter] = []
+    paths: list[str] = []
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
@@ -206,6 +208,8 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
         if _is_host_param(param.default) or any(_is_host_param(m) for m in metadata):
             host.append(param.replace(annotation=annotation))
             continue
+        if any(type(m).__name__ == "PathParameter" for m in metadata):
+            paths.append(param.name)
         if annotation is inspect.Parameter.empty:
             annotation = Any
         elif isinstance(annotation, str):
@@ -225,6 +229,7 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
         else:
             fields[param.name] = (annotation, default)
     plan.host_params = tuple(host)
+    plan.path_params = tuple(paths)
     plan.arg_names = tuple(fields)
     model_name = re.sub(r"\W", "_", name) + "_arguments"
     try:
@@ -265,6 +270,10 @@ class Capability:
     input_modes: tuple[str, ...] = ()
     output_modes: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
+    timeout: float | None = None
+    max_in_flight: int | None = None
+    gate: Any = None
+    path_params: tuple[str, ...] = ()
 
     text_parameter: str | None = None
     """The one string parameter a plain-text message can fill, when the signature has exactly one."""
@@ -280,6 +289,11 @@ class Capability:
     @property
     def argument_names(self) -> tuple[str, ...]:
         return self.params.arg_names
+
+    @property
+    def side_effects(self) -> bool:
+        """Whether calling it changes something (so idempotency keys apply): all but read-only tools."""
+        return not (self.annotations or {}).get("readOnlyHint", False) and self.kind in ("tool", "skill")
 
     def match_uri(self, uri: str) -> dict[str, str] | None:
         """The template variables of ``uri``, or None when this resource does not serve it."""
@@ -321,6 +335,8 @@ def build_capability(
     input_modes: tuple[str, ...] = (),
     output_modes: tuple[str, ...] = (),
     groups: tuple[str, ...] = (),
+    timeout: float | None = None,
+    max_in_flight: int | None = None,
 ) -> Capability:
     target = inspect.unwrap(fn)
     name = name or getattr(target, "__name__", None) or ""
@@ -393,6 +409,10 @@ def build_capability(
         output_modes=tuple(output_modes),
         groups=tuple(groups),
         text_parameter=text_parameter,
+        timeout=timeout,
+        max_in_flight=max_in_flight,
+        gate=getattr(target, "__agentmw_gate__", None) or getattr(fn, "__agentmw_gate__", None),
+        path_params=params.path_params,
     )
 
 

@@ -154,7 +154,7 @@ class _SilentChannel:
 class Context:
     """Handed to a function that declares a ``Context`` parameter."""
 
-    __slots__ = ("capability", "request", "caller", "agent", "_channel", "_emit", "_counter", "state",
+    __slots__ = ("capability", "request", "caller", "agent", "face", "_channel", "_emit", "_counter", "state",
                  "_published", "_calls")
 
     def __init__(
@@ -166,11 +166,13 @@ class Context:
         *,
         agent: Agent | None = None,
         state: dict[str, Any] | None = None,
+        face: str | None = None,
     ) -> None:
         self.capability = capability
         self.request = request
         self.caller = caller
         self.agent = agent
+        self.face = face
         self._channel: Channel = channel or _SilentChannel()
         self._emit = getattr(self._channel, "emit", None)
         self._counter = 0
@@ -240,7 +242,7 @@ class Context:
         self._calls += 1
         call_id = f"call-{id(self):x}-{self._calls}"
         await self.emit(ToolCallStarted(call_id, name, dict(arguments or {})))
-        child = Context(capability, self._channel, self.request, self.caller, agent=self.agent)
+        child = Context(capability, self._channel, self.request, self.caller, agent=self.agent, face=self.face)
         child._emit = None  # the tool's own text stays inside its result
         outcome = await invoke(capability, arguments or {}, child)
         text = "".join(getattr(part, "text", "") for part in outcome.content) or outcome.message

@@ -54,6 +54,8 @@ def tool_options(
     examples: tuple[str, ...] = (),
     untrusted: bool = False,
     meta: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    max_in_flight: int | None = None,
 ) -> dict[str, Any]:
     annotations = {
         key: value
@@ -76,6 +78,8 @@ def tool_options(
         "examples": tuple(examples),
         "untrusted": untrusted,
         "meta": meta,
+        "timeout": timeout,
+        "max_in_flight": max_in_flight,
     }
 
 
@@ -87,12 +91,15 @@ def tool(
     summary: str | None = None, read_only: bool | None = None, destructive: bool | None = None,
     idempotent: bool | None = None, open_world: bool | None = None, tags: tuple[str, ...] = (),
     examples: tuple[str, ...] = (), untrusted: bool = False, meta: Mapping[str, Any] | None = None,
+    timeout: float | None = None, max_in_flight: int | None = None,
 ) -> Callable[[F], F]: ...
 def tool(fn: Any = None, /, **options: Any) -> Any:
     """Mark a function as a model-controlled tool.
 
     ``read_only``, ``destructive``, ``idempotent`` and ``open_world`` become the MCP tool annotation
     hints; ``contract`` and ``summary`` override the two descriptions taken from the docstring.
+    ``untrusted`` frames its text output as data; ``timeout`` (seconds) is a hard deadline that cancels
+    it even when nobody waits; ``max_in_flight`` caps its concurrent calls.
     """
     spec = CapabilitySpec("tool", tool_options(**options))
     if fn is not None:
@@ -148,6 +155,9 @@ def skill(
     input_modes: tuple[str, ...] = (),
     output_modes: tuple[str, ...] = (),
     tools: tuple[Callable[..., Any], ...] = (),
+    untrusted: bool = False,
+    timeout: float | None = None,
+    max_in_flight: int | None = None,
 ) -> Any:
     """Mark a function as a business capability for other agents and UIs: an A2A skill.
 
@@ -159,6 +169,7 @@ def skill(
         "name": name, "title": title, "contract": contract, "summary": summary, "tags": tuple(tags),
         "examples": tuple(examples), "input_modes": tuple(input_modes), "output_modes": tuple(output_modes),
         "groups": tuple(getattr(t, "__name__", str(t)) for t in tools),
+        "untrusted": untrusted, "timeout": timeout, "max_in_flight": max_in_flight,
     })
     if fn is not None:
         return _mark(fn, spec)

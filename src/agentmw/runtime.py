@@ -7,6 +7,7 @@ cancellation, so each face can answer it the way its protocol says.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping
@@ -75,7 +76,7 @@ def _sanitized(capability: Capability, exc: BaseException) -> str:
     Exception messages routinely carry internals (paths, queries, credentials); a function that wants
     the caller to read a message raises ``Permanent``, ``Retryable`` or ``Rejected`` with it.
     """
-    return f"{capability.name} failed with an internal error ({type(exc).__name__}); details are in the server log"
+    return f"{capability.name} failed with an internal error ({type(exc).__name__}); details are in the server log."
 
 
 def _http_exception_outcome(exc: Exception) -> Outcome | None:
@@ -137,8 +138,20 @@ def completed(capability: Capability, value: Any) -> Outcome:
     )
 
 
-async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Context) -> Outcome:
-    """Run one capability for one caller and classify what happened."""
+def _settled(outcome: Outcome) -> bool:
+    """Outcomes an idempotency key keeps: final ones, not a retryable failure or a pending question."""
+    return outcome.status in ("completed", "rejected") or (outcome.status == "failed" and not outcome.retryable)
+
+
+async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Context, *,
+                 idempotency_key: str | None = None, approval_id: str | None = None) -> Outcome:
+    """Run one capability for one caller through the pipeline, and classify what happened.
+
+    validate -> (host dependencies) -> idempotency -> in-flight caps -> roots -> human gate ->
+    run under the deadline -> frame untrusted text -> Outcome. Each rule lives here once, so no face
+    can skip it. Roots come before the gate: a person is never asked to approve a call that would be
+    refused anyway.
+    """
     params = capability.params
     if arguments is None:
         arguments = {}
@@ -147,27 +160,126 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
     model = params.input_model
     if params.arg_names and model is not None:
         try:
-            kwargs = dict(model.model_validate(arguments).__dict__)
+            validated = model.model_validate(arguments)
         except ValidationError as exc:
             return Outcome(status="rejected", message=describe_validation_error(exc), code="invalid_arguments")
+        kwargs = dict(validated.__dict__)
     else:
+        validated = None
         kwargs = {}
+    agent = ctx.agent
+    if agent is None:  # a direct call: no agent, no policy
+        return await _run(capability, kwargs, ctx)
+    if idempotency_key is not None and capability.side_effects:
+        from .safety.idempotency import KeyReused
+
+        canonical = json.dumps(_plain(validated, kwargs), sort_keys=True, default=str)
+        scope = (ctx.caller or "anonymous", capability.name, str(idempotency_key))
+        try:
+            return await agent.idempotency.run(
+                scope, canonical, lambda: _guarded(capability, kwargs, validated, ctx, approval_id), _settled)
+        except KeyReused as exc:
+            return Outcome(status="rejected", message=str(exc), code="idempotency_key_reused")
+    return await _guarded(capability, kwargs, validated, ctx, approval_id)
+
+
+def _plain(validated: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    return validated.model_dump(mode="json") if validated is not None else {}
+
+
+async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: Any, ctx: Context,
+                   approval_id: str | None) -> Outcome:
+    agent = ctx.agent
+    assert agent is not None
+    busy = agent.limits.acquire(capability.name, capability.max_in_flight)
+    if busy is not None:
+        return Outcome(status="failed", content=[Text(f"Busy: {busy}. Retry after 1 second.")], message=busy,
+                       retryable=True, retry_after=1.0, code="busy")
+    try:
+        if capability.path_params:
+            refused = await _check_roots(capability, kwargs, ctx)
+            if refused is not None:
+                return refused
+        if capability.gate is not None:
+            stopped = await _gate(capability, _plain(validated, kwargs), ctx, approval_id)
+            if stopped is not None:
+                return stopped
+        outcome = await _run(capability, kwargs, ctx)
+    finally:
+        agent.limits.release(capability.name)
+    if capability.untrusted and outcome.status == "completed":
+        from .safety.framing import frame_text
+
+        source = f"{capability.kind} {capability.name}"
+        outcome.content = [Text(frame_text(p.text, source, agent.untrusted_budget_chars)) if isinstance(p, Text)
+                           else p for p in outcome.content]
+    return outcome
+
+
+async def _check_roots(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> Outcome | None:
+    from .safety.roots import RootViolation, intersect, resolve_in_roots, roots_from_uris
+
+    agent = ctx.agent
+    assert agent is not None
+    client = None
+    if ctx.supports("roots"):
+        client = roots_from_uris([root.uri for root in await ctx.roots(key="agentmw-roots")])
+    allowed = intersect(agent.roots, client, agent.case_insensitive_paths)
+    for name in capability.path_params:
+        try:
+            kwargs[name] = resolve_in_roots(kwargs[name], allowed, case_insensitive=agent.case_insensitive_paths)
+        except RootViolation as exc:
+            return Outcome(status="rejected", message=f"Path {name!r} refused: {exc}. Nothing was executed.",
+                           code="root_violation")
+    return None
+
+
+async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
+                approval_id: str | None) -> Outcome | None:
+    from .safety.gate import ApprovalProblem, arguments_hash, describe
+
+    agent = ctx.agent
+    assert agent is not None
+    spec = capability.gate
+    summary = describe(capability.name, arguments, spec.side_effects)
+    nothing = "Nothing was executed and nothing changed."
+    if approval_id is not None:
+        try:
+            approval = agent.approvals.consume(approval_id, capability.name, arguments, ctx.face or "direct")
+        except ApprovalProblem as exc:
+            return Outcome(status="rejected", message=f"{exc}. {nothing}", code="approval_invalid")
+        if approval.status == "rejected":
+            return Outcome(status="rejected", message=f"{approval.decided_by} rejected: {summary}. {nothing}",
+                           code="approval_rejected")
+        return None
+    digest = arguments_hash(capability.name, arguments)
+    if ctx.supports("elicitation"):
+        approved = await ctx.confirm(summary, details={
+            "function": capability.name, "arguments": arguments, "sideEffects": spec.side_effects,
+            "argumentsHash": digest}, key=f"approve-{digest[:16]}")
+        if approved:
+            return None
+        return Outcome(status="rejected", message=f"Not approved: {summary}. {nothing}", code="approval_rejected")
+    approval = agent.approvals.create(capability.name, arguments, summary, ctx.face or "direct",
+                                      ctx.caller or "anonymous", spec.ttl_seconds)
+    return Outcome(status="needs_input", code="awaiting_approval", message=summary,
+                   pending={approval.id: Ask(summary, {"type": "object", "properties": {}}, confirmation=True)},
+                   data={"approval": approval.public()})
+
+
+async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> Outcome:
+    params = capability.params
     if params.context_param:
         kwargs[params.context_param] = ctx
     if params.request_param:
         kwargs[params.request_param] = ctx.request
+    deadline = asyncio.timeout(capability.timeout) if capability.timeout is not None else None
     try:
-        if params.host_params:
-            from ._host import HostDependencyError, resolve_host_dependencies
-
-            async with AsyncExitStack() as stack:
-                try:
-                    kwargs.update(await resolve_host_dependencies(capability, ctx.request, stack))
-                except HostDependencyError as exc:
-                    return Outcome(status="rejected", message=f"Invalid request: {exc}", code="invalid_arguments")
-                value = await _call(capability, kwargs, ctx)
+        if deadline is not None:
+            async with deadline:
+                value = await _call_with_host(capability, kwargs, ctx)
         else:
-            value = await _call(capability, kwargs, ctx)
+            value = await _call_with_host(capability, kwargs, ctx)
         await ctx.sync_state()
     except InputsPending as pending:
         return Outcome(status="needs_input", pending=pending.requests, data=pending.answered)
@@ -183,16 +295,45 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
     except Rejected as exc:
         return Outcome(status="rejected", message=exc.message, code="rejected", data=exc.data)
     except (Permanent, AgentError) as exc:
-        return Outcome(status="failed", content=[Text(exc.message)], message=exc.message, code="permanent",
-                       data=exc.data)
+        return Outcome(status="failed", content=[Text(f"{exc.message} {_PERMANENT}")], message=exc.message,
+                       code="permanent", data=exc.data)
     except ClientCapabilityMissing as exc:
         return Outcome(status="rejected", message=str(exc), code="missing_capability", data=exc.capability,
                        pending=exc.requests or None)
+    except _HostRejection as exc:
+        return Outcome(status="rejected", message=f"Invalid request: {exc}", code="invalid_arguments")
+    except TimeoutError as exc:
+        if deadline is not None and deadline.expired():
+            message = f"{capability.name} did not finish within {capability.timeout:g} seconds and was stopped."
+            return Outcome(status="failed", content=[Text(message + " Retry later.")], message=message,
+                           retryable=True, code="timeout")
+        return _unexpected(capability, exc)
     except Exception as exc:
-        mapped = _http_exception_outcome(exc)
-        if mapped is not None:
-            return mapped
-        logger.exception("capability %r raised", capability.name)
-        message = _sanitized(capability, exc)
-        return Outcome(status="failed", content=[Text(message)], message=message, code="permanent")
+        return _http_exception_outcome(exc) or _unexpected(capability, exc)
     return completed(capability, value)
+
+
+def _unexpected(capability: Capability, exc: BaseException) -> Outcome:
+    logger.error("capability %r raised", capability.name, exc_info=exc)
+    message = _sanitized(capability, exc)
+    return Outcome(status="failed", content=[Text(f"{message} {_PERMANENT}")], message=message, code="permanent")
+
+
+_PERMANENT = "This failure is permanent: repeating the same call will not help."
+
+
+class _HostRejection(Exception):
+    """The host app's dependency parameters (a header, a cookie) were missing or invalid."""
+
+
+async def _call_with_host(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> Any:
+    if not capability.params.host_params:
+        return await _call(capability, kwargs, ctx)
+    from ._host import HostDependencyError, resolve_host_dependencies
+
+    async with AsyncExitStack() as stack:
+        try:
+            kwargs.update(await resolve_host_dependencies(capability, ctx.request, stack))
+        except HostDependencyError as exc:
+            raise _HostRejection(str(exc)) from exc
+        return await _call(capability, kwargs, ctx)

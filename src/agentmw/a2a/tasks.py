@@ -229,8 +229,11 @@ class TaskManager:
         record = live.record
         try:
             await self._status(live, "TASK_STATE_WORKING", None)
-            ctx = Context(capability, _TaskChannel(self, live), request=connection, caller=record.owner)
-            outcome = await invoke(capability, dict(record.arguments), ctx)
+            ctx = Context(capability, _TaskChannel(self, live), request=connection, caller=record.owner,
+                          agent=self.agent, face="a2a")
+            key = record.metadata.get("idempotencyKey")
+            outcome = await invoke(capability, dict(record.arguments), ctx,
+                                   idempotency_key=key if isinstance(key, str) else None)
             await self._settle(live, outcome)
         except asyncio.CancelledError:
             await asyncio.shield(self._finish(live, "TASK_STATE_CANCELED", "The task was canceled."))

@@ -170,6 +170,8 @@ class AguiEndpoint:
         if text and skill.text_parameter and skill.text_parameter not in arguments:
             arguments[skill.text_parameter] = text
         thread.arguments = arguments
+        key = props.get("idempotencyKey") or connection.headers.get("idempotency-key")
+        thread.idempotency_key = key if isinstance(key, str) else None
         self._start_or_ask(run, skill, connection)
 
     def _arbitrate_state(self, thread: Thread, client_state: Any, version: Any) -> bool:
@@ -202,7 +204,7 @@ class AguiEndpoint:
                 run.sequencer.interrupt([interrupt_of(pending, message, skill.input_schema, "input_required")],
                                         thread.state)
                 return
-        execution = Execution(skill, thread, run)
+        execution = Execution(skill, thread, run, idempotency_key=thread.idempotency_key)
         run.execution = execution
         thread.execution = execution
         execution.task = asyncio.create_task(self._execute(execution, connection), name=f"agui-run-{run.id}")
@@ -249,9 +251,10 @@ class AguiEndpoint:
     async def _execute(self, execution: Execution, connection: HTTPConnection) -> None:
         thread = execution.thread
         ctx = Context(execution.capability, AguiChannel(self.agent, execution), request=connection,
-                      caller=thread.owner, agent=self.agent, state=thread.state)
+                      caller=thread.owner, agent=self.agent, state=thread.state, face="agui")
         try:
-            outcome = await invoke(execution.capability, dict(thread.arguments), ctx)
+            outcome = await invoke(execution.capability, dict(thread.arguments), ctx,
+                                   idempotency_key=execution.idempotency_key)
         except asyncio.CancelledError:
             run = execution.run
             if not run.ended:

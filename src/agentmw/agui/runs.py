@@ -130,6 +130,7 @@ class Execution:
     task: asyncio.Task[None] | None = None
     answer: asyncio.Future[dict[str, Any]] | None = None
     streamed_text: bool = False
+    idempotency_key: str | None = None
 
 
 @dataclass(eq=False)
@@ -143,6 +144,7 @@ class Thread:
     execution: Execution | None = None
     interrupts: dict[str, PendingInterrupt] = field(default_factory=dict)
     arguments: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
 
 
 def interrupt_id() -> str:

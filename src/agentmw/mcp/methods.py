@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Call", "Catalog", "HANDLERS", "parse_input_response", "LOG_RANK"]
 
+META_IDEMPOTENCY_KEY = "agentmw/idempotencyKey"
+META_APPROVAL_ID = "agentmw/approvalId"
+
 logger = logging.getLogger("agentmw")
 
 LOG_RANK = {name: rank for rank, name in enumerate(
@@ -172,9 +175,16 @@ def _no_cursor(params: Mapping[str, Any]) -> None:
 
 async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outcome | dict[str, Any]:
     """Invoke ``cap``; a question the caller must answer first becomes an ``input_required`` result (2026)."""
-    ctx = Context(cap, McpChannel(call, target), request=HTTPConnection(call.scope), caller=call.caller)
-    outcome = await invoke(cap, arguments, ctx)
-    if outcome.status == "needs_input" and call.modern and outcome.pending and outcome.code != "raised":
+    ctx = Context(cap, McpChannel(call, target), request=HTTPConnection(call.scope), caller=call.caller,
+                  agent=call.agent, face="mcp")
+    meta = call.params.get("_meta")
+    key = approval = None
+    if isinstance(meta, dict):
+        key = meta.get(META_IDEMPOTENCY_KEY)
+        approval = meta.get(META_APPROVAL_ID)
+    outcome = await invoke(cap, arguments, ctx, idempotency_key=key if isinstance(key, str) else None,
+                           approval_id=approval if isinstance(approval, str) else None)
+    if outcome.status == "needs_input" and call.modern and outcome.pending and outcome.code is None:
         digest = _state.arguments_digest(arguments)
         state = _state.seal(call.agent.secret, target=target, digest=digest, answers=outcome.data or {},
                             ttl=call.agent.input_state_ttl_seconds)
@@ -188,6 +198,18 @@ async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outc
             raise JsonRpcError(MISSING_CAPABILITY, outcome.message,
                                {"requiredCapabilities": {str(outcome.data): {}}})
     return outcome
+
+
+def _approval_fallback(outcome: Outcome, agent_path: str) -> dict[str, Any]:
+    """A gated call this client cannot approve in-band: the approval id, and where a person decides it."""
+    approval = (outcome.data or {})["approval"]
+    text = (f"Approval required before this runs: {approval['summary']}.\n"
+            f"Nothing has been executed. A person must approve it: approval id {approval['id']}, decided at "
+            f"POST {agent_path}/{approval['id']} (see GET for the details). Then call this tool again with "
+            f"the same arguments and _meta {{\"{META_APPROVAL_ID}\": \"{approval['id']}\"}}. "
+            f"The approval expires at {approval['expiresAt']} and works once.")
+    return {"content": [{"type": "text", "text": text}], "isError": True,
+            "_meta": {"agentmw/approval": approval}}
 
 
 def _needs_input_fallback(outcome: Outcome) -> dict[str, Any]:
@@ -232,9 +254,11 @@ async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
             result["structuredContent"] = outcome.structured
         result["isError"] = False
         return result
+    if outcome.code == "awaiting_approval":
+        return _approval_fallback(outcome, call.agent.approvals_path)
     if status == "needs_input" or outcome.code == "missing_capability":
         return _needs_input_fallback(outcome)
-    if status == "rejected" and outcome.code not in ("invalid_arguments", "missing_capability"):
+    if status == "rejected" and outcome.code == "rejected":  # the function raised Rejected: a protocol error
         raise JsonRpcError(INVALID_PARAMS, outcome.message or "Request rejected", outcome.data)
     result = {"content": [content_block(p) for p in outcome.content] or [{"type": "text", "text": outcome.message}],
               "isError": True}

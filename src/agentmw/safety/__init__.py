@@ -1,0 +1,10 @@
+"""The safety layer: one set of rules on the core pipeline, so that no face can skip them."""
+
+from .framing import frame_text
+from .gate import Approval, Approvals, GateSpec, human_gate
+from .idempotency import IdempotencyCache
+from .limits import Limits
+from .roots import RootViolation, RootedPath, resolve_in_roots
+
+__all__ = ["frame_text", "Approval", "Approvals", "GateSpec", "human_gate", "IdempotencyCache", "Limits",
+           "RootViolation", "RootedPath", "resolve_in_roots"]

@@ -1,0 +1,78 @@
+"""Idempotency keys: a repeated side-effecting call returns the first outcome instead of running again.
+
+Records are keyed by caller, capability and key, bound to a hash of the arguments (a key reused with
+other arguments is rejected), and expire. A duplicate that arrives while the first call still runs
+waits for it. Only settled outcomes are kept: a retryable failure or a pending question runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["IdempotencyCache", "KeyReused"]
+
+
+class KeyReused(ValueError):
+    """The key was first used with other arguments."""
+
+
+@dataclass(slots=True)
+class _Entry:
+    arguments: str
+    expires: float
+    done: asyncio.Future[Any]
+
+
+class IdempotencyCache:
+    def __init__(self, ttl_seconds: float = 24 * 3600.0, max_entries: int = 100_000) -> None:
+        self.ttl = ttl_seconds
+        self.max_entries = max_entries
+        self.entries: dict[tuple[str, str, str], _Entry] = {}
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    def _expire(self, now: float) -> None:
+        if len(self.entries) < self.max_entries:
+            return
+        for key in [k for k, e in self.entries.items() if e.expires < now]:
+            del self.entries[key]
+        while len(self.entries) >= self.max_entries:  # still full: drop the oldest
+            self.entries.pop(next(iter(self.entries)))
+
+    async def run(self, key: tuple[str, str, str], arguments: str, produce: Callable[[], Awaitable[Any]],
+                  keep: Callable[[Any], bool]) -> Any:
+        now = time.monotonic()
+        entry = self.entries.get(key)
+        if entry is not None and entry.expires < now:
+            del self.entries[key]
+            entry = None
+        if entry is not None:
+            if entry.arguments != arguments:
+                raise KeyReused("this idempotency key was already used with different arguments")
+            self.hits += 1
+            return await asyncio.shield(entry.done)
+        self.misses += 1
+        self._expire(now)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.entries[key] = _Entry(arguments, now + self.ttl, future)
+        try:
+            outcome = await produce()
+        except BaseException as exc:
+            self.entries.pop(key, None)
+            if not future.done():
+                future.set_exception(exc)
+                future.exception()  # retrieved: a waiter re-raises it, nobody else must log it
+            raise
+        if not keep(outcome):
+            self.entries.pop(key, None)
+        future.set_result(outcome)
+        return outcome
