@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import httpx
 import pytest
@@ -37,7 +38,7 @@ async def rpc(http: httpx.AsyncClient, method: str, params: object = None, *, ve
 
 
 def msg(text: str = "hi", **extra: object) -> dict:
-    return {"messageId": f"m-{id(extra)}-{text}", "role": "ROLE_USER", "parts": [{"text": text}], **extra}
+    return {"messageId": f"m-{uuid.uuid4()}", "role": "ROLE_USER", "parts": [{"text": text}], **extra}
 
 
 @pytest.mark.parametrize(("method", "params", "code"), [

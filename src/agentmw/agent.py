@@ -122,6 +122,7 @@ class Agent:
         self._mcp: Any = None
         self._a2a: Any = None
         self._agui: Any = None
+        self._approvals_app: Any = None
         for item in include:
             self.include(item)
 
@@ -283,6 +284,15 @@ class Agent:
             self._agui = AguiEndpoint(self)
         return self._agui
 
+    @property
+    def approvals_app(self) -> ASGIApp:
+        """The out-of-band approvals endpoint as a bare ASGI app."""
+        if self._approvals_app is None:
+            from .approvals import ApprovalsEndpoint
+
+            self._approvals_app = ApprovalsEndpoint(self)
+        return self._approvals_app
+
     def asgi(self) -> ASGIApp:
         """An ASGI app that serves only the agent's paths; mount it with ``app.mount(prefix, ...)``."""
         from .middleware import AgentMiddleware
@@ -300,6 +310,7 @@ class Agent:
             Route(self.a2a_path, endpoint=self.a2a_app, methods=None, name="agentmw-a2a"),
             Mount(self.a2a_path, app=self.a2a_app, name="agentmw-a2a-rest"),
             Mount(self.agui_path, app=self.agui_app, name="agentmw-agui"),
+            Mount(self.approvals_path, app=self.approvals_app, name="agentmw-approvals"),
         ]
 
     def router(self) -> Any:

@@ -151,6 +151,9 @@ class _SilentChannel:
         raise ClientCapabilityMissing(_CAPABILITY_OF[type(first)])
 
 
+_SILENT = _SilentChannel()
+
+
 class Context:
     """Handed to a function that declares a ``Context`` parameter."""
 
@@ -173,12 +176,16 @@ class Context:
         self.caller = caller
         self.agent = agent
         self.face = face
-        self._channel: Channel = channel or _SilentChannel()
+        self._channel: Channel = channel or _SILENT
         self._emit = getattr(self._channel, "emit", None)
         self._counter = 0
         self._calls = 0
-        self.state: dict[str, Any] = state if state is not None else {}
-        self._published: dict[str, Any] = copy.deepcopy(self.state) if state else {}
+        if state:
+            self.state: dict[str, Any] = state
+            self._published: dict[str, Any] = copy.deepcopy(state)
+        else:
+            self.state = state if state is not None else {}
+            self._published = {}
 
     def supports(self, capability: Literal["elicitation", "sampling", "roots"]) -> bool:
         """Whether the caller can answer this kind of request."""

@@ -45,6 +45,7 @@ class AgentMiddleware:
         self.a2a_path = agent.a2a_path
         self.a2a_prefix = agent.a2a_path + "/"
         self.agui_prefix = agent.agui_path + "/"
+        self.approvals_prefix = agent.approvals_path + "/"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -57,5 +58,8 @@ class AgentMiddleware:
                 return
             if path.startswith(self.agui_prefix):
                 await self.agent.agui_app(scope, receive, send)
+                return
+            if path.startswith(self.approvals_prefix):
+                await self.agent.approvals_app(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -155,7 +155,7 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
     params = capability.params
     if arguments is None:
         arguments = {}
-    elif not isinstance(arguments, Mapping):
+    elif type(arguments) is not dict and not isinstance(arguments, Mapping):
         return Outcome(status="rejected", message="Invalid arguments: expected an object", code="invalid_arguments")
     model = params.input_model
     if params.arg_names and model is not None:
@@ -278,9 +278,12 @@ async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> 
         if deadline is not None:
             async with deadline:
                 value = await _call_with_host(capability, kwargs, ctx)
-        else:
+        elif params.host_params:
             value = await _call_with_host(capability, kwargs, ctx)
-        await ctx.sync_state()
+        else:
+            value = await _call(capability, kwargs, ctx)
+        if ctx._emit is not None:
+            await ctx.sync_state()
     except InputsPending as pending:
         return Outcome(status="needs_input", pending=pending.requests, data=pending.answered)
     except NeedsInput as exc:

@@ -64,6 +64,7 @@ class TaskManager:
         self.push = push
         self.live: dict[str, LiveTask] = {}
         self._recovery: asyncio.Future[int] | None = None
+        self._messages: dict[tuple[str, str], tuple[str, float]] = {}  # (owner, messageId) -> task id
 
     async def ready(self) -> None:
         """Recover the store once, on first use (never at import or start-up); concurrent callers wait."""
@@ -100,6 +101,9 @@ class TaskManager:
         resolves when the task next settles (terminal or interrupted), which is all a blocking send needs.
         """
         await self.ready()
+        repeated = await self._repeated(owner, message["messageId"])
+        if repeated is not None:
+            return repeated, self._settled_waiter(repeated, follow)
         task_id = message.get("taskId")
         if task_id is not None:
             live = await self._existing(task_id, owner, message)
@@ -119,6 +123,7 @@ class TaskManager:
         else:
             waiting = asyncio.get_running_loop().create_future()
             live.settle_waiters.append(waiting)
+        self._remember_message(owner, message["messageId"], live.record.id)
         try:
             async with live.lock:
                 record = live.record
@@ -132,6 +137,39 @@ class TaskManager:
                 live.settle_waiters.remove(waiting)
             raise
         return live, waiting
+
+    def _remember_message(self, owner: str, message_id: str, task_id: str) -> None:
+        now = time.time()
+        if len(self._messages) > 100_000:
+            self._messages = {k: v for k, v in self._messages.items() if v[1] > now}
+        self._messages[(owner, message_id)] = (task_id, now + self.agent.idempotency.ttl)
+
+    async def _repeated(self, owner: str, message_id: str) -> LiveTask | None:
+        """The task a repeated ``messageId`` from the same caller already started (A2A allows dedup)."""
+        seen = self._messages.get((owner, message_id))
+        if seen is None or seen[1] < time.time():
+            return None
+        live = self.live.get(seen[0])
+        if live is None:
+            record = await self.store.get(seen[0])
+            if record is None:
+                return None
+            live = LiveTask(record)
+        self.agent.idempotency.hits += 1
+        return live
+
+    def _settled_waiter(self, live: LiveTask, follow: bool) -> asyncio.Queue[Any] | asyncio.Future[None]:
+        if follow:
+            queue = self.subscribe(live)
+            if live.record.terminal:
+                queue.put_nowait(None)
+            return queue
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if live.record.state in SETTLED and live.answer is None and (live.runner is None or live.runner.done()):
+            waiter.set_result(None)
+        else:
+            live.settle_waiters.append(waiter)
+        return waiter
 
     async def _existing(self, task_id: Any, owner: str, message: dict[str, Any]) -> LiveTask:
         record = await self.get(task_id, owner)
@@ -232,8 +270,10 @@ class TaskManager:
             ctx = Context(capability, _TaskChannel(self, live), request=connection, caller=record.owner,
                           agent=self.agent, face="a2a")
             key = record.metadata.get("idempotencyKey")
+            approval = record.metadata.get("approvalId")
             outcome = await invoke(capability, dict(record.arguments), ctx,
-                                   idempotency_key=key if isinstance(key, str) else None)
+                                   idempotency_key=key if isinstance(key, str) else None,
+                                   approval_id=approval if isinstance(approval, str) else None)
             await self._settle(live, outcome)
         except asyncio.CancelledError:
             await asyncio.shield(self._finish(live, "TASK_STATE_CANCELED", "The task was canceled."))

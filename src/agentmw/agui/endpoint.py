@@ -172,6 +172,8 @@ class AguiEndpoint:
         thread.arguments = arguments
         key = props.get("idempotencyKey") or connection.headers.get("idempotency-key")
         thread.idempotency_key = key if isinstance(key, str) else None
+        approval = props.get("approvalId")
+        thread.approval_id = approval if isinstance(approval, str) else None
         self._start_or_ask(run, skill, connection)
 
     def _arbitrate_state(self, thread: Thread, client_state: Any, version: Any) -> bool:
@@ -254,7 +256,7 @@ class AguiEndpoint:
                       caller=thread.owner, agent=self.agent, state=thread.state, face="agui")
         try:
             outcome = await invoke(execution.capability, dict(thread.arguments), ctx,
-                                   idempotency_key=execution.idempotency_key)
+                                   idempotency_key=execution.idempotency_key, approval_id=thread.approval_id)
         except asyncio.CancelledError:
             run = execution.run
             if not run.ended:

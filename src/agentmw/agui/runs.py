@@ -145,6 +145,7 @@ class Thread:
     interrupts: dict[str, PendingInterrupt] = field(default_factory=dict)
     arguments: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str | None = None
+    approval_id: str | None = None
 
 
 def interrupt_id() -> str:

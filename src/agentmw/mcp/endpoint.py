@@ -59,6 +59,7 @@ class McpEndpoint:
         self.catalog = Catalog(agent)
         self.sessions = legacy.SessionStore(agent)
         self.listeners = modern.ListenHub(agent)
+        self.used_states = modern.UsedStates(agent.input_state_ttl_seconds)
         self.server_info = {"name": agent.name, "version": agent.version}
         self._verdicts: dict[tuple[str, str | None], int] = {}
 

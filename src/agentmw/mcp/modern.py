@@ -12,6 +12,7 @@ import asyncio
 import base64
 import binascii
 import re
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from .endpoint import Incoming, McpEndpoint
 
-__all__ = ["handle", "ListenHub"]
+__all__ = ["handle", "ListenHub", "UsedStates"]
 
 _REMOVED = frozenset({
     "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
@@ -68,6 +69,8 @@ def decode_header(value: str | None) -> str | None:
     if value is None:
         return None
     value = value.strip()
+    if not value.startswith("=?"):
+        return value
     match = _B64.fullmatch(value)
     if match is None:
         return value
@@ -199,6 +202,11 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
         await json_response(send, 400, error_body(request_id, INVALID_PARAMS, f"Unknown log level {log_level!r}"))
         return
     exchange = Exchange(send, modern=True)
+    state = params.get("requestState") if method in INPUT_METHODS else None
+    if state is not None and endpoint.used_states.seen(state):
+        await exchange.finish(error_body(request_id, INVALID_PARAMS, "Invalid requestState: it was already used "
+                                         "to complete this request; each requestState works once"))
+        return
     try:
         gather = _replay_gather(endpoint.agent, method, params)
     except JsonRpcError as exc:
@@ -209,6 +217,8 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
                 params=params, gather=gather)
     payload = await _serve(endpoint, call, method, params, request_id, receive)
     if payload is not None:
+        if state is not None and payload.get("result", {}).get("resultType") == "complete":
+            endpoint.used_states.add(state)  # answers a completed round never run twice (a gate's approval)
         await exchange.finish(payload)
 
 
@@ -356,6 +366,24 @@ def _discover(agent: Agent) -> dict[str, Any]:
     if agent.instructions:
         result["instructions"] = agent.instructions
     return result
+
+
+class UsedStates:
+    """``requestState`` values that already completed a request, until they would have expired anyway."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self.entries: dict[str, float] = {}
+
+    def seen(self, state: Any) -> bool:
+        expires = self.entries.get(state) if isinstance(state, str) else None
+        return expires is not None and expires > time.monotonic()
+
+    def add(self, state: str) -> None:
+        now = time.monotonic()
+        if len(self.entries) > 100_000:
+            self.entries = {k: v for k, v in self.entries.items() if v > now}
+        self.entries[state] = now + self.ttl
 
 
 class ListenHub:
