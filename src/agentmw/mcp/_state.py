@@ -11,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import time
 from typing import Any
 
@@ -31,7 +32,8 @@ def _unb64(text: str) -> bytes:
 
 
 def seal(secret: bytes, *, target: str, digest: str, answers: dict[str, Any], ttl: float) -> str:
-    payload = json.dumps({"t": target, "d": digest, "a": answers, "e": int(time.time() + ttl)},
+    payload = json.dumps({"t": target, "d": digest, "a": answers, "e": int(time.time() + ttl),
+                          "n": os.urandom(8).hex()},  # unique per round, so "used once" is per exchange
                          separators=(",", ":"), default=str).encode()
     mac = hmac.new(secret, payload, hashlib.sha256).digest()
     return f"{_b64(payload)}.{_b64(mac)}"
