@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -205,6 +206,11 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
             if stopped is not None:
                 return stopped
         outcome = await _run(capability, kwargs, ctx)
+    except InputsPending as pending:  # the roots request or the gate's question, in a stateless era
+        return Outcome(status="needs_input", pending=pending.requests, data=pending.answered)
+    except ClientCapabilityMissing as exc:
+        return Outcome(status="rejected", message=str(exc), code="missing_capability", data=exc.capability,
+                       pending=exc.requests or None)
     finally:
         agent.limits.release(capability.name)
     if capability.untrusted and outcome.status == "completed":
@@ -225,9 +231,11 @@ async def _check_roots(capability: Capability, kwargs: dict[str, Any], ctx: Cont
     if ctx.supports("roots"):
         client = roots_from_uris([root.uri for root in await ctx.roots(key="agentmw-roots")])
     allowed = intersect(agent.roots, client, agent.case_insensitive_paths)
+    base = os.path.realpath(agent.roots[0]) if agent.roots else None
     for name in capability.path_params:
         try:
-            kwargs[name] = resolve_in_roots(kwargs[name], allowed, case_insensitive=agent.case_insensitive_paths)
+            kwargs[name] = resolve_in_roots(kwargs[name], allowed, base=base,
+                                            case_insensitive=agent.case_insensitive_paths)
         except RootViolation as exc:
             return Outcome(status="rejected", message=f"Path {name!r} refused: {exc}. Nothing was executed.",
                            code="root_violation")

@@ -269,8 +269,8 @@ class TaskManager:
             await self._status(live, "TASK_STATE_WORKING", None)
             ctx = Context(capability, _TaskChannel(self, live), request=connection, caller=record.owner,
                           agent=self.agent, face="a2a")
-            key = record.metadata.get("idempotencyKey")
-            approval = record.metadata.get("approvalId")
+            key = _hint(record, "idempotencyKey")
+            approval = _hint(record, "approvalId")
             outcome = await invoke(capability, dict(record.arguments), ctx,
                                    idempotency_key=key if isinstance(key, str) else None,
                                    approval_id=approval if isinstance(approval, str) else None)
@@ -405,6 +405,17 @@ class TaskManager:
         for live in list(self.live.values()):
             if live.runner is not None and not live.runner.done():
                 live.runner.cancel()
+
+
+def _hint(record: TaskRecord, key: str) -> Any:
+    """A key from the latest user message's metadata, else from the request's (docs/a2a.md)."""
+    for message in reversed(record.history):
+        if message.get("role") == "ROLE_USER":
+            value = (message.get("metadata") or {}).get(key)
+            if value is not None:
+                return value
+            break
+    return record.metadata.get(key)
 
 
 def status_of(record: TaskRecord) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from starlette.requests import HTTPConnection
 
 from ..capability import Capability
 from ..context import Answer, Ask, Context, InputRequest, ListRoots, Root, Sample, Sampled
+from ..identity import resolve_caller
 from ..runtime import InputsPending, Outcome, invoke
 from . import _state
 from ._wire import (
@@ -175,8 +176,9 @@ def _no_cursor(params: Mapping[str, Any]) -> None:
 
 async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outcome | dict[str, Any]:
     """Invoke ``cap``; a question the caller must answer first becomes an ``input_required`` result (2026)."""
-    ctx = Context(cap, McpChannel(call, target), request=HTTPConnection(call.scope), caller=call.caller,
-                  agent=call.agent, face="mcp")
+    connection = HTTPConnection(call.scope)
+    caller = call.caller or await resolve_caller(connection, call.agent.identify)
+    ctx = Context(cap, McpChannel(call, target), request=connection, caller=caller, agent=call.agent, face="mcp")
     meta = call.params.get("_meta")
     key = approval = None
     if isinstance(meta, dict):

@@ -69,7 +69,8 @@ def intersect(server: Sequence[str], client: Sequence[str] | None, case_insensit
     return list(dict.fromkeys(allowed))
 
 
-def resolve_in_roots(raw: object, roots: Sequence[str], *, case_insensitive: bool = False) -> str:
+def resolve_in_roots(raw: object, roots: Sequence[str], *, base: str | None = None,
+                     case_insensitive: bool = False) -> str:
     """The real absolute path ``raw`` names, if it is inside one of ``roots``; RootViolation otherwise.
 
     Handles NUL bytes, percent-encoding (decoded until stable, so ``%252e`` cannot hide ``..``),
@@ -95,7 +96,7 @@ def resolve_in_roots(raw: object, roots: Sequence[str], *, case_insensitive: boo
         raise RootViolation("the path contains control characters")
     if not roots:
         raise RootViolation("no roots are allowed here, so no path is")
-    candidate = text if os.path.isabs(text) else os.path.join(roots[0], text)
+    candidate = text if os.path.isabs(text) else os.path.join(base or roots[0], text)
     real = _real(candidate)
     for root in roots:
         if _inside(real, root, case_insensitive):
