@@ -27,11 +27,12 @@ def test_page_streams_a_run_and_takes_an_approval(tmp_path, monkeypatch) -> None
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["problems"] == []
-    assert [t["name"] for t in result["tools"]] == ["search_assets", "department_budget"]
-    assert all(not t["loading"] and t["result"] for t in result["tools"])
+    assert [t["name"] for t in result["tools"]] == ["search_assets", "department_budget", "submit_purchase_request"]
+    assert all(not t["loading"] and t["result"] for t in result["tools"][:2])
+    assert result["tools"][2]["loading"] is True, "the gated call waits for the approval, shown as loading"
     assert "understand the request" in result["steps"][0]
-    assert result["message"] == ("Submit a purchase request for 2 x 27-inch 4K monitor (MON-27) for engineering, "
-                                 "total 898.00?")
+    assert result["message"].startswith('Run submit_purchase_request(request={"sku": "MON-27", "quantity": 2, ')
+    assert result["message"].endswith("Side effects: Creates a purchase request that reserves the department's budget")
     assert result["action"]["function"] == "submit_purchase_request"
     assert result["action"]["arguments"]["request"]["quantity"] == 2
     assert result["toolsAfter"][-1] == "submit_purchase_request"

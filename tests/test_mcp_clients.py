@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -11,6 +12,13 @@ from examples.fastapi_app.main import app
 
 MODES = ["legacy", "2026-07-28", "auto"]
 AUTH = {"Authorization": "Bearer demo-token"}
+approvals: list[str] = []
+
+
+async def approve(context, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The person behind the client approves the exact action the human gate shows."""
+    approvals.append(params.message)
+    return types.ElicitResult(action="accept", content={"approved": True})
 
 
 def socket_client(url: str, mode: str, headers: dict[str, str] | None = None, **kwargs: object) -> Client:
@@ -25,18 +33,29 @@ def in_process_client(mode: str, headers: dict[str, str] | None = None, **kwargs
                   **kwargs)
 
 
-@pytest.fixture(params=["socket", "in-process"])
-def connect(request: pytest.FixtureRequest, example_url: str):
-    if request.param == "socket":
+def connector(kind: str, example_url: str):
+    if kind == "socket":
         return lambda mode, headers=None, **kw: socket_client(example_url, mode, headers, **kw)
     return lambda mode, headers=None, **kw: in_process_client(mode, headers, **kw)
+
+
+@pytest.fixture(params=["socket", "in-process"])
+def connect(request: pytest.FixtureRequest, example_url: str):
+    return connector(request.param, example_url)
+
+
+# A gated call asks its question in-band. In the handshake era that question is a server-to-client request
+# on the call's SSE stream, which an in-process ASGI transport only delivers after the response ends; so
+# the handshake era runs these over a real socket, and in-process uses the stateless era (input_required).
+GATED = [("socket", mode) for mode in MODES] + [("in-process", "2026-07-28"), ("in-process", "auto")]
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_lists_and_calls_read_only_tool(connect, mode: str) -> None:
     async with connect(mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) == {"search_assets", "department_budget", "submit_purchase_request"}
+        assert set(tools) == {"search_assets", "department_budget", "submit_purchase_request", "read_policy",
+                              "supplier_notes"}
         search = tools["search_assets"]
         assert search.annotations.read_only_hint is True
         assert search.title == "Search the asset catalog"
@@ -78,13 +97,15 @@ async def test_resource_template_and_prompt(connect, mode: str) -> None:
         assert "MON-27" in prompt.messages[0].content.text
 
 
-@pytest.mark.parametrize("mode", MODES)
-async def test_auth_dependency_is_resolved_from_the_mcp_request_headers(connect, mode: str) -> None:
+@pytest.mark.parametrize(("kind", "mode"), GATED)
+async def test_auth_dependency_is_resolved_from_the_mcp_request_headers(kind: str, mode: str, example_url: str) -> None:
+    connect = connector(kind, example_url)
     request = {"request": {"sku": "MON-27", "quantity": 2, "department": "engineering",
                            "justification": "Second screens for the on-call rotation"}}
-    async with connect(mode, AUTH) as client:
+    async with connect(mode, AUTH, elicitation_callback=approve) as client:
         result = await client.call_tool("submit_purchase_request", request)
         assert result.is_error is False, result.content
+        assert approvals[-1].startswith('Run submit_purchase_request(request={"sku": "MON-27", "quantity": 2')
         assert result.structured_content["requested_by"] == "alice"
         assert result.structured_content["total"] == 898.0
     async with connect(mode) as anonymous:
@@ -93,8 +114,9 @@ async def test_auth_dependency_is_resolved_from_the_mcp_request_headers(connect,
         assert denied.content[0].text == "HTTP 401: Not authenticated"
 
 
-@pytest.mark.parametrize("mode", MODES)
-async def test_progress_reaches_the_client(connect, mode: str) -> None:
+@pytest.mark.parametrize(("kind", "mode"), GATED)
+async def test_progress_reaches_the_client(kind: str, mode: str, example_url: str) -> None:
+    connect = connector(kind, example_url)
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -102,10 +124,21 @@ async def test_progress_reaches_the_client(connect, mode: str) -> None:
 
     request = {"request": {"sku": "ACC-DOCK", "quantity": 1, "department": "engineering",
                            "justification": "Docking station for a new hire"}}
-    async with connect(mode, AUTH) as client:
+    async with connect(mode, AUTH, elicitation_callback=approve) as client:
         result = await client.call_tool("submit_purchase_request", request, progress_callback=on_progress)
         assert result.is_error is False
     assert seen == [(1, 2, "checking the budget"), (2, 2, "submitted")]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_example_roots_and_untrusted_supplier_text(connect, mode: str) -> None:
+    async with connect(mode) as client:
+        policy = await client.call_tool("read_policy", {"path": "purchasing.md"})
+        assert policy.content[0].text.startswith("# Purchasing policy")
+        escape = await client.call_tool("read_policy", {"path": "../main.py"})
+        assert escape.is_error is True and "outside the allowed roots" in escape.content[0].text
+        notes = (await client.call_tool("supplier_notes", {"sku": "MON-27"})).content[0].text
+        assert notes.startswith('<untrusted-data source="tool supplier_notes"') and "&lt;b&gt;Best seller" in notes
 
 
 async def test_plain_http_routes_still_work(example_url: str) -> None:

@@ -148,8 +148,8 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
                  idempotency_key: str | None = None, approval_id: str | None = None) -> Outcome:
     """Run one capability for one caller through the pipeline, and classify what happened.
 
-    validate -> (host dependencies) -> idempotency -> in-flight caps -> roots -> human gate ->
-    run under the deadline -> frame untrusted text -> Outcome. Each rule lives here once, so no face
+    validate -> idempotency -> in-flight caps -> authorize (the host app's dependencies) -> roots ->
+    human gate -> run under the deadline -> frame untrusted text -> Outcome. Each rule lives here once, so no face
     can skip it. Roots come before the gate: a person is never asked to approve a call that would be
     refused anyway.
     """
@@ -197,15 +197,13 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
         return Outcome(status="failed", content=[Text(f"Busy: {busy}. Retry after 1 second.")], message=busy,
                        retryable=True, retry_after=1.0, code="busy")
     try:
-        if capability.path_params:
-            refused = await _check_roots(capability, kwargs, ctx)
-            if refused is not None:
-                return refused
-        if capability.gate is not None:
-            stopped = await _gate(capability, _plain(validated, kwargs), ctx, approval_id)
-            if stopped is not None:
-                return stopped
-        outcome = await _run(capability, kwargs, ctx)
+        if capability.params.host_params:
+            # The host app's dependencies are its authorization: they run before anything is asked or run.
+            async with AsyncExitStack() as stack:
+                denied = await _resolve_host(capability, kwargs, ctx, stack)
+                outcome = denied or await _checked(capability, kwargs, validated, ctx, approval_id, host_ready=True)
+        else:
+            outcome = await _checked(capability, kwargs, validated, ctx, approval_id, host_ready=True)
     except InputsPending as pending:  # the roots request or the gate's question, in a stateless era
         return Outcome(status="needs_input", pending=pending.requests, data=pending.answered)
     except ClientCapabilityMissing as exc:
@@ -220,6 +218,32 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
         outcome.content = [Text(frame_text(p.text, source, agent.untrusted_budget_chars)) if isinstance(p, Text)
                            else p for p in outcome.content]
     return outcome
+
+
+async def _resolve_host(capability: Capability, kwargs: dict[str, Any], ctx: Context,
+                        stack: AsyncExitStack) -> Outcome | None:
+    from ._host import HostDependencyError, resolve_host_dependencies
+
+    try:
+        kwargs.update(await resolve_host_dependencies(capability, ctx.request, stack))
+    except HostDependencyError as exc:
+        return Outcome(status="rejected", message=f"Invalid request: {exc}", code="invalid_arguments")
+    except Exception as exc:
+        return _http_exception_outcome(exc) or _unexpected(capability, exc)
+    return None
+
+
+async def _checked(capability: Capability, kwargs: dict[str, Any], validated: Any, ctx: Context,
+                   approval_id: str | None, *, host_ready: bool) -> Outcome:
+    if capability.path_params:
+        refused = await _check_roots(capability, kwargs, ctx)
+        if refused is not None:
+            return refused
+    if capability.gate is not None:
+        stopped = await _gate(capability, _plain(validated, kwargs), ctx, approval_id)
+        if stopped is not None:
+            return stopped
+    return await _run(capability, kwargs, ctx, host_ready=host_ready)
 
 
 async def _check_roots(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> Outcome | None:
@@ -275,7 +299,7 @@ async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
                    data={"approval": approval.public()})
 
 
-async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> Outcome:
+async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, host_ready: bool = False) -> Outcome:
     params = capability.params
     if params.context_param:
         kwargs[params.context_param] = ctx
@@ -283,13 +307,12 @@ async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> 
         kwargs[params.request_param] = ctx.request
     deadline = asyncio.timeout(capability.timeout) if capability.timeout is not None else None
     try:
+        call = _call if host_ready or not params.host_params else _call_with_host
         if deadline is not None:
             async with deadline:
-                value = await _call_with_host(capability, kwargs, ctx)
-        elif params.host_params:
-            value = await _call_with_host(capability, kwargs, ctx)
+                value = await call(capability, kwargs, ctx)
         else:
-            value = await _call(capability, kwargs, ctx)
+            value = await call(capability, kwargs, ctx)
         if ctx._emit is not None:
             await ctx.sync_state()
     except InputsPending as pending:
