@@ -90,9 +90,11 @@ def sdk_app() -> Any:
     return Starlette(routes=create_jsonrpc_routes(handler, rpc_url="/a2a"))
 
 
-def body(i: int) -> bytes:
+def body(i: int, round_: int = -1) -> bytes:
+    # Every message id is new: agentmw deduplicates a repeated messageId, which would skip the work.
     return json.dumps({"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params": {"message": {
-        "messageId": f"m-{i}", "role": "ROLE_USER", "parts": [{"text": f"hello {i}"}]}, "configuration": {}}}).encode()
+        "messageId": f"m-{round_}-{i}", "role": "ROLE_USER", "parts": [{"text": f"hello {i}"}]},
+        "configuration": {}}}).encode()
 
 
 async def measure(factory: Any, n: int, rounds: int) -> float:
@@ -104,9 +106,9 @@ async def measure(factory: Any, n: int, rounds: int) -> float:
         task = json.loads(reply)["result"]["task"]
         assert status == 200 and task["status"]["state"] == "TASK_STATE_COMPLETED", reply
         assert task["artifacts"][0]["parts"][0]["text"] == "echo: hello 0", reply
-        bodies = [body(i) for i in range(n)]
         best = 0.0
-        for _ in range(rounds):
+        for round_ in range(rounds):
+            bodies = [body(i, round_) for i in range(n)]
             start = time.perf_counter()
             for payload in bodies:
                 await driver.post(payload, HEADERS)

@@ -202,8 +202,10 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
             async with AsyncExitStack() as stack:
                 denied = await _resolve_host(capability, kwargs, ctx, stack)
                 outcome = denied or await _checked(capability, kwargs, validated, ctx, approval_id, host_ready=True)
-        else:
+        elif capability.path_params or capability.gate is not None:
             outcome = await _checked(capability, kwargs, validated, ctx, approval_id, host_ready=True)
+        else:
+            outcome = await _run(capability, kwargs, ctx, host_ready=True)
     except InputsPending as pending:  # the roots request or the gate's question, in a stateless era
         return Outcome(status="needs_input", pending=pending.requests, data=pending.answered)
     except ClientCapabilityMissing as exc:

@@ -11,7 +11,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .._types import Message, Receive, Scope, Send
+from .._types import Receive, Scope, Send
 from . import legacy, modern
 from ._wire import (
     HANDSHAKE_VERSIONS,
@@ -64,20 +64,16 @@ class McpEndpoint:
         self._verdicts: dict[tuple[str, str | None], int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = True
-            await send(message)
-
         try:
-            await self._serve(scope, receive, tracking_send)
+            await self._serve(scope, receive, send)
         except Exception:
-            # A bug of ours must still get a protocol answer, never a traceback.
+            # A bug of ours must still get a protocol answer, never a traceback. If the response had already
+            # started, the server refuses a second start; the client then sees the stream end.
             logger.exception("agentmw MCP endpoint failed on %s %s", scope.get("method"), scope.get("path"))
-            if not started:
+            try:
                 await json_response(send, 200, error_body(None, INTERNAL_ERROR, "Internal error"))
+            except Exception:
+                logger.debug("could not send the internal error: the response had started")
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         incoming = Incoming(scope)

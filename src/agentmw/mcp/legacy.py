@@ -20,6 +20,7 @@ import anyio
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
 from ..errors import Permanent
+from ..identity import caller_from_headers
 from ._cancel import CallGuard
 from ._wire import (
     HANDSHAKE_VERSIONS,
@@ -54,7 +55,7 @@ def _fingerprint(headers: Mapping[str, str]) -> str:
 
 class Session:
     __slots__ = ("id", "version", "client_capabilities", "client_info", "log_level", "credential", "last_seen",
-                 "pending", "inflight", "stream", "subscriptions", "_ids", "initialized")
+                 "pending", "inflight", "stream", "subscriptions", "_ids", "initialized", "caller")
 
     def __init__(self, version: str, client_capabilities: dict[str, Any], client_info: Any, credential: str) -> None:
         self.id = secrets.token_hex(16)
@@ -70,6 +71,7 @@ class Session:
         self.subscriptions: set[str] = set()
         self._ids = itertools.count(1)
         self.initialized = False
+        self.caller: str | None = None  # resolved on the first call; bound, like the session, to its credential
 
     def next_request_id(self) -> str:
         return f"agentmw-{next(self._ids)}"
@@ -211,6 +213,8 @@ async def _post(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive
             future.set_result(body)
         await plain_response(send, 202)
         return
+    if session.caller is None:
+        session.caller = caller_from_headers(scope, incoming.headers.get("authorization"), endpoint.agent.identify)
     await _request(endpoint, session, scope, send, body, request_id)
 
 
@@ -282,7 +286,7 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, send: 
 
     call = Call(endpoint.agent, endpoint.catalog, modern=False, version=session.version,
                 client_capabilities=session.client_capabilities, log_level=session.log_level,
-                exchange=exchange, scope=scope, params=params or {}, gather=gather)
+                exchange=exchange, scope=scope, params=params or {}, gather=gather, caller=session.caller)
     guard = CallGuard()  # a dropped connection does not cancel in this era; notifications/cancelled does
     session.inflight[request_id] = guard
     payload: dict[str, Any] | None = None

@@ -178,6 +178,7 @@ async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outc
     """Invoke ``cap``; a question the caller must answer first becomes an ``input_required`` result (2026)."""
     connection = HTTPConnection(call.scope)
     caller = call.caller or await resolve_caller(connection, call.agent.identify)
+    call.caller = caller
     ctx = Context(cap, McpChannel(call, target), request=connection, caller=caller, agent=call.agent, face="mcp")
     meta = call.params.get("_meta")
     key = approval = None

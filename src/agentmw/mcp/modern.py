@@ -20,6 +20,7 @@ import anyio
 
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
+from ..identity import caller_from_headers
 from ..runtime import InputsPending
 from . import _state
 from ._cancel import CallGuard
@@ -214,7 +215,8 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
         return
     call = Call(endpoint.agent, endpoint.catalog, modern=True, version=version_header,
                 client_capabilities=capabilities, log_level=log_level, exchange=exchange, scope=scope,
-                params=params, gather=gather)
+                params=params, gather=gather,
+                caller=caller_from_headers(scope, headers.get("authorization"), endpoint.agent.identify))
     payload = await _serve(endpoint, call, method, params, request_id, receive)
     if payload is not None:
         if state is not None and payload.get("result", {}).get("resultType") == "complete":
