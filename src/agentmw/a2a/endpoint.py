@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import HTTPConnection
 
 from .._types import Receive, Scope, Send
-from ..identity import Forbidden, Unauthenticated, resolve_caller
+from ..identity import Forbidden, Unauthenticated, caller_from_headers, resolve_caller
 from ..middleware import route_path
 from ..stores.base import TERMINAL
 from .card import base_url, build_card, card_etag, dump
@@ -40,6 +40,13 @@ Handler = Callable[[dict[str, Any], Caller], Awaitable[Any]]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                 (b"x-accel-buffering", b"no")]
 _CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+
+
+def _authorization(scope: Scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            return value.decode("latin-1")
+    return None
 
 
 def _version(headers: dict[str, str], query: str) -> str:
@@ -100,7 +107,8 @@ class A2AEndpoint:
                                                  "message": str(exc) or "Forbidden"}})
 
     async def _caller(self, connection: HTTPConnection) -> Caller:
-        return Caller(await resolve_caller(connection, self.agent.identify), connection)
+        quick = caller_from_headers(connection.scope, _authorization(connection.scope), self.agent.identify)
+        return Caller(quick or await resolve_caller(connection, self.agent.identify), connection)
 
     # --- card ------------------------------------------------------------------------------------
     async def _card(self, scope: Scope, connection: HTTPConnection, headers: dict[str, str], send: Send) -> None:

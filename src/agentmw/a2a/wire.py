@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
-from datetime import datetime, timezone
+import time
 from typing import Any, Final
 
 from ..content import Audio, EmbeddedResource, Image, ResourceLink, Text
@@ -73,8 +73,16 @@ class A2AError(Exception):
                           "details": self.details()}}
 
 
+_second: list[Any] = [-1, ""]
+
+
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The current UTC time as ISO-8601 with milliseconds and ``Z`` (formatted once per second)."""
+    now = time.time()
+    whole = int(now)
+    if whole != _second[0]:
+        _second[0], _second[1] = whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    return f"{_second[1]}.{int((now - whole) * 1000):03d}Z"
 
 
 def new_id() -> str:
