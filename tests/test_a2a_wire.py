@@ -245,3 +245,14 @@ async def test_sqlite_store_survives_a_restart(tmp_path) -> None:
                                                               "parts": [{"data": {"a": 2, "b": 2}}]}})
         assert resumed["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     restarted.a2a.store.close()
+
+
+async def test_memory_store_forgets_the_oldest_finished_tasks() -> None:
+    from agentmw.stores import MemoryStore, TaskRecord
+
+    store = MemoryStore(max_tasks=10)
+    for i in range(30):
+        await store.put(TaskRecord(id=f"t{i}", context_id="c", owner="o", state="TASK_STATE_COMPLETED"))
+    await store.put(TaskRecord(id="running", context_id="c", owner="o", state="TASK_STATE_WORKING"))
+    assert len(store.tasks) <= 11 and await store.get("t29") is not None and await store.get("t0") is None
+    assert await store.get("running") is not None

@@ -10,7 +10,10 @@ __all__ = ["MemoryStore"]
 
 
 class MemoryStore:
-    def __init__(self) -> None:
+    """Tasks in a dict. Past ``max_tasks`` the oldest finished tasks are forgotten, so memory stays bounded."""
+
+    def __init__(self, max_tasks: int = 10_000) -> None:
+        self.max_tasks = max_tasks
         self.tasks: dict[str, TaskRecord] = {}
         self.push: dict[str, dict[str, dict[str, Any]]] = {}
 
@@ -21,6 +24,11 @@ class MemoryStore:
     async def put(self, record: TaskRecord) -> None:
         # Kept by reference: the task manager is its only writer, and reads hand out snapshots.
         self.tasks[record.id] = record
+        if len(self.tasks) > self.max_tasks + self.max_tasks // 10:  # evict in batches: amortized O(1)
+            excess = len(self.tasks) - self.max_tasks + self.max_tasks // 10
+            for task_id in [t for t, r in self.tasks.items() if r.terminal][:excess]:
+                del self.tasks[task_id]
+                self.push.pop(task_id, None)
 
     async def list(self, query: ListQuery) -> tuple[list[TaskRecord], int]:
         found = [
