@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
+from ._http import send_json
 from ._types import Receive, Scope, Send
 from .identity import Unauthenticated, resolve_caller
 from .middleware import route_path
@@ -21,14 +22,6 @@ if TYPE_CHECKING:
     from .agent import Agent
 
 __all__ = ["ApprovalsEndpoint"]
-
-
-async def _json(send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps(payload, separators=(",", ":"), default=str).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *(headers or [])]})
-    await send({"type": "http.response.body", "body": body})
 
 
 class ApprovalsEndpoint:
@@ -44,22 +37,22 @@ class ApprovalsEndpoint:
         approval_id = route_path(scope)[len(self.agent.approvals_path):].strip("/")
         approval = self.agent.approvals.get(approval_id) if approval_id else None
         if approval is None:
-            await _json(send, 404, {"detail": f"No pending approval {approval_id!r} (unknown, expired or used)"})
+            await send_json(send, 404, {"detail": f"No pending approval {approval_id!r} (unknown, expired or used)"})
             return
         connection = HTTPConnection(scope, receive)
         try:
             identity = await resolve_caller(connection, self.agent.identify)
         except Unauthenticated as exc:
-            await _json(send, 401, {"detail": str(exc)}, [(b"www-authenticate", exc.challenge.encode())])
+            await send_json(send, 401, {"detail": str(exc)}, [(b"www-authenticate", exc.challenge.encode())])
             return
         if scope["method"] == "GET":
-            await _json(send, 200, approval.public())
+            await send_json(send, 200, approval.public())
             return
         if scope["method"] != "POST":
-            await _json(send, 405, {"detail": "GET or POST"}, [(b"allow", b"GET, POST")])
+            await send_json(send, 405, {"detail": "GET or POST"}, [(b"allow", b"GET, POST")])
             return
         if not self.may_decide(identity, approval):
-            await _json(send, 403, {"detail": "This caller may not decide this approval (the requester cannot "
+            await send_json(send, 403, {"detail": "This caller may not decide this approval (the requester cannot "
                                               "approve their own action)"})
             return
         body = b""
@@ -67,7 +60,7 @@ class ApprovalsEndpoint:
             message = await receive()
             body += message.get("body", b"")
             if len(body) > 65536:
-                await _json(send, 413, {"detail": "Body too large"})
+                await send_json(send, 413, {"detail": "Body too large"})
                 return
             if not message.get("more_body", False):
                 break
@@ -76,12 +69,12 @@ class ApprovalsEndpoint:
         except ValueError:
             decision = None
         if not isinstance(decision, dict) or not isinstance(decision.get("approve"), bool):
-            await _json(send, 422, {"detail": 'The body must be {"approve": true|false, "note"?: string}'})
+            await send_json(send, 422, {"detail": 'The body must be {"approve": true|false, "note"?: string}'})
             return
         try:
             decided = self.agent.approvals.decide(approval_id, identity, decision["approve"],
                                                   str(decision.get("note", "")))
         except ApprovalProblem as exc:
-            await _json(send, 409, {"detail": str(exc)})
+            await send_json(send, 409, {"detail": str(exc)})
             return
-        await _json(send, 200, decided.public())
+        await send_json(send, 200, decided.public())

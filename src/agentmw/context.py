@@ -12,8 +12,16 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .events import CoreEvent, ReasoningDelta, StateChanged, StepFinished, StepStarted, TextDelta, ToolCallFinished, \
-    ToolCallStarted
+from .events import (
+    CoreEvent,
+    ReasoningDelta,
+    StateChanged,
+    StepFinished,
+    StepStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection

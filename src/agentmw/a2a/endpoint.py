@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
+from .._http import send_bytes, send_json
 from .._types import Receive, Scope, Send
 from ..identity import Forbidden, Unauthenticated, caller_from_headers, resolve_caller
 from ..middleware import route_path
@@ -100,10 +101,10 @@ class A2AEndpoint:
             else:
                 await self._rest(scope, receive, send, connection, headers, path[len(self.agent.a2a_path):])
         except Unauthenticated as exc:
-            await _respond(send, 401, {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": str(exc)}},
+            await send_json(send, 401, {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": str(exc)}},
                            [(b"www-authenticate", exc.challenge.encode())])
         except Forbidden as exc:
-            await _respond(send, 403, {"error": {"code": 403, "status": "PERMISSION_DENIED",
+            await send_json(send, 403, {"error": {"code": 403, "status": "PERMISSION_DENIED",
                                                  "message": str(exc) or "Forbidden"}})
 
     async def _caller(self, connection: HTTPConnection) -> Caller:
@@ -113,7 +114,7 @@ class A2AEndpoint:
     # --- card ------------------------------------------------------------------------------------
     async def _card(self, scope: Scope, connection: HTTPConnection, headers: dict[str, str], send: Send) -> None:
         if scope["method"] not in ("GET", "HEAD"):
-            await _respond(send, 405, {"error": {"code": 405, "message": "Method not allowed"}},
+            await send_json(send, 405, {"error": {"code": 405, "message": "Method not allowed"}},
                            [(b"allow", b"GET, HEAD")])
             return
         extended = None
@@ -128,9 +129,9 @@ class A2AEndpoint:
         cache = b"private, max-age=60" if extended else b"public, max-age=300"
         extra = [(b"etag", etag.encode()), (b"cache-control", cache), (b"vary", b"Authorization")]
         if headers.get("if-none-match") == etag:
-            await _raw(send, 304, b"", extra)
+            await send_bytes(send, 304, b"", extra)
             return
-        await _raw(send, 200, b"" if scope["method"] == "HEAD" else body,
+        await send_bytes(send, 200, b"" if scope["method"] == "HEAD" else body,
                    [(b"content-type", b"application/json"), *extra])
 
     async def _extended_fields(self, connection: HTTPConnection) -> dict[str, Any]:
@@ -153,16 +154,16 @@ class A2AEndpoint:
     async def _jsonrpc(self, scope: Scope, receive: Receive, send: Send, connection: HTTPConnection,
                        headers: dict[str, str]) -> None:
         if scope["method"] != "POST":
-            await _respond(send, 405, {"error": {"code": 405, "message": "JSON-RPC takes POST"}}, [(b"allow", b"POST")])
+            await send_json(send, 405, {"error": {"code": 405, "message": "JSON-RPC takes POST"}}, [(b"allow", b"POST")])
             return
         body = await _read(receive, self.agent.max_body_bytes)
         if body is None:
-            await _respond(send, 413, _rpc_error(None, A2AError(INVALID_REQUEST, "Request body too large")))
+            await send_json(send, 413, _rpc_error(None, A2AError(INVALID_REQUEST, "Request body too large")))
             return
         try:
             request = json.loads(body)
         except (ValueError, RecursionError):
-            await _respond(send, 200, _rpc_error(None, A2AError(PARSE_ERROR, "Parse error: the body is not JSON")))
+            await send_json(send, 200, _rpc_error(None, A2AError(PARSE_ERROR, "Parse error: the body is not JSON")))
             return
         request_id = request.get("id") if isinstance(request, dict) else None
         if isinstance(request_id, bool) or not isinstance(request_id, (str, int, type(None))):
@@ -197,14 +198,14 @@ class A2AEndpoint:
                     return
             else:
                 raise A2AError(METHOD_NOT_FOUND, f"Method not found: {method}")
-            await _respond(send, 200, {"jsonrpc": "2.0", "id": request_id, "result": result})
+            await send_json(send, 200, {"jsonrpc": "2.0", "id": request_id, "result": result})
         except A2AError as exc:
-            await _respond(send, 200, exc.jsonrpc(request_id))
+            await send_json(send, 200, exc.jsonrpc(request_id))
         except (Unauthenticated, Forbidden):
             raise
         except Exception:
             logger.exception("A2A JSON-RPC request failed")
-            await _respond(send, 200, _rpc_error(request_id, A2AError(INTERNAL_ERROR, "Internal error")))
+            await send_json(send, 200, _rpc_error(request_id, A2AError(INTERNAL_ERROR, "Internal error")))
 
     async def _v03(self, method: str, params: dict[str, Any], caller: Caller) -> Any:
         ops = self.ops
@@ -279,14 +280,14 @@ class A2AEndpoint:
             if name in ("stream", "subscribe"):
                 await _sse(send, None, result, v03=False)
                 return
-            await _respond(send, 200, result)
+            await send_json(send, 200, result)
         except A2AError as exc:
-            await _respond(send, exc.http_status, exc.rest())
+            await send_json(send, exc.http_status, exc.rest())
         except (Unauthenticated, Forbidden):
             raise
         except Exception:
             logger.exception("A2A HTTP+JSON request failed")
-            await _respond(send, 500, A2AError(INTERNAL_ERROR, "Internal error").rest())
+            await send_json(send, 500, A2AError(INTERNAL_ERROR, "Internal error").rest())
 
 
 _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
@@ -354,17 +355,6 @@ async def _read(receive: Receive, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-async def _raw(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _respond(send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=str).encode()
-    await _raw(send, status, body, [(b"content-type", b"application/json"), *(headers or [])])
 
 
 async def _sse(send: Send, request_id: Any, events: AsyncIterator[dict[str, Any]], *, v03: bool) -> None:

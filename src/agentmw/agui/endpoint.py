@@ -15,13 +15,24 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
+from .._http import send_json
 from .._types import Receive, Scope, Send
 from ..context import Context
 from ..identity import resolve_caller
 from ..middleware import route_path
 from ..runtime import describe_validation_error, invoke
-from .runs import AguiChannel, Consumer, Execution, PendingInterrupt, Run, Thread, answers_for, expiry, \
-    interrupt_id, interrupt_of
+from .runs import (
+    AguiChannel,
+    Consumer,
+    Execution,
+    PendingInterrupt,
+    Run,
+    Thread,
+    answers_for,
+    expiry,
+    interrupt_id,
+    interrupt_of,
+)
 from .sequence import Sequencer
 
 if TYPE_CHECKING:
@@ -34,14 +45,6 @@ logger = logging.getLogger("agentmw")
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                 (b"x-accel-buffering", b"no")]
 _KEEPALIVE_SECONDS = 15.0
-
-
-async def _json(send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps(payload, separators=(",", ":"), default=str).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *(headers or [])]})
-    await send({"type": "http.response.body", "body": body})
 
 
 class AguiEndpoint:
@@ -57,18 +60,18 @@ class AguiEndpoint:
         verb = scope["method"]
         skill = self.agent.skills.get(parts[0]) if parts and parts[0] else None
         if skill is None:
-            await _json(send, 404, {"detail": f"No skill {parts[0] if parts else ''!r} is served over AG-UI"})
+            await send_json(send, 404, {"detail": f"No skill {parts[0] if parts else ''!r} is served over AG-UI"})
             return
         if len(parts) == 1 and verb == "POST":
             await self._run(skill, scope, receive, send)
         elif parts[1:] == ["capabilities"] and verb == "GET":
-            await _json(send, 200, self.capabilities(skill))
+            await send_json(send, 200, self.capabilities(skill))
         elif len(parts) == 4 and parts[1] == "runs" and parts[3] == "events" and verb == "GET":
             await self._reconnect(parts[2], scope, receive, send)
         elif len(parts) == 4 and parts[1] == "runs" and parts[3] == "cancel" and verb == "POST":
             await self._cancel(parts[2], scope, send)
         else:
-            await _json(send, 405 if len(parts) == 1 else 404, {"detail": "Not found"},
+            await send_json(send, 405 if len(parts) == 1 else 404, {"detail": "Not found"},
                         [(b"allow", b"POST")] if len(parts) == 1 else None)
 
     def capabilities(self, skill: Capability) -> dict[str, Any]:
@@ -102,7 +105,7 @@ class AguiEndpoint:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > self.agent.max_body_bytes:
-                await _json(send, 413, {"detail": "Request body too large"})
+                await send_json(send, 413, {"detail": "Request body too large"})
                 return None
             if not message.get("more_body", False):
                 break
@@ -111,7 +114,7 @@ class AguiEndpoint:
         except ValidationError as exc:
             errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
                       for e in exc.errors(include_url=False)]
-            await _json(send, 422, {"detail": errors})
+            await send_json(send, 422, {"detail": errors})
             return None
 
     async def _run(self, skill: Capability, scope: Scope, receive: Receive, send: Send) -> None:
@@ -122,10 +125,10 @@ class AguiEndpoint:
         owner = await resolve_caller(connection, self.agent.identify)
         thread = self.threads.get(run_input.thread_id)
         if thread is not None and (thread.owner != owner or thread.skill != skill.name):
-            await _json(send, 404, {"detail": f"Thread {run_input.thread_id} not found"})
+            await send_json(send, 404, {"detail": f"Thread {run_input.thread_id} not found"})
             return
         if run_input.run_id in self.runs:
-            await _json(send, 409, {"detail": f"Run {run_input.run_id} already exists"})
+            await send_json(send, 409, {"detail": f"Run {run_input.run_id} already exists"})
             return
         if thread is None:
             thread = Thread(run_input.thread_id, owner, skill.name)
@@ -341,14 +344,14 @@ class AguiEndpoint:
         run = self.runs.get(run_id)
         owner = await resolve_caller(HTTPConnection(scope), self.agent.identify)
         if run is None or run.thread.owner != owner:
-            await _json(send, 404, {"detail": f"Run {run_id} not found"})
+            await send_json(send, 404, {"detail": f"Run {run_id} not found"})
             return
         connection = HTTPConnection(scope)
         raw = connection.query_params.get("after") or connection.headers.get("last-event-id") or "0"
         try:
             after = int(raw)
         except ValueError:
-            await _json(send, 422, {"detail": "after must be an integer sequence number"})
+            await send_json(send, 422, {"detail": "after must be an integer sequence number"})
             return
         frames, fell_behind = run.replay(after)
         consumer = Consumer(self.agent.agui_consumer_limit)
@@ -370,13 +373,13 @@ class AguiEndpoint:
         run = self.runs.get(run_id)
         owner = await resolve_caller(HTTPConnection(scope), self.agent.identify)
         if run is None or run.thread.owner != owner:
-            await _json(send, 404, {"detail": f"Run {run_id} not found"})
+            await send_json(send, 404, {"detail": f"Run {run_id} not found"})
             return
         if not run.cancel():
-            await _json(send, 409, {"detail": f"Run {run_id} is not running"})
+            await send_json(send, 409, {"detail": f"Run {run_id} is not running"})
             return
         await asyncio.gather(run.execution.task, return_exceptions=True)  # type: ignore[union-attr]
-        await _json(send, 200, {"runId": run_id, "outcome": "cancelled"})
+        await send_json(send, 200, {"runId": run_id, "outcome": "cancelled"})
 
     def _remember(self, run: Run) -> None:
         self.runs[run.id] = run

@@ -4,7 +4,7 @@ from .framing import frame_text
 from .gate import Approval, Approvals, GateSpec, human_gate
 from .idempotency import IdempotencyCache
 from .limits import Limits
-from .roots import RootViolation, RootedPath, resolve_in_roots
+from .roots import RootedPath, RootViolation, resolve_in_roots
 
 __all__ = ["frame_text", "Approval", "Approvals", "GateSpec", "human_gate", "IdempotencyCache", "Limits",
            "RootViolation", "RootedPath", "resolve_in_roots"]
