@@ -14,7 +14,7 @@ import uuid
 from contextlib import AsyncExitStack
 from typing import Any
 
-from _driver import Driver, lifespan
+from _driver import Driver, best_rate, lifespan
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -106,14 +106,7 @@ async def measure(factory: Any, n: int, rounds: int) -> float:
         task = json.loads(reply)["result"]["task"]
         assert status == 200 and task["status"]["state"] == "TASK_STATE_COMPLETED", reply
         assert task["artifacts"][0]["parts"][0]["text"] == "echo: hello 0", reply
-        best = 0.0
-        for round_ in range(rounds):
-            bodies = [body(i, round_) for i in range(n)]
-            start = time.perf_counter()
-            for payload in bodies:
-                await driver.post(payload, HEADERS)
-            best = max(best, n / (time.perf_counter() - start))
-        return best
+        return await best_rate(driver, [[body(i, round_) for i in range(n)] for round_ in range(rounds)], HEADERS)
 
 
 async def main() -> None:

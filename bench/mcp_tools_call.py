@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
-from _driver import Driver, import_time, lifespan
+from _driver import Driver, best_rate, import_time, lifespan
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -106,13 +105,7 @@ async def measure(name: str, app_factory: Callable[[], Any], era: str, n: int, r
         reply = json.loads(body.split(b"data: ")[-1]) if body.startswith(b"event") else json.loads(body)
         assert status == 200 and reply["result"]["structuredContent"] == {"result": 3}, (name, era, status, body)
         bodies = [call_body(i, modern) for i in range(n)]
-        best = 0.0
-        for _ in range(rounds):
-            start = time.perf_counter()
-            for payload in bodies:
-                await driver.post(payload, headers)
-            best = max(best, n / (time.perf_counter() - start))
-        return best
+        return await best_rate(driver, [bodies] * rounds, headers)
 
 
 async def main() -> None:

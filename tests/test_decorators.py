@@ -243,7 +243,6 @@ def test_include_finds_handlers_in_included_routers_and_mounts() -> None:
 
 
 def test_local_functions_with_postponed_annotations_resolve() -> None:
-    from agentmw import Context  # only this function's locals hold the name (annotations are strings here)
 
     agent = Agent()
 

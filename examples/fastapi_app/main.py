@@ -20,8 +20,8 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
 from agentmw import Agent, AgentMiddleware, Context, PromptMessage, prompt, resource, skill, tool
-from agentmw.context import ToolCallFailed
 from agentmw.a2a import A2ASettings
+from agentmw.context import ToolCallFailed
 from agentmw.fastapi import RouteContext
 from agentmw.safety import RootedPath, human_gate
 from agentmw.stores import SQLiteStore

@@ -18,16 +18,12 @@ if TYPE_CHECKING:
 
 __all__ = ["resolve_host_dependencies", "HostDependencyError"]
 
-_dependants: dict[int, Any] = {}
-
-
 class HostDependencyError(Exception):
     """A dependency's parameters (a header, a cookie) were missing or invalid."""
 
 
 def _dependant_for(capability: Capability) -> Any:
-    key = id(capability)
-    dependant = _dependants.get(key)
+    dependant = capability.params.host_dependant
     if dependant is None:
         from fastapi.dependencies.utils import get_dependant
 
@@ -35,7 +31,7 @@ def _dependant_for(capability: Capability) -> Any:
 
         host_params.__signature__ = inspect.Signature(list(capability.params.host_params))  # type: ignore[attr-defined]
         dependant = get_dependant(path="", call=host_params)
-        _dependants[key] = dependant
+        capability.params.host_dependant = dependant
     return dependant
 
 

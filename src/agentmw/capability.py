@@ -155,6 +155,9 @@ class ParamPlan:
     path_params: tuple[str, ...] = ()
     input_model: type[BaseModel] | None = None
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    # Built by the faces on first use and kept here, with the capability they belong to.
+    host_dependant: Any = None
+    header_params: Any = None
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:

@@ -108,17 +108,13 @@ def _param_headers(schema: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str
     return found
 
 
-_param_header_cache: dict[int, list[tuple[tuple[str, ...], str, str | None]]] = {}
-
-
 def _check_param_headers(agent: Agent, params: Mapping[str, Any], raw_headers: list[tuple[bytes, bytes]]) -> str | None:
     cap = agent.tools.get(params.get("name"))  # type: ignore[arg-type]
     if cap is None:
         return None
-    declared = _param_header_cache.get(id(cap))
+    declared = cap.params.header_params
     if declared is None:
-        declared = _param_headers(cap.input_schema)
-        _param_header_cache[id(cap)] = declared
+        declared = cap.params.header_params = _param_headers(cap.input_schema)
     if not declared:
         return None
     seen: dict[str, list[str]] = {}
