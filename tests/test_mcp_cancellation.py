@@ -83,3 +83,22 @@ async def test_stateless_closed_stream_cancels_the_call(url: str) -> None:
                 break
     await wait_for("n3:cancelled", timeout=1.0)
     assert "n3:finished" not in wire_app.log
+
+
+async def test_a_silent_stateless_call_gets_keepalives(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentmw.mcp._cancel import CallGuard
+
+    monkeypatch.setattr(CallGuard, "KEEPALIVE_SECONDS", 0.05)
+    wire_app.events["n4"] = anyio.Event()
+    body = json.loads(modern_body("tools/call", {"name": "slow", "arguments": {"tag": "n4"}}))
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        async with client.stream("POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body) as response:
+            assert response.headers["content-type"] == "text/event-stream"
+            seen = b""
+            async for chunk in response.aiter_raw():
+                seen += chunk
+                if seen.count(b": ping") >= 2:
+                    wire_app.events["n4"].set()
+                if b'"result"' in seen:
+                    break
+    assert b"released" in seen

@@ -42,6 +42,7 @@ __all__ = [
     "LogLevel",
     "ClientCapabilityMissing",
     "ToolCallFailed",
+    "answer_from",
 ]
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
@@ -88,6 +89,25 @@ class Answer:
     @property
     def accepted(self) -> bool:
         return self.action == "accept"
+
+
+def answer_from(payload: Any, request: Ask) -> Answer:
+    """A face's raw reply to ``request`` as an :class:`Answer` (one rule for every face; docs/context.md).
+
+    ``{"action": "decline"|"cancel"|"accept", "content": {...}}`` is explicit; any other object is an
+    accepted answer's content; a boolean answers a confirmation; text fills the schema's only property.
+    """
+    if isinstance(payload, dict):
+        if payload.get("action") in ("accept", "decline", "cancel"):
+            content = payload.get("content")
+            return Answer(payload["action"], content if isinstance(content, dict) else None)
+        return Answer("accept", payload)
+    if isinstance(payload, bool) and request.confirmation:
+        return Answer("accept", {"approved": payload})
+    if isinstance(payload, str):
+        properties = list((request.schema.get("properties") or {}).keys())
+        return Answer("accept", {properties[0] if len(properties) == 1 else "text": payload})
+    return Answer("accept", {"value": payload})
 
 
 @dataclass(frozen=True, slots=True)

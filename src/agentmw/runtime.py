@@ -201,9 +201,9 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
             # The host app's dependencies are its authorization: they run before anything is asked or run.
             async with AsyncExitStack() as stack:
                 denied = await _resolve_host(capability, kwargs, ctx, stack)
-                outcome = denied or await _checked(capability, kwargs, validated, ctx, approval_id, host_ready=True)
+                outcome = denied or await _checked(capability, kwargs, validated, ctx, approval_id)
         elif capability.path_params or capability.gate is not None:
-            outcome = await _checked(capability, kwargs, validated, ctx, approval_id, host_ready=True)
+            outcome = await _checked(capability, kwargs, validated, ctx, approval_id)
         else:
             outcome = await _run(capability, kwargs, ctx, host_ready=True)
     except InputsPending as pending:  # the roots request or the gate's question, in a stateless era
@@ -236,7 +236,8 @@ async def _resolve_host(capability: Capability, kwargs: dict[str, Any], ctx: Con
 
 
 async def _checked(capability: Capability, kwargs: dict[str, Any], validated: Any, ctx: Context,
-                   approval_id: str | None, *, host_ready: bool) -> Outcome:
+                   approval_id: str | None) -> Outcome:
+    """Roots, then the gate, then the call; the host's dependencies are already resolved."""
     if capability.path_params:
         refused = await _check_roots(capability, kwargs, ctx)
         if refused is not None:
@@ -245,7 +246,7 @@ async def _checked(capability: Capability, kwargs: dict[str, Any], validated: An
         stopped = await _gate(capability, _plain(validated, kwargs), ctx, approval_id)
         if stopped is not None:
             return stopped
-    return await _run(capability, kwargs, ctx, host_ready=host_ready)
+    return await _run(capability, kwargs, ctx, host_ready=True)
 
 
 async def _check_roots(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> Outcome | None:

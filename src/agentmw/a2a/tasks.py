@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
 from ..capability import Capability
-from ..context import Answer, Ask, Context, InputRequest
+from ..context import Ask, Context, InputRequest, answer_from
 from ..runtime import Outcome, describe_validation_error, invoke
 from ..stores.base import INTERRUPTED, TERMINAL, ListQuery, TaskRecord, TaskStore
 from .wire import (
@@ -52,7 +52,6 @@ class LiveTask:
     runner: asyncio.Task[None] | None = None
     subscribers: set[asyncio.Queue[dict[str, Any] | None]] = field(default_factory=set)
     answer: asyncio.Future[dict[str, Any]] | None = None
-    asked: dict[str, InputRequest] | None = None
     settle_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -445,8 +444,9 @@ def _question_parts(questions: Mapping[str, InputRequest]) -> list[dict[str, Any
         "mediaType": "application/json"}]
 
 
-def _answer_from(message: dict[str, Any], request: Ask, key: str, only: bool) -> Answer:
-    """A follow-up message as the answer to one question (the shapes are in docs/a2a.md)."""
+def _payload(message: dict[str, Any], key: str, only: bool) -> Any:
+    """What a follow-up message says to one question: its data (keyed by question when several were
+    asked), else its text."""
     data: dict[str, Any] = {}
     texts = []
     for part in message.get("parts", []):
@@ -455,14 +455,8 @@ def _answer_from(message: dict[str, Any], request: Ask, key: str, only: bool) ->
         elif "text" in part:
             texts.append(part["text"])
     if not only:
-        data = data.get(key) if isinstance(data.get(key), dict) else {}
-    if data.get("action") in ("accept", "decline", "cancel"):
-        content = data.get("content")
-        return Answer(action=data["action"], content=content if isinstance(content, dict) else None)
-    if not data and texts:
-        properties = list((request.schema.get("properties") or {}).keys())
-        data = {properties[0]: "\n".join(texts)} if len(properties) == 1 else {"text": "\n".join(texts)}
-    return Answer(action="accept", content=data)
+        return data.get(key) if isinstance(data.get(key), dict) else {}
+    return data or ("\n".join(texts) if texts else {})
 
 
 class _TaskChannel:
@@ -488,7 +482,6 @@ class _TaskChannel:
         live = self.live
         loop = asyncio.get_running_loop()
         live.answer = loop.create_future()
-        live.asked = dict(requests)
         await self.manager._status(live, "TASK_STATE_INPUT_REQUIRED", _question_parts(requests))
         try:
             message = await asyncio.wait_for(live.answer, self.manager.agent.park_timeout_seconds)
@@ -498,9 +491,9 @@ class _TaskChannel:
             raise Permanent("No answer arrived in time; the task was stopped.") from exc
         finally:
             live.answer = None
-            live.asked = None
         only = len(requests) == 1
-        answers = {key: _answer_from(message, req, key, only) for key, req in requests.items() if isinstance(req, Ask)}
+        answers = {key: answer_from(_payload(message, key, only), req)
+                   for key, req in requests.items() if isinstance(req, Ask)}
         await self.manager._status(live, "TASK_STATE_WORKING", None)
         return answers
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..context import Answer, Ask, InputRequest
+from ..context import Ask, InputRequest, answer_from
 from ..errors import Permanent
-from ..events import CoreEvent, Progress, StateChanged
+from ..events import CoreEvent, Progress, StateChanged, TextDelta
 from .sequence import Sequencer
 
 if TYPE_CHECKING:
@@ -190,7 +190,7 @@ class AguiChannel:
             return
         if isinstance(event, StateChanged):
             execution.thread.version += 1
-        elif type(event).__name__ == "TextDelta":
+        elif isinstance(event, TextDelta):
             execution.streamed_text = True
         run.sequencer.apply(event)
         task = asyncio.current_task()
@@ -229,14 +229,6 @@ def answers_for(thread: Thread, resume: list[dict[str, Any]]) -> dict[str, Any]:
     answers: dict[str, Any] = {}
     for entry in resume:
         pending = thread.interrupts[entry["interruptId"]]
-        payload = entry.get("payload")
-        if isinstance(payload, dict) and payload.get("action") in ("accept", "decline", "cancel"):
-            content = payload.get("content")
-            answers[pending.key] = Answer(payload["action"], content if isinstance(content, dict) else None)
-        elif isinstance(payload, dict):
-            answers[pending.key] = Answer("accept", payload)
-        elif isinstance(payload, bool) and pending.request is not None and pending.request.confirmation:
-            answers[pending.key] = Answer("accept", {"approved": payload})
-        else:
-            answers[pending.key] = Answer("accept", {"value": payload})
+        assert pending.request is not None  # "arguments" interrupts never reach a parked execution
+        answers[pending.key] = answer_from(entry.get("payload"), pending.request)
     return answers

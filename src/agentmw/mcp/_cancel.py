@@ -3,12 +3,14 @@
 A request is cancelled by ``notifications/cancelled`` (handshake era) or by the client closing the
 stream (stateless era). Watching for the disconnect needs a task, but only while the call is actually
 waiting: the watcher is scheduled with ``call_soon``, so a call that completes without suspending
-never creates it, and the hot path pays for no task group.
+never creates it, and the hot path pays for no task group. The same watcher sends the keep-alive of a
+call that stays silent, so proxies do not cut a long call's stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._types import Receive
@@ -17,15 +19,19 @@ __all__ = ["CallGuard"]
 
 
 class CallGuard:
-    __slots__ = ("task", "requested", "done", "_receive", "_handle", "_watcher")
+    __slots__ = ("task", "requested", "done", "_receive", "_handle", "_watcher", "_keepalive")
 
-    def __init__(self, receive: Receive | None = None) -> None:
+    KEEPALIVE_SECONDS = 15.0
+
+    def __init__(self, receive: Receive | None = None,
+                 keepalive: Callable[[], Awaitable[None]] | None = None) -> None:
         task = asyncio.current_task()
         assert task is not None
         self.task = task
         self.requested = False
         self.done = False
         self._receive = receive
+        self._keepalive = keepalive
         self._watcher: asyncio.Task[Any] | None = None
         self._handle = asyncio.get_running_loop().call_soon(self._start) if receive is not None else None
 
@@ -41,9 +47,18 @@ class CallGuard:
 
     async def _watch(self) -> None:
         assert self._receive is not None
-        while (await self._receive())["type"] != "http.disconnect":
-            pass
-        self.cancel()
+        while True:
+            message = asyncio.ensure_future(self._receive())
+            try:
+                while not message.done():
+                    await asyncio.wait({message}, timeout=self.KEEPALIVE_SECONDS)
+                    if not message.done() and self._keepalive is not None and not self.done:
+                        await self._keepalive()
+            finally:
+                message.cancel()
+            if message.result()["type"] == "http.disconnect":
+                self.cancel()
+                return
 
     def finish(self) -> None:
         """Mark the work done: from here on nothing can cancel it. Call before any further await."""

@@ -37,7 +37,6 @@ UNSUPPORTED_VERSION: Final = -32022
 
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION: Final = "io.modelcontextprotocol/subscriptionId"
@@ -146,9 +145,11 @@ class Exchange:
         await self.start_stream()
         await self._send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
 
-    async def comment(self, text: str = "ping") -> None:
-        if self.streaming and not self.closed:
-            await self._send({"type": "http.response.body", "body": f": {text}\n\n".encode(), "more_body": True})
+    async def keepalive(self) -> None:
+        """A ``: ping`` comment; a call silent this long commits to SSE first, as the SDK does at 15 s."""
+        if not self.closed:
+            await self.start_stream()
+            await self._send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
 
     async def finish(self, payload: dict[str, Any]) -> None:
         if self.closed:

@@ -21,7 +21,6 @@ from ._wire import (
     error_body,
     header_map,
     json_response,
-    plain_response,
     read_body,
 )
 from .methods import Catalog
@@ -112,7 +111,7 @@ class McpEndpoint:
             self._verdicts[key] = verdict
         return verdict
 
-    async def read_json(self, incoming: Incoming, receive: Receive, send: Send, *, modern_era: bool) -> bool:
+    async def read_json(self, incoming: Incoming, receive: Receive, send: Send) -> bool:
         """Read and decode the body into ``incoming.body``; on failure answer and return False."""
         try:
             raw = await read_body(receive, self.agent.max_body_bytes)
@@ -128,6 +127,3 @@ class McpEndpoint:
             return False
         return True
 
-
-async def method_not_allowed(send: Send, allow: str) -> None:
-    await plain_response(send, 405, [(b"allow", allow.encode())])

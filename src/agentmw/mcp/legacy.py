@@ -55,7 +55,7 @@ def _fingerprint(headers: Mapping[str, str]) -> str:
 
 class Session:
     __slots__ = ("id", "version", "client_capabilities", "client_info", "log_level", "credential", "last_seen",
-                 "pending", "inflight", "stream", "subscriptions", "_ids", "initialized", "caller")
+                 "pending", "inflight", "stream", "subscriptions", "_ids", "caller")
 
     def __init__(self, version: str, client_capabilities: dict[str, Any], client_info: Any, credential: str) -> None:
         self.id = secrets.token_hex(16)
@@ -70,7 +70,6 @@ class Session:
         self.stream: asyncio.Queue[dict[str, Any]] | None = None
         self.subscriptions: set[str] = set()
         self._ids = itertools.count(1)
-        self.initialized = False
         self.caller: str | None = None  # resolved on the first call; bound, like the session, to its credential
 
     def next_request_id(self) -> str:
@@ -186,7 +185,7 @@ async def _post(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive
         await json_response(send, 406, error_body(
             None, INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
         return
-    if not await endpoint.read_json(incoming, receive, send, modern_era=False):
+    if not await endpoint.read_json(incoming, receive, send):
         return
     body = incoming.body
     if isinstance(body, list):
@@ -257,9 +256,7 @@ def server_capabilities() -> dict[str, Any]:
 def _notification(session: Session, body: dict[str, Any]) -> None:
     method = body["method"]
     params = body.get("params") or {}
-    if method == "notifications/initialized":
-        session.initialized = True
-    elif method == "notifications/cancelled":
+    if method == "notifications/cancelled":
         scope = session.inflight.get(params.get("requestId"))
         if scope is not None:
             scope.cancel()

@@ -159,7 +159,7 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
     if not (incoming.accept_json and incoming.accept_sse):
         await plain_response(send, 406, body=b"Not Acceptable: Accept must list application/json and text/event-stream")
         return
-    if not await endpoint.read_json(incoming, receive, send, modern_era=True):
+    if not await endpoint.read_json(incoming, receive, send):
         return
     body = incoming.body
     headers = incoming.headers
@@ -327,7 +327,7 @@ async def _serve(endpoint: McpEndpoint, call: Call, method: str, params: dict[st
                  receive: Receive) -> dict[str, Any] | None:
     """Run the method; a client that closes the stream cancels it (and is owed nothing)."""
     agent = endpoint.agent
-    guard = CallGuard(receive)
+    guard = CallGuard(receive, call.exchange.keepalive)
     try:
         if method == "server/discover":
             result = _discover(agent)
