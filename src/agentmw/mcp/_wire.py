@@ -9,7 +9,7 @@ from .._types import Receive, Scope, Send
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
-    "MODERN_VERSIONS",
+    "STATELESS_VERSIONS",
     "LATEST_HANDSHAKE",
     "JsonRpcError",
     "Exchange",
@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 HANDSHAKE_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-MODERN_VERSIONS: Final = ("2026-07-28",)
+STATELESS_VERSIONS: Final = ("2026-07-28",)
 LATEST_HANDSHAKE: Final = "2025-11-25"
 
 PARSE_ERROR: Final = -32700
@@ -41,7 +41,7 @@ META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION: Final = "io.modelcontextprotocol/subscriptionId"
 
-_MODERN_STATUS: Final = {
+_STATELESS_STATUS: Final = {
     PARSE_ERROR: 400,
     INVALID_REQUEST: 400,
     INVALID_PARAMS: 400,
@@ -73,9 +73,9 @@ class JsonRpcError(Exception):
         return error_body(request_id, self.code, self.message, self.data)
 
 
-def status_for(code: int, modern: bool) -> int:
+def status_for(code: int, stateless: bool) -> int:
     """The HTTP status of a JSON-RPC error: the 2026 table, or 200 in the handshake era."""
-    return _MODERN_STATUS.get(code, 200) if modern else 200
+    return _STATELESS_STATUS.get(code, 200) if stateless else 200
 
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
@@ -123,14 +123,14 @@ class Exchange:
     response to ``text/event-stream``.
     """
 
-    __slots__ = ("_send", "_headers", "streaming", "closed", "modern")
+    __slots__ = ("_send", "_headers", "streaming", "closed", "stateless")
 
-    def __init__(self, send: Send, headers: list[tuple[bytes, bytes]] | None = None, *, modern: bool) -> None:
+    def __init__(self, send: Send, headers: list[tuple[bytes, bytes]] | None = None, *, stateless: bool) -> None:
         self._send = send
         self._headers = headers or []
         self.streaming = False
         self.closed = False
-        self.modern = modern
+        self.stateless = stateless
 
     async def start_stream(self) -> None:
         if not self.streaming:
@@ -161,7 +161,7 @@ class Exchange:
         status = 200
         error = payload.get("error")
         if error is not None:
-            status = status_for(error.get("code", 0), self.modern)
+            status = status_for(error.get("code", 0), self.stateless)
         await json_response(self._send, status, payload, self._headers)
 
 

@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .._types import Receive, Scope, Send
-from . import legacy, modern
+from . import handshake, stateless
 from ._wire import (
     HANDSHAKE_VERSIONS,
     INTERNAL_ERROR,
@@ -56,9 +56,9 @@ class McpEndpoint:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.catalog = Catalog(agent)
-        self.sessions = legacy.SessionStore(agent)
-        self.listeners = modern.ListenHub(agent)
-        self.used_states = modern.UsedStates(agent.input_state_ttl_seconds)
+        self.sessions = handshake.SessionStore(agent)
+        self.listeners = stateless.ListenHub(agent)
+        self.used_states = stateless.UsedStates(agent.input_state_ttl_seconds)
         self.server_info = {"name": agent.name, "version": agent.version}
         self._verdicts: dict[tuple[str, str | None], int] = {}
 
@@ -91,9 +91,9 @@ class McpEndpoint:
             return
         version = headers.get("mcp-protocol-version")
         if version is not None and version.strip() not in HANDSHAKE_VERSIONS:
-            await modern.handle(self, incoming, scope, receive, send)
+            await stateless.handle(self, incoming, scope, receive, send)
         else:
-            await legacy.handle(self, incoming, scope, receive, send)
+            await handshake.handle(self, incoming, scope, receive, send)
 
     def _transport_verdict(self, host: str, origin: str | None) -> int:
         """200, 421 (foreign Host) or 403 (foreign Origin); remembered, since a server sees few distinct pairs."""

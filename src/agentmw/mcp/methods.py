@@ -77,17 +77,17 @@ class Catalog:
 class Call:
     """One MCP request being served, with what the era knows about its caller."""
 
-    __slots__ = ("agent", "catalog", "modern", "version", "client_capabilities", "log_level", "progress_token",
+    __slots__ = ("agent", "catalog", "stateless", "version", "client_capabilities", "log_level", "progress_token",
                  "exchange", "scope", "params", "gather", "caller")
 
-    def __init__(self, agent: Agent, catalog: Catalog, *, modern: bool, version: str,
+    def __init__(self, agent: Agent, catalog: Catalog, *, stateless: bool, version: str,
                  client_capabilities: Mapping[str, Any], log_level: str | None, exchange: Exchange,
                  scope: Any, params: Mapping[str, Any],
                  gather: Callable[[Call, Mapping[str, InputRequest], str], Awaitable[dict[str, Any]]],
                  caller: str | None = None) -> None:
         self.agent = agent
         self.catalog = catalog
-        self.modern = modern
+        self.stateless = stateless
         self.version = version
         self.client_capabilities = client_capabilities
         self.log_level = log_level
@@ -187,7 +187,7 @@ async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outc
         approval = meta.get(META_APPROVAL_ID)
     outcome = await invoke(cap, arguments, ctx, idempotency_key=key if isinstance(key, str) else None,
                            approval_id=approval if isinstance(approval, str) else None)
-    if outcome.status == "needs_input" and call.modern and outcome.pending and outcome.code is None:
+    if outcome.status == "needs_input" and call.stateless and outcome.pending and outcome.code is None:
         digest = _state.arguments_digest(arguments)
         state = _state.seal(call.agent.secret, target=target, digest=digest, answers=outcome.data or {},
                             ttl=call.agent.input_state_ttl_seconds)
@@ -197,7 +197,7 @@ async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outc
             "requestState": state,
         }
     if outcome.status == "rejected" and outcome.code == "missing_capability":
-        if call.modern:
+        if call.stateless:
             raise JsonRpcError(MISSING_CAPABILITY, outcome.message,
                                {"requiredCapabilities": {str(outcome.data): {}}})
     return outcome
@@ -301,7 +301,7 @@ async def resources_read(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         raise JsonRpcError(INVALID_PARAMS, "resources/read needs a string 'uri'")
     found = call.agent.find_resource(uri)
     if found is None:
-        code = INVALID_PARAMS if call.modern else RESOURCE_NOT_FOUND_2025
+        code = INVALID_PARAMS if call.stateless else RESOURCE_NOT_FOUND_2025
         raise JsonRpcError(code, "Resource not found", {"uri": uri})
     cap, variables = found
     outcome = await _run(call, cap, variables, f"resources/read:{uri}")

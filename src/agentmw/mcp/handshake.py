@@ -266,7 +266,7 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, send: 
                    request_id: Any) -> None:
     method = body["method"]
     params = body.get("params")
-    exchange = Exchange(send, [(_SESSION_HEADER, session.id.encode())], modern=False)
+    exchange = Exchange(send, [(_SESSION_HEADER, session.id.encode())], stateless=False)
     if method in _SESSION_METHODS:
         try:
             result = _SESSION_METHODS[method](session, params or {})
@@ -281,7 +281,7 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, send: 
             answers[key] = await _ask_client(session, call.exchange, request)
         return answers
 
-    call = Call(endpoint.agent, endpoint.catalog, modern=False, version=session.version,
+    call = Call(endpoint.agent, endpoint.catalog, stateless=False, version=session.version,
                 client_capabilities=session.client_capabilities, log_level=session.log_level,
                 exchange=exchange, scope=scope, params=params or {}, gather=gather, caller=session.caller)
     guard = CallGuard()  # a dropped connection does not cancel in this era; notifications/cancelled does

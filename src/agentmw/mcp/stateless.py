@@ -34,7 +34,7 @@ from ._wire import (
     META_SUBSCRIPTION,
     META_VERSION,
     METHOD_NOT_FOUND,
-    MODERN_VERSIONS,
+    STATELESS_VERSIONS,
     SSE_HEADERS,
     UNSUPPORTED_VERSION,
     Exchange,
@@ -44,7 +44,7 @@ from ._wire import (
     plain_response,
     sse_frame,
 )
-from .legacy import server_capabilities
+from .handshake import server_capabilities
 from .methods import INPUT_METHODS, LOG_RANK, Call, dispatch, parse_input_response
 
 if TYPE_CHECKING:
@@ -198,7 +198,7 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
     if log_level is not None and log_level not in LOG_RANK:
         await json_response(send, 400, error_body(request_id, INVALID_PARAMS, f"Unknown log level {log_level!r}"))
         return
-    exchange = Exchange(send, modern=True)
+    exchange = Exchange(send, stateless=True)
     state = params.get("requestState") if method in INPUT_METHODS else None
     if state is not None and endpoint.used_states.seen(state):
         await exchange.finish(error_body(request_id, INVALID_PARAMS, "Invalid requestState: it was already used "
@@ -209,7 +209,7 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
     except JsonRpcError as exc:
         await exchange.finish(exc.body(request_id))
         return
-    call = Call(endpoint.agent, endpoint.catalog, modern=True, version=version_header,
+    call = Call(endpoint.agent, endpoint.catalog, stateless=True, version=version_header,
                 client_capabilities=capabilities, log_level=log_level, exchange=exchange, scope=scope,
                 params=params, gather=gather,
                 caller=caller_from_headers(scope, headers.get("authorization"), endpoint.agent.identify))
@@ -243,9 +243,9 @@ def _ladder(agent: Agent, incoming: Incoming, method: str, params: dict[str, Any
     if name_key is not None and params.get(name_key) is not None:
         if decode_header(headers.get("mcp-name")) != params.get(name_key):
             return JsonRpcError(HEADER_MISMATCH, f"Mcp-Name header does not match params.{name_key}")
-    if version not in MODERN_VERSIONS:
+    if version not in STATELESS_VERSIONS:
         return JsonRpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
-                            {"supported": list(MODERN_VERSIONS), "requested": version})
+                            {"supported": list(STATELESS_VERSIONS), "requested": version})
     if method == "tools/call":
         problem = _check_param_headers(agent, params, incoming.raw_headers)
         if problem is not None:
@@ -257,9 +257,9 @@ async def _notification(body: dict[str, Any], version: str, send: Send) -> None:
     if body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
         await json_response(send, 400, error_body(None, INVALID_REQUEST, "Invalid JSON-RPC notification"))
         return
-    if version not in MODERN_VERSIONS:
+    if version not in STATELESS_VERSIONS:
         await json_response(send, 400, error_body(None, UNSUPPORTED_VERSION, "Unsupported protocol version",
-                                                  {"supported": list(MODERN_VERSIONS), "requested": version}))
+                                                  {"supported": list(STATELESS_VERSIONS), "requested": version}))
         return
     if body["method"] in _REMOVED:
         await json_response(send, 404, error_body(None, METHOD_NOT_FOUND,
@@ -354,7 +354,7 @@ async def _serve(endpoint: McpEndpoint, call: Call, method: str, params: dict[st
 def _discover(agent: Agent) -> dict[str, Any]:
     result: dict[str, Any] = {
         "resultType": "complete",
-        "supportedVersions": list(MODERN_VERSIONS),
+        "supportedVersions": list(STATELESS_VERSIONS),
         "capabilities": {key: value for key, value in server_capabilities().items() if key != "logging"},
         "serverInfo": server_info(agent),
         "ttlMs": 0,
