@@ -37,8 +37,10 @@ class Agent:
         max_in_flight: calls running at once across the agent; past it, calls are refused as retryable.
         untrusted_budget_chars: text of an ``untrusted`` capability beyond this is truncated, with a marker.
         idempotency_ttl_seconds: how long a repeated idempotency key returns the first outcome.
-        approver: ``(identity, approval) -> bool``: who may decide out-of-band approvals (default: any
-            identified caller other than the one who asked).
+        approver: ``(identity, approval) -> bool``: who may decide (and so read) out-of-band approvals
+            (default: any authenticated caller other than the one who asked). Identities come only from
+            ``identify`` or the host's authenticated ``scope["user"]``; with neither, out-of-band approval
+            is off ("no approver configured").
         instructions: optional text for MCP clients on how to use the server.
         mcp_path: where the MCP endpoint lives, relative to where the agent is mounted.
         allowed_hosts: ``Host`` values accepted (DNS-rebinding protection). Local names are always
@@ -48,6 +50,19 @@ class Agent:
         max_body_bytes: larger request bodies get 413.
         max_sessions: handshake-era sessions kept at once; past it, ``initialize`` gets 503.
         session_idle_seconds: a handshake-era session unused for this long is forgotten.
+        max_used_states: completed ``requestState`` values remembered (each for
+            ``input_state_ttl_seconds``) so that none completes twice.
+        agui_max_runs, agui_run_retention_seconds: AG-UI runs kept for reconnects and cancels, and for how
+            long after they start; a run still in progress is always kept.
+        agui_max_threads, agui_thread_idle_seconds: AG-UI threads kept, and how long one unused is kept; a
+            thread with a run in progress, a parked question or an open interrupt is always kept.
+        a2a_max_tasks, a2a_task_retention_seconds: A2A tasks the default store keeps, and for how long after
+            their last update (a store you pass in takes its own ``max_tasks``/``retention_seconds``).
+        a2a_max_message_ids: A2A ``messageId`` values remembered for deduplication (each for
+            ``idempotency_ttl_seconds``).
+        idempotency_max_entries: idempotency records kept (each for ``idempotency_ttl_seconds``).
+        max_approvals: out-of-band approvals kept (each until its gate's ``ttl_seconds``).
+        See ``docs/limits.md`` for every limit and its default.
     """
 
     def __init__(
@@ -73,6 +88,15 @@ class Agent:
         agui_buffer_events: int = 2048,
         agui_consumer_limit: int = 4096,
         agui_max_runs: int = 1000,
+        agui_run_retention_seconds: float = 3600.0,
+        agui_max_threads: int = 10_000,
+        agui_thread_idle_seconds: float = 3600.0,
+        a2a_max_tasks: int = 10_000,
+        a2a_task_retention_seconds: float = 7 * 24 * 3600.0,
+        a2a_max_message_ids: int = 100_000,
+        max_used_states: int = 100_000,
+        idempotency_max_entries: int = 100_000,
+        max_approvals: int = 10_000,
         roots: Sequence[str] = (),
         case_insensitive_paths: bool = False,
         max_in_flight: int | None = None,
@@ -102,6 +126,14 @@ class Agent:
         self.agui_buffer_events = agui_buffer_events
         self.agui_consumer_limit = agui_consumer_limit
         self.agui_max_runs = agui_max_runs
+        self.agui_run_retention_seconds = agui_run_retention_seconds
+        self.agui_max_threads = agui_max_threads
+        self.agui_thread_idle_seconds = agui_thread_idle_seconds
+        self.a2a_max_tasks = a2a_max_tasks
+        self.a2a_task_retention_seconds = a2a_task_retention_seconds
+        self.a2a_max_message_ids = a2a_max_message_ids
+        self.max_used_states = max_used_states
+        self.max_approvals = max_approvals
         self.roots = tuple(roots)
         self.case_insensitive_paths = case_insensitive_paths
         self.untrusted_budget_chars = untrusted_budget_chars
@@ -110,8 +142,8 @@ class Agent:
         from .safety import Approvals, IdempotencyCache, Limits
 
         self.limits = Limits(max_in_flight)
-        self.idempotency = IdempotencyCache(idempotency_ttl_seconds)
-        self.approvals = Approvals()
+        self.idempotency = IdempotencyCache(idempotency_ttl_seconds, idempotency_max_entries)
+        self.approvals = Approvals(max_approvals)
         self.tools: dict[str, Capability] = {}
         self.resources: dict[str, Capability] = {}
         self.templates: dict[str, Capability] = {}

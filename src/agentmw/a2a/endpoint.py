@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -10,7 +9,20 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
-from .._http import send_bytes, send_json
+from .._transport import (
+    ClientDisconnected,
+    ProtocolError,
+    classify_rpc,
+    dumps,
+    identity_error,
+    loads,
+    read_body,
+    read_json,
+    send_bytes,
+    send_json,
+    sse_data,
+    stream_sse,
+)
 from .._types import Receive, Scope, Send
 from ..identity import Forbidden, Unauthenticated, caller_from_headers, resolve_caller
 from ..middleware import route_path
@@ -21,9 +33,7 @@ from .wire import (
     EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL_ERROR,
     INVALID_PARAMS,
-    INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    PARSE_ERROR,
     VERSION_NOT_SUPPORTED,
     A2AError,
     event_to_v03,
@@ -38,8 +48,6 @@ __all__ = ["A2AEndpoint"]
 
 logger = logging.getLogger("agentmw")
 Handler = Callable[[dict[str, Any], Caller], Awaitable[Any]]
-_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
-                (b"x-accel-buffering", b"no")]
 _CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
 
@@ -100,12 +108,14 @@ class A2AEndpoint:
                 await self._jsonrpc(scope, receive, send, connection, headers)
             else:
                 await self._rest(scope, receive, send, connection, headers, path[len(self.agent.a2a_path):])
-        except Unauthenticated as exc:
-            await send_json(send, 401, {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": str(exc)}},
-                           [(b"www-authenticate", exc.challenge.encode())])
-        except Forbidden as exc:
-            await send_json(send, 403, {"error": {"code": 403, "status": "PERMISSION_DENIED",
-                                                 "message": str(exc) or "Forbidden"}})
+        except ClientDisconnected:
+            return
+        except (Unauthenticated, Forbidden) as exc:
+            error = identity_error(exc)
+            status = "UNAUTHENTICATED" if error.status == 401 else "PERMISSION_DENIED"
+            await send_json(send, error.status or 403,
+                            {"error": {"code": error.status, "status": status, "message": error.message}},
+                            error.headers)
 
     async def _caller(self, connection: HTTPConnection) -> Caller:
         quick = caller_from_headers(connection.scope, _authorization(connection.scope), self.agent.identify)
@@ -156,28 +166,13 @@ class A2AEndpoint:
         if scope["method"] != "POST":
             await send_json(send, 405, {"error": {"code": 405, "message": "JSON-RPC takes POST"}}, [(b"allow", b"POST")])
             return
-        body = await _read(receive, self.agent.max_body_bytes)
-        if body is None:
-            await send_json(send, 413, _rpc_error(None, A2AError(INVALID_REQUEST, "Request body too large")))
-            return
+        request_id: Any = None
         try:
-            request = json.loads(body)
-        except (ValueError, RecursionError):
-            await send_json(send, 200, _rpc_error(None, A2AError(PARSE_ERROR, "Parse error: the body is not JSON")))
-            return
-        request_id = request.get("id") if isinstance(request, dict) else None
-        if isinstance(request_id, bool) or not isinstance(request_id, (str, int, type(None))):
-            request_id = None
-        try:
-            if isinstance(request, list):
-                raise A2AError(INVALID_REQUEST, "Batches are not supported")
-            if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or \
-                    not isinstance(request.get("method"), str) or "id" not in request:
-                raise A2AError(INVALID_REQUEST, "Expected one JSON-RPC 2.0 request with an id")
-            params = request.get("params") or {}
-            if not isinstance(params, dict):
-                raise A2AError(INVALID_PARAMS, "params must be an object")
-            method = request["method"]
+            message = classify_rpc(await read_json(receive, self.agent.max_body_bytes), notifications=False,
+                                   null_id=True)
+            request_id = message.id
+            params = message.params or {}
+            method: str = message.method  # type: ignore[assignment]
             version = _version(headers, scope.get("query_string", b"").decode("latin-1"))
             caller = await self._caller(connection)
             if method in self.methods_v10:
@@ -186,7 +181,7 @@ class A2AEndpoint:
                                    {"supported": "1.0, 0.3"})
                 result = await self.methods_v10[method](params, caller)
                 if method in self.streaming:
-                    await _sse(send, request_id, result, v03=False)
+                    await _sse(scope, receive, send, request_id, result, v03=False)
                     return
             elif method in self.methods_v03:
                 if version != "0.3":
@@ -194,23 +189,25 @@ class A2AEndpoint:
                                    {"supported": "1.0, 0.3"})
                 result = await self._v03(method, params, caller)
                 if method in self.streaming:
-                    await _sse(send, request_id, result, v03=True)
+                    await _sse(scope, receive, send, request_id, result, v03=True)
                     return
             else:
                 raise A2AError(METHOD_NOT_FOUND, f"Method not found: {method}")
-            await send_json(send, 200, {"jsonrpc": "2.0", "id": request_id, "result": result})
-        except A2AError as exc:
-            await send_json(send, 200, exc.jsonrpc(request_id))
-        except (Unauthenticated, Forbidden):
+            body = _encode_result({"jsonrpc": "2.0", "id": request_id, "result": result}, request_id)
+            await send_bytes(send, 200, body, [(b"content-type", b"application/json")])
+        except ProtocolError as exc:  # A2AError included; a body over the limit is the one non-200 answer
+            logger.debug("A2A JSON-RPC request refused: %s", exc.message)
+            await send_json(send, 413 if exc.status == 413 else 200, A2AError.of(exc).jsonrpc(request_id))
+        except (Unauthenticated, Forbidden, ClientDisconnected):
             raise
         except Exception:
             logger.exception("A2A JSON-RPC request failed")
-            await send_json(send, 200, _rpc_error(request_id, A2AError(INTERNAL_ERROR, "Internal error")))
+            await send_json(send, 200, A2AError(INTERNAL_ERROR, "Internal error").jsonrpc(request_id))
 
     async def _v03(self, method: str, params: dict[str, Any], caller: Caller) -> Any:
         ops = self.ops
         if method in ("message/send", "message/stream"):
-            configuration = params.get("configuration") or {}
+            configuration = _object(params.get("configuration"), "configuration")
             converted = {"message": message_from_v03(params.get("message")), "metadata": params.get("metadata"),
                          "configuration": {
                              "returnImmediately": configuration.get("blocking") is False,
@@ -229,7 +226,7 @@ class A2AEndpoint:
         if method == "agent/getAuthenticatedExtendedCard":
             return await self._extended_card(params, caller)
         if method == "tasks/pushNotificationConfig/set":
-            nested = params.get("pushNotificationConfig") or {}
+            nested = _object(params.get("pushNotificationConfig"), "pushNotificationConfig")
             config = await ops.create_push({"taskId": params.get("taskId"), **(_push_from_v03(nested) or {})}, caller)
             return _push_to_v03(config)
         task_id = params.get("id")
@@ -256,14 +253,9 @@ class A2AEndpoint:
             name, args = route
             params: dict[str, Any] = {}
             if verb in ("POST", "PUT"):
-                raw = await _read(receive, self.agent.max_body_bytes)
-                if raw is None:
-                    raise A2AError(INVALID_REQUEST, "Request body too large")
+                raw = await read_body(receive, self.agent.max_body_bytes)
                 if raw.strip():
-                    try:
-                        params = json.loads(raw)
-                    except (ValueError, RecursionError) as exc:
-                        raise A2AError(PARSE_ERROR, "The body is not JSON") from exc
+                    params = loads(raw)
                     if not isinstance(params, dict):
                         raise A2AError(INVALID_PARAMS, "The body must be a JSON object")
             else:
@@ -278,12 +270,14 @@ class A2AEndpoint:
                        "push_delete": self.ops.delete_push, "card": self._extended_card}[name]
             result = await handler(params, caller)
             if name in ("stream", "subscribe"):
-                await _sse(send, None, result, v03=False)
+                await _sse(scope, receive, send, None, result, v03=False)
                 return
-            await send_json(send, 200, result)
-        except A2AError as exc:
-            await send_json(send, exc.http_status, exc.rest())
-        except (Unauthenticated, Forbidden):
+            await send_bytes(send, 200, _encode_result(result, None), [(b"content-type", b"application/json")])
+        except ProtocolError as exc:
+            logger.debug("A2A HTTP+JSON request refused: %s", exc.message)
+            error = A2AError.of(exc)
+            await send_json(send, error.http_status, error.rest())
+        except (Unauthenticated, Forbidden, ClientDisconnected):
             raise
         except Exception:
             logger.exception("A2A HTTP+JSON request failed")
@@ -324,6 +318,8 @@ def _push_from_v03(config: Any) -> dict[str, Any] | None:
     auth = config.get("authentication")
     if isinstance(auth, dict):
         schemes = auth.get("schemes") or []
+        if not isinstance(schemes, list) or not all(isinstance(scheme, str) for scheme in schemes):
+            raise A2AError(INVALID_PARAMS, "authentication.schemes must be a list of strings")
         out["authentication"] = {"scheme": schemes[0] if schemes else "Bearer",
                                  **({"credentials": auth["credentials"]} if "credentials" in auth else {})}
     return out
@@ -338,41 +334,47 @@ def _push_to_v03(config: dict[str, Any]) -> dict[str, Any]:
     return {"taskId": config.get("taskId"), "pushNotificationConfig": nested}
 
 
-def _rpc_error(request_id: Any, error: A2AError) -> dict[str, Any]:
-    return error.jsonrpc(request_id)
+def _object(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise A2AError(INVALID_PARAMS, f"{name} must be an object")
+    return value
 
 
-async def _read(receive: Receive, limit: int) -> bytes | None:
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return b""
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def _sse(send: Send, request_id: Any, events: AsyncIterator[dict[str, Any]], *, v03: bool) -> None:
-    """Stream events; JSON-RPC wraps each in a response (request_id given), HTTP+JSON sends them bare."""
-    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+def _encode_result(payload: Any, request_id: Any) -> bytes:
+    """The answer's JSON; one that cannot be written (a NaN in a skill's result) is an internal error that keeps
+    the request's id."""
     try:
-        async for event in events:
-            payload = event_to_v03(event, TERMINAL) if v03 else event
-            if request_id is not None or v03:
-                payload = {"jsonrpc": "2.0", "id": request_id, "result": payload}
-            data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=str)
-            await send({"type": "http.response.body", "body": f"data: {data}\n\n".encode(), "more_body": True})
-    except A2AError as exc:
-        data = json.dumps(exc.jsonrpc(request_id))
-        await send({"type": "http.response.body", "body": f"event: error\ndata: {data}\n\n".encode(),
-                    "more_body": True})
-    except OSError:
-        return
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return dumps(payload)
+    except (ValueError, TypeError):
+        logger.warning("A2A result for request %r could not be written as JSON", request_id)
+        error = A2AError(INTERNAL_ERROR, "Internal error: the result could not be written as JSON")
+        return dumps(error.jsonrpc(request_id) if request_id is not None else error.rest())
 
 
+async def _sse(scope: Scope, receive: Receive, send: Send, request_id: Any,
+               events: AsyncIterator[dict[str, Any]], *, v03: bool) -> None:
+    """Stream events; JSON-RPC wraps each in a response (request_id given), HTTP+JSON sends them bare.
+
+    The stream ends with the task, when the client leaves, or when the server shuts down.
+    """
+
+    async def frames() -> AsyncIterator[bytes]:
+        try:
+            async for event in events:
+                payload = event_to_v03(event, TERMINAL) if v03 else event
+                if request_id is not None or v03:
+                    payload = {"jsonrpc": "2.0", "id": request_id, "result": payload}
+                try:
+                    frame = sse_data(payload)
+                except (ValueError, TypeError):
+                    logger.warning("A2A stream event could not be written as JSON")
+                    raise A2AError(INTERNAL_ERROR, "Internal error: an event could not be written as JSON") from None
+                yield frame
+        except A2AError as exc:
+            yield sse_data(exc.jsonrpc(request_id), event="error")
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+
+    await stream_sse(scope, receive, send, frames())

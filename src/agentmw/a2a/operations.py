@@ -39,13 +39,18 @@ class Caller:
 
 
 def _int(value: Any, name: str, *, low: int, high: int, default: int | None) -> int | None:
+    """An integer parameter from JSON or a query string; 1.5, "1e3", booleans and overflowing values are refused."""
     if value is None or value == "":
         return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise A2AError(INVALID_PARAMS, f"{name} must be an integer")
     try:
         number = int(value)
-    except (TypeError, ValueError) as exc:
+    except ValueError as exc:
         raise A2AError(INVALID_PARAMS, f"{name} must be an integer") from exc
-    if isinstance(value, bool) or not low <= number <= high:
+    if not low <= number <= high:
         raise A2AError(INVALID_PARAMS, f"{name} must be between {low} and {high}")
     return number
 
@@ -57,6 +62,8 @@ class Operations:
         self.agent = agent
         settings = agent.a2a
         store = settings.store or SQLiteStore(os.environ.get("AGENTMW_DB", "agentmw.db"))
+        if hasattr(store, "limit"):  # the agent's task limits, unless the store was given its own
+            store.limit(agent.a2a_max_tasks, agent.a2a_task_retention_seconds)
         self.push = PushSender(store, settings.push) if settings.push is not None else None
         self.tasks = TaskManager(agent, store, self.push)
         self.store = store

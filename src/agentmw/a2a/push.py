@@ -52,14 +52,18 @@ def check_push_url(url: Any, policy: PushPolicy) -> str:
     """The URL, if pushes may go there; -32602 otherwise. Names are resolved, so DNS cannot smuggle."""
     if not isinstance(url, str):
         raise A2AError(INVALID_PARAMS, "push notification url must be a string")
-    parts = urlsplit(url)
+    try:  # urlsplit and .port raise ValueError for a malformed IPv6 literal or port
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise A2AError(INVALID_PARAMS, f"push notification url is malformed: {exc}") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise A2AError(INVALID_PARAMS, "push notification url must be an absolute http(s) URL")
     host = parts.hostname.lower()
     if host in policy.allow_hosts or policy.allow_private:
         return url
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, parts.port or 443, proto=socket.IPPROTO_TCP)}
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, port or 443, proto=socket.IPPROTO_TCP)}
     except socket.gaierror as exc:
         raise A2AError(INVALID_PARAMS, f"push notification host {host!r} does not resolve") from exc
     if any(_private(a.split("%")[0]) for a in addresses):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
+from .._bounded import BoundedTable
 from ..capability import Capability
 from ..context import Ask, Context, InputRequest, answer_from
 from ..runtime import Outcome, describe_validation_error, invoke
@@ -61,9 +62,16 @@ class TaskManager:
         self.agent = agent
         self.store = store
         self.push = push
-        self.live: dict[str, LiveTask] = {}
+        # bounded (docs/limits.md): idle handles past a2a_max_tasks or park_timeout_seconds are dropped (the
+        # store still has the record); one that runs, is parked, or has a waiter or subscriber is kept
+        self.live: BoundedTable[str, LiveTask] = BoundedTable(
+            agent.a2a_max_tasks, agent.park_timeout_seconds, touch=True, pinned=lambda live: bool(
+                (live.runner is not None and not live.runner.done()) or live.answer is not None
+                or live.subscribers or live.settle_waiters or live.lock.locked()))
         self._recovery: asyncio.Future[int] | None = None
-        self._messages: dict[tuple[str, str], tuple[str, float]] = {}  # (owner, messageId) -> task id
+        # (owner, messageId) -> task id: at most a2a_max_message_ids, each for idempotency_ttl_seconds
+        self._messages: BoundedTable[tuple[str, str], str] = BoundedTable(
+            agent.a2a_max_message_ids, agent.idempotency.ttl, clock=time.time)
 
     async def ready(self) -> None:
         """Recover the store once, on first use (never at import or start-up); concurrent callers wait."""
@@ -138,19 +146,16 @@ class TaskManager:
         return live, waiting
 
     def _remember_message(self, owner: str, message_id: str, task_id: str) -> None:
-        now = time.time()
-        if len(self._messages) > 100_000:
-            self._messages = {k: v for k, v in self._messages.items() if v[1] > now}
-        self._messages[(owner, message_id)] = (task_id, now + self.agent.idempotency.ttl)
+        self._messages[(owner, message_id)] = task_id
 
     async def _repeated(self, owner: str, message_id: str) -> LiveTask | None:
         """The task a repeated ``messageId`` from the same caller already started (A2A allows dedup)."""
-        seen = self._messages.get((owner, message_id))
-        if seen is None or seen[1] < time.time():
+        seen = self._messages.get((owner, message_id))  # None once expired
+        if seen is None:
             return None
-        live = self.live.get(seen[0])
+        live = self.live.get(seen)
         if live is None:
-            record = await self.store.get(seen[0])
+            record = await self.store.get(seen)
             if record is None:
                 return None
             live = LiveTask(record)
@@ -357,9 +362,9 @@ class TaskManager:
     async def events(self, live: LiveTask, queue: asyncio.Queue[Any], *, stop_on_interrupt: bool) -> AsyncIterator[dict]:
         """The task's events from ``queue`` until it is terminal (or interrupted, when asked)."""
         try:
-            if live.record.terminal:
-                return
             while True:
+                if live.record.terminal and queue.empty():  # events queued before the end are still owed
+                    return
                 event = await queue.get()
                 if event is None:
                     return

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import base64
-import os
 import time
+import uuid
 from typing import Any, Final
 
+from .._transport import ProtocolError
 from ..content import Audio, EmbeddedResource, Image, ResourceLink, Text
 
 __all__ = ["A2AError", "now_iso", "new_id", "parts_from_outcome", "message_from_v03", "task_to_v03",
@@ -42,14 +43,21 @@ _REASONS: Final = {
 ERROR_INFO: Final = "type.googleapis.com/google.rpc.ErrorInfo"
 
 
-class A2AError(Exception):
+class A2AError(ProtocolError):
     """An A2A error: rendered as a JSON-RPC error, or as a google.rpc Status on the HTTP+JSON binding."""
 
     def __init__(self, code: int, message: str, metadata: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(code, message, status=_REASONS.get(code, ("", 500, ""))[1])
         self.metadata = metadata or {}
+
+    @classmethod
+    def of(cls, error: ProtocolError) -> A2AError:
+        """A transport-level error (parse, envelope, body size) in A2A's shape."""
+        if isinstance(error, A2AError):
+            return error
+        converted = cls(error.code, error.message)
+        converted.status = error.status or converted.status  # a body over the limit stays 413
+        return converted
 
     @property
     def reason(self) -> str:
@@ -57,7 +65,7 @@ class A2AError(Exception):
 
     @property
     def http_status(self) -> int:
-        return _REASONS.get(self.code, ("", 500, ""))[1]
+        return self.status or 500
 
     def details(self) -> list[dict[str, Any]]:
         return [{"@type": ERROR_INFO, "reason": self.reason, "domain": "a2a-protocol.org",
@@ -66,6 +74,8 @@ class A2AError(Exception):
     def jsonrpc(self, request_id: Any) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": request_id,
                 "error": {"code": self.code, "message": self.message, "data": self.details()}}
+
+    body = jsonrpc
 
     def rest(self) -> dict[str, Any]:
         status = _REASONS.get(self.code, ("", 500, "UNKNOWN"))[2]
@@ -86,9 +96,8 @@ def now_iso() -> str:
 
 
 def new_id() -> str:
-    """A random, UUID-shaped opaque id (cheaper than ``uuid4``, which this path calls several times a task)."""
-    h = os.urandom(16).hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """A random UUID (version 4): ids that clients may parse as UUIDs must be valid ones (about 2 µs)."""
+    return str(uuid.uuid4())
 
 
 def validate_message(message: Any) -> dict[str, Any]:
@@ -188,7 +197,8 @@ def part_from_v03(part: Any, index: int) -> dict[str, Any]:
 def message_from_v03(message: Any) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise A2AError(INVALID_PARAMS, "params.message must be an object")
-    role = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}.get(message.get("role"))
+    raw_role = message.get("role")
+    role = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}.get(raw_role) if isinstance(raw_role, str) else None
     if role is None:
         raise A2AError(INVALID_PARAMS, "message.role must be 'user' or 'agent'")
     parts = message.get("parts")

@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
-from .._http import send_json
+from .._transport import (
+    PARSE_ERROR,
+    ClientDisconnected,
+    ProtocolError,
+    read_json,
+    send_json,
+    sse_data,
+    stream_sse,
+)
 from .._types import Receive, Scope, Send
 from ..context import Context
 from ..identity import resolve_caller
@@ -32,6 +40,8 @@ from .runs import (
     expiry,
     interrupt_id,
     interrupt_of,
+    run_table,
+    thread_table,
 )
 from .sequence import Sequencer
 
@@ -42,16 +52,13 @@ if TYPE_CHECKING:
 __all__ = ["AguiEndpoint"]
 
 logger = logging.getLogger("agentmw")
-_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
-                (b"x-accel-buffering", b"no")]
-_KEEPALIVE_SECONDS = 15.0
 
 
 class AguiEndpoint:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self.threads: dict[str, Thread] = {}
-        self.runs: collections.OrderedDict[str, Run] = collections.OrderedDict()
+        self.threads = thread_table(agent)  # bounded in count and age (agui/runs.py, docs/limits.md)
+        self.runs = run_table(agent)
         self._input_model: Any = None
 
     # --- routing ---------------------------------------------------------------------------------
@@ -63,7 +70,17 @@ class AguiEndpoint:
             await send_json(send, 404, {"detail": f"No skill {parts[0] if parts else ''!r} is served over AG-UI"})
             return
         if len(parts) == 1 and verb == "POST":
-            await self._run(skill, scope, receive, send)
+            try:
+                await self._run(skill, scope, receive, send)
+            except ClientDisconnected:
+                return
+            except ProtocolError as exc:  # raised while reading the body, before any response started
+                logger.debug("AG-UI request refused: %s", exc.message)
+                if exc.code == PARSE_ERROR:  # as FastAPI answers a body that is not JSON
+                    await send_json(send, 422, {"detail": [{"loc": ["body"], "msg": exc.message,
+                                                            "type": "json_invalid"}]})
+                else:
+                    await send_json(send, exc.status or 400, {"detail": exc.message}, exc.headers)
         elif parts[1:] == ["capabilities"] and verb == "GET":
             await send_json(send, 200, self.capabilities(skill))
         elif len(parts) == 4 and parts[1] == "runs" and parts[3] == "events" and verb == "GET":
@@ -93,24 +110,14 @@ class AguiEndpoint:
 
     # --- a run -----------------------------------------------------------------------------------
     async def _parse(self, receive: Receive, send: Send) -> Any | None:
+        """The run input, strictly decoded (no NaN or Infinity can reach the state); None after a 422."""
         if self._input_model is None:
             from ag_ui.core import RunAgentInput
 
             self._input_model = RunAgentInput
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.agent.max_body_bytes:
-                await send_json(send, 413, {"detail": "Request body too large"})
-                return None
-            if not message.get("more_body", False):
-                break
+        body = await read_json(receive, self.agent.max_body_bytes)
         try:
-            return self._input_model.model_validate_json(b"".join(chunks))
+            return self._input_model.model_validate(body)
         except ValidationError as exc:
             errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
                       for e in exc.errors(include_url=False)]
@@ -140,7 +147,6 @@ class AguiEndpoint:
         self._remember(run)
         consumer = Consumer(self.agent.agui_consumer_limit, owns_run=True)
         run.consumers.add(consumer)
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         run.sequencer.start(run_input.model_dump(mode="json", by_alias=True, exclude_none=True))
         try:
             self._begin(run, run_input, skill, connection, props)
@@ -148,7 +154,7 @@ class AguiEndpoint:
             logger.exception("AG-UI run %s failed to start", run.id)
             run.sequencer.error("The agent failed to start this run.", "INTERNAL_ERROR")
         run.publish()
-        await self._stream(run, consumer, receive, send, cancel_on_disconnect=not run.detached)
+        await self._stream(run, consumer, scope, receive, send, cancel_on_disconnect=not run.detached)
 
     def _begin(self, run: Run, run_input: Any, skill: Capability, connection: HTTPConnection,
                props: dict[str, Any]) -> None:
@@ -301,44 +307,29 @@ class AguiEndpoint:
         run.publish()
 
     # --- streaming -------------------------------------------------------------------------------
-    async def _stream(self, run: Run, consumer: Consumer, receive: Receive, send: Send, *,
+    async def _stream(self, run: Run, consumer: Consumer, scope: Scope, receive: Receive, send: Send, *,
                       cancel_on_disconnect: bool) -> None:
-        disconnected = asyncio.Event()
+        """Send the consumer's frames in batches until the run ends, the client leaves, it falls too far behind,
+        or the server shuts down; losing the client of an attached run cancels the run."""
 
-        async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            disconnected.set()
-            consumer.close()
-
-        watcher = asyncio.ensure_future(watch())
-        try:
+        async def frames() -> AsyncIterator[bytes]:
             while True:
                 if not consumer.frames and not consumer.closed:
                     consumer.ready.clear()
-                    try:
-                        await asyncio.wait_for(consumer.ready.wait(), _KEEPALIVE_SECONDS)
-                    except TimeoutError:
-                        await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
-                        continue
+                    await consumer.ready.wait()
                 if consumer.frames:
                     batch = b"".join(consumer.frames)
                     consumer.frames.clear()
-                    await send({"type": "http.response.body", "body": batch, "more_body": True})
+                    yield batch
                     continue
-                break  # closed: the run ended, the client left, or it fell too far behind
-        except OSError:
-            disconnected.set()
+                return  # closed: the run ended, or the consumer fell too far behind
+
+        try:
+            completed = await stream_sse(scope, receive, send, frames(), on_disconnect=consumer.close)
         finally:
-            watcher.cancel()
             run.consumers.discard(consumer)
-        if (disconnected.is_set() or consumer.overflowed) and cancel_on_disconnect:
+        if (not completed or consumer.overflowed) and cancel_on_disconnect:
             run.cancel()
-        if not disconnected.is_set():
-            try:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            except OSError:
-                pass
 
     async def _reconnect(self, run_id: str, scope: Scope, receive: Receive, send: Send) -> None:
         run = self.runs.get(run_id)
@@ -355,19 +346,17 @@ class AguiEndpoint:
             return
         frames, fell_behind = run.replay(after)
         consumer = Consumer(self.agent.agui_consumer_limit)
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         if fell_behind:
             # Too far back for the buffer: the current state and messages instead of the lost events.
             snapshot = {"type": "STATE_SNAPSHOT", "snapshot": run.thread.state}
             messages = {"type": "MESSAGES_SNAPSHOT", "messages": run.thread.messages}
-            consumer.push([f"data: {json.dumps(e, separators=(',', ':'), default=str)}\n\n".encode()
-                           for e in (snapshot, messages)])
+            consumer.push([sse_data(snapshot), sse_data(messages)])
         consumer.push(frames)
         if run.ended:
             consumer.close()
         else:
             run.consumers.add(consumer)
-        await self._stream(run, consumer, receive, send, cancel_on_disconnect=False)
+        await self._stream(run, consumer, scope, receive, send, cancel_on_disconnect=False)
 
     async def _cancel(self, run_id: str, scope: Scope, send: Send) -> None:
         run = self.runs.get(run_id)
@@ -382,6 +371,4 @@ class AguiEndpoint:
         await send_json(send, 200, {"runId": run_id, "outcome": "cancelled"})
 
     def _remember(self, run: Run) -> None:
-        self.runs[run.id] = run
-        while len(self.runs) > self.agent.agui_max_runs:
-            self.runs.popitem(last=False)
+        self.runs[run.id] = run  # the table drops the oldest ended runs past agui_max_runs

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from .._bounded import BoundedTable
 from ..context import Ask, InputRequest, answer_from
 from ..errors import Permanent
 from ..events import CoreEvent, Progress, StateChanged, TextDelta
@@ -27,7 +28,8 @@ from .sequence import Sequencer
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["Thread", "Run", "Execution", "Consumer", "AguiChannel", "PendingInterrupt"]
+__all__ = ["Thread", "Run", "Execution", "Consumer", "AguiChannel", "PendingInterrupt", "thread_table", "run_table",
+           "thread_busy"]
 
 logger = logging.getLogger("agentmw")
 
@@ -232,3 +234,26 @@ def answers_for(thread: Thread, resume: list[dict[str, Any]]) -> dict[str, Any]:
         assert pending.request is not None  # "arguments" interrupts never reach a parked execution
         answers[pending.key] = answer_from(entry.get("payload"), pending.request)
     return answers
+
+
+# --- bounded tables (docs/limits.md) ------------------------------------------------------------------
+
+
+def thread_busy(thread: Thread) -> bool:
+    """A thread the tables must keep: its execution runs or is parked on a question (a parked one ends by
+    itself within ``park_timeout_seconds``). A thread that only waits for missing arguments holds no
+    execution, so it is not kept: an unbounded number of those would be free to make."""
+    execution = thread.execution
+    return execution is not None and execution.task is not None and not execution.task.done()
+
+
+def thread_table(agent: Agent) -> BoundedTable[str, Thread]:
+    """Threads by id: at most ``agui_max_threads`` idle ones, each forgotten ``agui_thread_idle_seconds``
+    after its last run; a busy thread (:func:`thread_busy`) is always kept."""
+    return BoundedTable(agent.agui_max_threads, agent.agui_thread_idle_seconds, pinned=thread_busy, touch=True)
+
+
+def run_table(agent: Agent) -> BoundedTable[str, Run]:
+    """Runs by id, for reconnects and cancels: at most ``agui_max_runs`` ended ones, each kept
+    ``agui_run_retention_seconds`` after it started; a run still in progress is always kept."""
+    return BoundedTable(agent.agui_max_runs, agent.agui_run_retention_seconds, pinned=lambda run: not run.ended)

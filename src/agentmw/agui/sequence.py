@@ -3,17 +3,19 @@
 The :class:`Sequencer` is the only place AG-UI events are made. It mirrors the client's sequence rules
 (``verify.ts``): a run opens with ``RUN_STARTED``; contents, args and ends need an open start with the
 same id; a step finishes only if open; nothing follows a run's end. Whatever is still open when the
-run ends is closed first, so no invalid stream can leave the server. Each event is stamped with a
-millisecond timestamp and a rising sequence number, and encoded once, with LF framing.
+run ends is closed first, so no invalid stream can leave the server. A reasoning message is one thought:
+it ends when a step starts or finishes, a tool call starts or the assistant starts a text message, so it
+never stays open across them. Each event is stamped with a millisecond timestamp and a rising sequence
+number, and encoded once, with LF framing.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
 
+from .._transport import dumps_finite
 from ..events import (
     CoreEvent,
     Progress,
@@ -29,7 +31,8 @@ from ..events import (
 __all__ = ["Sequencer", "SequenceError", "PROTOCOL_VERSION"]
 
 PROTOCOL_VERSION = "1.0"
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+def _encode(value: Any) -> str:
+    return dumps_finite(value).decode()
 
 
 class SequenceError(RuntimeError):
@@ -69,7 +72,7 @@ class Sequencer:
             raise SequenceError(f"{event['type']} before RUN_STARTED")
         event["timestamp"] = int(time.time() * 1000)
         self.seq += 1
-        self.out.append((self.seq, b"id: %d\ndata: %s\n\n" % (self.seq, _encode(event).encode())))
+        self.out.append((self.seq, b"id: %d\ndata: %s\n\n" % (self.seq, dumps_finite(event))))
 
     def take(self) -> list[tuple[int, bytes]]:
         """The frames made since the last call, with their sequence numbers."""
@@ -144,6 +147,7 @@ class Sequencer:
         if not delta:
             return
         if self.text_id is None:
+            self._end_reasoning()
             self.text_id = _id("msg")
             self._frame({"type": "TEXT_MESSAGE_START", "messageId": self.text_id, "role": "assistant"})
         self._text_parts.append(delta)
@@ -155,10 +159,12 @@ class Sequencer:
             self.text(event.text)  # type: ignore[union-attr]
         elif kind is StepStarted:
             if event.name not in self.steps:  # type: ignore[union-attr]
+                self._end_reasoning()
                 self.steps.append(event.name)  # type: ignore[union-attr]
                 self._frame({"type": "STEP_STARTED", "stepName": event.name})  # type: ignore[union-attr]
         elif kind is StepFinished:
             if event.name in self.steps:  # type: ignore[union-attr]
+                self._end_reasoning()
                 self.steps.remove(event.name)  # type: ignore[union-attr]
                 self._frame({"type": "STEP_FINISHED", "stepName": event.name})  # type: ignore[union-attr]
         elif kind is ReasoningDelta:
@@ -189,6 +195,7 @@ class Sequencer:
     def _tool_started(self, event: ToolCallStarted) -> None:
         parent = self.text_id
         self._end_text()
+        self._end_reasoning()
         start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": event.call_id,
                                  "toolCallName": event.name}
         if parent:

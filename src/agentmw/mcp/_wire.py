@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
-import json
+import logging
 from typing import Any, Final
 
-from .._types import Receive, Scope, Send
+from .._transport import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    SSE_HEADERS,
+    ProtocolError,
+    dumps,
+    send_bytes,
+    send_json,
+    sse_data,
+)
+from .._types import Scope, Send
+
+logger = logging.getLogger("agentmw")
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
@@ -13,6 +28,9 @@ __all__ = [
     "LATEST_HANDSHAKE",
     "JsonRpcError",
     "Exchange",
+    "encode_or_error",
+    "sse_frame",
+    "header_map",
     "dumps",
     "error_body",
     "plain_response",
@@ -24,11 +42,6 @@ HANDSHAKE_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-
 STATELESS_VERSIONS: Final = ("2026-07-28",)
 LATEST_HANDSHAKE: Final = "2025-11-25"
 
-PARSE_ERROR: Final = -32700
-INVALID_REQUEST: Final = -32600
-METHOD_NOT_FOUND: Final = -32601
-INVALID_PARAMS: Final = -32602
-INTERNAL_ERROR: Final = -32603
 SESSION_NOT_FOUND: Final = -32001
 RESOURCE_NOT_FOUND_2025: Final = -32002
 HEADER_MISMATCH: Final = -32020
@@ -51,38 +64,14 @@ _STATELESS_STATUS: Final = {
     METHOD_NOT_FOUND: 404,
 }
 
-SSE_HEADERS: Final = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"x-accel-buffering", b"no"),
-]
-_JSON_CT: Final = (b"content-type", b"application/json")
 
-
-class JsonRpcError(Exception):
-    """An error answer to a JSON-RPC request."""
-
-    def __init__(self, code: int, message: str, data: Any = None, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-        self.status = status
-
-    def body(self, request_id: Any) -> dict[str, Any]:
-        return error_body(request_id, self.code, self.message, self.data)
+# The MCP face's name for the transport's one error type: raised anywhere, rendered at the boundary.
+JsonRpcError = ProtocolError
 
 
 def status_for(code: int, stateless: bool) -> int:
     """The HTTP status of a JSON-RPC error: the 2026 table, or 200 in the handshake era."""
     return _STATELESS_STATUS.get(code, 200) if stateless else 200
-
-
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def dumps(value: Any) -> bytes:
-    return _encoder.encode(value).encode("utf-8")
 
 
 def error_body(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -94,25 +83,27 @@ def error_body(request_id: Any, code: int, message: str, data: Any = None) -> di
 
 async def plain_response(send: Send, status: int, headers: list[tuple[bytes, bytes]] | None = None,
                          body: bytes = b"") -> None:
-    all_headers = list(headers or [])
-    all_headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": all_headers})
-    await send({"type": "http.response.body", "body": body})
+    await send_bytes(send, status, body, headers)
 
 
-async def json_response(send: Send, status: int, payload: Any,
-                        headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = dumps(payload)
-    all_headers = [_JSON_CT, (b"content-length", str(len(body)).encode())]
-    if headers:
-        all_headers.extend(headers)
-    await send({"type": "http.response.start", "status": status, "headers": all_headers})
-    await send({"type": "http.response.body", "body": body})
+json_response = send_json
 
 
 def sse_frame(message: Any, event_id: str | None = None) -> bytes:
-    head = f"id: {event_id}\n" if event_id else ""
-    return f"{head}event: message\ndata: ".encode() + dumps(message) + b"\n\n"
+    return sse_data(message, event="message", event_id=event_id)
+
+
+def encode_or_error(payload: dict[str, Any]) -> tuple[bytes, int | None]:
+    """The response's JSON and its error code, if any. A result that cannot be written (NaN, infinity)
+    becomes an internal error that keeps the request's id, so the client can match it to its call."""
+    error = payload.get("error")
+    try:
+        return dumps(payload), (error.get("code", 0) if isinstance(error, dict) else None)
+    except (ValueError, TypeError):
+        logger.warning("MCP result for request %r could not be written as JSON", payload.get("id"))
+        return dumps(error_body(payload.get("id"), INTERNAL_ERROR,
+                                "Internal error: the result could not be written as JSON (NaN or infinity)")), \
+            INTERNAL_ERROR
 
 
 class Exchange:
@@ -155,32 +146,13 @@ class Exchange:
         if self.closed:
             return
         self.closed = True
+        body, code = encode_or_error(payload)
         if self.streaming:
-            await self._send({"type": "http.response.body", "body": sse_frame(payload), "more_body": False})
+            await self._send({"type": "http.response.body", "body": b"event: message\ndata: " + body + b"\n\n",
+                              "more_body": False})
             return
-        status = 200
-        error = payload.get("error")
-        if error is not None:
-            status = status_for(error.get("code", 0), self.stateless)
-        await json_response(self._send, status, payload, self._headers)
-
-
-async def read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole request body, or None when it is larger than ``limit``."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ConnectionAbortedError
-        chunk = message.get("body", b"")
-        if chunk:
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        status = 200 if code is None else status_for(code, self.stateless)
+        await send_bytes(self._send, status, body, [(b"content-type", b"application/json"), *self._headers])
 
 
 def header_map(scope: Scope) -> tuple[dict[str, str], set[str] | None]:

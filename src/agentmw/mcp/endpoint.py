@@ -7,22 +7,13 @@ handshake era, with ``initialize`` and ``Mcp-Session-Id``.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .._transport import ClientDisconnected, ProtocolError, read_json
 from .._types import Receive, Scope, Send
 from . import handshake, stateless
-from ._wire import (
-    HANDSHAKE_VERSIONS,
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    error_body,
-    header_map,
-    json_response,
-    read_body,
-)
+from ._wire import HANDSHAKE_VERSIONS, INTERNAL_ERROR, INVALID_REQUEST, error_body, header_map, json_response
 from .methods import Catalog
 
 if TYPE_CHECKING:
@@ -31,9 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["McpEndpoint", "Incoming"]
 
 logger = logging.getLogger("agentmw")
-
-_MAX_DEPTH_ERRORS = (ValueError, RecursionError)
-
 
 class Incoming:
     """A parsed POST: its headers and decoded body, or the error response already sent."""
@@ -58,13 +46,18 @@ class McpEndpoint:
         self.catalog = Catalog(agent)
         self.sessions = handshake.SessionStore(agent)
         self.listeners = stateless.ListenHub(agent)
-        self.used_states = stateless.UsedStates(agent.input_state_ttl_seconds)
+        self.used_states = stateless.UsedStates(agent.input_state_ttl_seconds, agent.max_used_states)
         self.server_info = {"name": agent.name, "version": agent.version}
         self._verdicts: dict[tuple[str, str | None], int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await self._serve(scope, receive, send)
+        except ClientDisconnected:
+            return
+        except ProtocolError as exc:  # the request itself is malformed; raised before any response started
+            logger.debug("MCP request refused: %s", exc.message)
+            await json_response(send, exc.status or 400, exc.body(None), exc.headers)
         except Exception:
             # A bug of ours must still get a protocol answer, never a traceback. If the response had already
             # started, the server refuses a second start; the client then sees the stream end.
@@ -111,19 +104,7 @@ class McpEndpoint:
             self._verdicts[key] = verdict
         return verdict
 
-    async def read_json(self, incoming: Incoming, receive: Receive, send: Send) -> bool:
-        """Read and decode the body into ``incoming.body``; on failure answer and return False."""
-        try:
-            raw = await read_body(receive, self.agent.max_body_bytes)
-        except ConnectionAbortedError:
-            return False
-        if raw is None:
-            await json_response(send, 413, error_body(None, INVALID_REQUEST, "Request body too large"))
-            return False
-        try:
-            incoming.body = json.loads(raw)
-        except _MAX_DEPTH_ERRORS:
-            await json_response(send, 400, error_body(None, PARSE_ERROR, "Parse error: the body is not valid JSON"))
-            return False
-        return True
-
+    async def read_json(self, incoming: Incoming, receive: Receive) -> Any:
+        """The strictly decoded body (kept on ``incoming``); raises ProtocolError (400, 413) for a bad one."""
+        incoming.body = await read_json(receive, self.agent.max_body_bytes)
+        return incoming.body

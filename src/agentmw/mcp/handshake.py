@@ -12,11 +12,11 @@ import hashlib
 import itertools
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
+from .._bounded import BoundedTable
+from .._transport import classify_rpc, sse_comment, stream_sse, wait_for_exit
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
 from ..errors import Permanent
@@ -28,7 +28,6 @@ from ._wire import (
     INVALID_REQUEST,
     LATEST_HANDSHAKE,
     SESSION_NOT_FOUND,
-    SSE_HEADERS,
     Exchange,
     JsonRpcError,
     error_body,
@@ -45,7 +44,6 @@ if TYPE_CHECKING:
 __all__ = ["Session", "SessionStore", "handle"]
 
 _SESSION_HEADER = b"mcp-session-id"
-_KEEPALIVE_SECONDS = 15.0
 _CLIENT_ANSWER_TIMEOUT = 600.0
 
 
@@ -87,7 +85,10 @@ class Session:
 class SessionStore:
     def __init__(self, agent: Any) -> None:
         self.agent = agent
-        self.sessions: dict[str, Session] = {}
+        # bounded: max_sessions, each dropped session_idle_seconds after its last use unless a call runs
+        self.sessions: BoundedTable[str, Session] = BoundedTable(
+            agent.max_sessions, agent.session_idle_seconds, pinned=lambda s: bool(s.inflight),
+            on_evict=lambda _key, s, _early: s.close())
         agent.subscribe(self._on_agent_event)
 
     def _on_agent_event(self, event: str, data: Mapping[str, Any]) -> None:
@@ -102,26 +103,19 @@ class SessionStore:
             session.stream.put_nowait(message)
 
     def open(self, session: Session) -> bool:
-        now = time.monotonic()
-        idle = self.agent.session_idle_seconds
-        if len(self.sessions) >= self.agent.max_sessions:
-            for key in [k for k, s in self.sessions.items() if now - s.last_seen > idle and not s.inflight]:
-                self.sessions.pop(key).close()
-        if len(self.sessions) >= self.agent.max_sessions:
+        if len(self.sessions) >= self.sessions.max_items:
+            self.sessions.prune()  # the idle ones; a full table of live sessions refuses (503), evicts none
+        if len(self.sessions) >= self.sessions.max_items:
             return False
         self.sessions[session.id] = session
         return True
 
     def find(self, session_id: str, credential: str) -> Session | None:
-        session = self.sessions.get(session_id)
+        session = self.sessions.get(session_id)  # None once idle too long (and closed)
         if session is None or session.credential != credential:
             return None
-        now = time.monotonic()
-        if now - session.last_seen > self.agent.session_idle_seconds and not session.inflight:
-            self.sessions.pop(session_id, None)
-            session.close()
-            return None
-        session.last_seen = now
+        session.last_seen = time.monotonic()
+        self.sessions.put(session_id, session)  # used now: renewed, and the newest
         return session
 
     def close(self, session_id: str) -> None:
@@ -152,7 +146,7 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
             return
         session = await _session_or_error(endpoint, incoming, send)
         if session is not None:
-            await _listen(session, receive, send)
+            await _listen(session, scope, receive, send)
     elif verb == "DELETE":
         session = await _session_or_error(endpoint, incoming, send)
         if session is not None:
@@ -162,41 +156,15 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
         await plain_response(send, 405, [(b"allow", b"GET, POST, DELETE")])
 
 
-def _classify(body: Any) -> tuple[str, Any] | None:
-    """('request' | 'notification' | 'response', id) for a valid single JSON-RPC message, else None."""
-    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0":
-        return None
-    has_id = "id" in body
-    request_id = body.get("id")
-    if has_id and (isinstance(request_id, bool) or not isinstance(request_id, (str, int))):
-        return None
-    if isinstance(body.get("method"), str):
-        params = body.get("params")
-        if params is not None and not isinstance(params, dict):
-            return None
-        return ("request", request_id) if has_id else ("notification", None)
-    if has_id and ("result" in body) != ("error" in body):
-        return "response", request_id
-    return None
-
-
 async def _post(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:
     if not (incoming.accept_json and incoming.accept_sse):
         await json_response(send, 406, error_body(
             None, INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
         return
-    if not await endpoint.read_json(incoming, receive, send):
-        return
-    body = incoming.body
-    if isinstance(body, list):
-        await json_response(send, 400, error_body(None, INVALID_REQUEST, "Batches are not supported"))
-        return
-    kind = _classify(body)
-    if kind is None:
-        await json_response(send, 400, error_body(None, INVALID_REQUEST, "Invalid JSON-RPC message"))
-        return
-    what, request_id = kind
-    if what == "request" and body["method"] == "initialize":
+    body = await endpoint.read_json(incoming, receive)
+    message = classify_rpc(body, responses=True)
+    what, request_id = message.kind, message.id
+    if what == "request" and message.method == "initialize":
         await _initialize(endpoint, incoming, body, send)
         return
     session = await _session_or_error(endpoint, incoming, send)
@@ -214,7 +182,7 @@ async def _post(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive
         return
     if session.caller is None:
         session.caller = caller_from_headers(scope, incoming.headers.get("authorization"), endpoint.agent.identify)
-    await _request(endpoint, session, scope, send, body, request_id)
+    await _request(endpoint, session, scope, receive, send, body, request_id)
 
 
 async def _initialize(endpoint: McpEndpoint, incoming: Incoming, body: dict[str, Any], send: Send) -> None:
@@ -256,14 +224,15 @@ def server_capabilities() -> dict[str, Any]:
 def _notification(session: Session, body: dict[str, Any]) -> None:
     method = body["method"]
     params = body.get("params") or {}
-    if method == "notifications/cancelled":
-        scope = session.inflight.get(params.get("requestId"))
+    request_id = params.get("requestId")
+    if method == "notifications/cancelled" and isinstance(request_id, (str, int)):
+        scope = session.inflight.get(request_id)
         if scope is not None:
             scope.cancel()
 
 
-async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, send: Send, body: dict[str, Any],
-                   request_id: Any) -> None:
+async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, receive: Receive, send: Send,
+                   body: dict[str, Any], request_id: Any) -> None:
     method = body["method"]
     params = body.get("params")
     exchange = Exchange(send, [(_SESSION_HEADER, session.id.encode())], stateless=False)
@@ -278,7 +247,7 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, send: 
     async def gather(call: Call, requests: Mapping[str, InputRequest], target: str) -> dict[str, Any]:
         answers: dict[str, Any] = {}
         for key, request in requests.items():
-            answers[key] = await _ask_client(session, call.exchange, request)
+            answers[key] = await _ask_client(session, call.exchange, request, receive)
         return answers
 
     call = Call(endpoint.agent, endpoint.catalog, stateless=False, version=session.version,
@@ -305,18 +274,26 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, send: 
     await exchange.finish(payload)
 
 
-async def _ask_client(session: Session, exchange: Exchange, request: InputRequest) -> Any:
+async def _ask_client(session: Session, exchange: Exchange, request: InputRequest, receive: Receive) -> Any:
+    """Send a server-to-client request on the call's stream and wait for the answer, which the client POSTs.
+
+    The wait ends without an answer when the client closes this stream (it can no longer see the question),
+    when the server shuts down, or after ``_CLIENT_ANSWER_TIMEOUT``: each is a failed call, never a hang.
+    """
     request_id = session.next_request_id()
     future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
     session.pending[request_id] = future
     wire = input_request(request)
+    gone = asyncio.ensure_future(_client_gone(receive))
     try:
         await exchange.message({"jsonrpc": "2.0", "id": request_id, **wire})
-        with anyio.fail_after(_CLIENT_ANSWER_TIMEOUT):
-            reply = await future
-    except TimeoutError as exc:
-        raise Permanent(f"the client did not answer {wire['method']} in time") from exc
+        await asyncio.wait({future, gone}, timeout=_CLIENT_ANSWER_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+        if not future.done():
+            why = gone.result() if gone.done() else "did not answer in time"
+            raise Permanent(f"the client {why} before answering {wire['method']}")
+        reply = future.result()
     finally:
+        gone.cancel()
         session.pending.pop(request_id, None)
     if "error" in reply:
         error = reply["error"] if isinstance(reply["error"], dict) else {}
@@ -325,6 +302,22 @@ async def _ask_client(session: Session, exchange: Exchange, request: InputReques
     if parsed is None:
         raise Permanent(f"the client answered {wire['method']} with an invalid result")
     return parsed
+
+
+async def _client_gone(receive: Receive) -> str:
+    """Why this request's client can no longer answer: it closed the stream, or the server is stopping."""
+    exiting = asyncio.ensure_future(wait_for_exit())
+    try:
+        while True:
+            message = asyncio.ensure_future(receive())
+            await asyncio.wait({message, exiting}, return_when=asyncio.FIRST_COMPLETED)
+            if exiting.done():
+                message.cancel()
+                return "was cut off by the server shutting down"
+            if message.result()["type"] == "http.disconnect":
+                return "closed the stream"
+    finally:
+        exiting.cancel()
 
 
 def _set_level(session: Session, params: dict[str, Any]) -> dict[str, Any]:
@@ -354,33 +347,21 @@ _SESSION_METHODS = {
 }
 
 
-async def _listen(session: Session, receive: Receive, send: Send) -> None:
+async def _listen(session: Session, scope: Scope, receive: Receive, send: Send) -> None:
     """The GET stream: list changes and resource updates for this session, until the client leaves."""
     if session.stream is not None:
         await plain_response(send, 409, body=b"Conflict: this session already has a GET stream")
         return
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=1000)
     session.stream = queue
+
+    async def frames() -> AsyncIterator[bytes]:
+        yield sse_comment("stream open")
+        while True:
+            yield sse_frame(await queue.get())
+
     try:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [*SSE_HEADERS, (_SESSION_HEADER, session.id.encode())]})
-        await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
-        async with anyio.create_task_group() as group:
-
-            async def until_disconnect() -> None:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                group.cancel_scope.cancel()
-
-            group.start_soon(until_disconnect)
-            while True:
-                with anyio.move_on_after(_KEEPALIVE_SECONDS):
-                    message = await queue.get()
-                    await send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
-                    continue
-                await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
-    except OSError:
-        pass
+        await stream_sse(scope, receive, send, frames(), headers=[(_SESSION_HEADER, session.id.encode())])
     finally:
         if session.stream is queue:
             session.stream = None

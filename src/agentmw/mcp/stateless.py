@@ -12,12 +12,11 @@ import asyncio
 import base64
 import binascii
 import re
-import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
+from .._bounded import UsedTokens
+from .._transport import classify_rpc, stream_sse
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
 from ..identity import caller_from_headers
@@ -27,7 +26,6 @@ from ._cancel import CallGuard
 from ._wire import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
-    INVALID_REQUEST,
     META_CAPABILITIES,
     META_LOG_LEVEL,
     META_SERVER_INFO,
@@ -35,7 +33,6 @@ from ._wire import (
     META_VERSION,
     METHOD_NOT_FOUND,
     STATELESS_VERSIONS,
-    SSE_HEADERS,
     UNSUPPORTED_VERSION,
     Exchange,
     JsonRpcError,
@@ -62,7 +59,6 @@ _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resourc
 _NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _ROUTING_HEADERS = ("mcp-protocol-version", "mcp-method", "mcp-name")
 _B64 = re.compile(r"^=\?base64\?(.*)\?=$")
-_KEEPALIVE_SECONDS = 15.0
 
 
 def decode_header(value: str | None) -> str | None:
@@ -159,23 +155,16 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
     if not (incoming.accept_json and incoming.accept_sse):
         await plain_response(send, 406, body=b"Not Acceptable: Accept must list application/json and text/event-stream")
         return
-    if not await endpoint.read_json(incoming, receive, send):
-        return
-    body = incoming.body
+    body = await endpoint.read_json(incoming, receive)
     headers = incoming.headers
     version_header = (headers.get("mcp-protocol-version") or "").strip()
-    if isinstance(body, dict) and "id" not in body:
-        await _notification(body, version_header, send)
+    message = classify_rpc(body)
+    if message.kind == "notification":
+        await _notification(message.method or "", version_header, send)
         return
-    if not (isinstance(body, dict) and body.get("jsonrpc") == "2.0" and isinstance(body.get("method"), str)
-            and isinstance(body.get("id"), (str, int)) and not isinstance(body.get("id"), bool)
-            and (body.get("params") is None or isinstance(body.get("params"), dict))):
-        await json_response(send, 400, error_body(
-            None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object"))
-        return
-    request_id = body["id"]
-    method: str = body["method"]
-    params: dict[str, Any] = body.get("params") or {}
+    request_id = message.id
+    method: str = message.method  # type: ignore[assignment]
+    params: dict[str, Any] = message.params or {}
 
     rejection = _ladder(endpoint.agent, incoming, method, params, version_header)
     if rejection is not None:
@@ -192,7 +181,7 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
                                                   f"Method not found: {method} is not part of {version_header}"))
         return
     if method == "subscriptions/listen":
-        await endpoint.listeners.listen(endpoint.agent, request_id, params, receive, send)
+        await endpoint.listeners.listen(endpoint.agent, request_id, params, scope, receive, send)
         return
     log_level = meta.get(META_LOG_LEVEL)
     if log_level is not None and log_level not in LOG_RANK:
@@ -253,17 +242,14 @@ def _ladder(agent: Agent, incoming: Incoming, method: str, params: dict[str, Any
     return None
 
 
-async def _notification(body: dict[str, Any], version: str, send: Send) -> None:
-    if body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
-        await json_response(send, 400, error_body(None, INVALID_REQUEST, "Invalid JSON-RPC notification"))
-        return
+async def _notification(method: str, version: str, send: Send) -> None:
     if version not in STATELESS_VERSIONS:
         await json_response(send, 400, error_body(None, UNSUPPORTED_VERSION, "Unsupported protocol version",
                                                   {"supported": list(STATELESS_VERSIONS), "requested": version}))
         return
-    if body["method"] in _REMOVED:
+    if method in _REMOVED:
         await json_response(send, 404, error_body(None, METHOD_NOT_FOUND,
-                                                  f"Method not found: {body['method']} is not part of {version}"))
+                                                  f"Method not found: {method} is not part of {version}"))
         return
     await plain_response(send, 202)
 
@@ -366,22 +352,12 @@ def _discover(agent: Agent) -> dict[str, Any]:
     return result
 
 
-class UsedStates:
-    """``requestState`` values that already completed a request, until they would have expired anyway."""
+class UsedStates(UsedTokens):
+    """``requestState`` values that already completed a request, until they would have expired anyway:
+    at most ``max_entries`` of them, failing closed past that (see ``agentmw._bounded.UsedTokens``)."""
 
-    def __init__(self, ttl: float) -> None:
-        self.ttl = ttl
-        self.entries: dict[str, float] = {}
-
-    def seen(self, state: Any) -> bool:
-        expires = self.entries.get(state) if isinstance(state, str) else None
-        return expires is not None and expires > time.monotonic()
-
-    def add(self, state: str) -> None:
-        now = time.monotonic()
-        if len(self.entries) > 100_000:
-            self.entries = {k: v for k, v in self.entries.items() if v > now}
-        self.entries[state] = now + self.ttl
+    def __init__(self, ttl: float, max_entries: int = 100_000) -> None:
+        super().__init__(ttl, max_entries, _state.expiry)
 
 
 class ListenHub:
@@ -405,7 +381,7 @@ class ListenHub:
                 continue  # a listener this far behind gets no more; list changes are idempotent hints
             queue.put_nowait({"jsonrpc": "2.0", "method": f"notifications/{event}", "params": dict(data)})
 
-    async def listen(self, agent: Agent, request_id: Any, params: dict[str, Any], receive: Receive,
+    async def listen(self, agent: Agent, request_id: Any, params: dict[str, Any], scope: Scope, receive: Receive,
                      send: Send) -> None:
         wanted = params.get("notifications")
         if not isinstance(wanted, dict):
@@ -425,27 +401,17 @@ class ListenHub:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=1000)
         entry = (queue, flags, frozenset(uris_raw))
         self.queues.add(entry)
+        ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+               "params": {"notifications": honoured, "_meta": sub_meta}}
+
+        async def frames() -> AsyncIterator[bytes]:
+            yield sse_frame(ack)
+            while True:
+                message = await queue.get()
+                message["params"]["_meta"] = sub_meta
+                yield sse_frame(message)
+
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": list(SSE_HEADERS)})
-            ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-                   "params": {"notifications": honoured, "_meta": sub_meta}}
-            await send({"type": "http.response.body", "body": sse_frame(ack), "more_body": True})
-            async with anyio.create_task_group() as group:
-
-                async def until_disconnect() -> None:
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    group.cancel_scope.cancel()
-
-                group.start_soon(until_disconnect)
-                while True:
-                    with anyio.move_on_after(_KEEPALIVE_SECONDS):
-                        message = await queue.get()
-                        message["params"]["_meta"] = sub_meta
-                        await send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
-                        continue
-                    await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
-        except OSError:
-            pass
+            await stream_sse(scope, receive, send, frames())
         finally:
             self.queues.discard(entry)

@@ -1,0 +1,375 @@
+"""The transport layer every face uses: bodies in, JSON in and out, the JSON-RPC envelope, JSON and SSE out.
+
+One place decides how a body is read (with its size limit; a disconnect is an exception), what JSON is
+accepted (strict: no ``NaN``/``Infinity``, no overflowing floats, UTF-8 only), what JSON is written
+(``allow_nan=False``; a lone surrogate is escaped, never handed to the UTF-8 codec), what a JSON-RPC
+message looks like, and how SSE streams are framed, kept alive and ended when the client leaves or the
+server shuts down. Faces raise :class:`ProtocolError` anywhere and render it once at their boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+from collections.abc import AsyncIterable, Awaitable, Callable
+from typing import Any, Final
+
+from ._types import Receive, Scope, Send
+
+__all__ = [
+    "PARSE_ERROR",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "INVALID_PARAMS",
+    "INTERNAL_ERROR",
+    "SSE_HEADERS",
+    "ClientDisconnected",
+    "ProtocolError",
+    "RpcMessage",
+    "classify_rpc",
+    "dumps",
+    "dumps_finite",
+    "identity_error",
+    "loads",
+    "read_body",
+    "read_json",
+    "request_id_of",
+    "send_bytes",
+    "send_json",
+    "shutting_down",
+    "sse_comment",
+    "sse_data",
+    "stream_sse",
+    "wait_for_exit",
+]
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+
+SSE_HEADERS: Final = (
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+)
+KEEPALIVE_SECONDS: Final = 15.0
+_JSON_CT: Final = (b"content-type", b"application/json")
+
+
+class ProtocolError(Exception):
+    """A request the face must refuse: a JSON-RPC ``code``, a message, and the HTTP ``status`` it implies.
+
+    ``status`` is None where the face's own table decides (JSON-RPC errors answer 200 in some bindings).
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None, *, status: int | None = None,
+                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.status = status
+        self.headers = headers
+
+    def body(self, request_id: Any) -> dict[str, Any]:
+        """The JSON-RPC error response for ``request_id``."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+class ClientDisconnected(Exception):
+    """The client went away before its request body arrived: nothing is owed to it."""
+
+
+def identity_error(exc: Exception) -> ProtocolError:
+    """The identity boundary: ``Unauthenticated`` is 401 with its challenge, ``Forbidden`` is 403, on every face."""
+    from .identity import Unauthenticated
+
+    if isinstance(exc, Unauthenticated):
+        return ProtocolError(INVALID_REQUEST, str(exc) or "Authentication required", status=401,
+                             headers=[(b"www-authenticate", exc.challenge.encode("latin-1", "replace"))])
+    return ProtocolError(INVALID_REQUEST, str(exc) or "Forbidden", status=403)
+
+
+# --- bodies ----------------------------------------------------------------------------------------
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The whole request body; :class:`ProtocolError` (413) past ``limit``, :class:`ClientDisconnected` if the
+    client leaves first."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnected
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise ProtocolError(INVALID_REQUEST, f"Request body too large (the limit is {limit} bytes)",
+                                    status=413)
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def read_json(receive: Receive, limit: int) -> Any:
+    """Read and strictly decode a JSON body."""
+    return loads(await read_body(receive, limit))
+
+
+# --- strict JSON in ------------------------------------------------------------------------------
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("number out of range")
+    return value
+
+
+_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def loads(raw: bytes | str) -> Any:
+    """Strict JSON: UTF-8 only, no ``NaN``/``Infinity``/overflowing floats, depth bounded by the recursion limit.
+
+    Lone surrogate escapes (``"\\ud800"``) are replaced by U+FFFD, so no string that cannot be written as
+    UTF-8 ever enters the core. Raises :class:`ProtocolError` with ``PARSE_ERROR`` (HTTP 400).
+    """
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, (bytes, bytearray)) else raw
+        value, end = _decoder.raw_decode(text, _skip_ws(text, 0))
+        if _skip_ws(text, end) != len(text):
+            raise ValueError("extra data after the JSON value")
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ProtocolError(PARSE_ERROR, "Parse error: the body is not valid JSON", status=400) from exc
+    if isinstance(raw, (bytes, bytearray)) and _SURROGATE_ESCAPE.search(raw) is not None:
+        value = _replace_surrogates(value)
+    elif isinstance(raw, str) and _LONE_SURROGATE.search(raw) is not None:
+        value = _replace_surrogates(value)
+    return value
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_ws(text: str, at: int) -> int:
+    match = _WS.match(text, at)
+    return match.end() if match else at
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_surrogates(v) for v in value]
+    return value
+
+
+# --- strict JSON out -----------------------------------------------------------------------------
+
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str).encode
+_encode_ascii = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"), default=str).encode
+
+
+def dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON. Raises ValueError for NaN or infinities (never writes non-JSON); a lone surrogate
+    from a function's return value is written as its ``\\uXXXX`` escape, which is valid JSON."""
+    text = _encode(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _encode_ascii(value).encode("ascii")
+
+
+def dumps_finite(value: Any) -> bytes:
+    """Like :func:`dumps`, but NaN and infinities are written as ``null`` (as JavaScript's ``JSON.stringify``
+    does) instead of failing: for event streams, where one odd float must not cut the stream."""
+    try:
+        return dumps(value)
+    except ValueError:
+        return dumps(_finite(value))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if hasattr(value, "model_dump"):
+        return _finite(value.model_dump(mode="json"))
+    return value
+
+
+# --- the JSON-RPC envelope -----------------------------------------------------------------------
+
+class RpcMessage:
+    """One valid JSON-RPC 2.0 message: a request (``id`` set), a notification, or a response."""
+
+    __slots__ = ("kind", "id", "method", "params", "body")
+
+    def __init__(self, kind: str, request_id: Any, method: str | None, params: dict[str, Any] | None,
+                 body: dict[str, Any]) -> None:
+        self.kind = kind
+        self.id = request_id
+        self.method = method
+        self.params = params
+        self.body = body
+
+
+def _valid_id(value: Any, allow_null: bool) -> bool:
+    if value is None:
+        return allow_null
+    return (isinstance(value, str) or isinstance(value, int)) and not isinstance(value, bool)
+
+
+def request_id_of(body: Any) -> str | int | None:
+    """The id to put on an error answer: the request's own when it is a valid id, else null."""
+    if isinstance(body, dict):
+        value = body.get("id")
+        if _valid_id(value, False):
+            return value
+    return None
+
+
+def classify_rpc(body: Any, *, responses: bool = False, notifications: bool = True,
+                 null_id: bool = False) -> RpcMessage:
+    """Check one JSON-RPC message; raises :class:`ProtocolError` (``INVALID_REQUEST``, 400) when it is not one.
+
+    Batches are refused. ``responses`` admits response objects (a client answering a server request);
+    ``notifications`` admits messages without an id; ``null_id`` admits ``"id": null`` on requests.
+    """
+    if isinstance(body, list):
+        raise ProtocolError(INVALID_REQUEST, "Batches are not supported", status=400)
+    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0":
+        raise ProtocolError(INVALID_REQUEST, "Expected a JSON-RPC 2.0 message object", status=400)
+    has_id = "id" in body
+    request_id = body.get("id")
+    if has_id and not _valid_id(request_id, null_id):
+        raise ProtocolError(INVALID_REQUEST, "The id must be a string or an integer", status=400)
+    method = body.get("method")
+    if isinstance(method, str):
+        params = body.get("params")
+        if params is not None and not isinstance(params, dict):
+            raise ProtocolError(INVALID_PARAMS if has_id else INVALID_REQUEST, "params must be an object",
+                                status=400)
+        if has_id:
+            return RpcMessage("request", request_id, method, params, body)
+        if not notifications:
+            raise ProtocolError(INVALID_REQUEST, "Expected a JSON-RPC request with an id", status=400)
+        return RpcMessage("notification", None, method, params, body)
+    if "method" in body:
+        raise ProtocolError(INVALID_REQUEST, "method must be a string", status=400)
+    if responses and has_id and request_id is not None and ("result" in body) != ("error" in body):
+        return RpcMessage("response", request_id, None, None, body)
+    raise ProtocolError(INVALID_REQUEST, "Expected a JSON-RPC request", status=400)
+
+
+# --- JSON and SSE out ----------------------------------------------------------------------------
+
+async def send_bytes(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*(headers or ()), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_json(send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = dumps(payload)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [_JSON_CT, (b"content-length", str(len(body)).encode()), *(headers or ())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def sse_data(payload: Any, *, event: str | None = None, event_id: str | int | None = None) -> bytes:
+    """One SSE event carrying ``payload`` as JSON, framed with ``\\n`` (JSON never holds a raw newline)."""
+    head = b""
+    if event_id is not None:
+        head += f"id: {event_id}\n".encode()
+    if event is not None:
+        head += f"event: {event}\n".encode()
+    return head + b"data: " + dumps(payload) + b"\n\n"
+
+
+def sse_comment(text: str = "ping") -> bytes:
+    return f": {text}\n\n".encode()
+
+
+def shutting_down() -> bool:
+    """True once the ASGI server was told to stop (uvicorn's SIGTERM/SIGINT, seen through sse-starlette)."""
+    from sse_starlette.sse import AppStatus
+
+    return bool(AppStatus.should_exit) or _uvicorn_exiting()
+
+
+def _uvicorn_exiting() -> bool:
+    import signal
+
+    handler = signal.getsignal(signal.SIGTERM)
+    server = getattr(handler, "__self__", None)
+    return bool(getattr(server, "should_exit", False))
+
+
+async def wait_for_exit(poll: float = 0.25) -> None:
+    """Return when the server starts shutting down; every waiting stream races this."""
+    while not shutting_down():
+        await asyncio.sleep(poll)
+
+
+async def stream_sse(scope: Scope, receive: Receive, send: Send, frames: AsyncIterable[bytes], *,
+                     headers: list[tuple[bytes, bytes]] | None = None, status: int = 200,
+                     on_disconnect: Callable[[], Awaitable[None] | None] | None = None,
+                     keepalive: float = KEEPALIVE_SECONDS) -> bool:
+    """Stream ``frames`` (already framed SSE bytes) as one ``text/event-stream`` response.
+
+    Built on sse-starlette's :class:`EventSourceResponse`, which sends the keep-alive comments, ends the
+    stream when the client disconnects, and ends it when the server shuts down, so no waiting stream ever
+    holds a shutdown. Returns True when the frames ran out (the stream completed), False when the client
+    left or the server stopped first. ``on_disconnect`` runs when the client leaves.
+    """
+    from sse_starlette.sse import EventSourceResponse, ServerSentEvent
+
+    completed = False
+    left = False
+
+    async def body() -> Any:
+        nonlocal completed
+        async for chunk in frames:
+            yield chunk
+        completed = True
+
+    async def client_closed(message: Any) -> None:
+        nonlocal left
+        left = True
+        if on_disconnect is not None:
+            result = on_disconnect()
+            if result is not None:
+                await result
+
+    response = EventSourceResponse(
+        body(), status_code=status, headers=None, sep="\n", ping=int(keepalive) or 15,
+        ping_message_factory=lambda: ServerSentEvent(comment="ping", sep="\n"),
+        client_close_handler_callable=client_closed, media_type="text/event-stream",
+    )
+    response.raw_headers = [*SSE_HEADERS, *(headers or ())]
+    try:
+        await response(scope, receive, send)
+    except OSError:
+        return False
+    return completed and not left
+
