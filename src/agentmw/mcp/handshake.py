@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -24,6 +25,7 @@ from ..identity import caller_from_headers
 from ._cancel import CallGuard
 from ._wire import (
     HANDSHAKE_VERSIONS,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     LATEST_HANDSHAKE,
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Session", "SessionStore", "handle"]
 
+logger = logging.getLogger("agentmw")
 _SESSION_HEADER = b"mcp-session-id"
 _CLIENT_ANSWER_TIMEOUT = 600.0
 
@@ -260,6 +263,9 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, receiv
         payload = {"jsonrpc": "2.0", "id": request_id, "result": await dispatch(call, method, params)}
     except JsonRpcError as exc:
         payload = exc.body(request_id)
+    except Exception:  # a bug of ours: the answer still carries the request's id
+        logger.exception("agentmw MCP %s failed", method)
+        payload = error_body(request_id, INTERNAL_ERROR, "Internal error")
     except asyncio.CancelledError:
         if not guard.absorb():
             raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import logging
 import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from . import _state
 from ._cancel import CallGuard
 from ._wire import (
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     META_CAPABILITIES,
     META_LOG_LEVEL,
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
     from .endpoint import Incoming, McpEndpoint
 
 __all__ = ["handle", "ListenHub", "UsedStates"]
+
+logger = logging.getLogger("agentmw")
 
 _REMOVED = frozenset({
     "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
@@ -329,6 +333,9 @@ async def _serve(endpoint: McpEndpoint, call: Call, method: str, params: dict[st
         payload = {"jsonrpc": "2.0", "id": request_id, "result": result}
     except JsonRpcError as exc:
         payload = exc.body(request_id)
+    except Exception:  # a bug of ours: the answer still carries the request's id
+        logger.exception("agentmw MCP %s failed", method)
+        payload = error_body(request_id, INTERNAL_ERROR, "Internal error")
     except asyncio.CancelledError:
         if guard.absorb():
             return None
