@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import uvicorn
@@ -14,6 +16,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def in_ci() -> bool:
+    """``CI=true`` (as CI services set it): a missing test tool is then a failure, never a skip."""
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def require_tool(name: str, found: str | os.PathLike[str] | bool | None, install_hint: str) -> str:
+    """Skip the test when a tool it needs is absent, with a reason that says how to install it.
+
+    ``found`` is the tool's path (``None`` or a path that does not exist means absent) or the result of a
+    check. Under ``CI=true`` an absent tool fails the test instead: CI must never pass by skipping.
+    Returns the path as a string (empty for a check).
+    """
+    present = found if isinstance(found, bool) else found is not None and Path(found).exists()
+    if not present:
+        where = "" if isinstance(found, bool) or found is None else f" (looked for {found})"
+        reason = f"{name} is not installed{where}; {install_hint}"
+        if in_ci():
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(reason)
+    return "" if isinstance(found, bool) else str(found)
 
 
 @contextmanager

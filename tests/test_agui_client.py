@@ -12,21 +12,30 @@ import pytest
 from pydantic import TypeAdapter
 
 from tests import agui_app
-from tests.conftest import serve
+from tests.conftest import require_tool, serve
 
 HARNESS = Path(__file__).parent / "agui" / "harness.mjs"
+SETUP = "run `scripts/setup` (or `scripts/test`, which runs it) to install it"
+
+
+def harness_node() -> str:
+    """The machine's Node (>= 20) with the pinned ``@ag-ui/client`` in ``tests/agui``; skips when absent."""
+    node = require_tool("Node (>= 20, with npm)", shutil.which("node"),
+                        "install Node >= 20 with npm, then run `scripts/setup`")
+    require_tool("The AG-UI client npm package", HARNESS.parent / "node_modules" / "@ag-ui" / "client", SETUP)
+    return node
 
 
 @pytest.fixture(scope="module")
 def url():
+    harness_node()
     _, app = agui_app.build()
     with serve(app) as base:
         yield base
 
 
 def drive(url: str, skill: str, steps: list[dict], thread: str) -> list[dict]:
-    node = shutil.which("node")
-    assert node, "Node 20 is needed for the AG-UI client tests"
+    node = harness_node()
     scenario = {"url": f"{url}/agui/{skill}", "threadId": thread, "steps": steps}
     run = subprocess.run([node, str(HARNESS), json.dumps(scenario)], capture_output=True, text=True, timeout=60,
                          cwd=HARNESS.parent)

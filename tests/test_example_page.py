@@ -8,21 +8,26 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.conftest import serve
+from tests.conftest import require_tool, serve
 
 SCRIPT = Path(__file__).parent / "agui" / "browser.mjs"
+SETUP = "run `scripts/setup` (or `scripts/test`, which runs it) to install it"
 
 
 def test_page_streams_a_run_and_takes_an_approval(tmp_path, monkeypatch) -> None:
     import examples.fastapi_app.main as example
 
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    assert Path(chromium).exists(), "Chromium is needed for the browser test (.ci/run installs it)"
+    node = require_tool("Node (>= 20, with npm)", shutil.which("node"),
+                        "install Node >= 20 with npm, then run `scripts/setup`")
+    require_tool("playwright-core", SCRIPT.parent / "node_modules" / "playwright-core", SETUP)
+    chromium = require_tool(
+        "Chromium", os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium",
+        "run `scripts/setup` as root (it installs Debian's chromium package), or set CHROMIUM to a Chromium binary")
     engineering = example.BUDGETS["engineering"]
     monkeypatch.setattr(engineering, "spent", engineering.spent)
     shot = tmp_path / "page.png"
     with serve(example.app) as url:
-        run = subprocess.run(["node", str(SCRIPT), url, str(shot)], capture_output=True, text=True, timeout=120,
+        run = subprocess.run([node, str(SCRIPT), url, str(shot)], capture_output=True, text=True, timeout=120,
                              cwd=SCRIPT.parent, env={**os.environ, "CHROMIUM": chromium})
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])

@@ -1,8 +1,9 @@
 """The official MCP conformance suite against ``mcp_fixture.app``, once per protocol revision.
 
-``.ci/run`` installs the suite and Node 22 under ``.deps/`` (override with ``AGENTMW_DEPS``). The run
-must pass every scored scenario; an expected-failures file is passed only if it exists, and lists only
-scenarios where the suite itself is wrong (none today).
+``scripts/setup`` installs the suite and Node 22 under ``.deps/`` (override with ``AGENTMW_DEPS``); without
+them the test skips, or fails under ``CI=true``. The run must pass every scored scenario; an
+expected-failures file is passed only if it exists, and lists only scenarios where the suite itself is
+wrong (none today).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import serve
+from tests.conftest import require_tool, serve
 
 from .mcp_fixture import app
 
@@ -28,8 +29,9 @@ SCORED = {"2025-11-25": 30, "2026-07-28": 37}
 
 @pytest.mark.parametrize("revision", sorted(SCORED))
 def test_conformance_suite(revision: str, tmp_path: Path) -> None:
-    assert NODE.exists() and SUITE.exists(), (
-        f"the conformance suite is not installed under {DEPS}: run .ci/run, or set AGENTMW_DEPS")
+    hint = "run `scripts/setup` (or `scripts/test`, which runs it) to install it, or set AGENTMW_DEPS"
+    require_tool("Node 22 for the MCP conformance suite", NODE, hint)
+    require_tool("The MCP conformance suite", SUITE, hint)
     command = [str(NODE), str(SUITE), "server", "--requirements", revision, "-o", str(tmp_path)]
     if BASELINE.exists():
         command += ["--expected-failures", str(BASELINE)]
