@@ -18,8 +18,9 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
+from starlette.requests import HTTPConnection
 
-from agentmw import Agent, AgentMiddleware, Context, PromptMessage, prompt, resource, skill, tool
+from agentmw import Agent, AgentMiddleware, Context, Permanent, PromptMessage, prompt, resource, skill, tool
 from agentmw.a2a import A2ASettings
 from agentmw.context import ToolCallFailed
 from agentmw.fastapi import RouteContext
@@ -78,17 +79,34 @@ BUDGETS = {
     "engineering": Budget(department="engineering", total=50_000.0, spent=31_250.0),
     "design": Budget(department="design", total=20_000.0, spent=18_900.0),
 }
-TOKENS = {"demo-token": User(name="alice", departments=["engineering"])}
+TOKENS = {"demo-token": User(name="alice", departments=["engineering"]),
+          "admin-token": User(name="budget-admin", departments=[])}
+BUDGET_ADMINS = {"budget-admin"}
 _request_ids = itertools.count(1001)
+
+
+def user_of(authorization: str | None) -> User | None:
+    scheme, _, token = (authorization or "").partition(" ")
+    return TOKENS.get(token) if scheme.lower() == "bearer" else None
 
 
 def current_user(authorization: Annotated[str | None, Header()] = None) -> User:
     """The app's existing auth dependency; agentmw reuses it for MCP calls."""
-    scheme, _, token = (authorization or "").partition(" ")
-    user = TOKENS.get(token) if scheme.lower() == "bearer" else None
+    user = user_of(authorization)
     if user is None:
         raise HTTPException(status_code=401, detail="Not authenticated", headers={"WWW-Authenticate": "Bearer"})
     return user
+
+
+def identify(connection: HTTPConnection) -> str | None:
+    """Who is calling, for agentmw: the same tokens as ``current_user``; None for a caller without one.
+
+    It is what lets a budget admin decide an out-of-band approval (``POST /approvals/<id>`` with
+    ``Bearer admin-token``) for an MCP client that cannot be asked in-band: agentmw never takes a bare
+    ``Authorization`` header for an identity.
+    """
+    user = user_of(connection.headers.get("authorization"))
+    return user.name if user else None
 
 
 # --- routes; the decorated ones are also MCP capabilities ----------------------------------------
@@ -232,7 +250,12 @@ async def read_policy(path: RootedPath) -> str:
     Args:
         path: the document's path, relative to the policies directory.
     """
-    return Path(path).read_text()
+    try:
+        return Path(path).read_text()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        shown = os.path.relpath(path, POLICIES.resolve())
+        documents = ", ".join(sorted(p.name for p in POLICIES.glob("*.md")))
+        raise Permanent(f"There is no policy document {shown!r}; the documents are: {documents}.") from None
 
 
 @tool(read_only=True, untrusted=True, title="Supplier notes")
@@ -317,6 +340,8 @@ agent = Agent(
     include=[app, purchase_justification, approve_purchase, procurement_assistant, read_policy, supplier_notes],
     roots=[str(POLICIES)],
     max_in_flight=64,
+    identify=identify,
+    approver=lambda identity, approval: identity in BUDGET_ADMINS and identity != approval.requested_by,
     a2a=A2ASettings(
         description="IT purchasing: find assets, check budgets, submit and approve purchase requests.",
         store=SQLiteStore(os.environ.get("PROCUREMENT_DB", "procurement.db")),

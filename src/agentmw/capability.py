@@ -65,15 +65,28 @@ class OutputPlan:
     mode: Literal["content", "object", "wrapped"]
     schema: dict[str, Any] | None = None
     adapter: TypeAdapter[Any] | None = None
-    primitive: bool = False
+    primitive: type | None = None
+    declared: str = ""
+    """The declared return type as messages name it (``Budget``, ``list[Asset]``)."""
 
     def structured(self, value: Any) -> Any:
+        """The structured content of ``value``, checked against the declared type.
+
+        Raises :class:`pydantic.ValidationError` when ``value`` does not match it (``None`` from a function
+        declared ``-> Budget``): the output schema is a promise to the client, so a value that breaks it
+        is never served. The adapter was built at registration; a value that already has the declared
+        type (a model instance, an ``int`` for ``int``) is checked without being copied.
+        """
         if self.mode == "content":
             return None
-        if self.primitive or self.adapter is None:
+        primitive = self.primitive
+        if primitive is not None and (type(value) is primitive or (primitive is float and type(value) is int)):
+            dumped = value
+        elif self.adapter is None:
             dumped = value
         else:
-            dumped = self.adapter.dump_python(value, mode="json", warnings=False)
+            adapter = self.adapter
+            dumped = adapter.dump_python(adapter.validate_python(value), mode="json", warnings=False)
         return {"result": dumped} if self.mode == "wrapped" else dumped
 
 
@@ -106,12 +119,20 @@ def _output_plan(annotation: Any) -> OutputPlan:
     except (pydantic.PydanticSchemaGenerationError, TypeError):
         return OutputPlan(mode="content")  # not a data type pydantic knows: served as text, with no schema
     schema = _tidy_schema(schema)
+    declared = _type_name(annotation)
     if _is_object_schema(schema) and _resolves_to_object(schema):
-        return OutputPlan(mode="object", schema=schema, adapter=adapter)
+        return OutputPlan(mode="object", schema=schema, adapter=adapter, declared=declared)
     wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
     if "$defs" in schema:
         wrapped["$defs"] = schema.pop("$defs")
-    return OutputPlan(mode="wrapped", schema=wrapped, adapter=adapter, primitive=annotation in _PRIMITIVES)
+    return OutputPlan(mode="wrapped", schema=wrapped, adapter=adapter, declared=declared,
+                      primitive=annotation if annotation in _PRIMITIVES else None)
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__qualname__
+    return re.sub(r"\b[A-Za-z_][\w.]*\.(?=[A-Za-z_])", "", repr(annotation))  # list[app.Asset] -> list[Asset]
 
 
 def _resolves_to_object(schema: Mapping[str, Any]) -> bool:

@@ -9,7 +9,8 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-__all__ = ["Unauthenticated", "Forbidden", "resolve_caller", "caller_from_headers", "IdentifyFn"]
+__all__ = ["Unauthenticated", "Forbidden", "resolve_caller", "caller_from_headers", "IdentifyFn",
+           "authenticated_identity", "has_identity_source"]
 
 IdentifyFn = Callable[[HTTPConnection], "str | None | Awaitable[str | None]"]
 
@@ -35,9 +36,15 @@ def caller_from_headers(scope: Any, authorization: str | None, identify: Identif
     return "anonymous"
 
 
-async def resolve_caller(connection: HTTPConnection, identify: IdentifyFn | None) -> str:
-    """The caller's identity: ``identify(connection)``, else the host's authenticated user, else the
-    credential itself (hashed), else ``"anonymous"``."""
+def has_identity_source(scope: Any, identify: IdentifyFn | None) -> bool:
+    """Whether the app authenticates callers: an ``identify`` hook, or host auth that sets ``scope["user"]``."""
+    return identify is not None or scope.get("user") is not None
+
+
+async def authenticated_identity(connection: HTTPConnection, identify: IdentifyFn | None) -> str | None:
+    """The identity the app's own authentication vouches for: ``identify(connection)``, else the host's
+    authenticated user; None when neither does. Never a header's value: what decides who a person is
+    (out-of-band approvals) trusts only this. ``identify`` may raise :class:`Unauthenticated`."""
     if identify is not None:
         found: Any = identify(connection)
         if inspect.isawaitable(found):
@@ -47,6 +54,16 @@ async def resolve_caller(connection: HTTPConnection, identify: IdentifyFn | None
     user = connection.scope.get("user")
     if user is not None and getattr(user, "is_authenticated", False):
         return f"user:{getattr(user, 'identity', None) or getattr(user, 'display_name', '')}"
+    return None
+
+
+async def resolve_caller(connection: HTTPConnection, identify: IdentifyFn | None) -> str:
+    """The caller's identity: ``identify(connection)``, else the host's authenticated user, else the
+    credential itself (hashed), else ``"anonymous"``. The hashed credential only keeps one caller's tasks
+    and sessions apart; it proves nothing about who the caller is."""
+    found = await authenticated_identity(connection, identify)
+    if found is not None:
+        return found
     authorization = connection.headers.get("authorization")
     if authorization:
         return "credential:" + hashlib.sha256(authorization.encode()).hexdigest()[:24]

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import anyio.to_thread
 from pydantic import ValidationError
 
+from ._transport import dumps
 from .capability import Capability, text_of
 from .content import Text
 from .context import Ask, ClientCapabilityMissing, Context, InputRequest
@@ -130,13 +131,35 @@ def completed(capability: Capability, value: Any) -> Outcome:
     output = capability.output
     if output.mode == "content":
         return Outcome(status="completed", content=text_of(value), value=value)
-    structured = output.structured(value)
+    try:
+        structured = output.structured(value)
+        text = dumps(structured).decode()
+    except ValidationError as exc:
+        return _output_mismatch(capability, exc)
+    except Exception as exc:  # the value's own serializer raised, or it holds NaN/Infinity, which JSON cannot
+        return _unexpected(capability, exc)
     return Outcome(
         status="completed",
-        content=[Text(json.dumps(structured, separators=(",", ":"), ensure_ascii=False))],
+        content=[Text(text)],
         structured=structured,
         value=value,
     )
+
+
+def _output_mismatch(capability: Capability, exc: ValidationError) -> Outcome:
+    """A return value that breaks the declared output type: a failure of the function, never served as a result.
+
+    Logged as a warning without a traceback: the cause is the function's return value, not a crash.
+    """
+    errors = exc.errors(include_url=False)
+    found = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())) or 'value'}: {e.get('msg', 'invalid')}"
+                      for e in errors[:3]) + (f" (and {len(errors) - 3} more)" if len(errors) > 3 else "")
+    declared = capability.output.declared
+    message = f"The return value of {capability.name} does not match the declared output type {declared} ({found})."
+    logger.warning("The return value of %s does not match the declared output type %s (%s).",
+                   capability.name, declared, found)
+    return Outcome(status="failed", content=[Text(f"{message} {_PERMANENT}")], message=message,
+                   code="invalid_output")
 
 
 def _settled(outcome: Outcome) -> bool:
@@ -279,8 +302,12 @@ async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
     summary = describe(capability.name, arguments, spec.side_effects)
     nothing = "Nothing was executed and nothing changed."
     if approval_id is not None:
+        requester = await _approval_requester(ctx, f"Approval {approval_id} cannot be used: out-of-band approval")
+        if isinstance(requester, Outcome):
+            return requester
         try:
-            approval = agent.approvals.consume(approval_id, capability.name, arguments, ctx.face or "direct")
+            approval = agent.approvals.consume(approval_id, capability.name, arguments, ctx.face or "direct",
+                                               requester)
         except ApprovalProblem as exc:
             return Outcome(status="rejected", message=f"{exc}. {nothing}", code="approval_invalid")
         if approval.status == "rejected":
@@ -295,11 +322,42 @@ async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
         if approved:
             return None
         return Outcome(status="rejected", message=f"Not approved: {summary}. {nothing}", code="approval_rejected")
-    approval = agent.approvals.create(capability.name, arguments, summary, ctx.face or "direct",
-                                      ctx.caller or "anonymous", spec.ttl_seconds)
+    requester = await _approval_requester(
+        ctx, f"Approval required: {summary}. This client cannot be asked in-band, and out-of-band approval")
+    if isinstance(requester, Outcome):
+        return requester
+    approval = agent.approvals.create(capability.name, arguments, summary, ctx.face or "direct", requester,
+                                      spec.ttl_seconds)
     return Outcome(status="needs_input", code="awaiting_approval", message=summary,
                    pending={approval.id: Ask(summary, {"type": "object", "properties": {}}, confirmation=True)},
                    data={"approval": approval.public()})
+
+
+async def _approval_requester(ctx: Context, lead: str) -> str | Outcome:
+    """Who asks for an out-of-band approval, as the app's authentication says; a refusal when nobody can say
+    (its message continues ``lead``, which ends with "out-of-band approval").
+
+    An invented ``Authorization`` header is no identity here: with it, a caller could approve its own
+    action, or use another caller's approval.
+    """
+    from .identity import Forbidden, Unauthenticated, authenticated_identity, has_identity_source
+
+    agent = ctx.agent
+    assert agent is not None
+    nothing = "Nothing was executed and nothing changed."
+    connection = ctx.request
+    if not has_identity_source(connection.scope if connection is not None else {}, agent.identify):
+        return Outcome(status="rejected", code="approval_unavailable",
+                       message=f"{lead} is off: no approver configured (the server has no authentication to tell "
+                               f"who approves). {nothing}")
+    try:
+        identity = await authenticated_identity(connection, agent.identify) if connection is not None else None
+    except (Unauthenticated, Forbidden):
+        identity = None
+    if identity is None:
+        return Outcome(status="rejected", code="approval_unavailable",
+                       message=f"{lead} needs an authenticated caller: authenticate and call again. {nothing}")
+    return identity
 
 
 async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, host_ready: bool = False) -> Outcome:

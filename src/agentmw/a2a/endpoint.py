@@ -24,7 +24,7 @@ from .._transport import (
     stream_sse,
 )
 from .._types import Receive, Scope, Send
-from ..identity import Forbidden, Unauthenticated, caller_from_headers, resolve_caller
+from ..identity import Forbidden, Unauthenticated, authenticated_identity, caller_from_headers, resolve_caller
 from ..middleware import route_path
 from ..stores.base import TERMINAL
 from .card import base_url, build_card, card_etag, dump
@@ -145,8 +145,8 @@ class A2AEndpoint:
                    [(b"content-type", b"application/json"), *extra])
 
     async def _extended_fields(self, connection: HTTPConnection) -> dict[str, Any]:
-        identity = await resolve_caller(connection, self.agent.identify) if self.agent.identify else None
-        if identity is None or identity == "anonymous":
+        identity = await authenticated_identity(connection, self.agent.identify)  # never a bare credential
+        if identity is None:
             raise Unauthenticated("Valid credentials are required for the extended agent card")
         fields = self.agent.a2a.extended_card(identity)  # type: ignore[misc]
         if fields is None:
