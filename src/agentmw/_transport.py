@@ -64,7 +64,10 @@ class ProtocolError(Exception):
     """A request the face must refuse: a JSON-RPC ``code``, a message, and the HTTP ``status`` it implies.
 
     ``status`` is None where the face's own table decides (JSON-RPC errors answer 200 in some bindings).
+    ``request_id`` is the id of the request it answers, once the envelope was found valid (else null).
     """
+
+    request_id: Any = None
 
     def __init__(self, code: int, message: str, data: Any = None, *, status: int | None = None,
                  headers: list[tuple[bytes, bytes]] | None = None) -> None:

@@ -13,6 +13,7 @@ import hmac
 import json
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["seal", "unseal", "arguments_digest"]
@@ -39,6 +40,26 @@ def seal(secret: bytes, *, target: str, digest: str, answers: dict[str, Any], tt
     return f"{_b64(payload)}.{_b64(mac)}"
 
 
+def seal_round(agent: Any, target: str, arguments: Any, answers: dict[str, Any]) -> str:
+    """The ``requestState`` that ends an ``input_required`` round of ``target`` called with ``arguments``."""
+    return seal(agent.secret, target=target, digest=arguments_digest(arguments), answers=answers,
+                ttl=agent.input_state_ttl_seconds)
+
+
+def open_round(agent: Any, method: str, params: Mapping[str, Any], target: str) -> dict[str, Any]:
+    """The answers a retry's ``requestState`` carries, checked against the call it retries; ValueError if not.
+
+    The arguments it is bound to are the call's own: a tool's or prompt's ``arguments``, a template
+    resource's URI variables.
+    """
+    if method == "resources/read":
+        found = agent.find_resource(params.get("uri", ""))
+        arguments = found[1] if found else None
+    else:
+        arguments = params.get("arguments")
+    return unseal(agent.secret, params.get("requestState"), target=target, digest=arguments_digest(arguments))
+
+
 def unseal(secret: bytes, state: Any, *, target: str, digest: str) -> dict[str, Any]:
     """The answers recorded in ``state``; raises ValueError when it is forged, stale or for another call."""
     if not isinstance(state, str) or state.count(".") != 1:
@@ -57,3 +78,19 @@ def unseal(secret: bytes, state: Any, *, target: str, digest: str) -> dict[str, 
         raise ValueError("requestState has expired; start the request again")
     answers = data.get("a")
     return answers if isinstance(answers, dict) else {}
+
+
+def expiry(state: Any) -> float | None:
+    """The wall-clock expiry a ``requestState`` claims, unchecked; None when it is malformed.
+
+    For the used-state table only (``stateless.UsedStates``): a claim read without the MAC can only make
+    a state look used, never valid, since ``unseal`` still checks everything before a state is trusted.
+    """
+    if not isinstance(state, str) or state.count(".") != 1:
+        return None
+    try:
+        data = json.loads(_unb64(state.split(".")[0]))
+    except (ValueError, TypeError):
+        return None
+    value = data.get("e") if isinstance(data, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

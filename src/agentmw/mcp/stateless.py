@@ -42,6 +42,7 @@ from ._wire import (
     json_response,
     plain_response,
     sse_frame,
+    status_for,
 )
 from .handshake import server_capabilities
 from .methods import INPUT_METHODS, LOG_RANK, Call, dispatch, parse_input_response
@@ -160,37 +161,21 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
         await plain_response(send, 406, body=b"Not Acceptable: Accept must list application/json and text/event-stream")
         return
     body = await endpoint.read_json(incoming, receive)
-    headers = incoming.headers
-    version_header = (headers.get("mcp-protocol-version") or "").strip()
-    message = classify_rpc(body)
-    if message.kind == "notification":
-        await _notification(message.method or "", version_header, send)
+    try:
+        request = parse_request(endpoint.agent, incoming, body)
+    except JsonRpcError as exc:
+        await json_response(send, exc.status or status_for(exc.code, True), exc.body(exc.request_id))
         return
-    request_id = message.id
-    method: str = message.method  # type: ignore[assignment]
-    params: dict[str, Any] = message.params or {}
-
-    rejection = _ladder(endpoint.agent, incoming, method, params, version_header)
-    if rejection is not None:
-        await json_response(send, 400, rejection.body(request_id))
+    if request is None:
+        await plain_response(send, 202)  # an accepted notification
         return
-    meta = params["_meta"]
-    capabilities = meta.get(META_CAPABILITIES)
-    if not isinstance(capabilities, dict):
-        await json_response(send, 400, error_body(request_id, INVALID_PARAMS,
-                                                  f"_meta[{META_CAPABILITIES!r}] must be an object"))
-        return
-    if method in _REMOVED:
-        await json_response(send, 404, error_body(request_id, METHOD_NOT_FOUND,
-                                                  f"Method not found: {method} is not part of {version_header}"))
-        return
+    request_id, method, params = request.id, request.method, request.params
     if method == "subscriptions/listen":
         await endpoint.listeners.listen(endpoint.agent, request_id, params, scope, receive, send)
         return
-    log_level = meta.get(META_LOG_LEVEL)
-    if log_level is not None and log_level not in LOG_RANK:
-        await json_response(send, 400, error_body(request_id, INVALID_PARAMS, f"Unknown log level {log_level!r}"))
-        return
+    headers = incoming.headers
+    version_header = request.version
+    capabilities, log_level = request.capabilities, request.log_level
     exchange = Exchange(send, stateless=True)
     state = params.get("requestState") if method in INPUT_METHODS else None
     if state is not None and endpoint.used_states.seen(state):
@@ -213,49 +198,96 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
         await exchange.finish(payload)
 
 
-def _ladder(agent: Agent, incoming: Incoming, method: str, params: dict[str, Any],
-            version_header: str) -> JsonRpcError | None:
+def _ladder(agent: Agent, incoming: Incoming, method: str, params: dict[str, Any], version_header: str) -> None:
+    """The SDK's check order for a stateless request; raises the first failure."""
     if incoming.repeated:
         for name in _ROUTING_HEADERS:
             if name in incoming.repeated:
-                return JsonRpcError(HEADER_MISMATCH, f"{name} header appears more than once")
+                raise JsonRpcError(HEADER_MISMATCH, f"{name} header appears more than once")
     meta = params.get("_meta")
     if not isinstance(meta, dict):
-        return JsonRpcError(INVALID_PARAMS, f"params._meta must be an object carrying {META_VERSION!r} and "
+        raise JsonRpcError(INVALID_PARAMS, f"params._meta must be an object carrying {META_VERSION!r} and "
                                             f"{META_CAPABILITIES!r}")
     missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
     if missing:
-        return JsonRpcError(INVALID_PARAMS, f"params._meta is missing the required key(s): {', '.join(missing)}")
+        raise JsonRpcError(INVALID_PARAMS, f"params._meta is missing the required key(s): {', '.join(missing)}")
     version = meta[META_VERSION]
     headers = incoming.headers
     if version_header != version:
-        return JsonRpcError(HEADER_MISMATCH, "MCP-Protocol-Version header does not match _meta's protocol version")
+        raise JsonRpcError(HEADER_MISMATCH, "MCP-Protocol-Version header does not match _meta's protocol version")
     if (headers.get("mcp-method") or "").strip() != method:
-        return JsonRpcError(HEADER_MISMATCH, "Mcp-Method header does not match the request's method")
+        raise JsonRpcError(HEADER_MISMATCH, "Mcp-Method header does not match the request's method")
     name_key = _NAME_PARAM.get(method)
     if name_key is not None and params.get(name_key) is not None:
         if decode_header(headers.get("mcp-name")) != params.get(name_key):
-            return JsonRpcError(HEADER_MISMATCH, f"Mcp-Name header does not match params.{name_key}")
+            raise JsonRpcError(HEADER_MISMATCH, f"Mcp-Name header does not match params.{name_key}")
     if version not in STATELESS_VERSIONS:
-        return JsonRpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
+        raise JsonRpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
                             {"supported": list(STATELESS_VERSIONS), "requested": version})
     if method == "tools/call":
         problem = _check_param_headers(agent, params, incoming.raw_headers)
         if problem is not None:
-            return JsonRpcError(HEADER_MISMATCH, problem)
-    return None
+            raise JsonRpcError(HEADER_MISMATCH, problem)
 
 
-async def _notification(method: str, version: str, send: Send) -> None:
-    if version not in STATELESS_VERSIONS:
-        await json_response(send, 400, error_body(None, UNSUPPORTED_VERSION, "Unsupported protocol version",
-                                                  {"supported": list(STATELESS_VERSIONS), "requested": version}))
-        return
+class StatelessRequest:
+    """A checked stateless-era request: what the era needs to serve it."""
+
+    __slots__ = ("capabilities", "id", "log_level", "method", "params", "version")
+
+    def __init__(self, request_id: str | int, method: str, params: dict[str, Any], version: str,
+                 capabilities: dict[str, Any], log_level: str | None) -> None:
+        self.id = request_id
+        self.method = method
+        self.params = params
+        self.version = version
+        self.capabilities = capabilities
+        self.log_level = log_level
+
+
+def parse_request(agent: Agent, incoming: Incoming, body: Any) -> StatelessRequest | None:
+    """Check a decoded stateless-era POST without I/O: the request to serve, or None for an accepted
+    notification. Raises :class:`JsonRpcError` (its status set where the era's table does not decide)."""
+    version = (incoming.headers.get("mcp-protocol-version") or "").strip()
+    message = classify_rpc(body)
+    if message.kind == "notification":
+        if version not in STATELESS_VERSIONS:
+            raise JsonRpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
+                               {"supported": list(STATELESS_VERSIONS), "requested": version})
+        if message.method in _REMOVED:
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {message.method} is not part of {version}")
+        return None
+    try:
+        return _checked(agent, incoming, message.id, message.method, message.params or {}, version)  # type: ignore[arg-type]
+    except JsonRpcError as exc:
+        exc.request_id = message.id
+        raise
+
+
+def _checked(agent: Agent, incoming: Incoming, request_id: str | int, method: str, params: dict[str, Any],
+             version: str) -> StatelessRequest:
+    _ladder(agent, incoming, method, params, version)
+    meta = params["_meta"]
+    capabilities = meta.get(META_CAPABILITIES)
+    if not isinstance(capabilities, dict):
+        raise JsonRpcError(INVALID_PARAMS, f"_meta[{META_CAPABILITIES!r}] must be an object")
     if method in _REMOVED:
-        await json_response(send, 404, error_body(None, METHOD_NOT_FOUND,
-                                                  f"Method not found: {method} is not part of {version}"))
-        return
-    await plain_response(send, 202)
+        raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method} is not part of {version}")
+    log_level = meta.get(META_LOG_LEVEL)
+    if log_level is not None and log_level not in LOG_RANK:
+        raise JsonRpcError(INVALID_PARAMS, f"Unknown log level {log_level!r}")
+    if method == "subscriptions/listen":
+        _check_listen(params)
+    return StatelessRequest(request_id, method, params, version, capabilities, log_level)
+
+
+def _check_listen(params: dict[str, Any]) -> None:
+    wanted = params.get("notifications")
+    if not isinstance(wanted, dict):
+        raise JsonRpcError(INVALID_PARAMS, "subscriptions/listen needs a 'notifications' object")
+    uris = wanted.get("resourceSubscriptions") or []
+    if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+        raise JsonRpcError(INVALID_PARAMS, "resourceSubscriptions must be a list of URIs")
 
 
 def _replay_gather(agent: Agent, method: str, params: dict[str, Any]) -> Any:
@@ -268,14 +300,8 @@ def _replay_gather(agent: Agent, method: str, params: dict[str, Any]) -> Any:
         raise JsonRpcError(INVALID_PARAMS, "inputResponses must be an object keyed by the input request keys")
     answers: dict[str, Any] = {}
     if state is not None:
-        target = _target(method, params)
-        arguments = params.get("arguments") if method != "resources/read" else None
-        if method == "resources/read":
-            found = agent.find_resource(params.get("uri", ""))
-            arguments = found[1] if found else None
         try:
-            answers.update(_state.unseal(agent.secret, state, target=target,
-                                         digest=_state.arguments_digest(arguments)))
+            answers.update(_state.open_round(agent, method, params, _target(method, params)))
         except ValueError as exc:
             raise JsonRpcError(INVALID_PARAMS, f"Invalid requestState: {exc}") from exc
     if responses:
@@ -390,17 +416,9 @@ class ListenHub:
 
     async def listen(self, agent: Agent, request_id: Any, params: dict[str, Any], scope: Scope, receive: Receive,
                      send: Send) -> None:
-        wanted = params.get("notifications")
-        if not isinstance(wanted, dict):
-            await json_response(send, 400, error_body(request_id, INVALID_PARAMS,
-                                                       "subscriptions/listen needs a 'notifications' object"))
-            return
+        wanted = params["notifications"]
         flags = frozenset(f for f in self._FLAGS.values() if wanted.get(f) is True)
         uris_raw = wanted.get("resourceSubscriptions") or []
-        if not isinstance(uris_raw, list) or not all(isinstance(u, str) for u in uris_raw):
-            await json_response(send, 400, error_body(request_id, INVALID_PARAMS,
-                                                      "resourceSubscriptions must be a list of URIs"))
-            return
         honoured: dict[str, Any] = {flag: True for flag in sorted(flags)}
         if uris_raw:
             honoured["resourceSubscriptions"] = list(uris_raw)
