@@ -337,13 +337,15 @@ async def wait_for_exit(poll: float = 0.25) -> None:
 async def stream_sse(scope: Scope, receive: Receive, send: Send, frames: AsyncIterable[bytes], *,
                      headers: list[tuple[bytes, bytes]] | None = None, status: int = 200,
                      on_disconnect: Callable[[], Awaitable[None] | None] | None = None,
-                     keepalive: float = KEEPALIVE_SECONDS) -> bool:
+                     keepalive: float = KEEPALIVE_SECONDS, first: bytes = b"") -> bool:
     """Stream ``frames`` (already framed SSE bytes) as one ``text/event-stream`` response.
 
     Built on sse-starlette's :class:`EventSourceResponse`, which sends the keep-alive comments, ends the
     stream when the client disconnects, and ends it when the server shuts down, so no waiting stream ever
     holds a shutdown. Returns True when the frames ran out (the stream completed), False when the client
-    left or the server stopped first. ``on_disconnect`` runs when the client leaves.
+    left or the server stopped first. ``on_disconnect`` runs when the client leaves. ``first`` (frames ready
+    now) goes out with the headers, before any other task runs, so a producer that is already running cannot
+    delay the first byte.
     """
     from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
@@ -370,9 +372,22 @@ async def stream_sse(scope: Scope, receive: Receive, send: Send, frames: AsyncIt
         client_close_handler_callable=client_closed, media_type="text/event-stream",
     )
     response.raw_headers = [*SSE_HEADERS, *(headers or ())]
+    if first:
+        await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
+        await send({"type": "http.response.body", "body": first, "more_body": True})
+        send = _started(send)
     try:
         await response(scope, receive, send)
     except OSError:
         return False
     return completed and not left
 
+
+def _started(send: Send) -> Send:
+    """``send`` for a response whose start was already sent: the second start is dropped."""
+
+    async def wrapped(message: Any) -> None:
+        if message["type"] != "http.response.start":
+            await send(message)
+
+    return wrapped

@@ -325,7 +325,9 @@ class AguiEndpoint:
                 return  # closed: the run ended, or the consumer fell too far behind
 
         try:
-            completed = await stream_sse(scope, receive, send, frames(), on_disconnect=consumer.close)
+            first = b"".join(consumer.frames)
+            consumer.frames.clear()
+            completed = await stream_sse(scope, receive, send, frames(), on_disconnect=consumer.close, first=first)
         finally:
             run.consumers.discard(consumer)
         if (not completed or consumer.overflowed) and cancel_on_disconnect:
