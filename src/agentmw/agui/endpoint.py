@@ -19,6 +19,7 @@ from .._transport import (
     PARSE_ERROR,
     ClientDisconnected,
     ProtocolError,
+    identity_error,
     read_json,
     send_json,
     sse_data,
@@ -26,7 +27,7 @@ from .._transport import (
 )
 from .._types import Receive, Scope, Send
 from ..context import Context
-from ..identity import resolve_caller
+from ..identity import Forbidden, Unauthenticated, resolve_caller
 from ..middleware import route_path
 from ..runtime import describe_validation_error, invoke
 from .runs import (
@@ -63,6 +64,13 @@ class AguiEndpoint:
 
     # --- routing ---------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._route(scope, receive, send)
+        except (Unauthenticated, Forbidden) as exc:  # from identify(), before any response started
+            error = identity_error(exc)
+            await send_json(send, error.status or 403, {"detail": error.message}, error.headers)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         parts = route_path(scope)[len(self.agent.agui_path):].strip("/").split("/")
         verb = scope["method"]
         skill = self.agent.skills.get(parts[0]) if parts and parts[0] else None

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .._transport import ClientDisconnected, ProtocolError, read_json
+from .._transport import ClientDisconnected, ProtocolError, identity_error, read_json
 from .._types import Receive, Scope, Send
+from ..identity import Forbidden, Unauthenticated
 from . import handshake, stateless
 from ._wire import HANDSHAKE_VERSIONS, INTERNAL_ERROR, INVALID_REQUEST, error_body, header_map, json_response
 from .methods import Catalog
@@ -55,6 +56,12 @@ class McpEndpoint:
             await self._serve(scope, receive, send)
         except ClientDisconnected:
             return
+        except (Unauthenticated, Forbidden) as exc:
+            error = identity_error(exc)
+            try:
+                await json_response(send, error.status or 403, error.body(None), error.headers)
+            except Exception:
+                logger.debug("could not answer %s: the response had started", error.status)
         except ProtocolError as exc:  # the request itself is malformed; raised before any response started
             logger.debug("MCP request refused: %s", exc.message)
             await json_response(send, exc.status or 400, exc.body(None), exc.headers)

@@ -21,7 +21,7 @@ from .._transport import classify_rpc, sse_comment, stream_sse, wait_for_exit
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
 from ..errors import Permanent
-from ..identity import caller_from_headers
+from ..identity import Forbidden, Unauthenticated, caller_from_headers
 from ._cancel import CallGuard
 from ._wire import (
     HANDSHAKE_VERSIONS,
@@ -263,6 +263,8 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, receiv
         payload = {"jsonrpc": "2.0", "id": request_id, "result": await dispatch(call, method, params)}
     except JsonRpcError as exc:
         payload = exc.body(request_id)
+    except (Unauthenticated, Forbidden):
+        raise  # the identity boundary answers 401/403 at the HTTP level (endpoint.py)
     except Exception:  # a bug of ours: the answer still carries the request's id
         logger.exception("agentmw MCP %s failed", method)
         payload = error_body(request_id, INTERNAL_ERROR, "Internal error")

@@ -20,7 +20,7 @@ from .._bounded import UsedTokens
 from .._transport import classify_rpc, stream_sse
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
-from ..identity import caller_from_headers
+from ..identity import Forbidden, Unauthenticated, caller_from_headers
 from ..runtime import InputsPending
 from . import _state
 from ._cancel import CallGuard
@@ -359,6 +359,8 @@ async def _serve(endpoint: McpEndpoint, call: Call, method: str, params: dict[st
         payload = {"jsonrpc": "2.0", "id": request_id, "result": result}
     except JsonRpcError as exc:
         payload = exc.body(request_id)
+    except (Unauthenticated, Forbidden):
+        raise  # the identity boundary answers 401/403 at the HTTP level (endpoint.py)
     except Exception:  # a bug of ours: the answer still carries the request's id
         logger.exception("agentmw MCP %s failed", method)
         payload = error_body(request_id, INTERNAL_ERROR, "Internal error")
