@@ -42,6 +42,7 @@ __all__ = [
     "sse_comment",
     "sse_data",
     "stream_sse",
+    "to_json_text",
     "wait_for_exit",
 ]
 
@@ -218,6 +219,21 @@ def _finite(value: Any) -> Any:
     if hasattr(value, "model_dump"):
         return _finite(value.model_dump(mode="json"))
     return value
+
+
+def to_json_text(value: Any) -> str:
+    """JSON text for any return value (plain data, models, dataclasses), never with NaN or Infinity in it."""
+    if isinstance(value, (dict, list, str, int, float, bool)) or value is None:
+        return dumps_finite(value).decode()
+    from pydantic import TypeAdapter
+
+    global _any_adapter
+    if _any_adapter is None:
+        _any_adapter = TypeAdapter(Any)
+    return _any_adapter.dump_json(value).decode()  # pydantic writes NaN and infinities as null
+
+
+_any_adapter: Any = None
 
 
 # --- the JSON-RPC envelope -----------------------------------------------------------------------

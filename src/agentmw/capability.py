@@ -450,6 +450,6 @@ def text_of(value: Any) -> list[Any]:
         return [value]
     if isinstance(value, (list, tuple)) and all(isinstance(v, (*CONTENT_TYPES, str)) for v in value):
         return [Text(v) if isinstance(v, str) else v for v in value]
-    from ._wire_json import to_json_text
+    from ._transport import to_json_text
 
     return [Text(to_json_text(value))]

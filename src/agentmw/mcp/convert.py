@@ -106,7 +106,7 @@ def resource_contents(cap: Capability, uri: str, value: Any) -> list[dict[str, A
         elif isinstance(item, str):
             entry["text"] = item
         else:
-            from .._wire_json import to_json_text
+            from .._transport import to_json_text
 
             entry["text"] = to_json_text(item)
             entry.setdefault("mimeType", "application/json")
