@@ -143,6 +143,7 @@ def _finite_float(text: str) -> float:
 
 _decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD][89abcdefABCDEF]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -159,10 +160,15 @@ def loads(raw: bytes | str) -> Any:
             raise ValueError("extra data after the JSON value")
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise ProtocolError(PARSE_ERROR, "Parse error: the body is not valid JSON", status=400) from exc
-    if isinstance(raw, (bytes, bytearray)) and _SURROGATE_ESCAPE.search(raw) is not None:
-        value = _replace_surrogates(value)
-    elif isinstance(raw, str) and _LONE_SURROGATE.search(raw) is not None:
-        value = _replace_surrogates(value)
+    if isinstance(raw, (bytes, bytearray)):
+        suspect = _SURROGATE_ESCAPE.search(raw) is not None
+    else:
+        suspect = _SURROGATE_ESCAPE_TEXT.search(raw) is not None or _LONE_SURROGATE.search(raw) is not None
+    if suspect:
+        try:
+            value = _replace_surrogates(value)
+        except RecursionError as exc:
+            raise ProtocolError(PARSE_ERROR, "Parse error: the body is nested too deeply", status=400) from exc
     return value
 
 
@@ -213,7 +219,8 @@ def _finite(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {(str(k) if isinstance(k, float) and not math.isfinite(k) else k): _finite(v)
+                for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     if hasattr(value, "model_dump"):

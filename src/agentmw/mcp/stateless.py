@@ -274,7 +274,7 @@ def _checked(agent: Agent, incoming: Incoming, request_id: str | int, method: st
     if method in _REMOVED:
         raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method} is not part of {version}")
     log_level = meta.get(META_LOG_LEVEL)
-    if log_level is not None and log_level not in LOG_RANK:
+    if log_level is not None and not (isinstance(log_level, str) and log_level in LOG_RANK):
         raise JsonRpcError(INVALID_PARAMS, f"Unknown log level {log_level!r}")
     if method == "subscriptions/listen":
         _check_listen(params)
