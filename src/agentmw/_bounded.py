@@ -23,8 +23,9 @@ _MISSING: Any = object()
 
 
 class BoundedTable(MutableMapping[K, V], Generic[K, V]):
-    """A mapping of at most ``max_items`` unpinned entries, each forgotten ``max_age`` seconds after its
-    insertion (or its last use, with ``touch=True``).
+    """A mapping of at most ``max_items`` entries, each forgotten ``max_age`` seconds after its insertion
+    (or its last use, with ``touch=True``). Pinned entries count, but are never dropped: only they can
+    take the table past ``max_items``.
 
     Args:
         max_items: the count cap; the oldest unpinned entries go first.

@@ -72,6 +72,9 @@ def check_push_url(url: Any, policy: PushPolicy) -> str:
     return url
 
 
+_WORKER_IDLE_SECONDS = 60.0
+
+
 class PushSender:
     def __init__(self, store: TaskStore, policy: PushPolicy) -> None:
         self.store = store
@@ -103,7 +106,13 @@ class PushSender:
 
     async def _work(self, task_id: str, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
         try:
-            while (event := await queue.get()) is not None:
+            while True:
+                try:  # an idle worker ends (the next event starts another): no coroutine per waiting task
+                    event = await asyncio.wait_for(queue.get(), _WORKER_IDLE_SECONDS)
+                except TimeoutError:
+                    return
+                if event is None:
+                    return
                 for config in await self.store.list_push(task_id):
                     await self._deliver(config, event)
         finally:

@@ -5,7 +5,8 @@ exact action (function, arguments, side effects), bound to a hash of the argumen
 can be asked (MCP elicitation or ``input_required``, an A2A ``INPUT_REQUIRED`` follow-up, an AG-UI
 interrupt) the question goes in-band. Where it cannot, an *approval* is recorded: a different person
 decides it at ``/approvals/<id>``, and the caller repeats the call naming the approval id. An approval
-is single-use, expires, is bound to the argument hash and to the protocol it was issued for.
+is single-use, expires, is bound to its requester, to the argument hash and to the protocol it was issued
+for. Out-of-band approval needs the app's authentication (see :mod:`agentmw.approvals`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
+
+from .._bounded import BoundedTable
 
 __all__ = ["GateSpec", "human_gate", "Approval", "Approvals", "ApprovalProblem", "arguments_hash", "describe"]
 
@@ -82,18 +85,17 @@ class Approval:
 class Approvals:
     """Out-of-band approvals, in memory (they are short-lived and single-use)."""
 
-    def __init__(self) -> None:
-        self.records: dict[str, Approval] = {}
+    def __init__(self, max_records: int = 10_000) -> None:
+        # bounded: at most max_records, each forgotten at its own expiry (docs/limits.md)
+        self.records: BoundedTable[str, Approval] = BoundedTable(max_records, 900.0, clock=time.time)
 
     def create(self, capability: str, arguments: Mapping[str, Any], summary: str, face: str, requested_by: str,
                ttl: float) -> Approval:
         now = time.time()
-        for key in [k for k, r in self.records.items() if r.expires_at < now]:
-            del self.records[key]
         approval = Approval(id=f"appr-{os.urandom(9).hex()}", capability=capability,
                             arguments_hash=arguments_hash(capability, arguments), summary=summary,
                             arguments=dict(arguments), face=face, requested_by=requested_by, expires_at=now + ttl)
-        self.records[approval.id] = approval
+        self.records.put(approval.id, approval, ttl)
         return approval
 
     def get(self, approval_id: str) -> Approval | None:
@@ -114,11 +116,16 @@ class Approvals:
         approval.note = note
         return approval
 
-    def consume(self, approval_id: str, capability: str, arguments: Mapping[str, Any], face: str) -> Approval:
-        """The decided approval for exactly this call, marked used if it approved; ApprovalProblem otherwise."""
+    def consume(self, approval_id: str, capability: str, arguments: Mapping[str, Any], face: str,
+                requester: str) -> Approval:
+        """The decided approval for exactly this call by its requester, marked used if it approved;
+        ApprovalProblem otherwise."""
         approval = self.get(approval_id)
         if approval is None:
             raise ApprovalProblem(f"approval {approval_id} is unknown or expired; ask for a new one")
+        if approval.requested_by != requester:
+            raise ApprovalProblem(f"approval {approval_id} was requested by another caller; an approval works only "
+                                  "for the caller who asked for it")
         if approval.capability != capability or approval.arguments_hash != arguments_hash(capability, arguments):
             raise ApprovalProblem(f"approval {approval_id} was given for another action, not these arguments")
         if approval.face != face:

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._bounded import BoundedTable
+
 __all__ = ["IdempotencyCache", "KeyReused"]
 
 
@@ -31,7 +33,10 @@ class IdempotencyCache:
     def __init__(self, ttl_seconds: float = 24 * 3600.0, max_entries: int = 100_000) -> None:
         self.ttl = ttl_seconds
         self.max_entries = max_entries
-        self.entries: dict[tuple[str, str, str], _Entry] = {}
+        # bounded: at most max_entries settled records, each for ttl seconds; pruned oldest first on insert.
+        # A call still running is never dropped (its duplicates wait for it).
+        self.entries: BoundedTable[tuple[str, str, str], _Entry] = BoundedTable(
+            max_entries, ttl_seconds, pinned=lambda entry: not entry.done.done())
         self.hits = 0
         self.misses = 0
 
@@ -40,28 +45,16 @@ class IdempotencyCache:
         total = self.hits + self.misses
         return self.hits / total if total else 0.0
 
-    def _expire(self, now: float) -> None:
-        if len(self.entries) < self.max_entries:
-            return
-        for key in [k for k, e in self.entries.items() if e.expires < now]:
-            del self.entries[key]
-        while len(self.entries) >= self.max_entries:  # still full: drop the oldest
-            self.entries.pop(next(iter(self.entries)))
-
     async def run(self, key: tuple[str, str, str], arguments: str, produce: Callable[[], Awaitable[Any]],
                   keep: Callable[[Any], bool]) -> Any:
         now = time.monotonic()
-        entry = self.entries.get(key)
-        if entry is not None and entry.expires < now:
-            del self.entries[key]
-            entry = None
+        entry = self.entries.get(key)  # None once expired
         if entry is not None:
             if entry.arguments != arguments:
                 raise KeyReused("this idempotency key was already used with different arguments")
             self.hits += 1
             return await asyncio.shield(entry.done)
         self.misses += 1
-        self._expire(now)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.entries[key] = _Entry(arguments, now + self.ttl, future)
         try:

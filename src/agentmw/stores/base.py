@@ -6,7 +6,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["TaskRecord", "TaskStore", "TERMINAL", "INTERRUPTED", "ListQuery"]
+__all__ = ["TaskRecord", "TaskStore", "TERMINAL", "INTERRUPTED", "ListQuery", "DEFAULT_MAX_TASKS",
+           "DEFAULT_RETENTION_SECONDS"]
+
+# A store keeps at most about this many tasks, each for this long after its last update (docs/limits.md);
+# ``Agent(a2a_max_tasks=..., a2a_task_retention_seconds=...)`` or the store's constructor change them.
+DEFAULT_MAX_TASKS = 10_000
+DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
 
 TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"})
 INTERRUPTED = frozenset({"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
@@ -81,3 +87,6 @@ class TaskStore(Protocol):
     async def recover(self) -> int:
         """Fail the tasks a previous process left running or parked; returns how many."""
         ...
+
+    # Optional: ``limit(max_tasks, retention_seconds)`` gives the store the agent's task limits, for those
+    # its constructor was not given. The built-in stores have it; a store without it keeps its own.

@@ -2,38 +2,83 @@
 
 from __future__ import annotations
 
+import collections
+import time
 from typing import Any
 
-from .base import ListQuery, TaskRecord
+from .base import DEFAULT_MAX_TASKS, DEFAULT_RETENTION_SECONDS, ListQuery, TaskRecord
 
 __all__ = ["MemoryStore"]
 
 
 class MemoryStore:
-    """Tasks in a dict. Past ``max_tasks`` the oldest finished tasks are forgotten, so memory stays bounded."""
+    """Tasks in a dict, bounded: at most about ``max_tasks`` (10,000), each forgotten ``retention_seconds``
+    (7 days) after its last update. Past ``max_tasks`` the oldest finished tasks go first, then the oldest
+    of any state (the task manager keeps its own handle on a task that runs or waits). Pruning runs in
+    batches of a tenth of ``max_tasks``, so a ``put`` stays O(1) amortised. Limits left unset here take the
+    agent's ``a2a_max_tasks`` and ``a2a_task_retention_seconds`` (see ``docs/limits.md``)."""
 
-    def __init__(self, max_tasks: int = 10_000) -> None:
-        self.max_tasks = max_tasks
-        self.tasks: dict[str, TaskRecord] = {}
+    def __init__(self, max_tasks: int | None = None, retention_seconds: float | None = None) -> None:
+        self._explicit = (max_tasks is not None, retention_seconds is not None)
+        self.max_tasks = max_tasks if max_tasks is not None else DEFAULT_MAX_TASKS
+        self.retention_seconds = retention_seconds if retention_seconds is not None else DEFAULT_RETENTION_SECONDS
+        self.tasks: collections.OrderedDict[str, TaskRecord] = collections.OrderedDict()  # oldest update first
         self.push: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def limit(self, max_tasks: int, retention_seconds: float) -> None:
+        """The agent's limits, for those not given to the constructor."""
+        if not self._explicit[0]:
+            self.max_tasks = max_tasks
+        if not self._explicit[1]:
+            self.retention_seconds = retention_seconds
 
     async def get(self, task_id: str) -> TaskRecord | None:
         record = self.tasks.get(task_id)
-        return record.snapshot() if record is not None else None
+        if record is None:
+            return None
+        if record.updated_at < time.time() - self.retention_seconds:
+            self._drop(task_id)
+            return None
+        return record.snapshot()
 
     async def put(self, record: TaskRecord) -> None:
         # Kept by reference: the task manager is its only writer, and reads hand out snapshots.
-        self.tasks[record.id] = record
-        if len(self.tasks) > self.max_tasks + self.max_tasks // 10:  # evict in batches: amortized O(1)
-            excess = len(self.tasks) - self.max_tasks + self.max_tasks // 10
-            for task_id in [t for t, r in self.tasks.items() if r.terminal][:excess]:
-                del self.tasks[task_id]
-                self.push.pop(task_id, None)
+        tasks = self.tasks
+        tasks[record.id] = record
+        tasks.move_to_end(record.id)
+        over = len(tasks) > self.max_tasks + max(1, self.max_tasks // 10)
+        if over or next(iter(tasks.values())).updated_at < time.time() - self.retention_seconds:
+            self.prune()
+
+    def prune(self) -> int:
+        """Forget expired tasks, then the oldest past ``max_tasks`` (finished ones first); returns how many."""
+        tasks = self.tasks
+        before = len(tasks)
+        cutoff = time.time() - self.retention_seconds
+        while tasks:
+            task_id, record = next(iter(tasks.items()))
+            if record.updated_at >= cutoff:
+                break
+            self._drop(task_id)
+        excess = len(tasks) - self.max_tasks
+        if excess > 0:
+            for task_id in [t for t, r in tasks.items() if r.terminal][:excess]:
+                self._drop(task_id)
+            excess = len(tasks) - self.max_tasks
+            while excess > 0:
+                self._drop(next(iter(tasks)))
+                excess -= 1
+        return before - len(tasks)
+
+    def _drop(self, task_id: str) -> None:
+        self.tasks.pop(task_id, None)
+        self.push.pop(task_id, None)
 
     async def list(self, query: ListQuery) -> tuple[list[TaskRecord], int]:
+        cutoff = time.time() - self.retention_seconds
         found = [
             r for r in self.tasks.values()
-            if r.owner == query.owner
+            if r.owner == query.owner and r.updated_at >= cutoff
             and (query.context_id is None or r.context_id == query.context_id)
             and (query.state is None or r.state == query.state)
             and (query.updated_after is None or r.updated_at > query.updated_after)

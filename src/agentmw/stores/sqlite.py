@@ -3,6 +3,11 @@
 Queries run in a worker thread so the event loop never waits on the disk. On open, tasks that a
 previous process left running (or parked on a question) are failed with a clear reason: their
 coroutines died with that process, and a caller must never wait on them forever.
+
+Retention is bounded (``docs/limits.md``): tasks not updated for ``retention_seconds`` are deleted, and
+past ``max_tasks`` the oldest go, finished ones first, with their push configurations. The pruning runs
+in the same worker call as a ``put``, once every ``max_tasks // 20`` puts, so it costs little per write and
+the table never grows past ``max_tasks`` plus one batch. Reads skip expired tasks at once.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any, Callable, TypeVar
 
 import anyio.to_thread
 
-from .base import TERMINAL, ListQuery, TaskRecord
+from .base import DEFAULT_MAX_TASKS, DEFAULT_RETENTION_SECONDS, TERMINAL, ListQuery, TaskRecord
 
 __all__ = ["SQLiteStore", "RESTART_REASON"]
 
@@ -34,6 +39,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, updated_at);
+CREATE INDEX IF NOT EXISTS tasks_updated ON tasks (updated_at);
 CREATE TABLE IF NOT EXISTS push_configs (
     task_id TEXT NOT NULL,
     id TEXT NOT NULL,
@@ -43,11 +49,47 @@ CREATE TABLE IF NOT EXISTS push_configs (
 """
 
 
+_TERMINAL_LIST = ",".join(f"'{state}'" for state in sorted(TERMINAL))
+
+
 class SQLiteStore:
-    def __init__(self, path: str | Path) -> None:
+    """Tasks in one SQLite file: at most about ``max_tasks`` (10,000), each kept ``retention_seconds`` (7
+    days) after its last update. Limits left unset take the agent's ``a2a_max_tasks`` and
+    ``a2a_task_retention_seconds``."""
+
+    def __init__(self, path: str | Path, max_tasks: int | None = None,
+                 retention_seconds: float | None = None) -> None:
         self.path = str(path)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._explicit = (max_tasks is not None, retention_seconds is not None)
+        self.max_tasks = max_tasks if max_tasks is not None else DEFAULT_MAX_TASKS
+        self.retention_seconds = retention_seconds if retention_seconds is not None else DEFAULT_RETENTION_SECONDS
+        self._puts = 0
+
+    def limit(self, max_tasks: int, retention_seconds: float) -> None:
+        """The agent's limits, for those not given to the constructor."""
+        if not self._explicit[0]:
+            self.max_tasks = max_tasks
+        if not self._explicit[1]:
+            self.retention_seconds = retention_seconds
+
+    def _prune_now(self, db: sqlite3.Connection) -> int:
+        """Delete expired tasks, then the oldest past ``max_tasks`` (finished first); returns how many."""
+        cutoff = time.time() - self.retention_seconds
+        removed = db.execute("DELETE FROM tasks WHERE updated_at < ?", (cutoff,)).rowcount
+        excess = db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0] - self.max_tasks
+        if excess > 0:
+            removed += db.execute(
+                f"DELETE FROM tasks WHERE id IN (SELECT id FROM tasks ORDER BY state IN ({_TERMINAL_LIST}) DESC, "
+                "updated_at LIMIT ?)", (excess,)).rowcount
+        if removed:
+            db.execute("DELETE FROM push_configs WHERE task_id NOT IN (SELECT id FROM tasks)")
+        return removed
+
+    async def prune(self) -> int:
+        """Apply the retention limits now (puts do it on their own, in batches); returns how many went."""
+        return await self._run(self._prune_now)
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
@@ -72,18 +114,30 @@ class SQLiteStore:
                 self._db = None
 
     async def get(self, task_id: str) -> TaskRecord | None:
-        row = await self._run(lambda db: db.execute("SELECT body FROM tasks WHERE id = ?", (task_id,)).fetchone())
+        cutoff = time.time() - self.retention_seconds
+        row = await self._run(lambda db: db.execute("SELECT body FROM tasks WHERE id = ? AND updated_at >= ?",
+                                                    (task_id, cutoff)).fetchone())
         return TaskRecord.from_dict(json.loads(row[0])) if row else None
 
     async def put(self, record: TaskRecord) -> None:
         body = json.dumps(record.to_dict(), separators=(",", ":"), default=str)
-        await self._run(lambda db: db.execute(
-            "INSERT INTO tasks (id, owner, context_id, state, updated_at, body) VALUES (?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated_at=excluded.updated_at, body=excluded.body",
-            (record.id, record.owner, record.context_id, record.state, record.updated_at, body)))
+        self._puts += 1
+        prune = self._puts % max(1, self.max_tasks // 20) == 0
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO tasks (id, owner, context_id, state, updated_at, body) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated_at=excluded.updated_at, "
+                "body=excluded.body",
+                (record.id, record.owner, record.context_id, record.state, record.updated_at, body))
+            if prune:
+                self._prune_now(db)
+
+        await self._run(write)
 
     async def list(self, query: ListQuery) -> tuple[list[TaskRecord], int]:
-        where, args = ["owner = ?"], [query.owner]
+        where = ["owner = ?", "updated_at >= ?"]
+        args: list[Any] = [query.owner, time.time() - self.retention_seconds]
         if query.context_id is not None:
             where.append("context_id = ?")
             args.append(query.context_id)
