@@ -111,6 +111,14 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
         if len(entries) > self.max_items or next(iter(entries.values()))[0] <= now:
             self._prune(now, key)
 
+    def put_if_absent(self, key: K, value: V, ttl: float | None = None) -> bool:
+        """Set-if-absent with an expiry, the claim primitive: True when ``key`` was absent (or expired) and is
+        now set; False when a live entry holds it. Atomic on the event loop (no await inside)."""
+        if key in self:
+            return False
+        self.put(key, value, ttl)
+        return True
+
     def __delitem__(self, key: K) -> None:
         del self._entries[key]
 
@@ -186,6 +194,12 @@ class UsedTokens:
             expires = self.expiry_of(token)
             return expires is not None and expires <= self.floor
         return False
+
+    def claim(self, token: str) -> bool:
+        """Use ``token`` now: True for the one caller that claims it first, False for every later one."""
+        if self.seen(token):
+            return False
+        return self.table.put_if_absent(token, self.expiry_of(token) or time.time() + self.ttl)
 
     def add(self, token: str) -> None:
         # the token's own expiry, else an upper bound of it: it was issued before now, for at most ttl

@@ -32,36 +32,60 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def seal(secret: bytes, *, target: str, digest: str, answers: dict[str, Any], ttl: float) -> str:
+def caller_tag(caller: str | None) -> str:
+    return hashlib.sha256((caller or "").encode()).hexdigest()[:24]
+
+
+def seal(secret: bytes, *, target: str, digest: str, answers: dict[str, Any], ttl: float,
+         asked: Any = (), caller: str | None = None) -> str:
+    """Sign the answers so far, the keys this round asked (only those may be answered with it), and who
+    was asked (no other caller may answer with it)."""
     payload = json.dumps({"t": target, "d": digest, "a": answers, "e": int(time.time() + ttl),
+                          "q": sorted(asked), "c": caller_tag(caller),
                           "n": os.urandom(8).hex()},  # unique per round, so "used once" is per exchange
                          separators=(",", ":"), default=str).encode()
     mac = hmac.new(secret, payload, hashlib.sha256).digest()
     return f"{_b64(payload)}.{_b64(mac)}"
 
 
-def seal_round(agent: Any, target: str, arguments: Any, answers: dict[str, Any]) -> str:
+def seal_round(agent: Any, target: str, arguments: Any, answers: dict[str, Any], *, asked: Any = (),
+               caller: str | None = None) -> str:
     """The ``requestState`` that ends an ``input_required`` round of ``target`` called with ``arguments``."""
     return seal(agent.secret, target=target, digest=arguments_digest(arguments), answers=answers,
-                ttl=agent.input_state_ttl_seconds)
+                ttl=agent.input_state_ttl_seconds, asked=asked, caller=caller)
 
 
-def open_round(agent: Any, method: str, params: Mapping[str, Any], target: str) -> dict[str, Any]:
-    """The answers a retry's ``requestState`` carries, checked against the call it retries; ValueError if not.
-
-    The arguments it is bound to are the call's own: a tool's or prompt's ``arguments``, a template
-    resource's URI variables.
+def open_round(agent: Any, method: str, params: Mapping[str, Any], target: str, *, caller: str | None = None,
+               responses: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The answers of a retry: those its ``requestState`` carries, plus the ``responses`` to the questions that
+    state asked (answers to anything else are ignored). ValueError when the state is forged, stale, for another
+    call (the arguments it is bound to are the call's own: a tool's or prompt's ``arguments``, a template
+    resource's URI variables) or, with ``caller`` given, for another caller.
     """
     if method == "resources/read":
         found = agent.find_resource(params.get("uri", ""))
         arguments = found[1] if found else None
     else:
         arguments = params.get("arguments")
-    return unseal(agent.secret, params.get("requestState"), target=target, digest=arguments_digest(arguments))
+    data = _verified(agent.secret, params.get("requestState"), target=target, digest=arguments_digest(arguments))
+    if caller is not None and data.get("c") != caller_tag(caller):
+        raise ValueError("requestState was issued to another caller")
+    answers = data.get("a")
+    answers = dict(answers) if isinstance(answers, dict) else {}
+    asked = data.get("q")
+    if responses and isinstance(asked, list):
+        answers.update({key: value for key, value in responses.items() if key in asked})
+    return answers
 
 
 def unseal(secret: bytes, state: Any, *, target: str, digest: str) -> dict[str, Any]:
     """The answers recorded in ``state``; raises ValueError when it is forged, stale or for another call."""
+    answers = _verified(secret, state, target=target, digest=digest).get("a")
+    return answers if isinstance(answers, dict) else {}
+
+
+def _verified(secret: bytes, state: Any, *, target: str, digest: str) -> dict[str, Any]:
+    """The signed payload of ``state``, after every check."""
     if not isinstance(state, str) or state.count(".") != 1:
         raise ValueError("requestState is malformed")
     body, mac = state.split(".")
@@ -76,8 +100,7 @@ def unseal(secret: bytes, state: Any, *, target: str, digest: str) -> dict[str, 
         raise ValueError("requestState belongs to another request")
     if data.get("e", 0) < time.time():
         raise ValueError("requestState has expired; start the request again")
-    answers = data.get("a")
-    return answers if isinstance(answers, dict) else {}
+    return data
 
 
 def expiry(state: Any) -> float | None:

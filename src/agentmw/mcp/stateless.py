@@ -16,11 +16,13 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from starlette.requests import HTTPConnection
+
 from .._bounded import UsedTokens
 from .._transport import classify_rpc, stream_sse
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
-from ..identity import Forbidden, Unauthenticated, caller_from_headers
+from ..identity import Forbidden, Unauthenticated, caller_from_headers, resolve_caller
 from ..runtime import InputsPending
 from . import _state
 from ._cancel import CallGuard
@@ -177,24 +179,25 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
     version_header = request.version
     capabilities, log_level = request.capabilities, request.log_level
     exchange = Exchange(send, stateless=True)
-    state = params.get("requestState") if method in INPUT_METHODS else None
-    if state is not None and endpoint.used_states.seen(state):
-        await exchange.finish(error_body(request_id, INVALID_PARAMS, "Invalid requestState: it was already used "
-                                         "to complete this request; each requestState works once"))
-        return
+    agent = endpoint.agent
+    caller = caller_from_headers(scope, headers.get("authorization"), agent.identify) or \
+        await resolve_caller(HTTPConnection(scope), agent.identify)
     try:
-        gather = _replay_gather(endpoint.agent, method, params)
+        gather = _replay_gather(agent, method, params, caller)
     except JsonRpcError as exc:
         await exchange.finish(exc.body(request_id))
         return
-    call = Call(endpoint.agent, endpoint.catalog, stateless=True, version=version_header,
+    state = params.get("requestState") if gather is not _first_round else None
+    if state is not None and not endpoint.used_states.claim(state):
+        # claimed before the function starts, so of concurrent retries with one state exactly one runs
+        await exchange.finish(error_body(request_id, INVALID_PARAMS, "Invalid requestState: it was already used; "
+                                         "each requestState works once"))
+        return
+    call = Call(agent, endpoint.catalog, stateless=True, version=version_header,
                 client_capabilities=capabilities, log_level=log_level, exchange=exchange, scope=scope,
-                params=params, gather=gather,
-                caller=caller_from_headers(scope, headers.get("authorization"), endpoint.agent.identify))
+                params=params, gather=gather, caller=caller)
     payload = await _serve(endpoint, call, method, params, request_id, receive)
     if payload is not None:
-        if state is not None and payload.get("result", {}).get("resultType") == "complete":
-            endpoint.used_states.add(state)  # answers a completed round never run twice (a gate's approval)
         await exchange.finish(payload)
 
 
@@ -290,22 +293,27 @@ def _check_listen(params: dict[str, Any]) -> None:
         raise JsonRpcError(INVALID_PARAMS, "resourceSubscriptions must be a list of URIs")
 
 
-def _replay_gather(agent: Agent, method: str, params: dict[str, Any]) -> Any:
-    """The channel's ``gather`` for this request: answers come from the retry, never from a wait."""
+def _replay_gather(agent: Agent, method: str, params: dict[str, Any], caller: str) -> Any:
+    """The channel's ``gather`` for this request: answers come from the retry, never from a wait.
+
+    An answer counts only together with the signed ``requestState`` that asked its question, issued to this
+    caller: ``inputResponses`` without their state are ignored, so the questions are asked again.
+    """
     responses = params.get("inputResponses")
     state = params.get("requestState")
-    if method not in INPUT_METHODS or (responses is None and state is None):
+    if method not in INPUT_METHODS:
         return _first_round
     if responses is not None and not isinstance(responses, dict):
         raise JsonRpcError(INVALID_PARAMS, "inputResponses must be an object keyed by the input request keys")
-    answers: dict[str, Any] = {}
-    if state is not None:
-        try:
-            answers.update(_state.open_round(agent, method, params, _target(method, params)))
-        except ValueError as exc:
-            raise JsonRpcError(INVALID_PARAMS, f"Invalid requestState: {exc}") from exc
-    if responses:
-        answers.update(responses)
+    if state is None:
+        if responses:
+            logger.debug("inputResponses without a requestState are ignored; the questions are asked again")
+        return _first_round
+    try:
+        answers = _state.open_round(agent, method, params, _target(method, params), caller=caller,
+                                    responses=responses)
+    except ValueError as exc:
+        raise JsonRpcError(INVALID_PARAMS, f"Invalid requestState: {exc}") from exc
     used: dict[str, Any] = {}
 
     async def gather(call: Call, requests: Mapping[str, InputRequest], target: str) -> dict[str, Any]:
