@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .events import (
+    ArtifactUpdate,
     CoreEvent,
     ReasoningDelta,
     StateChanged,
@@ -25,6 +26,8 @@ from .events import (
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
+
+    from .messages import Artifact, Message
 
     from .agent import Agent
     from .capability import Capability
@@ -186,7 +189,7 @@ class Context:
     """Handed to a function that declares a ``Context`` parameter."""
 
     __slots__ = ("capability", "request", "caller", "agent", "face", "_channel", "_emit", "_counter", "state",
-                 "_published", "_calls")
+                 "_published", "_calls", "_text_frame", "messages")
 
     def __init__(
         self,
@@ -208,6 +211,8 @@ class Context:
         self._emit = getattr(self._channel, "emit", None)
         self._counter = 0
         self._calls = 0
+        self.messages: list[Message] = []  # the work's incoming messages, follow-ups appended (the face fills it)
+        self._text_frame: Any = None  # the open frame of an untrusted capability's streamed text
         if state:
             self.state: dict[str, Any] = state
             self._published: dict[str, Any] = copy.deepcopy(state)
@@ -226,7 +231,54 @@ class Context:
     async def emit(self, event: CoreEvent) -> None:
         if self._emit is not None:
             await self.sync_state()
+            if self.capability is not None and self.capability.untrusted:
+                framed = await self._framed(event)
+                if framed is None:
+                    return
+                event = framed
             await self._emit(event)
+
+    async def _framed(self, event: CoreEvent) -> CoreEvent | None:
+        """An untrusted capability's streamed text goes out framed like its result (safety/framing.py): the
+        frame opens before the first text, each chunk is escaped, and the frame closes before anything that
+        ends the message (a tool call, a question) and when the function ends."""
+        kind = type(event)
+        if kind is TextDelta:
+            frame = self._text_frame
+            if frame is None:
+                from .safety.framing import FrameStream
+
+                capability = self.capability
+                assert capability is not None
+                budget = self.agent.untrusted_budget_chars if self.agent is not None else 20_000
+                frame = self._text_frame = FrameStream(f"{capability.kind} {capability.name}", budget)
+            text = frame.feed(event.text)  # type: ignore[union-attr]
+            return TextDelta(text) if text else None
+        if kind is ToolCallStarted:
+            await self.end_text_frame()
+        return event
+
+    async def end_text_frame(self) -> None:
+        """Close the frame of streamed untrusted text, if one is open; the pipeline calls it when the function
+        ends, so a function never needs to."""
+        frame = self._text_frame
+        if frame is not None and self._emit is not None:
+            closing = frame.close()
+            if closing:
+                await self._emit(TextDelta(closing))
+
+    @property
+    def message(self) -> Message | None:
+        """The message that opened this work (an A2A task, an AG-UI turn); None for an MCP tool call.
+
+        ``ctx.messages`` holds it and every follow-up that reached the work since, oldest first.
+        """
+        return self.messages[0] if self.messages else None
+
+    async def artifact(self, artifact: Artifact) -> None:
+        """Send an artifact (or one chunk of one) now: an A2A artifact update, AG-UI text and an activity."""
+        if self._emit is not None:
+            await self.emit(ArtifactUpdate(artifact))
 
     async def say(self, text: str) -> None:
         """Stream ``text`` as (more of) the assistant's current message."""
@@ -317,6 +369,8 @@ class Context:
             needed = _CAPABILITY_OF[type(request)]
             if not self._channel.supports(needed):
                 raise ClientCapabilityMissing(needed, requests)
+        if self._text_frame is not None:
+            await self.end_text_frame()  # a question ends the message (and, on AG-UI, the run)
         return await self._channel.gather(requests)
 
     async def confirm(self, action: str, *, details: Mapping[str, Any] | None = None, key: str | None = None) -> bool:

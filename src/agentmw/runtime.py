@@ -25,6 +25,7 @@ from .capability import Capability, text_of
 from .content import Text
 from .context import Ask, ClientCapabilityMissing, Context, InputRequest
 from .errors import AgentError, NeedsInput, Permanent, Rejected, Retryable
+from .messages import Artifact, bind_message_params, merge_chunk
 
 __all__ = ["Outcome", "OutcomeStatus", "InputsPending", "invoke", "describe_validation_error"]
 
@@ -109,14 +110,33 @@ def _http_exception_outcome(exc: Exception) -> Outcome | None:
 
 
 async def _call(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> Any:
+    if not capability.untrusted or ctx._emit is None:
+        return await _call_fn(capability, kwargs, ctx)
+    try:
+        return await _call_fn(capability, kwargs, ctx)
+    finally:  # the frame of its streamed text closes however the function ends (safety/framing.py)
+        try:
+            await ctx.end_text_frame()
+        except Exception:
+            logger.exception("closing the frame of %r's streamed text failed", capability.name)
+
+
+async def _call_fn(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> Any:
     fn = capability.fn
     if capability.is_async_gen:
         parts: list[str] = []
+        artifacts: list[Artifact] | None = None
         async for item in fn(**kwargs):
+            if isinstance(item, Artifact):  # a chunk streamed now; the value is the artifacts, merged
+                if artifacts is None:
+                    artifacts = []
+                merge_chunk(artifacts, item)
+                await ctx.artifact(item)
+                continue
             text = item if isinstance(item, str) else json.dumps(item, default=str)
             parts.append(text)
             await ctx.say(text)
-        return "".join(parts)
+        return "".join(parts) if artifacts is None else artifacts
     if capability.is_async:
         return await fn(**kwargs)
     result = await anyio.to_thread.run_sync(partial(fn, **kwargs))
@@ -362,6 +382,11 @@ async def _approval_requester(ctx: Context, lead: str) -> str | Outcome:
 
 async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, host_ready: bool = False) -> Outcome:
     params = capability.params
+    if params.message_params:  # Message / File parameters, from the messages the face put on ctx (messages.py)
+        missing = bind_message_params(params.message_params, kwargs, ctx.messages,
+                                      {k: kwargs[k] for k in params.arg_names if k in kwargs})
+        if missing is not None:
+            return Outcome(status="rejected", message=f"Invalid arguments: {missing}", code="invalid_arguments")
     if params.context_param:
         kwargs[params.context_param] = ctx
     if params.request_param:

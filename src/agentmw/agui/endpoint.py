@@ -30,6 +30,8 @@ from ..context import Context
 from ..identity import Forbidden, Unauthenticated, resolve_caller
 from ..middleware import route_path
 from ..runtime import describe_validation_error, invoke
+from ..messages import is_answer
+from .messages import messages_from_run
 from .runs import (
     AguiChannel,
     Consumer,
@@ -191,6 +193,7 @@ class AguiEndpoint:
         thread.idempotency_key = key if isinstance(key, str) else None
         approval = props.get("approvalId")
         thread.approval_id = approval if isinstance(approval, str) else None
+        thread.forwarded = props
         self._start_or_ask(run, skill, connection)
 
     def _arbitrate_state(self, thread: Thread, client_state: Any, version: Any) -> bool:
@@ -271,6 +274,7 @@ class AguiEndpoint:
         thread = execution.thread
         ctx = Context(execution.capability, AguiChannel(self.agent, execution), request=connection,
                       caller=thread.owner, agent=self.agent, state=thread.state, face="agui")
+        ctx.messages = messages_from_run(thread.messages, thread.forwarded)  # this turn's (agui/messages.py)
         try:
             outcome = await invoke(execution.capability, dict(thread.arguments), ctx,
                                    idempotency_key=execution.idempotency_key, approval_id=thread.approval_id)
@@ -292,9 +296,20 @@ class AguiEndpoint:
         run = execution.run
         if run.ended:
             return
+        try:
+            self._render(execution, outcome)
+        except Exception:  # whatever the function returned, the run ends with a terminal event
+            logger.exception("AG-UI run %s could not render its outcome", run.id)
+            run.sequencer.error("The agent failed while sending this run's result.", "INTERNAL_ERROR")
+        run.publish()
+
+    def _render(self, execution: Execution, outcome: Any) -> None:
+        run, thread = execution.run, execution.thread
         sequencer = run.sequencer
         if outcome.status == "completed":
-            if not execution.streamed_text:
+            if is_answer(outcome.value) and not execution.capability.is_async_gen:  # a generator's are sent
+                sequencer.answer(outcome.value, text=not execution.streamed_text)
+            elif not execution.streamed_text:
                 text = "".join(getattr(part, "text", "") for part in outcome.content)
                 sequencer.text(text)
             sequencer.finish(result=outcome.structured)
@@ -312,7 +327,6 @@ class AguiEndpoint:
             if outcome.retryable and outcome.retry_after is not None:
                 message = f"{message} Retry after {outcome.retry_after:g} seconds."
             sequencer.error(message, code)
-        run.publish()
 
     # --- streaming -------------------------------------------------------------------------------
     async def _stream(self, run: Run, consumer: Consumer, scope: Scope, receive: Receive, send: Send, *,
