@@ -27,8 +27,19 @@ from .._types import Receive, Scope, Send
 from ..identity import Forbidden, Unauthenticated, authenticated_identity, caller_from_headers, resolve_caller
 from ..middleware import route_path
 from ..stores.base import TERMINAL
-from .card import base_url, build_card, card_etag, dump
+from .card import (
+    CardClock,
+    base_url,
+    build_card,
+    card_etag,
+    dump,
+    etag_matches,
+    not_modified_since,
+    wants_v03,
+    with_v03_fields,
+)
 from .operations import Caller, Operations
+from .params import OPERATION_OF_METHOD, normalise
 from .wire import (
     EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL_ERROR,
@@ -38,6 +49,7 @@ from .wire import (
     A2AError,
     event_to_v03,
     message_from_v03,
+    message_to_v03,
     task_to_v03,
 )
 
@@ -49,6 +61,7 @@ __all__ = ["A2AEndpoint"]
 logger = logging.getLogger("agentmw")
 Handler = Callable[[dict[str, Any], Caller], Awaitable[Any]]
 _CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+_QUERY_EXTRA = frozenset({"A2A-Version"})  # a query-string key of the binding's own, never an unknown filter
 
 
 def _authorization(scope: Scope) -> str | None:
@@ -80,6 +93,7 @@ class A2AEndpoint:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.ops = Operations(agent)
+        self._card_clock = CardClock()
         ops = self.ops
         self.methods_v10: dict[str, Handler] = {
             "SendMessage": ops.send_message, "SendStreamingMessage": ops.stream_message,
@@ -134,11 +148,18 @@ class A2AEndpoint:
             except Forbidden:
                 extended = None
         card = build_card(self.agent, base_url(scope, headers), extended=extended)
+        query = scope.get("query_string", b"").decode("latin-1")
+        if self.agent.a2a.card_v03 or wants_v03(route_path(scope), headers, query):  # docs/a2a.md, "The card"
+            card = with_v03_fields(card)
         body = dump(card)
         etag = card_etag(body)
+        modified = self._card_clock.last_modified(etag)
         cache = b"private, max-age=60" if extended else b"public, max-age=300"
-        extra = [(b"etag", etag.encode()), (b"cache-control", cache), (b"vary", b"Authorization")]
-        if headers.get("if-none-match") == etag:
+        extra = [(b"etag", etag.encode()), (b"last-modified", CardClock.http_date(modified).encode()),
+                 (b"cache-control", cache), (b"vary", b"Authorization, A2A-Version")]
+        if_none_match = headers.get("if-none-match")
+        if (etag_matches(if_none_match, etag) if if_none_match is not None  # RFC 9110 13.1.3: ETag wins
+                else not_modified_since(headers.get("if-modified-since", ""), modified)):
             await send_bytes(send, 304, b"", extra)
             return
         await send_bytes(send, 200, b"" if scope["method"] == "HEAD" else body,
@@ -179,6 +200,7 @@ class A2AEndpoint:
                 if version != "1.0":
                     raise A2AError(VERSION_NOT_SUPPORTED, f"{method} needs A2A-Version: 1.0 (got {version!r})",
                                    {"supported": "1.0, 0.3"})
+                params = normalise(OPERATION_OF_METHOD[method], params)  # snake_case spellings, once, here
                 result = await self.methods_v10[method](params, caller)
                 if method in self.streaming:
                     await _sse(scope, receive, send, request_id, result, v03=False)
@@ -216,7 +238,8 @@ class A2AEndpoint:
                          }}
             if method == "message/stream":
                 return await ops.stream_message(converted, caller)
-            return task_to_v03((await ops.send_message(converted, caller))["task"])
+            sent = await ops.send_message(converted, caller)
+            return task_to_v03(sent["task"]) if "task" in sent else message_to_v03(sent["message"])
         if method == "tasks/get":
             return task_to_v03(await ops.get_task(params, caller))
         if method == "tasks/cancel":
@@ -224,12 +247,14 @@ class A2AEndpoint:
         if method == "tasks/resubscribe":
             return await ops.subscribe(params, caller)
         if method == "agent/getAuthenticatedExtendedCard":
-            return await self._extended_card(params, caller)
+            return with_v03_fields(await self._extended_card(params, caller))
         if method == "tasks/pushNotificationConfig/set":
             nested = _object(params.get("pushNotificationConfig"), "pushNotificationConfig")
             config = await ops.create_push({"taskId": params.get("taskId"), **(_push_from_v03(nested) or {})}, caller)
             return _push_to_v03(config)
-        task_id = params.get("id")
+        task_id = params.get("id")  # 0.3 names the task `id` in these three; say so when it is missing
+        if not isinstance(task_id, str) or not task_id:
+            raise A2AError(INVALID_PARAMS, "id is required: the id of the task", {"field": "id"})
         if method == "tasks/pushNotificationConfig/list":
             return [_push_to_v03(c) for c in (await ops.list_push({"taskId": task_id}, caller))["configs"]]
         config_id = params.get("pushNotificationConfigId") or task_id
@@ -258,9 +283,11 @@ class A2AEndpoint:
                     params = loads(raw)
                     if not isinstance(params, dict):
                         raise A2AError(INVALID_PARAMS, "The body must be a JSON object")
+                params = normalise(name, params)  # snake_case spellings, once, here
             else:
-                params = {k: (v == "true" if v in ("true", "false") and k == "includeArtifacts" else v)
-                          for k, v in query.items()}
+                params = normalise(name, query, extra=_QUERY_EXTRA)
+                if params.get("includeArtifacts") in ("true", "false"):
+                    params["includeArtifacts"] = params["includeArtifacts"] == "true"
             params.update(args)
             caller = await self._caller(connection)
             handler = {"send": self.ops.send_message, "stream": self.ops.stream_message,

@@ -55,6 +55,41 @@ def _int(value: Any, name: str, *, low: int, high: int, default: int | None) -> 
     return number
 
 
+def _configuration(value: Any) -> dict[str, Any]:
+    """SendMessage's ``configuration``, every field checked (the push config by the caller): a copy whose
+    ``historyLength`` is the checked integer. Runs before the task does, so a bad one never runs a skill."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise A2AError(INVALID_PARAMS, "configuration must be an object")
+    out = dict(value)
+    out["historyLength"] = _int(value.get("historyLength"), "configuration.historyLength", low=0, high=10_000,
+                                default=None)
+    if value.get("returnImmediately") is not None and not isinstance(value["returnImmediately"], bool):
+        raise A2AError(INVALID_PARAMS, "configuration.returnImmediately must be a boolean")
+    modes = value.get("acceptedOutputModes")
+    if modes is not None and not (isinstance(modes, list) and all(isinstance(m, str) for m in modes)):
+        raise A2AError(INVALID_PARAMS, "configuration.acceptedOutputModes must be a list of media types")
+    return out
+
+
+def _config_id(params: dict[str, Any]) -> str:
+    value = params.get("id")
+    if not isinstance(value, str) or not value:
+        raise A2AError(INVALID_PARAMS, "id is required: the push notification config's id", {"field": "id"})
+    return value
+
+
+def _task_id(params: dict[str, Any], key: str) -> str:
+    """The task id param, required: named as the method's spec names it (``id`` on GetTask, CancelTask and
+    SubscribeToTask, ``taskId`` on the push-config methods)."""
+    value = params.get(key)
+    if not isinstance(value, str) or not value:
+        what = "the task's id" if key == "id" else "the id of the task"
+        raise A2AError(INVALID_PARAMS, f"{key} is required: {what}, a non-empty string", {"field": key})
+    return value
+
+
 class Operations:
     def __init__(self, agent: Agent) -> None:
         from ..stores.sqlite import SQLiteStore
@@ -71,9 +106,7 @@ class Operations:
     # --- messages --------------------------------------------------------------------------------
     async def _start(self, params: dict[str, Any], caller: Caller, *, follow: bool) -> tuple[Any, Any, dict[str, Any]]:
         message = validate_message(params.get("message"))
-        configuration = params.get("configuration") or {}
-        if not isinstance(configuration, dict):
-            raise A2AError(INVALID_PARAMS, "configuration must be an object")
+        configuration = _configuration(params.get("configuration"))  # all of it checked before any skill runs
         push = configuration.get("taskPushNotificationConfig")
         if push is not None:
             push = self._push_config(push, None)
@@ -81,7 +114,7 @@ class Operations:
         if metadata is not None and not isinstance(metadata, dict):
             raise A2AError(INVALID_PARAMS, "metadata must be an object")
         live, waiting = await self.tasks.send(message, caller.identity, caller.connection, metadata, push,
-                                              follow=follow)
+                                              follow=follow, immediate=configuration.get("returnImmediately") is True)
         return live, waiting, configuration
 
     async def send_message(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
@@ -91,22 +124,32 @@ class Operations:
                 live.settle_waiters.remove(waiter)
         else:
             await self.tasks.wait_settled(live, waiter)
-        history = _int(configuration.get("historyLength"), "historyLength", low=0, high=10_000, default=None)
-        return {"task": task_dict(live.record, history)}
+        if live.reply is not None:  # the skill answered with a message and no task (docs/a2a.md)
+            return {"message": live.reply}
+        return {"task": task_dict(live.record, configuration.get("historyLength"))}  # checked in _start
 
     async def stream_message(self, params: dict[str, Any], caller: Caller) -> AsyncIterator[dict[str, Any]]:
         live, queue, _ = await self._start(params, caller, follow=True)
         return self._stream(live, queue, stop_on_interrupt=True)
 
     async def _stream(self, live: Any, queue: Any, *, stop_on_interrupt: bool) -> AsyncIterator[dict[str, Any]]:
-        yield {"task": task_dict(live.record)}
+        first = live.first_view  # set while the skill may still answer with a message and no task
+        if first is None:
+            yield {"task": task_dict(live.record)}
         async for event in self.tasks.events(live, queue, stop_on_interrupt=stop_on_interrupt):
+            if first is not None:
+                if "message" in event:  # a message-only reply: that one event, then the stream ends
+                    yield event
+                    return
+                yield {"task": first}  # the task as submitted, now that it is one
+                first = None
             yield event
 
     # --- tasks -----------------------------------------------------------------------------------
     async def get_task(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        record = await self.tasks.get(params.get("id"), caller.identity)
+        task_id = _task_id(params, "id")  # GetTaskRequest.id in the spec
         history = _int(params.get("historyLength"), "historyLength", low=0, high=10_000, default=None)
+        record = await self.tasks.get(task_id, caller.identity)
         return task_dict(record, history)
 
     async def list_tasks(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
@@ -126,6 +169,8 @@ class Operations:
         context_id = params.get("contextId")
         if context_id is not None and not isinstance(context_id, str):
             raise A2AError(INVALID_PARAMS, "contextId must be a string")
+        if params.get("includeArtifacts") is not None and not isinstance(params["includeArtifacts"], bool):
+            raise A2AError(INVALID_PARAMS, "includeArtifacts must be a boolean")
         records, total = await self.tasks.list(ListQuery(owner=caller.identity, context_id=context_id or None,
                                                          state=state, updated_after=after_ts, page_size=size or 50,
                                                          offset=offset or 0))
@@ -136,11 +181,11 @@ class Operations:
                 "pageSize": size, "totalSize": total}
 
     async def cancel_task(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        record = await self.tasks.cancel(params.get("id"), caller.identity)
+        record = await self.tasks.cancel(_task_id(params, "id"), caller.identity)  # CancelTaskRequest.id
         return task_dict(record)
 
     async def subscribe(self, params: dict[str, Any], caller: Caller) -> AsyncIterator[dict[str, Any]]:
-        record = await self.tasks.get(params.get("id"), caller.identity)
+        record = await self.tasks.get(_task_id(params, "id"), caller.identity)  # SubscribeToTaskRequest.id
         if record.terminal:
             raise A2AError(UNSUPPORTED_OPERATION, f"Task {record.id} is {record.state}; there is nothing to follow",
                            {"taskId": record.id})
@@ -175,7 +220,7 @@ class Operations:
     async def _owned_task(self, task_id: Any, caller: Caller) -> str:
         if self.push is None:
             raise A2AError(PUSH_NOT_SUPPORTED, "This agent does not send push notifications")
-        return (await self.tasks.get(task_id, caller.identity)).id
+        return (await self.tasks.get(_task_id({"taskId": task_id}, "taskId"), caller.identity)).id
 
     async def create_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         task_id = await self._owned_task(params.get("taskId"), caller)
@@ -188,7 +233,7 @@ class Operations:
 
     async def get_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         task_id = await self._owned_task(params.get("taskId"), caller)
-        config = await self.store.get_push(task_id, str(params.get("id")))
+        config = await self.store.get_push(task_id, _config_id(params))
         if config is None:
             raise A2AError(TASK_NOT_FOUND, f"No push notification config {params.get('id')!r} on task {task_id}")
         return config
@@ -199,5 +244,5 @@ class Operations:
 
     async def delete_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         task_id = await self._owned_task(params.get("taskId"), caller)
-        await self.store.delete_push(task_id, str(params.get("id")))
+        await self.store.delete_push(task_id, _config_id(params))
         return {}

@@ -29,6 +29,15 @@ class A2ASettings:
             first A2A use.
         push: the push policy; ``None`` turns push notifications off (and says so on the card).
         park_timeout_seconds: how long a task waits for an answer to its question before it fails.
+        dedupe_message_ids: a repeat of the *same* message (same caller, ``messageId``, content and
+            ``taskId``) gets the first one's task (or reply) instead of running again; a reused
+            ``messageId`` with anything different is handled as a new message, with a warning in the log
+            (docs/a2a.md). Separate from idempotency keys. ``False`` runs every message.
+        message_id_ttl_seconds: how long a ``messageId`` is remembered for that (``Agent(a2a_max_message_ids=)``
+            caps how many are).
+        card_v03: serve the card with the 0.3 fields merged in at ``/.well-known/agent-card.json`` too, for 0.3
+            clients that send no ``A2A-Version`` (the a2a-sdk server's behaviour). Off by default: that card
+            fails a strict A2A 1.0 validator. 0.3 readers always get it at ``/.well-known/agent.json``.
     """
 
     description: str = ""
@@ -39,6 +48,9 @@ class A2ASettings:
     extended_card: Callable[[str], Mapping[str, Any] | None] | None = None
     store: TaskStore | None = None
     push: PushPolicy | None = field(default_factory=lambda: _default_policy())
+    dedupe_message_ids: bool = True
+    message_id_ttl_seconds: float = 3600.0
+    card_v03: bool = False  # merge the 0.3 fields into every card, as the a2a-sdk server does (not strict 1.0)
 
     @property
     def push_enabled(self) -> bool:
