@@ -247,7 +247,8 @@ async def test_a2a_message_ids_capped_by_count() -> None:
 
 
 async def test_a2a_message_ids_forgotten_by_age() -> None:
-    agent, app, _ = a2a_agent(idempotency_ttl_seconds=0.05)
+    agent, app, _ = a2a_agent()
+    agent.a2a.message_id_ttl_seconds = 0.05  # its own setting, apart from idempotency_ttl_seconds
     async with http(app) as client:
         first = await send(client, [{"data": {"a": 1, "b": 2}}], "m-again")
         await anyio.sleep(0.1)

@@ -7,6 +7,7 @@ from .content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink
 from .context import Answer, Ask, ClientCapabilityMissing, Context, ListRoots, Root, Sample, Sampled
 from .decorators import prompt, resource, skill, tool
 from .errors import NeedsInput, Permanent, RegistrationError, Rejected, Retryable
+from .messages import Artifact, Data, File, Message
 from .middleware import AgentMiddleware
 from .runtime import Outcome
 
@@ -16,14 +17,18 @@ __all__ = [
     "Agent",
     "AgentMiddleware",
     "Answer",
+    "Artifact",
     "Ask",
     "Audio",
     "Capability",
     "ClientCapabilityMissing",
     "Context",
+    "Data",
     "EmbeddedResource",
+    "File",
     "Image",
     "ListRoots",
+    "Message",
     "NeedsInput",
     "Outcome",
     "Permanent",

@@ -59,7 +59,7 @@ class Agent:
         a2a_max_tasks, a2a_task_retention_seconds: A2A tasks the default store keeps, and for how long after
             their last update (a store you pass in takes its own ``max_tasks``/``retention_seconds``).
         a2a_max_message_ids: A2A ``messageId`` values remembered for deduplication (each for
-            ``idempotency_ttl_seconds``).
+            ``A2ASettings.message_id_ttl_seconds``; ``A2ASettings.dedupe_message_ids`` turns it off).
         idempotency_max_entries: idempotency records kept (each for ``idempotency_ttl_seconds``).
         max_approvals: out-of-band approvals kept (each until its gate's ``ttl_seconds``).
         See ``docs/limits.md`` for every limit and its default.

@@ -22,6 +22,7 @@ from pydantic.fields import FieldInfo
 from ._docstrings import parse_docstring
 from .content import CONTENT_TYPES, PromptMessage, Text
 from .errors import RegistrationError
+from .messages import MESSAGE_TYPES, Message, MessageParam, content_of, is_answer, message_param_of
 
 __all__ = ["Capability", "CapabilityKind", "OutputPlan", "build_capability", "NAME_RULE"]
 
@@ -93,7 +94,7 @@ class OutputPlan:
 def _content_annotation(annotation: Any) -> bool:
     if annotation in (inspect.Signature.empty, None, type(None), str, Any):
         return True
-    if isinstance(annotation, type) and issubclass(annotation, (*CONTENT_TYPES, PromptMessage)):
+    if isinstance(annotation, type) and issubclass(annotation, (*CONTENT_TYPES, PromptMessage, *MESSAGE_TYPES)):
         return True
     origin = typing.get_origin(annotation)
     if origin in (list, tuple, typing.Union, getattr(__import__("types"), "UnionType", None)):
@@ -173,6 +174,8 @@ class ParamPlan:
     context_param: str | None = None
     request_param: str | None = None
     host_params: tuple[inspect.Parameter, ...] = ()
+    message_params: tuple[MessageParam, ...] = ()
+    """Parameters filled from the messages (``Message``, ``File``, ``list[File]``; messages.py), not arguments."""
     path_params: tuple[str, ...] = ()
     input_model: type[BaseModel] | None = None
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
@@ -228,6 +231,10 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
             continue
         if _is_request_type(bare):
             plan.request_param = param.name
+            continue
+        special = message_param_of(param.name, bare, param.default is not inspect.Parameter.empty)
+        if special is not None:
+            plan.message_params += (special,)
             continue
         if _is_host_param(param.default) or any(_is_host_param(m) for m in metadata):
             host.append(param.replace(annotation=annotation))
@@ -301,6 +308,12 @@ class Capability:
 
     text_parameter: str | None = None
     """The one string parameter a plain-text message can fill, when the signature has exactly one."""
+
+    data_parameter: str | None = None
+    """The one pydantic-model parameter a data part fills whole, when the signature has exactly one."""
+
+    replies_with_message: bool = False
+    """Its return annotation names :class:`~agentmw.messages.Message`: on A2A it may answer without a task."""
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -401,12 +414,14 @@ def build_capability(
             raise RegistrationError(f"{name!r}: unknown tool annotations {sorted(unknown)}")
         clean_annotations = dict(annotations)
 
-    text_parameter = None
+    text_parameter = data_parameter = None
     if params.input_model is not None:
         fields = params.input_model.model_fields
         strings = [n for n, f in fields.items() if f.annotation is str]
         if len(strings) == 1 and {n for n, f in fields.items() if f.is_required()} <= set(strings):
             text_parameter = strings[0]
+        models = [n for n, f in fields.items() if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)]
+        data_parameter = models[0] if len(models) == 1 else None
     description = contract if contract is not None else docs.contract
     return Capability(
         kind=kind,
@@ -433,11 +448,19 @@ def build_capability(
         output_modes=tuple(output_modes),
         groups=tuple(groups),
         text_parameter=text_parameter,
+        data_parameter=data_parameter,
+        replies_with_message=_names_message(return_annotation),
         timeout=timeout,
         max_in_flight=max_in_flight,
         gate=getattr(target, "__agentmw_gate__", None) or getattr(fn, "__agentmw_gate__", None),
         path_params=params.path_params,
     )
+
+
+def _names_message(annotation: Any) -> bool:
+    if annotation is Message:
+        return True
+    return any(_names_message(a) for a in typing.get_args(annotation))
 
 
 def text_of(value: Any) -> list[Any]:
@@ -450,6 +473,8 @@ def text_of(value: Any) -> list[Any]:
         return [value]
     if isinstance(value, (list, tuple)) and all(isinstance(v, (*CONTENT_TYPES, str)) for v in value):
         return [Text(v) if isinstance(v, str) else v for v in value]
+    if is_answer(value) or isinstance(value, MESSAGE_TYPES):
+        return content_of(value)
     from ._transport import to_json_text
 
     return [Text(to_json_text(value))]

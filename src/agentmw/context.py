@@ -27,10 +27,9 @@ from .events import (
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
 
-    from .messages import Artifact, Message
-
     from .agent import Agent
     from .capability import Capability
+    from .messages import Artifact, Message
 
 __all__ = [
     "Context",
@@ -254,6 +253,13 @@ class Context:
                 frame = self._text_frame = FrameStream(f"{capability.kind} {capability.name}", budget)
             text = frame.feed(event.text)  # type: ignore[union-attr]
             return TextDelta(text) if text else None
+        if kind is ArtifactUpdate:  # an artifact's text is framed chunk by chunk (messages.framed)
+            from .messages import framed
+
+            capability = self.capability
+            assert capability is not None
+            budget = self.agent.untrusted_budget_chars if self.agent is not None else 20_000
+            return ArtifactUpdate(framed(event.artifact, f"{capability.kind} {capability.name}", budget))  # type: ignore[union-attr]
         if kind is ToolCallStarted:
             await self.end_text_frame()
         return event

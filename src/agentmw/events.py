@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["TextDelta", "StepStarted", "StepFinished", "ReasoningDelta", "ToolCallStarted", "ToolCallFinished",
-           "StateChanged", "Progress", "CoreEvent"]
+           "StateChanged", "Progress", "ArtifactUpdate", "CoreEvent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,5 +68,12 @@ class Progress:
     message: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class ArtifactUpdate:
+    """An artifact, or one chunk of one (``ctx.artifact``, or yielded by a generator): an ``agentmw.Artifact``."""
+
+    artifact: Any
+
+
 CoreEvent = TextDelta | StepStarted | StepFinished | ReasoningDelta | ToolCallStarted | ToolCallFinished | \
-    StateChanged | Progress
+    StateChanged | Progress | ArtifactUpdate

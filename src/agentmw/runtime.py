@@ -25,7 +25,7 @@ from .capability import Capability, text_of
 from .content import Text
 from .context import Ask, ClientCapabilityMissing, Context, InputRequest
 from .errors import AgentError, NeedsInput, Permanent, Rejected, Retryable
-from .messages import Artifact, bind_message_params, merge_chunk
+from .messages import Artifact, bind_message_params, framed, is_answer, merge_chunk
 
 __all__ = ["Outcome", "OutcomeStatus", "InputsPending", "invoke", "describe_validation_error"]
 
@@ -262,6 +262,8 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
         source = f"{capability.kind} {capability.name}"
         outcome.content = [Text(frame_text(p.text, source, agent.untrusted_budget_chars)) if isinstance(p, Text)
                            else p for p in outcome.content]
+        if is_answer(outcome.value):  # a Message or Artifacts the faces render from the value (messages.py)
+            outcome.value = framed(outcome.value, source, agent.untrusted_budget_chars)
     return outcome
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -23,6 +25,8 @@ from starlette.requests import HTTPConnection
 from .._bounded import BoundedTable
 from ..capability import Capability
 from ..context import Ask, Context, InputRequest, answer_from
+from ..events import ArtifactUpdate, CoreEvent, TextDelta
+from ..messages import Artifact, Message
 from ..runtime import Outcome, describe_validation_error, invoke
 from ..stores.base import INTERRUPTED, TERMINAL, ListQuery, TaskRecord, TaskStore
 from .wire import (
@@ -32,6 +36,9 @@ from .wire import (
     UNSUPPORTED_OPERATION,
     A2AError,
     agent_message,
+    artifact_to_wire,
+    message_from_wire,
+    message_to_wire,
     new_id,
     now_iso,
     parts_from_outcome,
@@ -44,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["TaskManager", "LiveTask"]
 
 logger = logging.getLogger("agentmw")
+_background: set[asyncio.Task[Any]] = set()  # fire-and-forget deliveries, held so they are not collected
 SETTLED = TERMINAL | INTERRUPTED
 
 
@@ -55,6 +63,28 @@ class LiveTask:
     answer: asyncio.Future[dict[str, Any]] | None = None
     settle_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    messages: list[Message] = field(default_factory=list)  # the user messages, as the skill sees them (ctx)
+    quiet: bool = False  # nothing shown yet: a skill that may answer with a Message can still reply taskless
+    first_view: dict[str, Any] | None = None  # a quiet task as submitted: a stream sends it once it is shown
+    reply: dict[str, Any] | None = None  # the skill's message-only answer; then no task exists
+    streamed: set[str] = field(default_factory=set)  # ids of the artifacts already sent
+    seen: _Seen | None = None  # the messageId record of the message that created it
+
+
+@dataclass(eq=False, slots=True)
+class _Seen:
+    """What one message got: its task, or its message-only reply."""
+
+    task_id: str
+    reply: dict[str, Any] | None = None
+
+
+def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) -> str:
+    """What makes a repeat the *same* message: everything it says (parts, metadata, taskId, contextId, ...)
+    and the request's metadata; the messageId itself is the lookup key."""
+    body = {k: v for k, v in message.items() if k != "messageId"}
+    canonical = json.dumps([body, metadata or {}], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class TaskManager:
@@ -69,9 +99,11 @@ class TaskManager:
                 (live.runner is not None and not live.runner.done()) or live.answer is not None
                 or live.subscribers or live.settle_waiters or live.lock.locked()))
         self._recovery: asyncio.Future[int] | None = None
-        # (owner, messageId) -> task id: at most a2a_max_message_ids, each for idempotency_ttl_seconds
-        self._messages: BoundedTable[tuple[str, str], str] = BoundedTable(
-            agent.a2a_max_message_ids, agent.idempotency.ttl, clock=time.time)
+        # (owner, messageId) -> {fingerprint: what that message got}: at most a2a_max_message_ids, each for
+        # A2ASettings.message_id_ttl_seconds (apart from idempotency keys)
+        self._messages: BoundedTable[tuple[str, str], dict[str, _Seen]] = BoundedTable(
+            agent.a2a_max_message_ids, agent.a2a.message_id_ttl_seconds, clock=time.time)
+        self.message_repeats = 0  # repeats answered from self._messages
 
     async def ready(self) -> None:
         """Recover the store once, on first use (never at import or start-up); concurrent callers wait."""
@@ -101,17 +133,26 @@ class TaskManager:
     # --- sending -------------------------------------------------------------------------------------
     async def send(self, message: dict[str, Any], owner: str, connection: HTTPConnection | None,
                    metadata: Mapping[str, Any] | None = None, push: dict[str, Any] | None = None,
-                   *, follow: bool = False) -> tuple[LiveTask, asyncio.Queue[Any] | asyncio.Future[None]]:
+                   *, follow: bool = False, immediate: bool = False,
+                   ) -> tuple[LiveTask, asyncio.Queue[Any] | asyncio.Future[None]]:
         """Record the message and move its task on.
 
         Returns the task and, with ``follow``, a queue of its events from now on; without, a future that
         resolves when the task next settles (terminal or interrupted), which is all a blocking send needs.
+        ``live.reply`` is set instead when the skill answered with a message and no task. ``immediate``
+        (``returnImmediately``) shows the task at once, so it cannot become a message-only reply.
         """
         await self.ready()
-        repeated = await self._repeated(owner, message["messageId"])
-        if repeated is not None:
-            return repeated, self._settled_waiter(repeated, follow)
+        incoming = message_from_wire(message)  # a part that cannot be read is -32602, before anything runs
+        dedupe = self.agent.a2a.dedupe_message_ids
+        key = (owner, message["messageId"])
+        fingerprint = _fingerprint(message, metadata) if dedupe else ""
+        if dedupe:
+            repeated = await self._repeated(key, fingerprint, push)
+            if repeated is not None:
+                return repeated, self._settled_waiter(repeated, follow)
         task_id = message.get("taskId")
+        fresh = task_id is None
         if task_id is not None:
             live = await self._existing(task_id, owner, message)
         else:
@@ -120,56 +161,122 @@ class TaskManager:
                                 metadata=dict(metadata or {}))
             live = LiveTask(record)
             self.live[record.id] = live
-        if push is not None:
-            await self.store.put_push(live.record.id, {**push, "taskId": live.record.id})
-            if self.push is not None:
-                self.push.watch(live.record.id)
+        if dedupe:  # remembered now, so a repeat that arrives while this one is being sent finds it
+            seen = _Seen(live.record.id)
+            if fresh:
+                live.seen = seen  # a message-only reply is recorded on it
+            self._messages.setdefault(key, {})[fingerprint] = seen
+        try:
+            if push is not None:
+                await self._add_push(live, push)
+        except BaseException:
+            self._forget(key, fingerprint)
+            raise
         waiting: asyncio.Queue[Any] | asyncio.Future[None]
         if follow:
             waiting = self.subscribe(live)
         else:
             waiting = asyncio.get_running_loop().create_future()
             live.settle_waiters.append(waiting)
-        self._remember_message(owner, message["messageId"], live.record.id)
         try:
             async with live.lock:
                 record = live.record
                 message = {**message, "taskId": record.id, "contextId": record.context_id}
                 record.history.append(message)
-                await self._advance(live, message, connection)
+                live.messages.append(incoming)
+                await self._advance(live, message, connection, quiet=fresh and push is None and not immediate)
         except BaseException:
             if isinstance(waiting, asyncio.Queue):
                 self.unsubscribe(live, waiting)
             else:
                 live.settle_waiters.remove(waiting)
+            if fresh and live.runner is None:  # refused before anything ran: the task never existed
+                self.live.pop(live.record.id, None)
+                for other in live.settle_waiters:  # a concurrent repeat must not wait for it forever
+                    if not other.done():
+                        other.set_result(None)
+                live.settle_waiters.clear()
+                for queue in list(live.subscribers):
+                    queue.put_nowait(None)
+                live.subscribers.clear()
+            self._forget(key, fingerprint)
             raise
         return live, waiting
 
-    def _remember_message(self, owner: str, message_id: str, task_id: str) -> None:
-        self._messages[(owner, message_id)] = task_id
+    def _forget(self, key: tuple[str, str], fingerprint: str) -> None:
+        """A refused message is not remembered: its repeat is refused the same way, not answered."""
+        entries = self._messages.get(key)
+        if entries is not None:
+            entries.pop(fingerprint, None)
+            if not entries:
+                self._messages.pop(key, None)
 
-    async def _repeated(self, owner: str, message_id: str) -> LiveTask | None:
-        """The task a repeated ``messageId`` from the same caller already started (A2A allows dedup)."""
-        seen = self._messages.get((owner, message_id))  # None once expired
-        if seen is None:
+    async def _repeated(self, key: tuple[str, str], fingerprint: str, push: dict[str, Any] | None) -> LiveTask | None:
+        """What a repeat of the same message (same caller, id and content, so the same taskId) already got.
+
+        A reused ``messageId`` with anything different is not a repeat: it is handled as a new message, and
+        logged. A repeat is never answered with another message's task.
+        """
+        entries = self._messages.get(key)  # None once expired
+        if entries is None:
             return None
-        live = self.live.get(seen)
+        seen = entries.get(fingerprint)
+        if seen is None:
+            logger.warning("A2A messageId %r was reused by caller %r with different content or another task; "
+                           "handled as a new message", key[1], key[0])
+            return None
+        if seen.reply is not None:
+            if push is not None:
+                raise A2AError(INVALID_PARAMS, f"Message {key[1]} was answered with a message and no task, so "
+                               "there is no task to send push notifications about", {"messageId": key[1]})
+            reply = seen.reply
+            self.message_repeats += 1
+            return LiveTask(TaskRecord(seen.task_id, reply.get("contextId", ""), key[0]), reply=reply)
+        live = self.live.get(seen.task_id)
         if live is None:
-            record = await self.store.get(seen)
-            if record is None:
+            record = await self.store.get(seen.task_id)
+            if record is None:  # forgotten by the store: nothing to answer with, so it runs as new
                 return None
             live = LiveTask(record)
-        self.agent.idempotency.hits += 1
+        if push is not None:
+            await self._add_push(live, push)
+        self.message_repeats += 1
         return live
+
+    async def _add_push(self, live: LiveTask, push: dict[str, Any]) -> None:
+        """An inline push config: kept on the task; on a repeat, one the task has already is not added twice,
+        and a task that already finished sends its final status to the new config at once."""
+        record = live.record
+        config = {**push, "taskId": record.id}
+        existing = await self.store.list_push(record.id)
+        same = ("url", "token", "authentication")
+        if any(all(c.get(k) == config.get(k) for k in same) for c in existing):
+            return
+        await self.store.put_push(record.id, config)
+        if self.push is None:
+            return
+        if record.terminal:
+            final = {"statusUpdate": {"taskId": record.id, "contextId": record.context_id,
+                                      "status": status_of(record)}}
+            task = asyncio.create_task(self.push._deliver(config, final), name=f"a2a-push-final-{record.id}")
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+        else:
+            self.push.watch(record.id)
 
     def _settled_waiter(self, live: LiveTask, follow: bool) -> asyncio.Queue[Any] | asyncio.Future[None]:
         if follow:
             queue = self.subscribe(live)
-            if live.record.terminal:
+            if live.reply is not None and live.first_view is None:  # a repeat of a message-only reply
+                live.first_view = {}
+                queue.put_nowait({"message": live.reply})
+                queue.put_nowait(None)
+            elif live.record.terminal:
                 queue.put_nowait(None)
             return queue
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if live.record.state in SETTLED and live.answer is None and (live.runner is None or live.runner.done()):
+        if live.reply is not None or (live.record.state in SETTLED and live.answer is None
+                                      and (live.runner is None or live.runner.done())):
             waiter.set_result(None)
         else:
             live.settle_waiters.append(waiter)
@@ -186,6 +293,10 @@ class TaskManager:
         live = self.live.get(task_id)
         if live is None:  # known to the store but not to this process
             live = LiveTask(record)
+            for earlier in record.history:
+                if earlier.get("role") == "ROLE_USER":
+                    with contextlib.suppress(A2AError):  # checked when it arrived
+                        live.messages.append(message_from_wire(earlier))
             self.live[task_id] = live
             if self.push is not None and await self.store.list_push(task_id):
                 self.push.watch(task_id)
@@ -195,7 +306,8 @@ class TaskManager:
                 raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} can no longer continue", {"taskId": task_id})
         return live
 
-    async def _advance(self, live: LiveTask, message: dict[str, Any], connection: HTTPConnection | None) -> None:
+    async def _advance(self, live: LiveTask, message: dict[str, Any], connection: HTTPConnection | None, *,
+                       quiet: bool = False) -> None:
         record = live.record
         if live.answer is not None and not live.answer.done():
             live.answer.set_result(message)  # the parked coroutine goes on from its question
@@ -218,6 +330,17 @@ class TaskManager:
                     {"text": f"{text}. Send them in a data part of a message on this task."},
                     {"data": {"inputSchema": capability.input_schema}, "mediaType": "application/json"}])
                 return
+        missing = [p.name for p in capability.params.message_params
+                   if p.required and not any(m.files for m in live.messages)]
+        if missing:
+            await self._status(live, "TASK_STATE_INPUT_REQUIRED", [
+                {"text": f"Missing input: {', '.join(missing)} (a file). Send it as a file part of a message on "
+                         "this task."}])
+            return
+        if quiet and capability.replies_with_message:
+            # It may answer with a message and no task: show nothing until it does something else.
+            live.quiet = True
+            live.first_view = task_dict(record)
         live.runner = asyncio.create_task(self._run(live, capability, connection), name=f"a2a-task-{record.id}")
 
     def _choose(self, record: TaskRecord, message: dict[str, Any]) -> Capability | None:
@@ -246,11 +369,19 @@ class TaskManager:
 
     @staticmethod
     def _arguments(capability: Capability, message: dict[str, Any], record: TaskRecord) -> dict[str, Any]:
+        """Data parts fill the arguments they name; one that names none of them fills the skill's one
+        pydantic-model parameter whole; text fills its one string parameter (docs/skill.md)."""
         arguments: dict[str, Any] = {}
         texts = []
+        names = capability.params.arg_names
+        model = capability.data_parameter
         for part in message["parts"]:
-            if isinstance(part.get("data"), dict):
-                arguments.update(part["data"])
+            data = part.get("data")
+            if isinstance(data, dict):
+                if model is not None and model not in data and not any(k in names for k in data):
+                    arguments[model] = data
+                else:
+                    arguments.update(data)
             elif "text" in part:
                 texts.append(part["text"])
         text_param = capability.text_parameter
@@ -270,9 +401,11 @@ class TaskManager:
     async def _run(self, live: LiveTask, capability: Capability, connection: HTTPConnection | None) -> None:
         record = live.record
         try:
-            await self._status(live, "TASK_STATE_WORKING", None)
+            if not live.quiet:
+                await self._status(live, "TASK_STATE_WORKING", None)
             ctx = Context(capability, _TaskChannel(self, live), request=connection, caller=record.owner,
                           agent=self.agent, face="a2a")
+            ctx.messages = live.messages  # the same list: follow-ups that answer a question show up in it
             key = _hint(record, "idempotencyKey")
             approval = _hint(record, "approvalId")
             outcome = await invoke(capability, dict(record.arguments), ctx,
@@ -285,16 +418,85 @@ class TaskManager:
             logger.exception("A2A task %s failed inside agentmw", record.id)
             await self._finish(live, "TASK_STATE_FAILED", "The agent failed while running this task.")
 
+    async def _show(self, live: LiveTask) -> None:
+        """A quiet task becomes visible (WORKING) before the first thing it shows."""
+        if live.quiet:
+            live.quiet = False
+            await self._status(live, "TASK_STATE_WORKING", None)
+
+    async def _reply(self, live: LiveTask, message: Message) -> None:
+        """A message-only answer: no task is kept; the waiting request answers with the message."""
+        record = live.record
+        reply = message_to_wire(message, None, record.context_id)
+        live.reply = reply
+        live.quiet = False
+        if live.seen is not None:
+            live.seen.reply = reply
+        for queue in list(live.subscribers):
+            queue.put_nowait({"message": reply})
+            queue.put_nowait(None)
+        live.subscribers.clear()
+        for waiter in live.settle_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        live.settle_waiters.clear()
+        self.live.pop(record.id, None)
+
+    async def _artifact(self, live: LiveTask, artifact: Artifact) -> None:
+        """One artifact, or one chunk of one: an artifact update, and the task's artifacts brought up to date
+        (an appended chunk extends the artifact with its id). An untrusted capability's are framed already
+        (the context frames its events, the pipeline its value)."""
+        await self._show(live)
+        record = live.record
+        wire = artifact_to_wire(artifact)
+        stored = wire
+        for index, existing in enumerate(record.artifacts):
+            if existing["artifactId"] == artifact.artifact_id:
+                # never mutated once stored (TaskRecord.snapshot shares them): replaced instead
+                stored = {**existing, **wire, "parts": existing["parts"] + wire["parts"]} if artifact.append else wire
+                record.artifacts[index] = stored
+                break
+        else:
+            record.artifacts.append(stored)
+        live.streamed.add(artifact.artifact_id)  # type: ignore[arg-type]  # always set (messages.py)
+        update: dict[str, Any] = {"taskId": record.id, "contextId": record.context_id, "artifact": wire}
+        if artifact.append:
+            update["append"] = True
+        update["lastChunk"] = artifact.last_chunk
+        await self._emit(live, {"artifactUpdate": update})
+
     async def _settle(self, live: LiveTask, outcome: Outcome) -> None:
         record = live.record
         if outcome.status == "completed":
+            value = outcome.value
+            if isinstance(value, Message):
+                if live.quiet:
+                    await self._reply(live, value)
+                    return
+                await self._status(live, "TASK_STATE_COMPLETED",
+                                   message_to_wire(value, record.id, record.context_id)["parts"])
+                return
+            await self._show(live)
+            if isinstance(value, Artifact) or (isinstance(value, (list, tuple)) and value
+                                               and all(isinstance(v, Artifact) for v in value)):
+                for artifact in (value,) if isinstance(value, Artifact) else value:
+                    if artifact.artifact_id not in live.streamed:  # a generator's were sent as they came
+                        await self._artifact(live, artifact)
+                await self._status(live, "TASK_STATE_COMPLETED", None)
+                return
+            if value is None and not outcome.content and outcome.structured is None:
+                # nothing to keep: the task completes with a status message and no artifact
+                await self._status(live, "TASK_STATE_COMPLETED", [{"text": "Done."}])
+                return
             artifact = {"artifactId": new_id(), "name": "result",
                         "parts": parts_from_outcome(outcome.value, outcome.content, outcome.structured)}
             record.artifacts.append(artifact)
             await self._emit(live, {"artifactUpdate": {"taskId": record.id, "contextId": record.context_id,
                                                        "artifact": artifact, "lastChunk": True}})
             await self._status(live, "TASK_STATE_COMPLETED", None)
-        elif outcome.status == "needs_input":
+            return
+        await self._show(live)
+        if outcome.status == "needs_input":
             questions = outcome.pending or {}
             await self._status(live, "TASK_STATE_INPUT_REQUIRED", _question_parts(questions))
         elif outcome.status == "rejected":
@@ -319,6 +521,7 @@ class TaskManager:
     async def _status(self, live: LiveTask, state: str, parts: list[dict[str, Any]] | None,
                       metadata: dict[str, Any] | None = None) -> None:
         record = live.record
+        live.quiet = False  # shown from now on
         record.state = state
         record.status_timestamp = now_iso()
         record.status_message = agent_message(record.id, record.context_id, parts) if parts else None
@@ -474,7 +677,19 @@ class _TaskChannel:
     def supports(self, capability: str) -> bool:
         return capability == "elicitation"
 
+    async def emit(self, event: CoreEvent) -> None:
+        """``ctx.say`` is a WORKING status update carrying the text; ``ctx.artifact`` (and a generator's
+        artifacts) an artifact update. Steps, reasoning, tool calls and state have no A2A form."""
+        kind = type(event)
+        if kind is TextDelta:
+            if event.text:  # type: ignore[union-attr]
+                await self.manager._show(self.live)
+                await self.manager._status(self.live, "TASK_STATE_WORKING", [{"text": event.text}])  # type: ignore[union-attr]
+        elif kind is ArtifactUpdate:
+            await self.manager._artifact(self.live, event.artifact)  # type: ignore[union-attr]
+
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        await self.manager._show(self.live)
         amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
         text = f"{message} ({amount})" if message else f"Progress {amount}"
         await self.manager._status(self.live, "TASK_STATE_WORKING", [{"text": text}],
@@ -485,6 +700,7 @@ class _TaskChannel:
 
     async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
         live = self.live
+        await self.manager._show(live)
         loop = asyncio.get_running_loop()
         live.answer = loop.create_future()
         await self.manager._status(live, "TASK_STATE_INPUT_REQUIRED", _question_parts(requests))

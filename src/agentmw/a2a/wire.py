@@ -9,9 +9,11 @@ from typing import Any, Final
 
 from .._transport import ProtocolError
 from ..content import Audio, EmbeddedResource, Image, ResourceLink, Text
+from ..messages import Artifact, Data, File, Message, decode_base64
 
 __all__ = ["A2AError", "now_iso", "new_id", "parts_from_outcome", "message_from_v03", "task_to_v03",
-           "event_to_v03", "message_to_v03", "STATE_TO_V03", "validate_message"]
+           "event_to_v03", "message_to_v03", "STATE_TO_V03", "validate_message", "message_from_wire", "message_to_wire",
+           "artifact_to_wire", "parts_to_wire"]
 
 TASK_NOT_FOUND: Final = -32001
 TASK_NOT_CANCELABLE: Final = -32002
@@ -125,6 +127,84 @@ def validate_message(message: Any) -> dict[str, Any]:
     if "metadata" in message and not isinstance(message["metadata"], dict):
         raise A2AError(INVALID_PARAMS, "message.metadata must be an object")
     return message
+
+
+def message_from_wire(message: dict[str, Any]) -> Message:
+    """A checked 1.0 message as an :class:`agentmw.Message`; a ``raw`` part that is not base64 is -32602."""
+    parts: list[Any] = []
+    for index, part in enumerate(message["parts"]):
+        metadata = part.get("metadata") if isinstance(part.get("metadata"), dict) else None
+        media = part.get("mediaType") if isinstance(part.get("mediaType"), str) and part["mediaType"] else None
+        name = part.get("filename") if isinstance(part.get("filename"), str) and part["filename"] else None
+        if "text" in part:
+            parts.append(Text(part["text"]))
+        elif "data" in part:
+            parts.append(Data(part["data"], media, metadata))
+        elif "url" in part:
+            parts.append(File(url=part["url"], name=name, media_type=media, metadata=metadata))
+        else:
+            try:
+                raw = decode_base64(part["raw"])
+            except ValueError:
+                raise A2AError(INVALID_PARAMS, f"message.parts[{index}].raw must be base64") from None
+            parts.append(File(data=raw, name=name, media_type=media, metadata=metadata))
+    role = "user" if message.get("role") == "ROLE_USER" else "agent"
+    refs = message.get("referenceTaskIds")
+    extensions = message.get("extensions")
+    return Message(tuple(parts), role, message.get("messageId"), message.get("taskId"), message.get("contextId"),
+                   dict(message.get("metadata") or {}),
+                   tuple(r for r in refs if isinstance(r, str)) if isinstance(refs, list) else (),
+                   tuple(e for e in extensions if isinstance(e, str)) if isinstance(extensions, list) else ())
+
+
+def parts_to_wire(parts: Any) -> list[dict[str, Any]]:
+    """agentmw parts (messages.py) as 1.0 parts: text, ``raw`` base64 or ``url`` with filename and media type,
+    ``data``."""
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, Text):
+            wire: dict[str, Any] = {"text": part.text}
+        elif isinstance(part, Data):
+            wire = {"data": part.data, "mediaType": part.media_type or "application/json"}
+        else:
+            wire = {"url": part.url} if part.url is not None else {"raw": part.base64}
+            if part.name:
+                wire["filename"] = part.name
+            if part.media_type:
+                wire["mediaType"] = part.media_type
+        if not isinstance(part, Text) and part.metadata:
+            wire["metadata"] = dict(part.metadata)
+        out.append(wire)
+    return out
+
+
+def message_to_wire(message: Message, task_id: str | None, context_id: str | None) -> dict[str, Any]:
+    """A skill's reply as a 1.0 agent message, placed in the task (or only the context, for a reply with no
+    task); its own ids are kept when it set them."""
+    out: dict[str, Any] = {"messageId": message.message_id or new_id(), "role": "ROLE_AGENT",
+                           "parts": parts_to_wire(message.parts)}
+    if task_id is not None:
+        out["taskId"] = task_id
+    if context_id is not None:
+        out["contextId"] = context_id
+    if message.metadata:
+        out["metadata"] = dict(message.metadata)
+    if message.reference_task_ids:
+        out["referenceTaskIds"] = list(message.reference_task_ids)
+    if message.extensions:
+        out["extensions"] = list(message.extensions)
+    return out
+
+
+def artifact_to_wire(artifact: Artifact) -> dict[str, Any]:
+    out: dict[str, Any] = {"artifactId": artifact.artifact_id, "parts": parts_to_wire(artifact.parts)}
+    if artifact.name:
+        out["name"] = artifact.name
+    if artifact.description:
+        out["description"] = artifact.description
+    if artifact.metadata:
+        out["metadata"] = dict(artifact.metadata)
+    return out
 
 
 def agent_message(task_id: str, context_id: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -274,4 +354,5 @@ def event_to_v03(event: dict[str, Any], terminal_states: frozenset[str]) -> dict
                 "status": status_to_v03(update["status"]), "final": update["status"]["state"] in terminal_states}
     update = event["artifactUpdate"]
     return {"kind": "artifact-update", "taskId": update["taskId"], "contextId": update["contextId"],
-            "artifact": artifact_to_v03(update["artifact"]), "lastChunk": True}
+            "artifact": artifact_to_v03(update["artifact"]), "append": update.get("append", False),
+            "lastChunk": update.get("lastChunk", True)}

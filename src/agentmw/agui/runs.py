@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .._bounded import BoundedTable
 from ..context import Ask, InputRequest, answer_from
 from ..errors import Permanent
-from ..events import CoreEvent, Progress, StateChanged, TextDelta
+from ..events import ArtifactUpdate, CoreEvent, Progress, StateChanged, TextDelta
 from .sequence import Sequencer
 
 if TYPE_CHECKING:
@@ -148,6 +148,7 @@ class Thread:
     arguments: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str | None = None
     approval_id: str | None = None
+    forwarded: dict[str, Any] = field(default_factory=dict)  # the run's forwardedProps (agui/messages.py)
 
 
 def interrupt_id() -> str:
@@ -192,7 +193,7 @@ class AguiChannel:
             return
         if isinstance(event, StateChanged):
             execution.thread.version += 1
-        elif isinstance(event, TextDelta):
+        elif isinstance(event, TextDelta) or (isinstance(event, ArtifactUpdate) and event.artifact.text):
             execution.streamed_text = True
         run.sequencer.apply(event)
         task = asyncio.current_task()

@@ -17,6 +17,7 @@ from typing import Any
 
 from .._transport import dumps_finite
 from ..events import (
+    ArtifactUpdate,
     CoreEvent,
     Progress,
     ReasoningDelta,
@@ -47,7 +48,7 @@ class Sequencer:
     """One run's events: makes them valid, numbers them, and keeps the thread's messages up to date."""
 
     __slots__ = ("thread_id", "run_id", "seq", "open", "ended", "text_id", "reasoning_id", "steps", "tools",
-                 "messages", "_text_parts", "out", "activity_id")
+                 "messages", "_text_parts", "out", "activity_id", "artifacts")
 
     def __init__(self, thread_id: str, run_id: str, messages: list[dict[str, Any]], first_seq: int = 0) -> None:
         self.thread_id = thread_id
@@ -62,6 +63,7 @@ class Sequencer:
         self.messages = messages
         self._text_parts: list[str] = []
         self.activity_id = _id("activity")
+        self.artifacts: set[str] = set()  # activity ids of the artifacts this run has shown
         self.out: list[tuple[int, bytes]] = []
 
     # --- encoding ----------------------------------------------------------------------------------
@@ -183,6 +185,8 @@ class Sequencer:
         elif kind is StateChanged:
             if event.patch:  # type: ignore[union-attr]
                 self._frame({"type": "STATE_DELTA", "delta": event.patch})  # type: ignore[union-attr]
+        elif kind is ArtifactUpdate:
+            self.artifact(event.artifact)  # type: ignore[union-attr]
         elif kind is Progress:
             content: dict[str, Any] = {"progress": event.progress}  # type: ignore[union-attr]
             if event.total is not None:  # type: ignore[union-attr]
@@ -191,6 +195,43 @@ class Sequencer:
                 content["message"] = event.message  # type: ignore[union-attr]
             self._frame({"type": "ACTIVITY_SNAPSHOT", "messageId": self.activity_id, "activityType": "progress",
                          "content": content, "replace": True})
+
+    def artifact(self, artifact: Any, *, text: bool = True, kind: str = "artifact") -> None:
+        """An artifact or a chunk of one (agentmw.Artifact), or a returned Message (``kind="message"``): its
+        text as assistant text, its files and data as an ``ACTIVITY_SNAPSHOT`` (``activityType`` artifact or
+        message), an appended chunk's as an ``ACTIVITY_DELTA`` that adds them to the snapshot's parts."""
+        from ..content import Text
+        from ..messages import part_to_json
+
+        if text:
+            self.text(artifact.text if kind == "artifact" else "\n".join(
+                p.text for p in artifact.parts if isinstance(p, Text)))
+        others = [part_to_json(p) for p in artifact.parts if not isinstance(p, Text)]
+        if not others:
+            return
+        activity = f"{kind}-{artifact.artifact_id if kind == 'artifact' else artifact.message_id or _id('m')}"
+        if kind == "artifact" and artifact.append and activity in self.artifacts:
+            self._frame({"type": "ACTIVITY_DELTA", "messageId": activity, "activityType": kind,
+                         "patch": [{"op": "add", "path": "/parts/-", "value": part} for part in others]})
+            return
+        content: dict[str, Any] = {"parts": others}
+        for key, value in (("artifactId", getattr(artifact, "artifact_id", None)), ("name", getattr(artifact, "name", None)),
+                           ("description", getattr(artifact, "description", None))):
+            if value:
+                content[key] = value
+        self.artifacts.add(activity)
+        self._frame({"type": "ACTIVITY_SNAPSHOT", "messageId": activity, "activityType": kind, "content": content,
+                     "replace": True})
+
+    def answer(self, value: Any, *, text: bool) -> None:
+        """A returned Message, Artifact or list of Artifacts (messages.is_answer)."""
+        from ..messages import Message
+
+        if isinstance(value, Message):
+            self.artifact(value, text=text, kind="message")
+            return
+        for artifact in (value,) if not isinstance(value, (list, tuple)) else value:
+            self.artifact(artifact, text=text)
 
     def _tool_started(self, event: ToolCallStarted) -> None:
         parent = self.text_id

@@ -15,6 +15,7 @@ from starlette.requests import HTTPConnection
 
 from ..capability import Capability
 from ..context import Answer, Ask, Context, InputRequest, ListRoots, Root, Sample, Sampled
+from ..events import TextDelta
 from ..identity import resolve_caller
 from ..runtime import InputsPending, Outcome, invoke
 from . import _state
@@ -131,6 +132,12 @@ class McpChannel:
         if logger:
             params["logger"] = logger
         await self.call.exchange.message({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+
+    async def emit(self, event: Any) -> None:
+        """``ctx.say`` is a log notification (level ``info``, logger ``say``); artifacts reach the result as
+        content blocks (the returned or yielded value); steps, reasoning and state have no MCP form."""
+        if type(event) is TextDelta and event.text:
+            await self.log("info", event.text, "say")
 
     async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
         return await self.call.gather(self.call, requests, self.target)
