@@ -12,6 +12,11 @@ import pytest
 import uvicorn
 
 
+# Tests share one process: each Agent gets in-memory state unless a test names a store (the SQLite default
+# would let one test's idempotency keys or approvals meet another's through one agentmw.db).
+os.environ.setdefault("AGENTMW_STORE", "memory://")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

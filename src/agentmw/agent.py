@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -47,6 +48,9 @@ class Agent:
             accepted; add your public host names, or ``"*"`` to accept any host.
         allowed_origins: browser origins accepted besides those whose host is allowed.
         secret: key that signs the MCP ``requestState``; replicas behind one load balancer need the same.
+        store: the shared state: a :class:`agentmw.state.State` or a URL (``memory://``, ``sqlite:///path``,
+            ``redis://host:port/db``); default ``$AGENTMW_STORE``, else ``sqlite:///agentmw.db``. See
+            ``docs/state.md``.
         max_body_bytes: larger request bodies get 413.
         max_sessions: handshake-era sessions kept at once; past it, ``initialize`` gets 503.
         session_idle_seconds: a handshake-era session unused for this long is forgotten.
@@ -104,6 +108,7 @@ class Agent:
         idempotency_ttl_seconds: float = 24 * 3600.0,
         approver: Callable[[str, Any], bool] | None = None,
         approvals_path: str = "/approvals",
+        store: Any = None,
     ) -> None:
         self.name = name
         self.version = version
@@ -114,6 +119,8 @@ class Agent:
         if isinstance(secret, str):
             secret = secret.encode()
         self.secret: bytes = secret or secrets.token_bytes(32)
+        self._store_spec = store
+        self._state: Any = None
         self.max_body_bytes = max_body_bytes
         self.max_sessions = max_sessions
         self.session_idle_seconds = session_idle_seconds
@@ -272,6 +279,20 @@ class Agent:
         return None
 
     # serving --------------------------------------------------------------------------------
+    @property
+    def state(self) -> Any:
+        """The shared state (``agentmw.state``), opened on first use, never at import or start-up.
+
+        ``Agent(store=...)`` takes a :class:`agentmw.state.State` or a URL (``memory://``,
+        ``sqlite:///path``, ``redis://host:port/db``); without one, ``$AGENTMW_STORE``, else
+        ``sqlite:///agentmw.db``: the embedded default, shared by the worker processes of one machine.
+        """
+        if self._state is None:
+            from .state import open_state
+
+            self._state = open_state(self._store_spec or os.environ.get("AGENTMW_STORE") or "sqlite:///agentmw.db")
+        return self._state
+
     def host_allowed(self, host: str) -> bool:
         if "*" in self.allowed_hosts:
             return True
