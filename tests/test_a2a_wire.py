@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 
@@ -12,6 +11,7 @@ import pytest
 from agentmw.stores import SQLiteStore
 from agentmw.stores.sqlite import RESTART_REASON
 from tests import a2a_app
+from tests.waiting import eventually
 
 V1 = {"a2a-version": "1.0"}
 
@@ -150,10 +150,7 @@ async def test_failed_push_never_changes_the_task() -> None:
         task = (await rpc(http, "SendMessage", request))["result"]["task"]
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         sender = agent.a2a_app.ops.push
-        for _ in range(100):
-            if sender.failed >= 3:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: sender.failed >= 3, "three failed deliveries")
         assert sender.failed == 3 and sender.delivered == 0
         assert (await rpc(http, "GetTask", {"id": task["id"]}))["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests import agui_app
 from tests.conftest import serve
+from tests.waiting import eventually
 
 
 def run_body(thread: str, run: str, text: str = "hi", **extra: object) -> dict:
@@ -25,6 +26,12 @@ def frames(text: str) -> list[dict]:
 @pytest.fixture
 def app():
     return agui_app.build()[1]
+
+
+@pytest.fixture(autouse=True)
+def fresh_log():
+    """Each test reads only what it logged itself, even when the suite runs twice in one process (mutmut)."""
+    agui_app.log.clear()
 
 
 def client(app) -> httpx.AsyncClient:
@@ -56,7 +63,7 @@ async def test_stream_headers_and_framing(app) -> None:
     async with client(app) as http:
         response = await http.post("/agui/chat", json=run_body("t-frame", "r-frame"))
     assert response.headers["content-type"] == "text/event-stream"
-    assert response.headers["cache-control"] == "no-cache" and response.headers["x-accel-buffering"] == "no"
+    assert response.headers["cache-control"] == "no-cache, no-transform" and response.headers["x-accel-buffering"] == "no"
     assert "\r" not in response.text and response.text.endswith("\n\n")
     ids = [int(line[4:]) for line in response.text.splitlines() if line.startswith("id: ")]
     assert ids == list(range(1, len(ids) + 1))
@@ -113,15 +120,16 @@ async def test_reconnect_gets_the_rest_or_snapshots() -> None:
     with serve(app) as url:
         async with httpx.AsyncClient(base_url=url, timeout=10) as http:
             body = run_body("t-re", "re1", props={"detached": True, "arguments": {"count": 50}})
+            seen: list[int] = []
             async with http.stream("POST", "/agui/flood", json=body) as response:
                 async for line in response.aiter_lines():
-                    if line.startswith("id: 3"):
+                    if line.startswith("id: "):
+                        seen.append(int(line[4:]))
+                    if seen == [1, 2, 3]:
                         break  # drop the connection after the third event; the run is detached
-            for _ in range(100):
-                if agent.agui_app.runs["re1"].ended:
-                    break
-                await asyncio.sleep(0.02)
-            run = agent.agui_app.runs["re1"]
+            assert seen == [1, 2, 3], "the connection was dropped right after the third event"
+            run = await eventually(lambda: (r := agent.agui_app.runs.get("re1")) is not None and r.ended and r,
+                                   "the detached run to end")
             last = run.sequencer.seq
             tail = await http.get("/agui/flood/runs/re1/events", params={"after": last - 2})
             tail_events = frames(tail.text)
@@ -157,13 +165,10 @@ async def test_a_consumer_that_stops_reading_is_cut_off_and_memory_stays_bounded
              "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")], "scheme": "http",
              "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1)}
     serving = asyncio.create_task(app(scope, receive, send))
-    for _ in range(200):
-        run = agent.agui_app.runs.get("sl1")
-        if run is not None and run.ended:
-            break
-        await asyncio.sleep(0.01)
-    run = agent.agui_app.runs["sl1"]
+    run = await eventually(lambda: (r := agent.agui_app.runs.get("sl1")) is not None and r.ended and r,
+                           "the run of the stuck consumer to end")
     assert run.ended and run.sequencer.ended
+    assert len(sent) >= 2, "the consumer was stuck on a write"
     assert not run.consumers, "the stuck consumer was disconnected"
     assert len(run.buffer) <= 32
     assert run.sequencer.seq < 100_000, "the run was cancelled when its only consumer fell behind"
@@ -175,14 +180,17 @@ async def test_a_consumer_that_stops_reading_is_cut_off_and_memory_stays_bounded
 async def test_cancel_endpoint_reaches_the_coroutine(app) -> None:
     with serve(app) as url:
         async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            cancel: httpx.Response | None = None
+            finished: dict | None = None
             async with http.stream("POST", "/agui/slow", json=run_body("t-c", "c1", "via-endpoint")) as response:
                 async for line in response.aiter_lines():
-                    if "ACTIVITY_SNAPSHOT" in line:
+                    if "ACTIVITY_SNAPSHOT" in line and cancel is None:
                         cancel = await http.post("/agui/slow/runs/c1/cancel")
-                        assert cancel.status_code == 200
                     if "RUN_FINISHED" in line:
-                        assert '"cancelled"' in line
+                        finished = json.loads(line[5:])
                         break
+            assert cancel is not None and cancel.status_code == 200, "the run reported progress and was cancelled"
+            assert finished is not None and finished["outcome"] == {"type": "cancelled"}
             assert "slow:via-endpoint:cancelled" in agui_app.log
             again = await http.post("/agui/slow/runs/c1/cancel")
             assert again.status_code == 409

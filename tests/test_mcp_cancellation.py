@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import anyio
 import httpx
 import pytest
+import uvicorn
 
 from tests import wire_app
-from tests.conftest import serve
+from tests.conftest import free_port, serve
 from tests.test_mcp_wire import META, modern_body, modern_headers
 
 ACCEPT = "application/json, text/event-stream"
@@ -19,6 +24,14 @@ ACCEPT = "application/json, text/event-stream"
 def url():
     with serve(wire_app.app) as base:
         yield base
+
+
+@pytest.fixture(autouse=True)
+def fresh_log():
+    """Each test waits for what it logged itself, never for an entry (or an event bound to another loop) left
+    by an earlier run in this process."""
+    wire_app.log.clear()
+    wire_app.events.clear()
 
 
 async def wait_for(entry: str, timeout: float = 2.0) -> None:
@@ -55,21 +68,50 @@ async def test_cancelled_notification_reaches_the_coroutine(url: str) -> None:
         assert '"id":41' not in responses[0].text, "a cancelled request is owed no response"
 
 
-async def test_handshake_disconnect_does_not_cancel(url: str) -> None:
+@contextmanager
+def serving(app: object) -> Iterator[tuple[str, uvicorn.Server]]:
+    """Like ``conftest.serve``, and also hands back the server, whose open connections a test can watch."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{port}", server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+async def test_handshake_disconnect_does_not_cancel() -> None:
     wire_app.events["n2"] = anyio.Event()
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-        headers = await open_session(client)
-    call = {"jsonrpc": "2.0", "id": 42, "method": "tools/call",
-            "params": {"name": "slow", "arguments": {"tag": "n2"}, "_meta": {"progressToken": 1}}}
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-        async with client.stream("POST", "/mcp", headers=headers, json=call) as response:
-            async for _ in response.aiter_raw():
-                break  # the progress event arrived; now drop the connection
-    await wait_for("n2:started")
-    await anyio.sleep(0.2)
-    assert "n2:cancelled" not in wire_app.log
-    wire_app.events["n2"].set()
-    await wait_for("n2:finished")
+    with serving(wire_app.app) as (url, server):
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            headers = await open_session(client)
+        call = {"jsonrpc": "2.0", "id": 42, "method": "tools/call",
+                "params": {"name": "slow", "arguments": {"tag": "n2"}, "_meta": {"progressToken": 1}}}
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            async with client.stream("POST", "/mcp", headers=headers, json=call) as response:
+                async for _ in response.aiter_raw():
+                    break  # the progress event arrived; now drop the connection
+        await wait_for("n2:started")
+        # The server has seen the connection go (uvicorn forgets it in connection_lost, where it also wakes any
+        # reader of the request) ...
+        with anyio.fail_after(5):
+            while server.server_state.connections:
+                await anyio.sleep(0.01)
+        # ... and has served two more requests since, so whatever that wake-up would do has been done.
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            for n in (1, 2):
+                ping = await client.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 900 + n,
+                                                                        "method": "ping"})
+                assert ping.status_code == 200
+        assert "n2:cancelled" not in wire_app.log
+        wire_app.events["n2"].set()
+        await wait_for("n2:finished")
 
 
 async def test_stateless_closed_stream_cancels_the_call(url: str) -> None:

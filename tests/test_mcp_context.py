@@ -11,6 +11,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from tests.conformance.mcp_fixture import app
 from tests.conftest import serve
@@ -76,9 +77,9 @@ async def test_asking_a_client_that_cannot_answer(fixture_url: str, mode: str) -
             assert result.is_error is True
             assert "sampling" in result.content[0].text
         else:
-            with pytest.raises(Exception) as info:
+            with pytest.raises(MCPError) as info:
                 await c.call_tool("test_missing_capability", {})
-            assert getattr(info.value, "error", info.value).code == -32021
+            assert info.value.code == -32021
 
 
 @pytest.mark.parametrize("mode", MODES)

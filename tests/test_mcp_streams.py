@@ -46,9 +46,11 @@ async def test_get_stream_carries_list_changes_and_subscribed_updates(url: str) 
             assert second.status_code == 409
             wire_app.agent.resource_updated("wire://other")  # not subscribed: must not arrive
             wire_app.agent.add("tool", lambda: "tmp", name="temporary")
-            wire_app.agent.resource_updated("wire://status")
-            events = await read_events(stream.aiter_lines(), 2)
-            wire_app.agent.remove("tool", "temporary")
+            try:  # the shared agent gets its tools back even when the stream fails
+                wire_app.agent.resource_updated("wire://status")
+                events = await read_events(stream.aiter_lines(), 2)
+            finally:
+                wire_app.agent.remove("tool", "temporary")
         assert [e["method"] for e in events] == ["notifications/tools/list_changed", "notifications/resources/updated"]
         assert events[1]["params"] == {"uri": "wire://status"}
 
@@ -62,11 +64,15 @@ async def test_subscriptions_listen_acknowledges_and_filters(url: str) -> None:
             lines = stream.aiter_lines()
             [ack] = await read_events(lines, 1)
             wire_app.agent.add("tool", lambda: "tmp", name="temporary2")  # tools were not asked for
-            wire_app.agent.add("prompt", lambda: "p", name="temporary_prompt")
-            wire_app.agent.resource_updated("wire://status")
-            events = await read_events(lines, 2)
-            wire_app.agent.remove("tool", "temporary2")
-            wire_app.agent.remove("prompt", "temporary_prompt")
+            try:  # the shared agent gets its tools and prompts back even when the stream fails
+                wire_app.agent.add("prompt", lambda: "p", name="temporary_prompt")
+                try:
+                    wire_app.agent.resource_updated("wire://status")
+                    events = await read_events(lines, 2)
+                finally:
+                    wire_app.agent.remove("prompt", "temporary_prompt")
+            finally:
+                wire_app.agent.remove("tool", "temporary2")
     assert ack["method"] == "notifications/subscriptions/acknowledged"
     assert ack["params"]["notifications"] == {"promptsListChanged": True, "resourceSubscriptions": ["wire://status"]}
     assert ack["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "sub-1"}

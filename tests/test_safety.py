@@ -19,6 +19,7 @@ from agentmw.testing import McpError, McpTestClient
 from tests import safety_app
 from tests.conftest import serve
 from tests.test_agui_wire import frames, run_body
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -29,6 +30,13 @@ def root(tmp_path: Path) -> Path:
     (tmp_path / "root" / "private" / "p.txt").write_text("server-root only")
     (tmp_path / "outside.txt").write_text("secret")
     return tmp_path / "root"
+
+
+@pytest.fixture(autouse=True)
+def fresh_log():
+    """Each test reads only what it logged itself, so a second run in the same process (mutmut) is the same."""
+    safety_app.log.clear()
+    safety_app.gates.clear()
 
 
 @pytest.fixture
@@ -188,7 +196,8 @@ async def test_gate_fallback_out_of_band_approval(built) -> None:
             decided = await client.post(f"/approvals/{approval['id']}", json={"approve": True, "note": "ok"},
                                         headers={"authorization": "Bearer admin"})
             assert decided.json()["status"] == "approved" and decided.json()["decidedBy"] == "admin"
-            other_face = await a2a(client, "place_order", arguments, metadata={"approvalId": approval["id"]})
+            async with http(app, authorization="Bearer alice") as alice:  # an approval is bound to its requester
+                other_face = await a2a(alice, "place_order", arguments, metadata={"approvalId": approval["id"]})
             assert other_face["status"]["state"] == "TASK_STATE_REJECTED"
             assert "only valid there" in other_face["status"]["message"]["parts"][0]["text"]
         wrong_args = await mcp.request("tools/call", {"name": "place_order", "arguments": {**arguments, "quantity": 30},
@@ -323,10 +332,17 @@ async def test_hard_deadline_in_every_face_even_with_nobody_waiting(built) -> No
         assert result["_meta"]["agentmw/retryable"] is True
     async with http(app) as client:
         task = await a2a(client, "sleepy", {"label": "a2a"}, configuration={"returnImmediately": True})
-        await asyncio.sleep(0.4)  # nobody waits for it
-        got = (await client.post("/a2a", headers={"a2a-version": "1.0"}, json={
-            "jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}})).json()["result"]
+        # nobody waits for it: GetTask only looks, so the deadline alone must end the task
+        async def look() -> dict:
+            return (await client.post("/a2a", headers={"a2a-version": "1.0"}, json={
+                "jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}})).json()["result"]
+
+        deadline = time.monotonic() + 5
+        while (got := await look())["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"):
+            assert time.monotonic() < deadline, "the 0.2 s deadline never ended the task"
+            await asyncio.sleep(0.01)
         assert got["status"]["state"] == "TASK_STATE_FAILED"
+        assert got["status"]["message"]["parts"][1]["data"]["retryable"] is True
         events = await agui(client, "sleepy", "t-sleepy", "r1", {"label": "agui"}, detached=True)
         assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "RETRYABLE"
     for face in ("mcp", "a2a", "agui"):
@@ -337,8 +353,7 @@ async def test_in_flight_caps_reject_fast_and_retryably(root: Path) -> None:
     agent, app = safety_app.build(str(root), max_in_flight=2)
     async with McpTestClient(app) as mcp, http(app) as client:
         holder = asyncio.create_task(mcp.call_tool("exclusive", {"label": "cap-1"}))
-        while "exclusive:cap-1:started" not in safety_app.entries():
-            await asyncio.sleep(0.01)
+        await wait_logged("exclusive:cap-1:started")
         started = time.monotonic()
         busy = await mcp.call_tool("exclusive", {"label": "cap-2"})
         assert time.monotonic() - started < 0.5
@@ -349,13 +364,16 @@ async def test_in_flight_caps_reject_fast_and_retryably(root: Path) -> None:
         assert task["status"]["message"]["parts"][1]["data"]["retryable"] is True
         events = await agui(client, "exclusive", "t-cap", "r1", {"label": "cap-4"})
         assert events[-1]["code"] == "RETRYABLE"
-        other = asyncio.create_task(mcp.call_tool("charge", {"account": "a", "amount": 1}))
-        await asyncio.sleep(0.01)
+        second = asyncio.create_task(mcp.call_tool("hold", {"label": "cap-global"}))  # the second global slot
+        await wait_logged("hold:cap-global:started")
         global_busy = await mcp.call_tool("taxonomy", {"kind": "fine"})
         assert global_busy["isError"] and "the agent is at its limit of 2" in global_busy["content"][0]["text"]
         safety_app.gates["cap-1"].set()
         assert (await holder)["content"][0]["text"] == "cap-1"
-        await other
+        second.cancel()  # the client goes away: the held call is cancelled and gives its slot back
+        await asyncio.gather(second, return_exceptions=True)
+        await wait_logged("hold:cap-global:released")
+        await eventually(lambda: agent.limits.total == 0, "every slot to be given back")
     assert agent.limits.total == 0 and agent.limits.rejected >= 4
 
 
@@ -421,9 +439,8 @@ async def test_cancellation_from_every_face_within_100ms(built) -> None:
                         break
                 closed = time.monotonic()
             latencies["agui abort"] = await wait_logged("hold:agui:cancelled") - closed
-            await asyncio.sleep(0.05)
             run = agent.agui_app.runs["r-abort"]
-            assert run.ended and run.execution.task.done()
+            await eventually(lambda: run.ended and run.execution.task.done(), "the aborted run to end")
     for face in ("mcp-legacy", "mcp-modern", "a2a", "agui"):
         assert f"hold:{face}:released" in safety_app.entries(), f"{face}: the function's finally did not run"
     slow = {face: seconds for face, seconds in latencies.items() if seconds > 0.1}
