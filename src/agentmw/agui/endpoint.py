@@ -1,4 +1,4 @@
-"""The AG-UI endpoint: ``POST /agui/<skill>`` runs a skill as an AG-UI agent and streams its events.
+"""The AG-UI endpoint (HTTP only): ``POST /agui/<skill>`` runs a skill as an AG-UI agent and streams its events.
 
 Also ``GET /agui/<skill>/capabilities``, ``GET /agui/<skill>/runs/<run id>/events?after=<seq>`` to
 reconnect to a run, and ``POST /agui/<skill>/runs/<run id>/cancel``.
@@ -6,8 +6,6 @@ reconnect to a run, and ``POST /agui/<skill>/runs/<run id>/cancel``.
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -22,30 +20,12 @@ from .._transport import (
     identity_error,
     read_json,
     send_json,
-    sse_data,
     stream_sse,
 )
 from .._types import Receive, Scope, Send
-from ..context import Context
 from ..identity import Forbidden, Unauthenticated, resolve_caller
 from ..middleware import route_path
-from ..runtime import describe_validation_error, invoke
-from ..messages import is_answer
-from .messages import messages_from_run
-from .runs import (
-    AguiChannel,
-    Consumer,
-    Execution,
-    PendingInterrupt,
-    Run,
-    Thread,
-    answers_for,
-    expiry,
-    interrupt_id,
-    interrupt_of,
-    run_table,
-    thread_table,
-)
+from .runs import Consumer, Refused, Run, Runs
 from .sequence import Sequencer
 
 if TYPE_CHECKING:
@@ -60,8 +40,9 @@ logger = logging.getLogger("agentmw")
 class AguiEndpoint:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self.threads = thread_table(agent)  # bounded in count and age (agui/runs.py, docs/limits.md)
-        self.runs = run_table(agent)
+        self.lifecycle = Runs(agent)  # threads, runs and interrupts, here and in the shared state (runs.py)
+        self.threads = self.lifecycle.threads  # this process's, bounded in count and age (docs/limits.md)
+        self.runs = self.lifecycle.runs
         self._input_model: Any = None
 
     # --- routing ---------------------------------------------------------------------------------
@@ -140,193 +121,13 @@ class AguiEndpoint:
             return
         connection = HTTPConnection(scope)
         owner = await resolve_caller(connection, self.agent.identify)
-        thread = self.threads.get(run_input.thread_id)
-        if thread is not None and (thread.owner != owner or thread.skill != skill.name):
-            await send_json(send, 404, {"detail": f"Thread {run_input.thread_id} not found"})
-            return
-        if run_input.run_id in self.runs:
-            await send_json(send, 409, {"detail": f"Run {run_input.run_id} already exists"})
-            return
-        if thread is None:
-            thread = Thread(run_input.thread_id, owner, skill.name)
-            self.threads[thread.id] = thread
-        props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
-        thread.messages = [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in run_input.messages]
-        run = Run(run_input.run_id, thread, Sequencer(thread.id, run_input.run_id, thread.messages),
-                  collections.deque(maxlen=self.agent.agui_buffer_events), detached=props.get("detached") is True)
-        self._remember(run)
-        consumer = Consumer(self.agent.agui_consumer_limit, owns_run=True)
-        run.consumers.add(consumer)
-        run.sequencer.start(run_input.model_dump(mode="json", by_alias=True, exclude_none=True))
         try:
-            self._begin(run, run_input, skill, connection, props)
-        except Exception:
-            logger.exception("AG-UI run %s failed to start", run.id)
-            run.sequencer.error("The agent failed to start this run.", "INTERNAL_ERROR")
-        run.publish()
+            run, consumer = await self.lifecycle.start(skill, run_input, connection, owner,
+                                                       self.agent.agui_consumer_limit)
+        except Refused as refused:
+            await send_json(send, refused.status, {"detail": refused.detail})
+            return
         await self._stream(run, consumer, scope, receive, send, cancel_on_disconnect=not run.detached)
-
-    def _begin(self, run: Run, run_input: Any, skill: Capability, connection: HTTPConnection,
-               props: dict[str, Any]) -> None:
-        thread = run.thread
-        sequencer = run.sequencer
-        if not self._arbitrate_state(thread, run_input.state, props.get("stateVersion")):
-            sequencer.state_snapshot(thread.state)
-            sequencer.error(f"The state changed on the server (now version {thread.version}); "
-                            "start again from this snapshot.", "STATE_VERSION_CONFLICT")
-            return
-        sequencer.state_snapshot(thread.state)
-        resume = [entry.model_dump(mode="json", by_alias=True, exclude_none=True) for entry in run_input.resume or []]
-        if thread.interrupts or resume:
-            self._resume(run, resume, skill, connection)
-            return
-        if thread.execution is not None and thread.execution.task is not None and not thread.execution.task.done():
-            sequencer.error("This thread already has a run in progress.", "RUN_IN_PROGRESS")
-            return
-        arguments = dict(props.get("arguments") or {})
-        text = next((m.get("content") for m in reversed(thread.messages)
-                     if m.get("role") == "user" and isinstance(m.get("content"), str)), None)
-        if text and skill.text_parameter and skill.text_parameter not in arguments:
-            arguments[skill.text_parameter] = text
-        thread.arguments = arguments
-        key = props.get("idempotencyKey") or connection.headers.get("idempotency-key")
-        thread.idempotency_key = key if isinstance(key, str) else None
-        approval = props.get("approvalId")
-        thread.approval_id = approval if isinstance(approval, str) else None
-        thread.forwarded = props
-        self._start_or_ask(run, skill, connection)
-
-    def _arbitrate_state(self, thread: Thread, client_state: Any, version: Any) -> bool:
-        """The server arbitrates: a client write must name the version it saw (or match the state)."""
-        if client_state is None:
-            return True
-        if not isinstance(client_state, dict):
-            return False
-        if version is not None:
-            if version != thread.version:
-                return False
-        elif thread.version and client_state != thread.state:
-            return False
-        if client_state != thread.state:
-            thread.state = client_state
-            thread.version += 1
-        return True
-
-    def _start_or_ask(self, run: Run, skill: Capability, connection: HTTPConnection) -> None:
-        thread = run.thread
-        model = skill.params.input_model
-        if skill.params.arg_names and model is not None:
-            try:
-                model.model_validate(thread.arguments)
-            except ValidationError as exc:
-                pending = PendingInterrupt(interrupt_id(), "arguments", None,
-                                           expiry(self.agent.park_timeout_seconds), kind="arguments")
-                thread.interrupts = {pending.id: pending}
-                message = describe_validation_error(exc).replace("Invalid arguments", "Missing or invalid input")
-                run.sequencer.interrupt([interrupt_of(pending, message, skill.input_schema, "input_required")],
-                                        thread.state)
-                return
-        execution = Execution(skill, thread, run, idempotency_key=thread.idempotency_key)
-        run.execution = execution
-        thread.execution = execution
-        execution.task = asyncio.create_task(self._execute(execution, connection), name=f"agui-run-{run.id}")
-
-    def _resume(self, run: Run, resume: list[dict[str, Any]], skill: Capability, connection: HTTPConnection) -> None:
-        thread = run.thread
-        answered = {entry.get("interruptId") for entry in resume}
-        if not thread.interrupts or answered != set(thread.interrupts):
-            missing = sorted(set(thread.interrupts) - answered)
-            unknown = sorted(answered - set(thread.interrupts))
-            run.sequencer.error(f"A resume must answer every open interrupt (missing: {missing}, "
-                                f"unknown: {unknown}).", "INVALID_RESUME")
-            return
-        pending = list(thread.interrupts.values())
-        cancelled = any(entry.get("status") == "cancelled" for entry in resume)
-        execution = thread.execution
-        if cancelled:
-            thread.interrupts = {}
-            if execution is not None and execution.task is not None and not execution.task.done():
-                execution.run = run
-                run.execution = execution
-                execution.task.cancel()  # parked on the question: nothing after it runs
-            else:
-                run.sequencer.finish({"type": "cancelled"})
-            return
-        if pending[0].kind == "arguments":
-            thread.interrupts = {}
-            payload = resume[0].get("payload")
-            if isinstance(payload, dict):
-                thread.arguments.update(payload)
-            self._start_or_ask(run, skill, connection)
-            return
-        if execution is None or execution.answer is None or execution.answer.done():
-            thread.interrupts = {}
-            run.sequencer.error("The interrupted execution is gone (it expired or the server restarted); "
-                                "start a new run.", "RESUME_LOST")
-            return
-        answers = answers_for(thread, resume)
-        thread.interrupts = {}
-        execution.run = run
-        run.execution = execution
-        execution.answer.set_result(answers)
-
-    async def _execute(self, execution: Execution, connection: HTTPConnection) -> None:
-        thread = execution.thread
-        ctx = Context(execution.capability, AguiChannel(self.agent, execution), request=connection,
-                      caller=thread.owner, agent=self.agent, state=thread.state, face="agui")
-        ctx.messages = messages_from_run(thread.messages, thread.forwarded)  # this turn's (agui/messages.py)
-        try:
-            outcome = await invoke(execution.capability, dict(thread.arguments), ctx,
-                                   idempotency_key=execution.idempotency_key, approval_id=thread.approval_id)
-        except asyncio.CancelledError:
-            run = execution.run
-            if not run.ended:
-                run.sequencer.finish({"type": "cancelled"})
-                run.publish()
-            return
-        except Exception:
-            logger.exception("AG-UI execution failed inside agentmw")
-            run = execution.run
-            run.sequencer.error("The agent failed while running.", "INTERNAL_ERROR")
-            run.publish()
-            return
-        finally:
-            if thread.execution is execution:
-                thread.execution = None
-        run = execution.run
-        if run.ended:
-            return
-        try:
-            self._render(execution, outcome)
-        except Exception:  # whatever the function returned, the run ends with a terminal event
-            logger.exception("AG-UI run %s could not render its outcome", run.id)
-            run.sequencer.error("The agent failed while sending this run's result.", "INTERNAL_ERROR")
-        run.publish()
-
-    def _render(self, execution: Execution, outcome: Any) -> None:
-        run, thread = execution.run, execution.thread
-        sequencer = run.sequencer
-        if outcome.status == "completed":
-            if is_answer(outcome.value) and not execution.capability.is_async_gen:  # a generator's are sent
-                sequencer.answer(outcome.value, text=not execution.streamed_text)
-            elif not execution.streamed_text:
-                text = "".join(getattr(part, "text", "") for part in outcome.content)
-                sequencer.text(text)
-            sequencer.finish(result=outcome.structured)
-        elif outcome.status == "needs_input":
-            interrupts = []
-            for key, request in (outcome.pending or {}).items():
-                pending = PendingInterrupt(interrupt_id(), key, None, expiry(self.agent.park_timeout_seconds),
-                                           kind="arguments")
-                thread.interrupts[pending.id] = pending
-                interrupts.append(interrupt_of(pending, request.message, request.schema, "input_required"))  # type: ignore[union-attr]
-            sequencer.interrupt(interrupts, thread.state)
-        else:
-            code = "RETRYABLE" if outcome.retryable else ("REJECTED" if outcome.status == "rejected" else "FAILED")
-            message = outcome.message or outcome.status
-            if outcome.retryable and outcome.retry_after is not None:
-                message = f"{message} Retry after {outcome.retry_after:g} seconds."
-            sequencer.error(message, code)
 
     # --- streaming -------------------------------------------------------------------------------
     async def _stream(self, run: Run, consumer: Consumer, scope: Scope, receive: Receive, send: Send, *,
@@ -356,25 +157,34 @@ class AguiEndpoint:
             run.cancel()
 
     async def _reconnect(self, run_id: str, scope: Scope, receive: Receive, send: Send) -> None:
+        connection = HTTPConnection(scope)
+        owner = await resolve_caller(connection, self.agent.identify)
         run = self.runs.get(run_id)
-        owner = await resolve_caller(HTTPConnection(scope), self.agent.identify)
-        if run is None or run.thread.owner != owner:
+        claim = None
+        if run is None:  # not here: another replica runs it (or ran it), and its log is in the shared state
+            try:
+                claim = await self.lifecycle.remote(run_id, owner)
+            except Refused as refused:
+                await send_json(send, refused.status, {"detail": refused.detail})
+                return
+        elif run.thread.owner != owner:
             await send_json(send, 404, {"detail": f"Run {run_id} not found"})
             return
-        connection = HTTPConnection(scope)
         raw = connection.query_params.get("after") or connection.headers.get("last-event-id") or "0"
         try:
             after = int(raw)
         except ValueError:
             await send_json(send, 422, {"detail": "after must be an integer sequence number"})
             return
+        if claim is not None:
+            await stream_sse(scope, receive, send, self.lifecycle.replay_log(run_id, claim["thread"], after))
+            return
+        assert run is not None
         frames, fell_behind = run.replay(after)
         consumer = Consumer(self.agent.agui_consumer_limit)
         if fell_behind:
             # Too far back for the buffer: the current state and messages instead of the lost events.
-            snapshot = {"type": "STATE_SNAPSHOT", "snapshot": run.thread.state}
-            messages = {"type": "MESSAGES_SNAPSHOT", "messages": run.thread.messages}
-            consumer.push([sse_data(snapshot), sse_data(messages)])
+            consumer.push(Sequencer.reconnect_snapshot(run.thread.state, run.thread.messages))
         consumer.push(frames)
         if run.ended:
             consumer.close()
@@ -383,16 +193,10 @@ class AguiEndpoint:
         await self._stream(run, consumer, scope, receive, send, cancel_on_disconnect=False)
 
     async def _cancel(self, run_id: str, scope: Scope, send: Send) -> None:
-        run = self.runs.get(run_id)
         owner = await resolve_caller(HTTPConnection(scope), self.agent.identify)
-        if run is None or run.thread.owner != owner:
-            await send_json(send, 404, {"detail": f"Run {run_id} not found"})
+        try:
+            await self.lifecycle.cancel(run_id, owner)
+        except Refused as refused:
+            await send_json(send, refused.status, {"detail": refused.detail})
             return
-        if not run.cancel():
-            await send_json(send, 409, {"detail": f"Run {run_id} is not running"})
-            return
-        await asyncio.gather(run.execution.task, return_exceptions=True)  # type: ignore[union-attr]
         await send_json(send, 200, {"runId": run_id, "outcome": "cancelled"})
-
-    def _remember(self, run: Run) -> None:
-        self.runs[run.id] = run  # the table drops the oldest ended runs past agui_max_runs

@@ -1,37 +1,81 @@
-"""AG-UI threads and runs over the core.
+"""AG-UI threads, runs and interrupts: their whole lifecycle, over the core and the shared state.
 
-A *thread* holds the shared state (with a version the server arbitrates), the messages, and at most
-one *execution*: the capability's coroutine, in its own asyncio task. A *run* is one HTTP exchange on
-the thread: its events are numbered, kept in a bounded buffer for reconnects, and fanned out to
-consumers with bounded queues. When the function asks something (``ctx.ask``, ``ctx.confirm``) the run
-ends with an ``interrupt`` outcome while the execution stays parked in memory; a new run with
-``resume`` hands it the answers and carries its events from there.
+A *thread* holds the shared state (with a version the server arbitrates), the messages, and at most one
+*execution*: the capability's coroutine, in its own asyncio task. A *run* is one HTTP exchange on the thread:
+its events are numbered, kept in a bounded buffer for reconnects, and fanned out to consumers with bounded
+queues. When the function asks something (``ctx.ask``, ``ctx.confirm``) the run ends with an ``interrupt``
+outcome while the execution stays parked in memory; a new run with ``resume`` hands it the answers and
+carries its events from there.
+
+What other replicas must see lives in the agent's state (``agentmw.state``, ``docs/agui.md``):
+
+- ``agui.threads``: one record per thread (owner, skill, state and its version, messages, open interrupts,
+  the run in progress). A run starts with one compare-and-set on it, so the state arbitration, the
+  "one run at a time" rule and a resume are atomic across replicas; the run's end writes it again before its
+  terminal event reaches anyone.
+- ``agui.runs``: one expiring key per run id, set if absent: a duplicate run id is refused on every replica,
+  and any replica knows the run's owner and thread.
+- ``agui.events``: one log per run, the sequencer's framed events in batches (``{"first": seq, "frames":
+  [...], "end": bool}``), written behind the stream by one writer task; any replica replays and tails it.
+- the bus: ``agui.cancel.<run id>`` asks the replica running it to cancel, ``agui.cancelled.<run id>`` answers.
+
+The stream that started a run reads its frames from memory: the state is never on the path of a text delta.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from .._bounded import BoundedTable
-from ..context import Ask, InputRequest, answer_from
+from .._transport import dumps_finite, loads
+from ..context import Ask, Context, InputRequest, answer_from
 from ..errors import Permanent
 from ..events import ArtifactUpdate, CoreEvent, Progress, StateChanged, TextDelta
+from ..messages import is_answer
+from ..runtime import describe_validation_error, invoke
+from ..state import Conflict, Limits
+from ..state.base import MAX_KEY_LENGTH
+from .messages import messages_from_run
 from .sequence import Sequencer
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from starlette.requests import HTTPConnection
 
-__all__ = ["Thread", "Run", "Execution", "Consumer", "AguiChannel", "PendingInterrupt", "thread_table", "run_table",
-           "thread_busy"]
+    from ..agent import Agent
+    from ..capability import Capability
+
+__all__ = ["Thread", "Run", "Execution", "Consumer", "AguiChannel", "PendingInterrupt", "Runs", "Refused",
+           "thread_table", "run_table", "thread_busy"]
 
 logger = logging.getLogger("agentmw")
+
+THREADS = "agui.threads"
+RUNS = "agui.runs"
+EVENTS = "agui.events"
+CANCEL = "agui.cancel."  # + run id: cancel it, wherever it runs
+CANCELLED = "agui.cancelled."  # + run id: the answer of the replica that runs it
+CANCEL_WAIT = 10.0  # seconds a cancel requested on another replica waits for its answer
+TAIL_WAIT = 5.0  # seconds a remote reconnect waits for new events before it checks the run still exists
+SAVE_ATTEMPTS = 20
+
+
+class Refused(Exception):
+    """A request answered with an HTTP error before any stream opened."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
 
 
 class Consumer:
@@ -76,18 +120,37 @@ class Run:
     detached: bool = False
     consumers: set[Consumer] = field(default_factory=set)
     execution: Execution | None = None
+    runs: Runs | None = None  # the lifecycle that keeps this run's log and thread record
+    finished: asyncio.Event = field(default_factory=asyncio.Event)  # the end is saved and delivered
+    _log: list[tuple[int, bytes]] = field(default_factory=list)  # frames not yet in the shared log
+    _writer: asyncio.Task[None] | None = None
+    _watcher: asyncio.Task[None] | None = None
+    _finishing: bool = False
 
     @property
     def ended(self) -> bool:
         return self.sequencer.ended
 
     def publish(self) -> bool:
-        """Send what the sequencer made to the buffer and the consumers; True when one is falling behind."""
+        """Send what the sequencer made to the buffer, the log and the consumers; True when one is falling
+        behind. The terminal frames reach the consumers only once the thread record and the log hold the
+        end (``Runs.finish``), so a client that goes on at once, on any replica, finds the thread as it is."""
         made = self.sequencer.take()
         if not made:
             return False
         self.buffer.extend(made)
+        self._log.extend(made)
         frames = [frame for _, frame in made]
+        if self.ended and not self._finishing:
+            self._finishing = True
+            if self.runs is not None:
+                self.runs.finish(self, frames)
+                return False
+        if self.runs is not None and self._writer is None:
+            self._writer = self.runs.write_log(self)
+        return self.deliver(frames)
+
+    def deliver(self, frames: list[bytes]) -> bool:
         pressed = False
         for consumer in list(self.consumers):
             if not consumer.push(frames):
@@ -99,6 +162,7 @@ class Run:
         if self.ended:
             for consumer in self.consumers:
                 consumer.close()
+            self.finished.set()
         return pressed
 
     def cancel(self) -> bool:
@@ -149,23 +213,65 @@ class Thread:
     idempotency_key: str | None = None
     approval_id: str | None = None
     forwarded: dict[str, Any] = field(default_factory=dict)  # the run's forwardedProps (agui/messages.py)
+    running: str | None = None  # the run carrying the execution now (any replica)
+    parked_on: str | None = None  # the replica whose memory holds the execution parked on the interrupts
+    record_version: int = 0  # the version of the thread record this object matches (0: none written)
 
+    def open_interrupt(self, key: str, request: Ask | None, message: str, schema: Mapping[str, Any],
+                       timeout: float, *, kind: str = "ask") -> dict[str, Any]:
+        """The one constructor of interrupts: registers it on the thread, returns it as the wire shows it."""
+        pending = PendingInterrupt(f"int-{os.urandom(8).hex()}", key, request,
+                                   datetime.now(timezone.utc) + timedelta(seconds=timeout), kind)
+        self.interrupts[pending.id] = pending
+        reason = "confirmation" if request is not None and request.confirmation else "input_required"
+        return {"id": pending.id, "reason": reason, "message": message, "responseSchema": dict(schema),
+                "expiresAt": iso(pending.expires)}
 
-def interrupt_id() -> str:
-    return f"int-{os.urandom(8).hex()}"
+    # --- the shared record ---------------------------------------------------------------------------
+    def record(self) -> dict[str, Any]:
+        return {"owner": self.owner, "skill": self.skill, "state": self.state, "version": self.version,
+                "messages": self.messages, "arguments": self.arguments, "forwarded": self.forwarded,
+                "idempotencyKey": self.idempotency_key, "approvalId": self.approval_id, "running": self.running,
+                "parkedOn": self.parked_on,
+                "interrupts": {i.id: {"key": i.key, "kind": i.kind, "expires": i.expires.timestamp()}
+                               for i in self.interrupts.values()}}
 
-
-def expiry(seconds: float) -> datetime:
-    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+    def load(self, value: Mapping[str, Any], version: int) -> None:
+        """Take the record another writer made: the local execution stays, and one parked on interrupts the
+        record no longer has is orphaned (answered or closed elsewhere), so it is cancelled."""
+        self.owner = value["owner"]
+        self.skill = value["skill"]
+        self.state = value.get("state") or {}
+        self.version = value.get("version") or 0
+        self.messages = list(value.get("messages") or [])
+        self.arguments = dict(value.get("arguments") or {})
+        self.forwarded = dict(value.get("forwarded") or {})
+        self.idempotency_key = value.get("idempotencyKey")
+        self.approval_id = value.get("approvalId")
+        self.running = value.get("running")
+        self.parked_on = value.get("parkedOn")
+        interrupts: dict[str, PendingInterrupt] = {}
+        for key, item in (value.get("interrupts") or {}).items():
+            local = self.interrupts.get(key)
+            interrupts[key] = local if local is not None else PendingInterrupt(
+                key, item.get("key", ""), None, datetime.fromtimestamp(item.get("expires", 0), timezone.utc),
+                item.get("kind", "ask"))
+        orphaned = set(self.interrupts) - set(interrupts)
+        self.interrupts = interrupts
+        self.record_version = version
+        execution = self.execution
+        if (orphaned and execution is not None and execution.answer is not None and not execution.answer.done()
+                and execution.task is not None):
+            execution.task.cancel()
 
 
 def iso(moment: datetime) -> str:
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def interrupt_of(pending: PendingInterrupt, message: str, schema: Mapping[str, Any], reason: str) -> dict[str, Any]:
-    return {"id": pending.id, "reason": reason, "message": message, "responseSchema": dict(schema),
-            "expiresAt": iso(pending.expires)}
+def _plain(value: Any) -> Any:
+    """A value as JSON holds it (what a function put in ``ctx.state`` may be any object)."""
+    return loads(dumps_finite(value))
 
 
 class AguiChannel:
@@ -206,19 +312,17 @@ class AguiChannel:
         execution = self.execution
         thread = execution.thread
         run = execution.run
+        timeout = self.agent.park_timeout_seconds
         interrupts = []
         for key, request in requests.items():
             assert isinstance(request, Ask)
-            pending = PendingInterrupt(interrupt_id(), key, request, expiry(self.agent.park_timeout_seconds))
-            thread.interrupts[pending.id] = pending
-            reason = "confirmation" if request.confirmation else "input_required"
-            interrupts.append(interrupt_of(pending, request.message, request.schema, reason))
+            interrupts.append(thread.open_interrupt(key, request, request.message, request.schema, timeout))
         loop = asyncio.get_running_loop()
         execution.answer = loop.create_future()
         run.sequencer.interrupt(interrupts, thread.state)
         run.publish()
         try:
-            answers = await asyncio.wait_for(execution.answer, self.agent.park_timeout_seconds)
+            answers = await asyncio.wait_for(execution.answer, timeout)
         except TimeoutError as exc:
             thread.interrupts.clear()
             raise Permanent("No answer arrived before the interrupt expired.") from exc
@@ -235,6 +339,523 @@ def answers_for(thread: Thread, resume: list[dict[str, Any]]) -> dict[str, Any]:
         assert pending.request is not None  # "arguments" interrupts never reach a parked execution
         answers[pending.key] = answer_from(entry.get("payload"), pending.request)
     return answers
+
+
+# --- the lifecycle ---------------------------------------------------------------------------------------
+
+
+class Runs:
+    """Every thread and run of one agent's AG-UI face, in this process and in the shared state."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.replica = os.urandom(8).hex()  # this endpoint's name in records and on the bus
+        self.threads = thread_table(agent)  # bounded in count and age (docs/limits.md)
+        self.runs = run_table(agent)
+        self._state: Any = None
+        self._tasks: set[asyncio.Task[Any]] = set()  # background work, kept referenced until done
+
+    @property
+    def state(self) -> Any:
+        if self._state is None:
+            state = self.agent.state
+            agent = self.agent
+            state.limit(THREADS, Limits(max_count=agent.agui_max_threads, max_age=agent.agui_thread_idle_seconds))
+            state.limit(RUNS, Limits(max_count=agent.agui_max_runs, max_age=agent.agui_run_retention_seconds))
+            state.limit(EVENTS, Limits(max_count=agent.agui_max_runs, max_age=agent.agui_run_retention_seconds,
+                                       max_len=agent.agui_buffer_events))
+            self._state = state
+        return self._state
+
+    def _spawn(self, coroutine: Any, name: str) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # --- starting a run ------------------------------------------------------------------------------
+    async def start(self, skill: Capability, run_input: Any, connection: HTTPConnection, owner: str,
+                    limit: int) -> tuple[Run, Consumer]:
+        """Claim the run id, then start the run; raises :class:`Refused` before anything ran."""
+        for name in (run_input.thread_id, run_input.run_id):
+            if not name or len(name) > MAX_KEY_LENGTH - 64:
+                raise Refused(422, "threadId and runId are 1 to 960 characters")
+        state = self.state
+        found = await state.get(THREADS, run_input.thread_id)
+        thread = self._thread(run_input.thread_id, found, owner, skill.name)
+        if thread is None or thread.owner != owner or thread.skill != skill.name:
+            raise Refused(404, f"Thread {run_input.thread_id} not found")
+        if run_input.run_id in self.runs or not await state.set_if_absent(
+                RUNS, run_input.run_id, {"owner": owner, "thread": thread.id, "skill": skill.name,
+                                         "replica": self.replica}, self.agent.agui_run_retention_seconds):
+            raise Refused(409, f"Run {run_input.run_id} already exists")
+        props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
+        messages = [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in run_input.messages]
+        run = Run(run_input.run_id, thread, Sequencer(thread.id, run_input.run_id, messages),
+                  collections.deque(maxlen=self.agent.agui_buffer_events), detached=props.get("detached") is True,
+                  runs=self)
+        self.runs[run.id] = run  # the table drops the oldest ended runs past agui_max_runs
+        consumer = Consumer(limit, owns_run=True)
+        run.consumers.add(consumer)
+        run.sequencer.start(run_input.model_dump(mode="json", by_alias=True, exclude_none=True))
+        subscription = state.subscribe(CANCEL + run.id)
+        try:
+            await subscription.__aenter__()  # live before the record names this run as running
+            await self._begin(run, run_input, messages, skill, connection, props, found)
+        except Exception:
+            logger.exception("AG-UI run %s failed to start", run.id)
+            if not run.ended:
+                run.sequencer.error("The agent failed to start this run.", "INTERNAL_ERROR")
+        if run.ended:
+            await subscription.aclose()
+        else:
+            run._watcher = self._spawn(self._watch(run, subscription), f"agui-watch-{run.id}")
+        run.publish()
+        return run, consumer
+
+    def _thread(self, thread_id: str, found: Any, owner: str, skill: str) -> Thread | None:
+        """The local thread, made or brought up to date from its record."""
+        thread = self.threads.get(thread_id)
+        if found is None:
+            if thread is None:
+                thread = Thread(thread_id, owner, skill)
+                self.threads[thread_id] = thread
+            return thread
+        if thread is None:
+            thread = Thread(thread_id, found.value["owner"], found.value["skill"])
+            thread.load(found.value, found.version)
+            self.threads[thread_id] = thread
+        elif thread.record_version != found.version:
+            thread.load(found.value, found.version)
+        return thread
+
+    async def _begin(self, run: Run, run_input: Any, messages: list[dict[str, Any]], skill: Capability,
+                     connection: HTTPConnection, props: dict[str, Any], found: Any) -> None:
+        """Decide what the run does, write that to the thread record in one compare-and-set (deciding again
+        from the new record when another replica wrote first), then do it: events are made only then."""
+        thread = run.thread
+        resume = [entry.model_dump(mode="json", by_alias=True, exclude_none=True) for entry in run_input.resume or []]
+        for _ in range(SAVE_ATTEMPTS):
+            write, act = self._decide(run, run_input, messages, resume, skill, props, connection)
+            if write:
+                try:
+                    thread.record_version = await self.state.put(THREADS, thread.id, _record(thread),
+                                                                 expected_version=thread.record_version)
+                except Conflict:
+                    found = await self.state.get(THREADS, thread.id)
+                    if found is None:
+                        thread.record_version = 0
+                        continue
+                    if found.value["owner"] != thread.owner or found.value["skill"] != skill.name:
+                        run.sequencer.error("This thread belongs to another caller or skill.", "NOT_FOUND")
+                        return
+                    thread.load(found.value, found.version)
+                    continue
+            act(connection)
+            return
+        run.sequencer.error("The thread changed too often to start this run; try again.", "STATE_VERSION_CONFLICT")
+
+    def _decide(self, run: Run, run_input: Any, messages: list[dict[str, Any]], resume: list[dict[str, Any]],
+                skill: Capability, props: dict[str, Any], connection: HTTPConnection) -> tuple[bool, Any]:
+        """Change the local thread as the run asks; returns whether the thread record is to be written, and
+        what to do once it is (no event is made before)."""
+        thread = run.thread
+        sequencer = run.sequencer
+        client_state, version = run_input.state, props.get("stateVersion")
+        if not self._state_ok(thread, client_state, version):
+            state, now = thread.state, thread.version
+            return False, lambda _: (sequencer.state_snapshot(state), sequencer.error(
+                f"The state changed on the server (now version {now}); start again from this snapshot.",
+                "STATE_VERSION_CONFLICT"))
+        if thread.interrupts or resume:
+            return self._decide_resume(run, resume, skill, client_state, messages)
+        execution = thread.execution
+        if thread.running is not None or (thread_busy(thread) and (
+                execution is None or execution.answer is None or execution.answer.done())):
+            state = thread.state
+            return False, lambda _: (sequencer.state_snapshot(state), sequencer.error(
+                "This thread already has a run in progress.", "RUN_IN_PROGRESS"))
+        self._take_state(thread, client_state)
+        sequencer.messages = thread.messages = messages
+        arguments = dict(props.get("arguments") or {})
+        text = next((m.get("content") for m in reversed(thread.messages)
+                     if m.get("role") == "user" and isinstance(m.get("content"), str)), None)
+        if text and skill.text_parameter and skill.text_parameter not in arguments:
+            arguments[skill.text_parameter] = text
+        thread.arguments = arguments
+        key = props.get("idempotencyKey") or connection.headers.get("idempotency-key")
+        thread.idempotency_key = key if isinstance(key, str) else None
+        approval = props.get("approvalId")
+        thread.approval_id = approval if isinstance(approval, str) else None
+        thread.forwarded = props
+        return True, self._snapshot_then(run, self._start_or_ask(run, skill))
+
+    @staticmethod
+    def _snapshot_then(run: Run, act: Any) -> Any:
+        def both(connection: HTTPConnection) -> None:
+            run.sequencer.state_snapshot(run.thread.state)
+            act(connection)
+
+        return both
+
+    @staticmethod
+    def _state_ok(thread: Thread, client_state: Any, version: Any) -> bool:
+        """The server arbitrates: a client write must name the version it saw (or match the state)."""
+        if client_state is None:
+            return True
+        if not isinstance(client_state, dict):
+            return False
+        if version is not None:
+            return bool(version == thread.version)
+        return not (thread.version and client_state != thread.state)
+
+    @staticmethod
+    def _take_state(thread: Thread, client_state: Any) -> None:
+        if client_state is not None and client_state != thread.state:
+            thread.state = client_state
+            thread.version += 1
+
+    def _start_or_ask(self, run: Run, skill: Capability) -> Any:
+        """The arguments are complete: run the skill; missing: an ``arguments`` interrupt."""
+        thread = run.thread
+        model = skill.params.input_model
+        if skill.params.arg_names and model is not None:
+            try:
+                model.model_validate(thread.arguments)
+            except ValidationError as exc:
+                message = describe_validation_error(exc).replace("Invalid arguments", "Missing or invalid input")
+                thread.interrupts = {}
+                interrupt = thread.open_interrupt("arguments", None, message, skill.input_schema,
+                                                  self.agent.park_timeout_seconds, kind="arguments")
+                thread.running = None
+                thread.parked_on = None
+                return lambda connection: run.sequencer.interrupt([interrupt], thread.state)
+        thread.running = run.id
+        thread.parked_on = None
+
+        def start(connection: HTTPConnection) -> None:
+            execution = Execution(skill, thread, run, idempotency_key=thread.idempotency_key)
+            run.execution = execution
+            thread.execution = execution
+            execution.task = asyncio.create_task(self._execute(execution, connection), name=f"agui-run-{run.id}")
+
+        return start
+
+    def _decide_resume(self, run: Run, resume: list[dict[str, Any]], skill: Capability, client_state: Any,
+                       messages: list[dict[str, Any]]) -> tuple[bool, Any]:
+        thread = run.thread
+        sequencer = run.sequencer
+        answered = {entry.get("interruptId") for entry in resume}
+        if not thread.interrupts or answered != set(thread.interrupts):
+            missing = sorted(set(thread.interrupts) - answered)
+            unknown = sorted(answered - set(thread.interrupts))
+            state = thread.state
+            return False, lambda _: (sequencer.state_snapshot(state), sequencer.error(
+                f"A resume must answer every open interrupt (missing: {missing}, unknown: {unknown}).",
+                "INVALID_RESUME"))
+        self._take_state(thread, client_state)
+        sequencer.messages = thread.messages = messages
+        pending = list(thread.interrupts.values())
+        execution = thread.execution
+        parked = execution is not None and execution.task is not None and not execution.task.done()
+        if any(entry.get("status") == "cancelled" for entry in resume):
+            thread.interrupts = {}
+            thread.parked_on = None
+            if parked:
+                thread.running = run.id
+
+                def cancel(connection: HTTPConnection) -> None:
+                    assert execution is not None and execution.task is not None
+                    execution.run = run
+                    run.execution = execution
+                    execution.task.cancel()  # parked on the question: nothing after it runs
+
+                return True, self._snapshot_then(run, cancel)
+            thread.running = None
+            return True, self._snapshot_then(run, lambda _: sequencer.finish({"type": "cancelled"}))
+        if pending[0].kind == "arguments":
+            thread.interrupts = {}
+            payload = resume[0].get("payload")
+            if isinstance(payload, dict):
+                thread.arguments.update(payload)
+            return True, self._snapshot_then(run, self._start_or_ask(run, skill))
+        if not parked or execution is None or execution.answer is None or execution.answer.done():
+            # The execution is gone, or parked in another replica's memory: replaying it there is not done
+            # yet (the journal of docs/scale-out), so the interrupts are closed (start a new run) and a
+            # coroutine parked elsewhere is orphaned (its replica cancels it when it next sees the thread).
+            thread.interrupts = {}
+            thread.parked_on = None
+            thread.running = None
+            return True, self._snapshot_then(run, lambda _: sequencer.error(
+                "The interrupted execution is gone (it expired, the server restarted, or it waits on another "
+                "replica); start a new run.", "RESUME_LOST"))
+        answers = answers_for(thread, resume)
+        thread.interrupts = {}
+        thread.parked_on = None
+        thread.running = run.id
+
+        def answer(connection: HTTPConnection) -> None:
+            assert execution is not None and execution.answer is not None
+            execution.run = run
+            run.execution = execution
+            execution.answer.set_result(answers)
+
+        return True, self._snapshot_then(run, answer)
+
+    # --- executing -------------------------------------------------------------------------------------
+    async def _execute(self, execution: Execution, connection: HTTPConnection) -> None:
+        thread = execution.thread
+        ctx = Context(execution.capability, AguiChannel(self.agent, execution), request=connection,
+                      caller=thread.owner, agent=self.agent, state=thread.state, face="agui")
+        ctx.messages = messages_from_run(thread.messages, thread.forwarded)  # this turn's (agui/messages.py)
+        try:
+            outcome = await invoke(execution.capability, dict(thread.arguments), ctx,
+                                   idempotency_key=execution.idempotency_key, approval_id=thread.approval_id)
+        except asyncio.CancelledError:
+            run = execution.run
+            if not run.ended:
+                run.sequencer.finish({"type": "cancelled"})
+                run.publish()
+            return
+        except Exception:
+            logger.exception("AG-UI execution failed inside agentmw")
+            run = execution.run
+            run.sequencer.error("The agent failed while running.", "INTERNAL_ERROR")
+            run.publish()
+            return
+        finally:
+            if thread.execution is execution:
+                thread.execution = None
+                if execution.run.ended and not thread.interrupts and thread.parked_on == self.replica:
+                    # It ended while parked (expired or orphaned), with no run to carry the news: say so.
+                    thread.parked_on = None
+                    self._spawn(self._save(thread, None), f"agui-save-{thread.id}")
+        run = execution.run
+        if run.ended:
+            return
+        try:
+            self._render(execution, outcome)
+        except Exception:  # whatever the function returned, the run ends with a terminal event
+            logger.exception("AG-UI run %s could not render its outcome", run.id)
+            run.sequencer.error("The agent failed while sending this run's result.", "INTERNAL_ERROR")
+        run.publish()
+
+    def _render(self, execution: Execution, outcome: Any) -> None:
+        run, thread = execution.run, execution.thread
+        sequencer = run.sequencer
+        if outcome.status == "completed":
+            if is_answer(outcome.value) and not execution.capability.is_async_gen:  # a generator's are sent
+                sequencer.answer(outcome.value, text=not execution.streamed_text)
+            elif not execution.streamed_text:
+                text = "".join(getattr(part, "text", "") for part in outcome.content)
+                sequencer.text(text)
+            sequencer.finish(result=outcome.structured)
+        elif outcome.status == "needs_input":
+            interrupts = [thread.open_interrupt(key, None, request.message, request.schema,  # type: ignore[union-attr]
+                                                self.agent.park_timeout_seconds, kind="arguments")
+                          for key, request in (outcome.pending or {}).items()]
+            sequencer.interrupt(interrupts, thread.state)
+        else:
+            code = "RETRYABLE" if outcome.retryable else ("REJECTED" if outcome.status == "rejected" else "FAILED")
+            message = outcome.message or outcome.status
+            if outcome.retryable and outcome.retry_after is not None:
+                message = f"{message} Retry after {outcome.retry_after:g} seconds."
+            sequencer.error(message, code)
+
+    # --- the end of a run, and its log -------------------------------------------------------------------
+    def finish(self, run: Run, final: list[bytes]) -> None:
+        """The run's last frames were made: save the thread, then close the log, then deliver them."""
+        thread = run.thread
+        if thread.running == run.id:
+            thread.running = None
+        execution = thread.execution
+        if thread.interrupts and execution is not None and execution.answer is not None:
+            thread.parked_on = self.replica
+        if run._watcher is not None:
+            run._watcher.cancel()
+        self._spawn(self._finish(run, final), f"agui-finish-{run.id}")
+
+    async def _finish(self, run: Run, final: list[bytes]) -> None:
+        try:
+            await self._save(run.thread, run)
+        except Exception:
+            logger.exception("AG-UI run %s: the thread could not be saved", run.id)
+        try:
+            writer = run._writer
+            if writer is not None:
+                await asyncio.gather(writer, return_exceptions=True)
+            await self._flush(run, end=True)
+        except Exception:
+            logger.exception("AG-UI run %s: its last events could not be logged", run.id)
+        finally:
+            run.deliver(final)
+
+    async def _save(self, thread: Thread, run: Run | None) -> None:
+        """Write the thread as this replica has it; another writer's state wins when it is newer."""
+        state = self.state
+        for _ in range(SAVE_ATTEMPTS):
+            try:
+                thread.record_version = await state.put(THREADS, thread.id, _record(thread),
+                                                        expected_version=thread.record_version)
+                return
+            except Conflict:
+                found = await state.get(THREADS, thread.id)
+                if found is None:
+                    thread.record_version = 0
+                    continue
+                theirs = found.value
+                if (theirs.get("version") or 0) > thread.version:
+                    thread.state, thread.version = theirs.get("state") or {}, theirs["version"]
+                if run is not None and theirs.get("running") not in (None, run.id):
+                    thread.running = theirs["running"]
+                thread.record_version = found.version
+        logger.warning("AG-UI thread %s: gave up saving after %d conflicts", thread.id, SAVE_ATTEMPTS)
+
+    def write_log(self, run: Run) -> asyncio.Task[None]:
+        return self._spawn(self._write(run), f"agui-log-{run.id}")
+
+    async def _write(self, run: Run) -> None:
+        """Append the run's frames to its shared log, in batches, behind the stream; ends when caught up."""
+        try:
+            while run._log and not run._finishing:
+                await self._flush(run, end=False)
+        except Exception:
+            logger.exception("AG-UI run %s: events could not be logged", run.id)
+        finally:
+            run._writer = None
+
+    async def _flush(self, run: Run, *, end: bool) -> None:
+        size = self._batch()
+        most = size * self.agent.agui_buffer_events  # what the log can hold at most: older frames would go
+        while run._log or end:
+            if len(run._log) > most:
+                del run._log[:len(run._log) - most]
+            batch = run._log[:size]
+            del run._log[:size]
+            last = end and not run._log
+            entry: dict[str, Any] = {"first": batch[0][0] if batch else run.sequencer.seq + 1,
+                                     "frames": [frame.decode("utf-8") for _, frame in batch]}
+            if last:
+                entry["end"] = True
+            await self.state.append(EVENTS, run.id, entry)
+            if last:
+                return
+            if not end and run._finishing:
+                return
+
+    def _batch(self) -> int:
+        return max(16, self.agent.agui_buffer_events // 8)
+
+    # --- cancelling ----------------------------------------------------------------------------------------
+    async def _watch(self, run: Run, subscription: Any) -> None:
+        """Cancel requests for this run from other replicas, until it ends."""
+        try:
+            while (message := await subscription.get()) is not None:
+                cancelled = run.cancel()
+                self._spawn(self._answer_cancel(run, cancelled, message[1].get("reply")),
+                            f"agui-cancelled-{run.id}")
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(subscription.aclose())
+
+    async def _answer_cancel(self, run: Run, cancelled: bool, reply: Any) -> None:
+        if cancelled and run.execution is not None and run.execution.task is not None:
+            await asyncio.gather(run.execution.task, return_exceptions=True)
+            await run.finished.wait()
+        if isinstance(reply, str):
+            await self.state.publish(CANCELLED + run.id, {"cancelled": cancelled, "reply": reply})
+
+    async def cancel(self, run_id: str, owner: str) -> None:
+        """Cancel a run wherever it runs; returns once it ended. Raises :class:`Refused` (404, 409)."""
+        run = self.runs.get(run_id)
+        if run is not None:
+            if run.thread.owner != owner:
+                raise Refused(404, f"Run {run_id} not found")
+            if not run.cancel():
+                raise Refused(409, f"Run {run_id} is not running")
+            await asyncio.gather(run.execution.task, return_exceptions=True)  # type: ignore[union-attr]
+            await run.finished.wait()
+            return
+        claim = await self._claim(run_id, owner)
+        found = await self.state.get(THREADS, claim["thread"])
+        if found is None or found.value.get("running") != run_id:
+            raise Refused(409, f"Run {run_id} is not running")
+        reply = os.urandom(8).hex()
+        async with self.state.subscribe(CANCELLED + run_id) as answers:
+            await self.state.publish(CANCEL + run_id, {"reply": reply})
+            deadline = asyncio.get_running_loop().time() + CANCEL_WAIT
+            while (left := deadline - asyncio.get_running_loop().time()) > 0:
+                message = await answers.get(left)
+                if message is None:
+                    break
+                if message[1].get("reply") == reply:
+                    if message[1].get("cancelled"):
+                        return
+                    break
+        raise Refused(409, f"Run {run_id} is not running")
+
+    async def _claim(self, run_id: str, owner: str) -> dict[str, Any]:
+        if not run_id or len(run_id) > MAX_KEY_LENGTH:
+            raise Refused(404, "Run not found")
+        claim = await self.state.get_key(RUNS, run_id)
+        if claim is None or claim.get("owner") != owner:
+            raise Refused(404, f"Run {run_id} not found")
+        return claim
+
+    # --- reconnecting ------------------------------------------------------------------------------------
+    async def remote(self, run_id: str, owner: str) -> dict[str, Any]:
+        """The run's claim, when another replica runs it and the caller owns it; raises :class:`Refused`."""
+        return await self._claim(run_id, owner)
+
+    async def replay_log(self, run_id: str, thread_id: str, after: int) -> AsyncIterator[bytes]:
+        """The frames after ``after`` from the run's shared log, then each new batch until the run's end. Where
+        the log no longer holds some (trimmed), the thread's state and messages come first instead."""
+        state = self.state
+        expected = after + 1
+        position = 0
+        block: float | None = None
+        while True:
+            entries = await state.read(EVENTS, run_id, position, 1000, block=block)
+            if not entries:
+                if block is not None and await state.get_key(RUNS, run_id) is None:
+                    return  # the run is forgotten (retention): nothing more will come
+                block = TAIL_WAIT
+                continue
+            out: list[bytes] = []
+            done = False
+            for position, entry in entries:
+                frames, first = entry.get("frames") or [], entry.get("first", expected)
+                if first > expected:  # trimmed away: the snapshots stand for what was lost
+                    out.extend(await self._snapshot(thread_id))
+                    expected = first
+                for index, frame in enumerate(frames):
+                    if first + index >= expected:
+                        out.append(frame.encode("utf-8"))
+                expected = max(expected, first + len(frames))
+                if entry.get("end"):
+                    done = True
+                    break
+            if out:
+                yield b"".join(out)
+            if done:
+                return
+            block = TAIL_WAIT if len(entries) < 1000 else None
+
+    async def _snapshot(self, thread_id: str) -> list[bytes]:
+        found = await self.state.get(THREADS, thread_id)
+        value = found.value if found is not None else {}
+        return Sequencer.reconnect_snapshot(value.get("state") or {}, value.get("messages") or [])
+
+
+def _record(thread: Thread) -> dict[str, Any]:
+    record = thread.record()
+    try:
+        from ..state.base import encode
+
+        encode(record)
+    except (TypeError, ValueError):  # a function put something JSON cannot hold in ctx.state: as the wire shows it
+        record = _plain(record)
+    return record
 
 
 # --- bounded tables (docs/limits.md) ------------------------------------------------------------------

@@ -131,6 +131,15 @@ class Sequencer:
     def state_snapshot(self, state: dict[str, Any]) -> None:
         self._frame({"type": "STATE_SNAPSHOT", "snapshot": state})
 
+    @staticmethod
+    def reconnect_snapshot(state: dict[str, Any], messages: list[dict[str, Any]]) -> list[bytes]:
+        """What a reconnecting client that fell behind the kept events gets first: the thread's state and
+        messages, framed without an ``id:`` (they are not events of the run, so its numbering is untouched)."""
+        stamp = int(time.time() * 1000)
+        return [b"data: %s\n\n" % dumps_finite({"type": "STATE_SNAPSHOT", "snapshot": state, "timestamp": stamp}),
+                b"data: %s\n\n" % dumps_finite({"type": "MESSAGES_SNAPSHOT", "messages": list(messages),
+                                                 "timestamp": stamp})]
+
     # --- core events -------------------------------------------------------------------------------
     def _end_text(self) -> None:
         if self.text_id is not None:
