@@ -3,6 +3,12 @@
 Every target is driven in-process through its ASGI interface (no sockets, no client library), so the
 numbers are each server's own cost per request; ratios to the floor are what matters. Run it with
 ``python bench/mcp_tools_call.py`` (``--quick`` for a short run); it prints a Markdown table.
+
+agentmw keeps handshake-era sessions in its state (memory here). ``--store URL`` (repeatable:
+``sqlite:///tmp/bench.db``, ``redis://127.0.0.1:6379/0``) adds two session rows per store: the usual one,
+where the replica serves a session it saw less than ``SessionStore.cache_seconds`` ago from its cache, and
+one with that cache off, where every call reads the session record (a balancer that never sends a session
+to the same replica twice in a row).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -51,14 +58,29 @@ def floor_app() -> Any:
     return Starlette(routes=[Route("/mcp", floor_endpoint, methods=["POST"])])
 
 
-def agentmw_app() -> Any:
+def agentmw_app(store: str = "memory://", cache: bool = True) -> Any:
     from agentmw import Agent, AgentMiddleware
 
-    agent = Agent("bench")
+    agent = Agent("bench", store=store)
     agent.tool(add)
+    if not cache:
+        agent.mcp.sessions.cache_seconds = 0.0  # every call reads the session record
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
+    app.state.agent = agent
     return app
+
+
+def store_rows(store: str) -> list[tuple[str, Callable[[], Any], str]]:
+    """The session rows of one ``--store``: with this replica's session cache, and with it off."""
+    scheme = store.split(":", 1)[0]
+    if scheme == "redis" and "prefix=" not in store:
+        store += ("&" if "?" in store else "?") + f"prefix=bench{uuid.uuid4().hex[:8]}"
+    return [
+        (f"agentmw, {LEGACY} (session, {scheme})", lambda: agentmw_app(store), LEGACY),
+        (f"agentmw, {LEGACY} (session, {scheme}, a read per call)", lambda: agentmw_app(store, cache=False),
+         LEGACY),
+    ]
 
 
 def fastmcp_app() -> Any:
@@ -98,6 +120,9 @@ async def measure(name: str, app_factory: Callable[[], Any], era: str, n: int, r
     app = app_factory()
     async with AsyncExitStack() as stack:
         await lifespan(stack, app)
+        agent = getattr(getattr(app, "state", None), "agent", None)
+        if agent is not None:
+            stack.push_async_callback(lambda: agent.state.close())  # its connections and threads
         driver = Driver(app)
         headers = await prepare(driver, era)
         modern = era == MODERN
@@ -111,6 +136,8 @@ async def measure(name: str, app_factory: Callable[[], Any], era: str, n: int, r
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--store", action="append", default=[],
+                        help="also measure handshake-era sessions in this store (a URL; repeatable)")
     args = parser.parse_args()
     n, rounds = (2000, 2) if args.quick else (20000, 3)
     targets = [
@@ -120,6 +147,8 @@ async def main() -> None:
         ("FastMCP 4.1.6, 2025-11-25 (session)", fastmcp_app, LEGACY),
         ("FastMCP 4.1.6, 2026-07-28 (stateless)", fastmcp_app, MODERN),
     ]
+    for store in args.store:
+        targets += store_rows(store)
     results = []
     for name, factory, era in targets:
         try:

@@ -96,7 +96,7 @@ async def test_without_an_identity_source_out_of_band_approval_is_off() -> None:
     text = refused["content"][0]["text"]
     assert "no approver configured" in text and "Nothing was executed" in text
     assert "agentmw/approval" not in refused.get("_meta", {})
-    assert len(agent.approvals.records) == 0, "nothing is recorded that nobody could decide"
+    assert await agent.approvals.count() == 0, "nothing is recorded that nobody could decide"
     async with http(app, "x") as client:
         for method in ("GET", "POST"):
             answer = await client.request(method, "/approvals/appr-anything", json={"approve": True})
@@ -120,7 +120,7 @@ async def test_an_invented_credential_is_no_identity() -> None:
     async with mcp_as(app, "invented") as mcp:
         refused = await mcp.call_tool("place_order", ARGS)
     assert refused["isError"] is True and "needs an authenticated caller" in refused["content"][0]["text"]
-    assert len(agent.approvals.records) == 0
+    assert await agent.approvals.count() == 0
     approval = await request_approval(app, "t-alice")
     assert approval["requestedBy"] == "alice"
     async with http(app, "made-up") as client:
@@ -133,7 +133,7 @@ async def test_an_invented_credential_is_no_identity() -> None:
     async with http(app, "t-alice") as client:
         own = await client.post(f"/approvals/{approval['id']}", json={"approve": True})
     assert own.status_code == 403 and "cannot approve their own action" in own.json()["detail"]
-    assert agent.approvals.get(approval["id"]).status == "pending"
+    assert (await agent.approvals.get(approval["id"])).status == "pending"
 
 
 # --- reading needs the right to decide, or being the requester -----------------------------------------------

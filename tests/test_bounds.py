@@ -262,7 +262,7 @@ async def test_a2a_waiting_task_handles_are_bounded_and_reload_from_the_store() 
         waiting = [await send(client, [{"text": "no numbers"}]) for _ in range(5)]  # INPUT_REQUIRED: arguments
         assert all(task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" for task in waiting)
         live = agent.a2a_app.ops.tasks.live
-        assert len(live) == 2 and len(store.tasks) == 5
+        assert len(live) == 2 and (await store.state.scan("a2a.tasks", total=True)).total == 5  # kept in its state
         message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "taskId": waiting[0]["id"],
                    "parts": [{"data": {"a": 2, "b": 3}}]}
         response = await client.post("/a2a", headers={"a2a-version": "1.0"}, json={
@@ -330,15 +330,15 @@ async def test_agent_limits_reach_the_store_unless_it_has_its_own(tmp_path) -> N
 
 # --- approvals and idempotency records ------------------------------------------------------------------
 
-def test_approvals_capped_by_count_and_forgotten_by_age() -> None:
+async def test_approvals_capped_by_count_and_forgotten_by_age() -> None:
     approvals = Approvals(max_records=3)
-    made = [approvals.create("tool", {"i": i}, "Run tool", "mcp", "alice", ttl=60) for i in range(5)]
-    assert len(approvals.records) == 3 and approvals.get(made[0].id) is None and approvals.get(made[4].id)
-    short = approvals.create("tool", {"i": 9}, "Run tool", "mcp", "alice", ttl=0.01)
-    time.sleep(0.02)
-    assert approvals.get(short.id) is None
-    approvals.records.prune()
-    assert short.id not in approvals.records
+    made = [await approvals.create("tool", {"i": i}, "Run tool", "mcp", "alice", ttl=60) for i in range(5)]
+    assert await approvals.count() == 3 and await approvals.get(made[0].id) is None
+    assert await approvals.get(made[4].id)
+    short = await approvals.create("tool", {"i": 9}, "Run tool", "mcp", "alice", ttl=0.01)
+    await asyncio.sleep(0.02)
+    assert await approvals.get(short.id) is None
+    assert await approvals.state.get("approvals", short.id) is None  # forgotten, not only hidden
 
 
 async def test_idempotency_records_capped_by_count_and_forgotten_by_age() -> None:
@@ -351,7 +351,8 @@ async def test_idempotency_records_capped_by_count_and_forgotten_by_age() -> Non
 
     for i in range(6):
         await cache.run(("alice", "tool", f"k{i}"), "{}", lambda i=i: produce(i), lambda _: True)
-    assert len(cache.entries) == 3
+    kept = [await cache.state.get_key("idem", cache.state_key(("alice", "tool", f"k{i}"))) for i in range(6)]
+    assert [value is not None for value in kept] == [False, False, False, True, True, True]
     assert await cache.run(("alice", "tool", "k5"), "{}", lambda: produce(99), lambda _: True) == "out5"  # kept
     await cache.run(("alice", "tool", "k0"), "{}", lambda: produce(100), lambda _: True)
     assert runs[-1] == 100  # dropped past the count: it runs again

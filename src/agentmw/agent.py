@@ -24,6 +24,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 Listener = Callable[[str, Mapping[str, Any]], None]
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
+_SECRET_NS = "agent.secret"
+_SECRET_TTL = 10 * 365 * 24 * 3600.0  # kept for good: a replica keeps the secret it read for its lifetime
 
 
 class Agent:
@@ -47,13 +49,16 @@ class Agent:
         allowed_hosts: ``Host`` values accepted (DNS-rebinding protection). Local names are always
             accepted; add your public host names, or ``"*"`` to accept any host.
         allowed_origins: browser origins accepted besides those whose host is allowed.
-        secret: key that signs the MCP ``requestState``; replicas behind one load balancer need the same.
+        secret: key that signs the MCP ``requestState``. Without one, the agent takes the one random secret
+            kept in its state (made by whichever replica needs it first), so replicas sharing a store agree
+            with no configuration; one given here wins.
         store: the shared state: a :class:`agentmw.state.State` or a URL (``memory://``, ``sqlite:///path``,
             ``redis://host:port/db``); default ``$AGENTMW_STORE``, else ``sqlite:///agentmw.db``. See
             ``docs/state.md``.
         max_body_bytes: larger request bodies get 413.
-        max_sessions: handshake-era sessions kept at once; past it, ``initialize`` gets 503.
-        session_idle_seconds: a handshake-era session unused for this long is forgotten.
+        max_sessions: handshake-era sessions kept at once (per replica: past it, ``initialize`` gets 503; in
+            the store: past it, the least recently used session is forgotten).
+        session_idle_seconds: a handshake-era session unused for this long, on every replica, is forgotten.
         max_used_states: completed ``requestState`` values remembered (each for
             ``input_state_ttl_seconds``) so that none completes twice.
         agui_max_runs, agui_run_retention_seconds: AG-UI runs kept for reconnects and cancels, and for how
@@ -118,7 +123,7 @@ class Agent:
         self.allowed_origins = tuple(o.rstrip("/").lower() for o in allowed_origins)
         if isinstance(secret, str):
             secret = secret.encode()
-        self.secret: bytes = secret or secrets.token_bytes(32)
+        self._secret: bytes | None = secret or None
         self._store_spec = store
         self._state: Any = None
         self.max_body_bytes = max_body_bytes
@@ -149,8 +154,9 @@ class Agent:
         from .safety import Approvals, IdempotencyCache, Limits
 
         self.limits = Limits(max_in_flight)
-        self.idempotency = IdempotencyCache(idempotency_ttl_seconds, idempotency_max_entries)
-        self.approvals = Approvals(max_approvals)
+        # their records live in the shared state, opened on first use (never by a call that needs neither)
+        self.idempotency = IdempotencyCache(idempotency_ttl_seconds, idempotency_max_entries, state=lambda: self.state)
+        self.approvals = Approvals(max_approvals, state=lambda: self.state)
         self.tools: dict[str, Capability] = {}
         self.resources: dict[str, Capability] = {}
         self.templates: dict[str, Capability] = {}
@@ -292,6 +298,45 @@ class Agent:
 
             self._state = open_state(self._store_spec or os.environ.get("AGENTMW_STORE") or "sqlite:///agentmw.db")
         return self._state
+
+    @property
+    def secret(self) -> bytes:
+        """The key that signs MCP ``requestState``: the one given, else the state's (read by
+        :meth:`signing_secret`, which must have run once; RuntimeError before)."""
+        if self._secret is None:
+            raise RuntimeError("the agent's secret is kept in its state: await agent.signing_secret() first")
+        return self._secret
+
+    @secret.setter
+    def secret(self, value: bytes | str) -> None:
+        self._secret = value.encode() if isinstance(value, str) else value
+
+    @property
+    def secret_known(self) -> bool:
+        """Whether :attr:`secret` can be read without the state."""
+        return self._secret is not None
+
+    async def signing_secret(self) -> bytes:
+        """The secret, reading it from the state the first time when none was given: one random secret per
+        store, made by whichever process asks first (``set_if_absent``), so every replica sharing the store
+        signs and checks with the same one."""
+        if self._secret is None:
+            from .state import Limits
+
+            state = self.state
+            state.limit(_SECRET_NS, Limits(max_count=16, max_age=_SECRET_TTL))
+            while True:
+                found = await state.get_key(_SECRET_NS, "requestState")
+                if found is None:
+                    made = {"secret": secrets.token_hex(32)}
+                    if await state.set_if_absent(_SECRET_NS, "requestState", made, _SECRET_TTL):
+                        found = made
+                    else:
+                        continue  # another process made it first: read theirs
+                if self._secret is None:
+                    self._secret = bytes.fromhex(found["secret"])
+                break
+        return self._secret
 
     def host_allowed(self, host: str) -> bool:
         if "*" in self.allowed_hosts:

@@ -61,7 +61,7 @@ class ApprovalsEndpoint:
                             [(b"www-authenticate", b"Bearer")])
             return
         approval_id = route_path(scope)[len(self.agent.approvals_path):].strip("/")
-        approval = self.agent.approvals.get(approval_id) if approval_id else None
+        approval = await self.agent.approvals.get(approval_id) if approval_id else None
         if approval is None:
             await send_json(send, 404, {"detail": f"No pending approval {approval_id!r} (unknown, expired or used)"})
             return
@@ -89,8 +89,8 @@ class ApprovalsEndpoint:
             await send_json(send, 422, {"detail": 'The body must be {"approve": true|false, "note"?: string}'})
             return
         try:
-            decided = self.agent.approvals.decide(approval_id, identity, decision["approve"],
-                                                  str(decision.get("note", "")))
+            decided = await self.agent.approvals.decide(approval_id, identity, decision["approve"],
+                                                        str(decision.get("note", "")))
         except ApprovalProblem as exc:
             await send_json(send, 409, {"detail": str(exc)})
             return

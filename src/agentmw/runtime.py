@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio.to_thread
 from pydantic import ValidationError
@@ -26,6 +26,9 @@ from .content import Text
 from .context import Ask, ClientCapabilityMissing, Context, InputRequest
 from .errors import AgentError, NeedsInput, Permanent, Rejected, Retryable
 from .messages import Artifact, bind_message_params, framed, is_answer, merge_chunk
+
+if TYPE_CHECKING:
+    from .journal import Journal
 
 __all__ = ["Outcome", "OutcomeStatus", "InputsPending", "invoke", "describe_validation_error"]
 
@@ -63,6 +66,27 @@ class Outcome:
     @property
     def is_error(self) -> bool:
         return self.status in ("failed", "rejected")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The outcome as strict JSON, for the shared state (an idempotency key's first outcome, read back
+        on any replica with :meth:`from_dict`). Content parts, messages, artifacts and questions keep their
+        types; any other value is kept as its JSON form (``_codec``)."""
+        from ._codec import to_json
+
+        return {"status": str(getattr(self.status, "value", self.status)), "content": to_json(self.content),
+                "structured": to_json(self.structured), "message": self.message, "retryable": self.retryable,
+                "retryAfter": self.retry_after, "pending": to_json(self.pending), "code": self.code,
+                "data": to_json(self.data), "value": to_json(self.value)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
+        from ._codec import from_json
+
+        return cls(status=data["status"], content=from_json(data.get("content")) or [],
+                   structured=from_json(data.get("structured")), message=data.get("message") or "",
+                   retryable=bool(data.get("retryable")), retry_after=data.get("retryAfter"),
+                   pending=from_json(data.get("pending")), code=data.get("code"), data=from_json(data.get("data")),
+                   value=from_json(data.get("value")))
 
 
 def describe_validation_error(exc: ValidationError) -> str:
@@ -188,14 +212,23 @@ def _settled(outcome: Outcome) -> bool:
 
 
 async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Context, *,
-                 idempotency_key: str | None = None, approval_id: str | None = None) -> Outcome:
+                 idempotency_key: str | None = None, approval_id: str | None = None,
+                 journal: Journal | None = None) -> Outcome:
     """Run one capability for one caller through the pipeline, and classify what happened.
 
     validate -> idempotency -> in-flight caps -> authorize (the host app's dependencies) -> roots ->
     human gate -> run under the deadline -> frame untrusted text -> Outcome. Each rule lives here once, so no face
     can skip it. Roots come before the gate: a person is never asked to approve a call that would be
     refused anyway.
+
+    With a ``journal`` (``agentmw.journal``), the execution's answers, sub-calls and one-time steps are
+    recorded there and a recorded one is replayed rather than run again (docs/durability.md).
     """
+    if journal is not None:
+        from .journal import run_journaled
+
+        return await run_journaled(capability, arguments, ctx, journal, idempotency_key=idempotency_key,
+                                   approval_id=approval_id)
     params = capability.params
     if arguments is None:
         arguments = {}
@@ -328,8 +361,14 @@ async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
         if isinstance(requester, Outcome):
             return requester
         try:
-            approval = agent.approvals.consume(approval_id, capability.name, arguments, ctx.face or "direct",
-                                               requester)
+            if ctx._journal is not None:  # a replay finds the approval it used in the journal (journal.py)
+                from .journal import journaled_approval
+
+                approval = await journaled_approval(ctx, approval_id, lambda: agent.approvals.consume(
+                    approval_id, capability.name, arguments, ctx.face or "direct", requester))
+            else:
+                approval = await agent.approvals.consume(approval_id, capability.name, arguments,
+                                                         ctx.face or "direct", requester)
         except ApprovalProblem as exc:
             return Outcome(status="rejected", message=f"{exc}. {nothing}", code="approval_invalid")
         if approval.status == "rejected":
@@ -348,8 +387,8 @@ async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
         ctx, f"Approval required: {summary}. This client cannot be asked in-band, and out-of-band approval")
     if isinstance(requester, Outcome):
         return requester
-    approval = agent.approvals.create(capability.name, arguments, summary, ctx.face or "direct", requester,
-                                      spec.ttl_seconds)
+    approval = await agent.approvals.create(capability.name, arguments, summary, ctx.face or "direct", requester,
+                                            spec.ttl_seconds)
     return Outcome(status="needs_input", code="awaiting_approval", message=summary,
                    pending={approval.id: Ask(summary, {"type": "object", "properties": {}}, confirmation=True)},
                    data={"approval": approval.public()})

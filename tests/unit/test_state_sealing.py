@@ -172,6 +172,9 @@ def test_expiry_of_malformed_is_none(state: Any) -> None:
 # --- seal_round / open_round with a fake agent ----------------------------------------------------
 
 class FakeAgent(SimpleNamespace):
+    async def signing_secret(self) -> bytes:
+        return self.secret
+
     def find_resource(self, uri: str) -> tuple[Any, dict[str, str]] | None:
         if uri.startswith("files://"):
             return object(), {"path": uri[len("files://"):]}
@@ -184,16 +187,16 @@ def agent(**kwargs: Any) -> FakeAgent:
     return FakeAgent(secret=kwargs.get("secret", SECRET), input_state_ttl_seconds=kwargs.get("ttl", 60.0))
 
 
-def test_round_trip_for_a_tool() -> None:
+async def test_round_trip_for_a_tool() -> None:
     a = agent()
-    state = _state.seal_round(a, "tools/call:book", ARGS, {"q": 1})
+    state = await _state.seal_round(a, "tools/call:book", ARGS, {"q": 1})
     params = {"name": "book", "arguments": dict(ARGS), "requestState": state}
     assert _state.open_round(a, "tools/call", params, "tools/call:book") == {"q": 1}
 
 
-def test_round_for_a_tool_bound_to_its_arguments() -> None:
+async def test_round_for_a_tool_bound_to_its_arguments() -> None:
     a = agent()
-    state = _state.seal_round(a, "tools/call:book", ARGS, {"q": 1})
+    state = await _state.seal_round(a, "tools/call:book", ARGS, {"q": 1})
     with pytest.raises(ValueError, match="another request"):
         _state.open_round(a, "tools/call", {"arguments": {**ARGS, "nights": 9}, "requestState": state},
                           "tools/call:book")
@@ -201,16 +204,16 @@ def test_round_for_a_tool_bound_to_its_arguments() -> None:
         _state.open_round(a, "tools/call", {"arguments": ARGS, "requestState": state}, "tools/call:other")
 
 
-def test_round_for_a_prompt() -> None:
+async def test_round_for_a_prompt() -> None:
     a = agent()
-    state = _state.seal_round(a, "prompts/get:greet", {"name": "Ada"}, {"k": "v"})
+    state = await _state.seal_round(a, "prompts/get:greet", {"name": "Ada"}, {"k": "v"})
     params = {"name": "greet", "arguments": {"name": "Ada"}, "requestState": state}
     assert _state.open_round(a, "prompts/get", params, "prompts/get:greet") == {"k": "v"}
 
 
-def test_round_for_a_resource_is_bound_to_its_uri_variables() -> None:
+async def test_round_for_a_resource_is_bound_to_its_uri_variables() -> None:
     a = agent()
-    state = _state.seal_round(a, "resources/read:files://a.txt", {"path": "a.txt"}, {"k": 1})
+    state = await _state.seal_round(a, "resources/read:files://a.txt", {"path": "a.txt"}, {"k": 1})
     params = {"uri": "files://a.txt", "requestState": state}
     assert _state.open_round(a, "resources/read", params, "resources/read:files://a.txt") == {"k": 1}
     # the same target name with other variables (not reachable through the target, but bound anyway)
@@ -219,9 +222,9 @@ def test_round_for_a_resource_is_bound_to_its_uri_variables() -> None:
                           "resources/read:files://a.txt")
 
 
-def test_round_for_an_unknown_resource_binds_to_none() -> None:
+async def test_round_for_an_unknown_resource_binds_to_none() -> None:
     a = agent()
-    state = _state.seal_round(a, "resources/read:gone://x", None, {"k": 1})
+    state = await _state.seal_round(a, "resources/read:gone://x", None, {"k": 1})
     assert _state.open_round(a, "resources/read", {"uri": "gone://x", "requestState": state},
                              "resources/read:gone://x") == {"k": 1}
     with pytest.raises(ValueError, match="another request"):
@@ -229,13 +232,13 @@ def test_round_for_an_unknown_resource_binds_to_none() -> None:
                           "resources/read:gone://x")
 
 
-def test_round_uses_the_agents_ttl_and_secret() -> None:
+async def test_round_uses_the_agents_ttl_and_secret() -> None:
     with pytest.raises(ValueError, match="expired"):
         _state.open_round(agent(), "tools/call",
-                          {"arguments": ARGS, "requestState": _state.seal_round(agent(ttl=-1), TARGET, ARGS, {})},
+                          {"arguments": ARGS, "requestState": await _state.seal_round(agent(ttl=-1), TARGET, ARGS, {})},
                           TARGET)
     other = agent(secret=b"another")
-    state = _state.seal_round(other, TARGET, ARGS, {})
+    state = await _state.seal_round(other, TARGET, ARGS, {})
     with pytest.raises(ValueError, match="integrity"):
         _state.open_round(agent(), "tools/call", {"arguments": ARGS, "requestState": state}, TARGET)
 

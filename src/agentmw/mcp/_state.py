@@ -1,8 +1,9 @@
 """``requestState`` for 2026 multi-round-trip requests: the answers so far, signed so a client cannot forge them.
 
 The state travels through the client, so it is HMAC-signed with the agent's secret and bound to the
-method, the capability, a hash of the arguments and an expiry. Nothing is kept on the server: a retry
-may land on any replica that shares the secret.
+method, the capability, a hash of the arguments and an expiry. A retry may land on any replica that shares
+the secret (given to ``Agent(secret=...)``, or else one kept in the shared state); the only server-side
+record is the used state (``stateless.UsedStates``), in the shared state too.
 """
 
 from __future__ import annotations
@@ -48,10 +49,11 @@ def seal(secret: bytes, *, target: str, digest: str, answers: dict[str, Any], tt
     return f"{_b64(payload)}.{_b64(mac)}"
 
 
-def seal_round(agent: Any, target: str, arguments: Any, answers: dict[str, Any], *, asked: Any = (),
-               caller: str | None = None) -> str:
-    """The ``requestState`` that ends an ``input_required`` round of ``target`` called with ``arguments``."""
-    return seal(agent.secret, target=target, digest=arguments_digest(arguments), answers=answers,
+async def seal_round(agent: Any, target: str, arguments: Any, answers: dict[str, Any], *, asked: Any = (),
+                     caller: str | None = None) -> str:
+    """The ``requestState`` that ends an ``input_required`` round of ``target`` called with ``arguments``
+    (signed with the agent's secret, read from the shared state the first time when none was given)."""
+    return seal(await agent.signing_secret(), target=target, digest=arguments_digest(arguments), answers=answers,
                 ttl=agent.input_state_ttl_seconds, asked=asked, caller=caller)
 
 
@@ -60,7 +62,8 @@ def open_round(agent: Any, method: str, params: Mapping[str, Any], target: str, 
     """The answers of a retry: those its ``requestState`` carries, plus the ``responses`` to the questions that
     state asked (answers to anything else are ignored). ValueError when the state is forged, stale, for another
     call (the arguments it is bound to are the call's own: a tool's or prompt's ``arguments``, a template
-    resource's URI variables) or, with ``caller`` given, for another caller.
+    resource's URI variables) or, with ``caller`` given, for another caller. The agent's secret must be known
+    (``await agent.signing_secret()`` first when it comes from the state).
     """
     if method == "resources/read":
         found = agent.find_resource(params.get("uri", ""))

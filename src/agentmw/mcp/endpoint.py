@@ -47,7 +47,8 @@ class McpEndpoint:
         self.catalog = Catalog(agent)
         self.sessions = handshake.SessionStore(agent)
         self.listeners = stateless.ListenHub(agent)
-        self.used_states = stateless.UsedStates(agent.input_state_ttl_seconds, agent.max_used_states)
+        self.used_states = stateless.UsedStates(agent.input_state_ttl_seconds, agent.max_used_states,
+                                                state=lambda: agent.state)
         self.server_info = {"name": agent.name, "version": agent.version}
         self._verdicts: dict[tuple[str, str | None], int] = {}
 

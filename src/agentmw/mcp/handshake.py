@@ -1,8 +1,14 @@
 """The handshake era (2024-11-05 … 2025-11-25): ``initialize``, sessions, server-to-client requests.
 
-Sessions live in this process's memory (run one worker, use sticky routing, or prefer the stateless
-era across replicas). Each is bound to the credential that opened it: a request carrying another
-``Authorization`` gets 404, exactly as an unknown session does.
+Sessions are records in the agent's shared state (``agent.state``, see ``docs/state.md``), so any replica
+that shares the store answers a session opened on another. Each replica keeps the sessions it served
+lately in a small table (:class:`SessionStore`): a request on a session seen here less than
+``SessionStore.cache_seconds`` ago reads nothing from the store; an older one, or a miss, costs one read.
+What only the process that holds it can do (a running call, a question waiting for its answer, a GET
+stream) stays local, and the replicas reach it through the store's bus: one channel per agent carries
+list changes and resource updates, the end of a session, changed session records, cancellations, and the
+client's answers to server-to-client requests. Each session is bound to the credential that opened it: a
+request carrying another ``Authorization`` gets 404, exactly as an unknown session does.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._bounded import BoundedTable
@@ -22,6 +28,7 @@ from .._types import Receive, Scope, Send
 from ..context import InputRequest
 from ..errors import Permanent
 from ..identity import Forbidden, Unauthenticated, caller_from_headers
+from ..state.base import Conflict, Limits
 from ._cancel import CallGuard
 from ._wire import (
     HANDSHAKE_VERSIONS,
@@ -48,18 +55,74 @@ __all__ = ["Session", "SessionStore", "handle"]
 logger = logging.getLogger("agentmw")
 _SESSION_HEADER = b"mcp-session-id"
 _CLIENT_ANSWER_TIMEOUT = 600.0
+MAX_SUBSCRIPTIONS = 1000
+"""Resource URIs one session may subscribe to (its record holds them all)."""
+STREAM_LEASE_SECONDS = 30.0
+"""A GET stream holds a lease on its session, renewed while it is open: a second GET on any replica gets
+409 until the stream ends, or until this long after its replica died."""
+_END = None  # put on a GET stream's queue: the stream ends
 
 
 def _fingerprint(headers: Mapping[str, str]) -> str:
     return hashlib.sha256(headers.get("authorization", "").encode()).hexdigest()
 
 
-class Session:
-    __slots__ = ("id", "version", "client_capabilities", "client_info", "log_level", "credential", "last_seen",
-                 "pending", "inflight", "stream", "subscriptions", "_ids", "caller")
+def _put(queue: asyncio.Queue[Any], message: Any) -> None:
+    try:
+        queue.put_nowait(message)
+    except asyncio.QueueFull:  # a stream this far behind loses notifications, never the server's memory
+        if message is _END:
+            while not queue.empty():
+                queue.get_nowait()
+            queue.put_nowait(_END)
+        else:
+            logger.debug("MCP GET stream full: a notification was dropped")
 
-    def __init__(self, version: str, client_capabilities: dict[str, Any], client_info: Any, credential: str) -> None:
-        self.id = secrets.token_hex(16)
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+    """Run ``fn(*args)`` on ``loop``: now when it is this thread's loop, else soon, thread-safely."""
+    if loop is _running_loop():
+        fn(*args)
+    elif not loop.is_closed():
+        loop.call_soon_threadsafe(fn, *args)
+
+
+class Session:
+    """One session as this replica knows it: the shared fields (a copy of the record, version ``rev``) and
+    what only this process holds (running calls, questions waiting for answers, the GET stream)."""
+
+    __slots__ = (
+        "_ids",
+        "_prefix",
+        "caller",
+        "checked",
+        "client_capabilities",
+        "client_info",
+        "closed",
+        "credential",
+        "id",
+        "inflight",
+        "last_seen",
+        "log_level",
+        "pending",
+        "rev",
+        "stream",
+        "stream_loop",
+        "subscriptions",
+        "version",
+        "written",
+    )
+
+    def __init__(self, version: str, client_capabilities: dict[str, Any], client_info: Any, credential: str,
+                 session_id: str | None = None, replica: str = "") -> None:
+        self.id = session_id or secrets.token_hex(16)
         self.version = version
         self.client_capabilities = client_capabilities
         self.client_info = client_info
@@ -68,63 +131,341 @@ class Session:
         self.last_seen = time.monotonic()
         self.pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
         self.inflight: dict[Any, CallGuard] = {}
-        self.stream: asyncio.Queue[dict[str, Any]] | None = None
+        self.stream: asyncio.Queue[dict[str, Any] | None] | None = None
+        self.stream_loop: asyncio.AbstractEventLoop | None = None
         self.subscriptions: set[str] = set()
         self._ids = itertools.count(1)
-        self.caller: str | None = None  # resolved on the first call; bound, like the session, to its credential
+        self._prefix = f"agentmw-{replica[:8]}-" if replica else "agentmw-"  # unique across replicas
+        self.caller: str | None = None  # bound, like the session, to its credential
+        self.rev = 0  # the record's version this copy reflects
+        self.checked = self.written = self.last_seen  # when the record was last read / written (monotonic)
+        self.closed = False
 
     def next_request_id(self) -> str:
-        return f"agentmw-{next(self._ids)}"
+        return f"{self._prefix}{next(self._ids)}"
+
+    def record(self) -> dict[str, Any]:
+        """The shared part, as stored."""
+        return {"version": self.version, "capabilities": self.client_capabilities, "clientInfo": self.client_info,
+                "logLevel": self.log_level, "credential": self.credential, "caller": self.caller,
+                "subscriptions": sorted(self.subscriptions), "seen": time.time()}
+
+    @classmethod
+    def from_record(cls, session_id: str, value: Mapping[str, Any], version: int, replica: str) -> Session:
+        session = cls(str(value.get("version") or LATEST_HANDSHAKE), dict(value.get("capabilities") or {}),
+                      value.get("clientInfo"), str(value.get("credential") or ""), session_id, replica)
+        session.apply(value, version)
+        seen = value.get("seen")
+        if isinstance(seen, (int, float)):  # when it was written, on this replica's monotonic clock
+            session.written = time.monotonic() - max(0.0, time.time() - seen)
+        return session
+
+    def apply(self, value: Mapping[str, Any], version: int) -> None:
+        """Take the shared fields another replica may have changed."""
+        level = value.get("logLevel")
+        self.log_level = level if isinstance(level, str) else None
+        self.subscriptions = {u for u in value.get("subscriptions") or () if isinstance(u, str)}
+        caller = value.get("caller")
+        self.caller = caller if isinstance(caller, str) else self.caller
+        self.rev = version
+        self.checked = time.monotonic()
 
     def close(self) -> None:
+        """The session ended: its running calls are cancelled, its questions fail, its GET stream ends."""
+        self.closed = True
         for scope in self.inflight.values():
-            scope.cancel()
+            _on_loop(scope.task.get_loop(), scope.cancel)
         for future in self.pending.values():
             if not future.done():
-                future.cancel()
+                _on_loop(future.get_loop(), future.cancel)
         self.pending.clear()
+        if self.stream is not None and self.stream_loop is not None:
+            _on_loop(self.stream_loop, _put, self.stream, _END)
 
 
 class SessionStore:
+    """The sessions of one agent: records in ``agent.state``, a cache of those seen here, and the bus.
+
+    Consistency: a replica serves a session from its cache for at most ``cache_seconds`` after it last
+    read the record, then reads it again (one ``get``). A session ended (DELETE) or changed
+    (``logging/setLevel``, ``resources/(un)subscribe``) on another replica is dropped or re-read here as
+    soon as the bus message arrives, and at the latest ``cache_seconds`` later if that message is lost.
+    A session unused everywhere for ``session_idle_seconds`` is gone from the store (its record is written
+    again at most every ``touch_every`` seconds while it is used), so it is 404 on every replica within
+    ``cache_seconds`` after that. ``max_sessions`` bounds both this replica's table (``initialize`` gets
+    503 when it is full of live sessions) and the store (past it, the least recently written record goes).
+    """
+
+    cache_seconds: float = 1.0
+
     def __init__(self, agent: Any) -> None:
         self.agent = agent
-        # bounded: max_sessions, each dropped session_idle_seconds after its last use unless a call runs
+        self.replica = secrets.token_hex(8)
+        digest = hashlib.sha256(agent.name.encode()).hexdigest()[:16]
+        self.ns = f"mcp.sessions.{digest}"
+        self.streams_ns = f"mcp.streams.{digest}"
+        self.channel = f"agentmw.mcp.{digest}"
+        idle = agent.session_idle_seconds
+        self.touch_every = min(idle / 4, 60.0)
+        self.sweep_every = min(5.0, max(idle / 4, 0.05))
+        # this replica's sessions: max_sessions, each dropped session_idle_seconds after its last use here,
+        # unless a call runs or a GET stream is open
         self.sessions: BoundedTable[str, Session] = BoundedTable(
-            agent.max_sessions, agent.session_idle_seconds, pinned=lambda s: bool(s.inflight),
+            agent.max_sessions, idle, pinned=lambda s: bool(s.inflight) or s.stream is not None,
             on_evict=lambda _key, s, _early: s.close())
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop whose bus listener is running
+        self._listeners: dict[asyncio.AbstractEventLoop, tuple[asyncio.Task[None], asyncio.Future[None]]] = {}
+        self._state: Any = None
+        self._tasks: set[asyncio.Task[None]] = set()
         agent.subscribe(self._on_agent_event)
 
+    @property
+    def state(self) -> Any:
+        if self._state is None:
+            state = self.agent.state
+            state.limit(self.ns, Limits(max_count=self.agent.max_sessions,
+                                        max_age=self.agent.session_idle_seconds + self.touch_every))
+            state.limit(self.streams_ns, Limits(max_count=self.agent.max_sessions,
+                                                max_age=STREAM_LEASE_SECONDS * 2))
+            self._state = state
+        return self._state
+
+    # -- the bus --------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen to the agent's bus channel on this loop (once; again if the listener stopped)."""
+        loop = asyncio.get_running_loop()
+        entry = self._listeners.get(loop)
+        if entry is None or entry[0].done():
+            for other in [other for other in self._listeners if other.is_closed()]:
+                del self._listeners[other]
+            started: asyncio.Future[None] = loop.create_future()
+            task = loop.create_task(self._listen_bus(started), name="agentmw-mcp-sessions")
+            entry = self._listeners[loop] = (task, started)
+        await asyncio.shield(entry[1])
+        if not entry[0].done():
+            self.loop = loop
+
+    async def _listen_bus(self, started: asyncio.Future[None]) -> None:
+        loop = asyncio.get_running_loop()
+        sweeper: asyncio.Task[None] | None = None
+        try:
+            async with self.state.subscribe(self.channel, max_queue=10_000) as sub:
+                started.set_result(None)
+                sweeper = loop.create_task(self._sweep_every(loop), name="agentmw-mcp-streams")
+                async for _, message in sub:
+                    try:
+                        await self._on_bus(message)
+                    except Exception:
+                        logger.exception("agentmw MCP: a session bus message failed")
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("agentmw MCP: the session bus listener stopped")
+        finally:
+            if sweeper is not None:
+                sweeper.cancel()
+            if not started.done():
+                started.set_result(None)
+            if self.loop is loop:
+                self.loop = None  # the next request starts another
+
+    async def _sweep_every(self, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            await asyncio.sleep(self.sweep_every)
+            try:
+                await self._sweep(loop)
+            except Exception:
+                logger.warning("agentmw MCP: the GET stream sweep failed", exc_info=True)
+
+    async def _on_bus(self, message: dict[str, Any]) -> None:
+        if message.get("r") == self.replica:
+            return
+        kind = message.get("k")
+        if kind == "event":
+            event, data = message.get("e"), message.get("d")
+            if isinstance(event, str) and isinstance(data, dict):
+                self._deliver(event, data)
+            return
+        session_id = message.get("s")
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is None:
+            return
+        if kind == "close":
+            self.forget(session.id)
+        elif kind == "changed":
+            session.checked = float("-inf")  # read again before it is used
+            if session.stream is not None:  # its subscriptions filter what the stream gets: now
+                await self._refresh(session)
+        elif kind == "cancel":
+            guard = session.inflight.get(message.get("i"))
+            if guard is not None:
+                _on_loop(guard.task.get_loop(), guard.cancel)
+        elif kind == "answer":
+            future = session.pending.pop(message.get("i"), None)
+            body = message.get("b")
+            if future is not None and isinstance(body, dict):
+                _on_loop(future.get_loop(), _answer, future, body)
+
+    async def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Keep the leases of this loop's GET streams, and end those whose session is gone."""
+        now = time.monotonic()
+        for session in self.sessions.values():
+            if session.stream is None or session.stream_loop is not loop:
+                continue
+            try:
+                if now - session.checked > self.cache_seconds and not await self._refresh(session):
+                    continue
+                if not await self.state.renew(self.streams_ns, session.id, self.replica, STREAM_LEASE_SECONDS):
+                    await self.state.set_if_absent(self.streams_ns, session.id, {"owner": self.replica},
+                                                   STREAM_LEASE_SECONDS)
+            except Exception:
+                logger.warning("agentmw MCP: could not check session %s", session.id, exc_info=True)
+
+    async def publish(self, message: dict[str, Any]) -> None:
+        """Send ``message`` to the other replicas; a failure is logged (the bus is at most once anyway)."""
+        message["r"] = self.replica
+        try:
+            await self.state.publish(self.channel, message)
+        except Exception:
+            logger.warning("agentmw MCP: could not publish a session message", exc_info=True)
+
+    def _announce(self, message: dict[str, Any]) -> None:
+        """Publish from synchronous code, on the loop the bus is used from."""
+        loop = self.loop if self.loop is not None and not self.loop.is_closed() else _running_loop()
+        if loop is None:
+            return  # nothing is served yet: no replica can have a session of ours to tell
+
+        def spawn() -> None:
+            task = asyncio.get_running_loop().create_task(self.publish(message))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        _on_loop(loop, spawn)
+
     def _on_agent_event(self, event: str, data: Mapping[str, Any]) -> None:
-        message = {"jsonrpc": "2.0", "method": f"notifications/{event}"}
+        self._deliver(event, data)
+        self._announce({"k": "event", "e": event, "d": dict(data)})
+
+    def _deliver(self, event: str, data: Mapping[str, Any]) -> None:
+        """A list change or resource update, to this replica's GET streams that want it."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": f"notifications/{event}"}
         if data:
             message["params"] = dict(data)
         for session in self.sessions.values():
-            if session.stream is None:
+            if session.stream is None or session.stream_loop is None:
                 continue
             if event == "resources/updated" and data.get("uri") not in session.subscriptions:
                 continue
-            session.stream.put_nowait(message)
+            _on_loop(session.stream_loop, _put, session.stream, message)
 
-    def open(self, session: Session) -> bool:
+    # -- sessions -------------------------------------------------------------------------------------
+
+    async def open(self, session: Session) -> bool:
         if len(self.sessions) >= self.sessions.max_items:
             self.sessions.prune()  # the idle ones; a full table of live sessions refuses (503), evicts none
         if len(self.sessions) >= self.sessions.max_items:
             return False
+        session.rev = await self.state.put(self.ns, session.id, session.record(), expected_version=None)
+        session.written = session.checked = time.monotonic()
         self.sessions[session.id] = session
         return True
 
-    def find(self, session_id: str, credential: str) -> Session | None:
-        session = self.sessions.get(session_id)  # None once idle too long (and closed)
-        if session is None or session.credential != credential:
+    def cached(self, session_id: str, credential: str) -> Session | None:
+        """The hot path: a session read or written here within ``cache_seconds``, with nothing to write
+        yet; None sends the caller to :meth:`find`."""
+        session = self.sessions.get(session_id)
+        if session is None:
             return None
-        session.last_seen = time.monotonic()
+        now = time.monotonic()
+        if (now - session.checked > self.cache_seconds or now - session.written > self.touch_every
+                or session.credential != credential):
+            return None
+        session.last_seen = now
         self.sessions.put(session_id, session)  # used now: renewed, and the newest
         return session
 
-    def close(self, session_id: str) -> None:
+    async def find(self, session_id: str, credential: str) -> Session | None:
+        """The session, read from the store when this replica has not seen it lately; None: 404."""
+        session = self.sessions.get(session_id)
+        if session is None or time.monotonic() - session.checked > self.cache_seconds:
+            found = await self.state.get(self.ns, session_id)
+            if found is None:
+                self.forget(session_id)
+                return None
+            session = self.sessions.get(session_id)  # another request may have loaded it meanwhile
+            if session is None:
+                session = Session.from_record(session_id, found.value, found.version, self.replica)
+            elif found.version != session.rev:
+                session.apply(found.value, found.version)
+            else:
+                session.checked = time.monotonic()
+        if session.credential != credential:
+            return None
+        now = session.last_seen = time.monotonic()
+        self.sessions.put(session_id, session)
+        if now - session.written > self.touch_every and not await self.touch(session):
+            return None
+        return session
+
+    async def _refresh(self, session: Session) -> bool:
+        found = await self.state.get(self.ns, session.id)
+        if found is None:
+            self.forget(session.id)
+            return False
+        session.apply(found.value, found.version)
+        return True
+
+    async def touch(self, session: Session, *, running: bool = False) -> bool:
+        """Write the record again, so that the store's idle bound counts from now; False if it is gone.
+
+        ``running``: a call of the session just ended here, so the session was in use even if the store
+        forgot it meanwhile (a call longer than the idle bound): it is written back unless it was ended.
+        """
+        try:
+            session.rev = await self.state.put(self.ns, session.id, session.record(), expected_version=session.rev)
+        except Conflict as exc:
+            if exc.actual == 0 and running and not session.closed:
+                session.rev = await self.state.put(self.ns, session.id, session.record(), expected_version=None)
+            elif exc.actual == 0:
+                self.forget(session.id)
+                return False
+            elif not await self._refresh(session):  # changed elsewhere, which renewed it too
+                return False
+        session.written = session.checked = time.monotonic()
+        return True
+
+    async def update(self, session: Session, change: Callable[[Session], None]) -> None:
+        """Change the shared fields (compare-and-set on the record) and tell the other replicas."""
+        change(session)
+        while True:
+            try:
+                session.rev = await self.state.put(self.ns, session.id, session.record(),
+                                                   expected_version=session.rev)
+                break
+            except Conflict:
+                if not await self._refresh(session):
+                    raise JsonRpcError(SESSION_NOT_FOUND, "Session not found") from None
+                change(session)
+        session.written = session.checked = time.monotonic()
+        await self.publish({"k": "changed", "s": session.id})
+
+    def forget(self, session_id: str) -> None:
+        """Drop the session here (and end what it holds here); the record is not touched."""
         session = self.sessions.pop(session_id, None)
         if session is not None:
             session.close()
+
+    async def end(self, session_id: str) -> None:
+        """DELETE: the session ends on every replica."""
+        await self.state.delete(self.ns, session_id)
+        self.forget(session_id)
+        await self.publish({"k": "close", "s": session_id})
+
+
+def _answer(future: asyncio.Future[dict[str, Any]], body: dict[str, Any]) -> None:
+    if not future.done():
+        future.set_result(body)
 
 
 async def _session_or_error(endpoint: McpEndpoint, incoming: Incoming, send: Send) -> Session | None:
@@ -132,7 +473,11 @@ async def _session_or_error(endpoint: McpEndpoint, incoming: Incoming, send: Sen
     if not session_id:
         await json_response(send, 400, error_body(None, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
         return None
-    session = endpoint.sessions.find(session_id, _fingerprint(incoming.headers))
+    sessions = endpoint.sessions
+    credential = _fingerprint(incoming.headers)
+    session = None
+    if len(session_id) <= 128:  # ours are 32 characters: a longer one is not looked up
+        session = sessions.cached(session_id, credential) or await sessions.find(session_id, credential)
     if session is None:
         await json_response(send, 404, error_body(None, SESSION_NOT_FOUND, "Session not found"))
         return None
@@ -141,6 +486,9 @@ async def _session_or_error(endpoint: McpEndpoint, incoming: Incoming, send: Sen
 
 async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:
     verb = scope["method"]
+    sessions = endpoint.sessions
+    if sessions.loop is not asyncio.get_running_loop():
+        await sessions.start()  # once per loop: this replica listens to the other replicas from now on
     if verb == "POST":
         await _post(endpoint, incoming, scope, receive, send)
     elif verb == "GET":
@@ -149,11 +497,11 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
             return
         session = await _session_or_error(endpoint, incoming, send)
         if session is not None:
-            await _listen(session, scope, receive, send)
+            await _listen(sessions, session, scope, receive, send)
     elif verb == "DELETE":
         session = await _session_or_error(endpoint, incoming, send)
         if session is not None:
-            endpoint.sessions.close(session.id)
+            await sessions.end(session.id)
             await plain_response(send, 200)
     else:
         await plain_response(send, 405, [(b"allow", b"GET, POST, DELETE")])
@@ -168,19 +516,21 @@ async def _post(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive
     message = classify_rpc(body, responses=True)
     what, request_id = message.kind, message.id
     if what == "request" and message.method == "initialize":
-        await _initialize(endpoint, incoming, body, send)
+        await _initialize(endpoint, incoming, scope, body, send)
         return
     session = await _session_or_error(endpoint, incoming, send)
     if session is None:
         return
     if what == "notification":
-        _notification(session, body)
+        await _notification(endpoint.sessions, session, body)
         await plain_response(send, 202)
         return
     if what == "response":
         future = session.pending.pop(request_id, None)
-        if future is not None and not future.done():
-            future.set_result(body)
+        if future is not None:
+            _answer(future, body)
+        else:  # the question may wait on another replica: the answer goes there through the bus
+            await endpoint.sessions.publish({"k": "answer", "s": session.id, "i": request_id, "b": body})
         await plain_response(send, 202)
         return
     if session.caller is None:
@@ -188,7 +538,8 @@ async def _post(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive
     await _request(endpoint, session, scope, receive, send, body, request_id)
 
 
-async def _initialize(endpoint: McpEndpoint, incoming: Incoming, body: dict[str, Any], send: Send) -> None:
+async def _initialize(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, body: dict[str, Any],
+                      send: Send) -> None:
     params = body.get("params") or {}
     request_id = body["id"]
     offered = params.get("protocolVersion")
@@ -198,8 +549,11 @@ async def _initialize(endpoint: McpEndpoint, incoming: Incoming, body: dict[str,
             request_id, INVALID_PARAMS, "initialize needs 'protocolVersion' (string) and 'capabilities' (object)"))
         return
     version = offered if offered in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE
-    session = Session(version, capabilities, params.get("clientInfo"), _fingerprint(incoming.headers))
-    if not endpoint.sessions.open(session):
+    sessions = endpoint.sessions
+    session = Session(version, capabilities, params.get("clientInfo"), _fingerprint(incoming.headers),
+                      replica=sessions.replica)
+    session.caller = caller_from_headers(scope, incoming.headers.get("authorization"), endpoint.agent.identify)
+    if not await sessions.open(session):
         await json_response(send, 503, error_body(request_id, INVALID_REQUEST, "Too many sessions; try again later"))
         return
     agent = endpoint.agent
@@ -224,7 +578,7 @@ def server_capabilities() -> dict[str, Any]:
     }
 
 
-def _notification(session: Session, body: dict[str, Any]) -> None:
+async def _notification(sessions: SessionStore, session: Session, body: dict[str, Any]) -> None:
     method = body["method"]
     params = body.get("params") or {}
     request_id = params.get("requestId")
@@ -232,6 +586,8 @@ def _notification(session: Session, body: dict[str, Any]) -> None:
         scope = session.inflight.get(request_id)
         if scope is not None:
             scope.cancel()
+        else:  # the call may run on another replica: it cancels its own, if it has it
+            await sessions.publish({"k": "cancel", "s": session.id, "i": request_id})
 
 
 async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, receive: Receive, send: Send,
@@ -241,7 +597,7 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, receiv
     exchange = Exchange(send, [(_SESSION_HEADER, session.id.encode())], stateless=False)
     if method in _SESSION_METHODS:
         try:
-            result = _SESSION_METHODS[method](session, params or {})
+            result = await _SESSION_METHODS[method](endpoint.sessions, session, params or {})
             await exchange.finish({"jsonrpc": "2.0", "id": request_id, "result": result})
         except JsonRpcError as exc:
             await exchange.finish(exc.body(request_id))
@@ -278,8 +634,11 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, receiv
         await exchange.start_stream()
         exchange.closed = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-        return
-    await exchange.finish(payload)
+    else:
+        await exchange.finish(payload)
+    sessions = endpoint.sessions
+    if time.monotonic() - session.written > sessions.touch_every:  # a long call: the session was in use
+        await sessions.touch(session, running=True)
 
 
 async def _ask_client(session: Session, exchange: Exchange, request: InputRequest, receive: Receive) -> Any:
@@ -328,48 +687,81 @@ async def _client_gone(receive: Receive) -> str:
         exiting.cancel()
 
 
-def _set_level(session: Session, params: dict[str, Any]) -> dict[str, Any]:
+async def _set_level(sessions: SessionStore, session: Session, params: dict[str, Any]) -> dict[str, Any]:
     level = params.get("level")
     if level not in LOG_RANK:
         raise JsonRpcError(INVALID_PARAMS, f"Unknown log level {level!r}")
-    session.log_level = level
+
+    def change(s: Session) -> None:
+        s.log_level = level
+
+    await sessions.update(session, change)
     return {}
 
 
-def _subscription(subscribe: bool) -> Any:
-    def change(session: Session, params: dict[str, Any]) -> dict[str, Any]:
+def _subscription(subscribe: bool) -> Callable[[SessionStore, Session, dict[str, Any]], Awaitable[dict[str, Any]]]:
+    async def change(sessions: SessionStore, session: Session, params: dict[str, Any]) -> dict[str, Any]:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise JsonRpcError(INVALID_PARAMS, "resources/(un)subscribe needs a string 'uri'")
-        (session.subscriptions.add if subscribe else session.subscriptions.discard)(uri)
+        if (uri in session.subscriptions) == subscribe:
+            return {}  # nothing changes: nothing to write
+
+        def apply(s: Session) -> None:
+            if subscribe and uri not in s.subscriptions and len(s.subscriptions) >= MAX_SUBSCRIPTIONS:
+                raise JsonRpcError(INVALID_PARAMS, f"A session subscribes to at most {MAX_SUBSCRIPTIONS} resources")
+            (s.subscriptions.add if subscribe else s.subscriptions.discard)(uri)
+
+        await sessions.update(session, apply)
         return {}
 
     return change
 
 
-_SESSION_METHODS = {
-    "ping": lambda session, params: {},
+async def _ping(sessions: SessionStore, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+_SESSION_METHODS: dict[str, Callable[[SessionStore, Session, dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+    "ping": _ping,
     "logging/setLevel": _set_level,
     "resources/subscribe": _subscription(True),
     "resources/unsubscribe": _subscription(False),
 }
 
 
-async def _listen(session: Session, scope: Scope, receive: Receive, send: Send) -> None:
-    """The GET stream: list changes and resource updates for this session, until the client leaves."""
+async def _listen(sessions: SessionStore, session: Session, scope: Scope, receive: Receive, send: Send) -> None:
+    """The GET stream: list changes and resource updates for this session, until the client leaves or the
+    session ends. One per session across the replicas: it holds a lease on the session while it is open."""
     if session.stream is not None:
         await plain_response(send, 409, body=b"Conflict: this session already has a GET stream")
         return
-    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=1000)
-    session.stream = queue
-
-    async def frames() -> AsyncIterator[bytes]:
-        yield sse_comment("stream open")
-        while True:
-            yield sse_frame(await queue.get())
-
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=1000)
+    session.stream = queue  # taken before the first await: a second GET here is refused at once
+    session.stream_loop = asyncio.get_running_loop()
+    leased = False
     try:
+        leased = await sessions.state.set_if_absent(sessions.streams_ns, session.id, {"owner": sessions.replica},
+                                                    STREAM_LEASE_SECONDS)
+        if not leased:
+            await plain_response(send, 409, body=b"Conflict: this session already has a GET stream")
+            return
+
+        async def frames() -> AsyncIterator[bytes]:
+            yield sse_comment("stream open")
+            while True:
+                message = await queue.get()
+                if message is _END:
+                    return
+                yield sse_frame(message)
+
         await stream_sse(scope, receive, send, frames(), headers=[(_SESSION_HEADER, session.id.encode())])
     finally:
         if session.stream is queue:
             session.stream = None
+            session.stream_loop = None
+        if leased:
+            try:
+                await sessions.state.release(sessions.streams_ns, session.id, sessions.replica)
+            except Exception:  # it expires on its own
+                logger.debug("could not release the GET stream lease of %s", session.id, exc_info=True)

@@ -195,8 +195,8 @@ async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outc
     outcome = await invoke(cap, arguments, ctx, idempotency_key=key if isinstance(key, str) else None,
                            approval_id=approval if isinstance(approval, str) else None)
     if outcome.status == "needs_input" and call.stateless and outcome.pending and outcome.code is None:
-        state = _state.seal_round(call.agent, target, arguments, outcome.data or {}, asked=list(outcome.pending),
-                                  caller=caller)
+        state = await _state.seal_round(call.agent, target, arguments, outcome.data or {},
+                                        asked=list(outcome.pending), caller=caller)
         return {
             "resultType": "input_required",
             "inputRequests": {key: input_request(req) for key, req in outcome.pending.items()},

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hashlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -182,13 +184,15 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
     agent = endpoint.agent
     caller = caller_from_headers(scope, headers.get("authorization"), agent.identify) or \
         await resolve_caller(HTTPConnection(scope), agent.identify)
+    if params.get("requestState") is not None and not agent.secret_known:
+        await agent.signing_secret()  # kept in the shared state: read once, and only to check a requestState
     try:
         gather = _replay_gather(agent, method, params, caller)
     except JsonRpcError as exc:
         await exchange.finish(exc.body(request_id))
         return
     state = params.get("requestState") if gather is not _first_round else None
-    if state is not None and not endpoint.used_states.claim(state):
+    if state is not None and not await endpoint.used_states.claim(state):
         # claimed before the function starts, so of concurrent retries with one state exactly one runs
         await exchange.finish(error_body(request_id, INVALID_PARAMS, "Invalid requestState: it was already used; "
                                          "each requestState works once"))
@@ -396,11 +400,42 @@ def _discover(agent: Agent) -> dict[str, Any]:
 
 
 class UsedStates(UsedTokens):
-    """``requestState`` values that already completed a request, until they would have expired anyway:
-    at most ``max_entries`` of them, failing closed past that (see ``agentmw._bounded.UsedTokens``)."""
+    """``requestState`` values already used, until they would have expired anyway, in every replica.
 
-    def __init__(self, ttl: float, max_entries: int = 100_000) -> None:
+    :meth:`claim` marks a state used in this process's table first (at most ``max_entries``, failing closed
+    past that: see ``agentmw._bounded.UsedTokens``), then in the shared state, where of the replicas that
+    claim one state exactly one wins: ``set_if_absent("mcp.used", sha256(state), ..., ttl)``, ``ttl`` being
+    what is left of the state's own life. ``state``: a :class:`agentmw.state.State` or a callable returning
+    one (opened at the first claim); None keeps the claims in this process only.
+    """
+
+    NAMESPACE = "mcp.used"
+
+    def __init__(self, ttl: float, max_entries: int = 100_000, *, state: Any = None) -> None:
         super().__init__(ttl, max_entries, _state.expiry)
+        self._source = state
+        self._shared: Any = None
+
+    def _store(self) -> Any:
+        if self._shared is None:
+            from ..state import Limits
+
+            source = self._source
+            shared = source() if callable(source) and not hasattr(source, "set_if_absent") else source
+            shared.limit(self.NAMESPACE, Limits(max_count=self.table.max_items, max_age=self.ttl + 60.0))
+            self._shared = shared
+        return self._shared
+
+    async def claim(self, token: str) -> bool:  # type: ignore[override]
+        """Use ``token`` now: True for the one caller, in any replica sharing the state, that claims it first."""
+        if not super().claim(token):
+            return False
+        if self._source is None:
+            return True
+        expires = self.expiry_of(token) or time.time() + self.ttl
+        key = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+        return bool(await self._store().set_if_absent(self.NAMESPACE, key, {"expires": expires},
+                                                       max(expires - time.time(), 1.0)))
 
 
 class ListenHub:

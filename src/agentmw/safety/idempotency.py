@@ -1,21 +1,41 @@
 """Idempotency keys: a repeated side-effecting call returns the first outcome instead of running again.
 
 Records are keyed by caller, capability and key, bound to a hash of the arguments (a key reused with
-other arguments is rejected), and expire. A duplicate that arrives while the first call still runs
-waits for it. Only settled outcomes are kept: a retryable failure or a pending question runs again.
+other arguments is rejected), and expire. They live in the agent's shared state (``agentmw.state``), so a
+duplicate gets the first outcome on whichever replica it lands:
+
+- The first call claims the key with ``set_if_absent`` in namespace ``"idem.run"`` (value: its ``owner``
+  and the arguments' hash) for a short lease, renewed while it runs; having claimed it, it reads the key's
+  outcome (namespace ``"idem"``) once more, since a call that held the claim before may have just settled.
+- When it ends, a settled outcome (completed, rejected, a permanent failure) is stored under the key in
+  ``"idem"`` for the idempotency TTL, then the claim is released. A retryable failure or a pending question
+  is never kept: the claim is released, and the next call runs again. Claims and outcomes live in two
+  namespaces so that a flood of settled outcomes, pruned by count soonest-to-expire first, can never push
+  out the short-lived claim of a call still running.
+- A duplicate that finds the key running waits: in this process on the first call's future, elsewhere on
+  a bus message (``idem.<key>``) with a poll every ``poll_seconds`` as the fallback, then returns the
+  first outcome.
+- A claim whose owner died expires with its lease (``lease_seconds``) without an outcome; a waiting
+  duplicate then takes the key over and runs the call itself.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import hashlib
+import json
+import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._bounded import BoundedTable
+__all__ = ["CLAIMS", "NAMESPACE", "IdempotencyCache", "KeyReused"]
 
-__all__ = ["IdempotencyCache", "KeyReused"]
+logger = logging.getLogger("agentmw")
+
+NAMESPACE = "idem"  # settled outcomes, each for the idempotency TTL
+CLAIMS = "idem.run"  # the claims of calls running, each for a renewed lease
 
 
 class KeyReused(ValueError):
@@ -23,20 +43,76 @@ class KeyReused(ValueError):
 
 
 @dataclass(slots=True)
-class _Entry:
+class _Local:
+    """A call with this key running in this process: its duplicates here wait on ``done``."""
+
     arguments: str
-    expires: float
     done: asyncio.Future[Any]
 
 
+_VANISHED = object()  # the key is gone (released, or its owner's lease expired): claim it again
+
+
+def _dump(outcome: Any) -> dict[str, Any]:
+    to_dict = getattr(outcome, "to_dict", None)
+    if callable(to_dict):
+        return {"outcome": to_dict()}
+    from .._codec import to_json
+
+    return {"plain": to_json(outcome)}
+
+
+def _load(stored: dict[str, Any]) -> Any:
+    if "outcome" in stored:
+        from ..runtime import Outcome
+
+        return Outcome.from_dict(stored["outcome"])
+    from .._codec import from_json
+
+    return from_json(stored.get("plain"))
+
+
+class _Entries:
+    """The calls with a key running in this process (``len``, ``in``), and ``clear()``."""
+
+    __slots__ = ("cache",)
+
+    def __init__(self, cache: IdempotencyCache) -> None:
+        self.cache = cache
+
+    def __len__(self) -> int:
+        return len(self.cache._running)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and self.cache.state_key(key) in self.cache._running
+
+    def clear(self) -> None:
+        self.cache.clear()
+
+
 class IdempotencyCache:
-    def __init__(self, ttl_seconds: float = 24 * 3600.0, max_entries: int = 100_000) -> None:
+    """Idempotency records in the shared state.
+
+    Args:
+        ttl_seconds: how long a settled outcome is returned for a repeated key.
+        max_entries: records kept at most (the namespace's count bound; past it the soonest to expire go).
+        state: a :class:`agentmw.state.State`, or a callable returning one (opened on first use); default:
+            a private in-memory one (this process only).
+        lease_seconds: how long a claim outlives a process that died while running the call; renewed every
+            third of it while the call runs.
+        poll_seconds: how often a duplicate waiting on another process re-reads the key, besides the bus.
+    """
+
+    def __init__(self, ttl_seconds: float = 24 * 3600.0, max_entries: int = 100_000, *, state: Any = None,
+                 lease_seconds: float = 30.0, poll_seconds: float = 1.0) -> None:
         self.ttl = ttl_seconds
         self.max_entries = max_entries
-        # bounded: at most max_entries settled records, each for ttl seconds; pruned oldest first on insert.
-        # A call still running is never dropped (its duplicates wait for it).
-        self.entries: BoundedTable[tuple[str, str, str], _Entry] = BoundedTable(
-            max_entries, ttl_seconds, pinned=lambda entry: not entry.done.done())
+        self.lease = lease_seconds
+        self.poll = poll_seconds
+        self._source = state
+        self._state: Any = None
+        self._running: dict[str, _Local] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
         self.hits = 0
         self.misses = 0
 
@@ -45,27 +121,185 @@ class IdempotencyCache:
         total = self.hits + self.misses
         return self.hits / total if total else 0.0
 
+    @property
+    def entries(self) -> _Entries:
+        return _Entries(self)
+
+    @property
+    def state(self) -> Any:
+        if self._state is None:
+            source = self._source
+            if source is None:
+                from ..state import MemoryState
+
+                source = MemoryState()
+            elif callable(source) and not hasattr(source, "set_if_absent"):
+                source = source()
+            from ..state import Limits
+
+            source.limit(NAMESPACE, Limits(max_count=self.max_entries, max_age=self.ttl))
+            # claims are as many as the keyed calls running: room for 10,000 at least
+            source.limit(CLAIMS, Limits(max_count=max(self.max_entries, 10_000), max_age=self.lease))
+            self._state = source
+        return self._state
+
+    def clear(self) -> None:
+        """Forget the calls running in this process; with an in-memory state (this process's), also every
+        stored outcome. Records in a shared store stay: other processes rely on them."""
+        self._running.clear()
+        from ..state import MemoryState
+
+        if isinstance(self._state, MemoryState):
+            for ns in (NAMESPACE, CLAIMS):
+                self._state._keys.pop(ns, None)  # the memory backend's keys of one namespace
+
+    @staticmethod
+    def state_key(key: tuple[str, str, str]) -> str:
+        return hashlib.sha256(json.dumps(list(key), separators=(",", ":")).encode()).hexdigest()
+
     async def run(self, key: tuple[str, str, str], arguments: str, produce: Callable[[], Awaitable[Any]],
                   keep: Callable[[Any], bool]) -> Any:
-        now = time.monotonic()
-        entry = self.entries.get(key)  # None once expired
-        if entry is not None:
-            if entry.arguments != arguments:
+        """The outcome of ``produce()`` for the first call with ``key``; for a duplicate, that first outcome
+        (waiting for it while it runs). ``keep(outcome)``: whether the outcome settles the key."""
+        skey = self.state_key(key)
+        digest = hashlib.sha256(arguments.encode()).hexdigest()[:32]
+        local = self._running.get(skey)
+        if local is not None:
+            if local.arguments != digest:
                 raise KeyReused("this idempotency key was already used with different arguments")
             self.hits += 1
-            return await asyncio.shield(entry.done)
-        self.misses += 1
+            return await asyncio.shield(local.done)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.entries[key] = _Entry(arguments, now + self.ttl, future)
+        self._running[skey] = entry = _Local(digest, future)
+        try:
+            state = self.state
+            while True:
+                owner = os.urandom(12).hex()
+                if await state.set_if_absent(CLAIMS, skey, {"owner": owner, "args": digest}, self.lease):
+                    settled = await state.get_key(NAMESPACE, skey)
+                    if settled is None:
+                        self.misses += 1
+                        return await self._produce(state, skey, entry, owner, produce, keep)
+                    self._background(self._release(state, skey, owner))  # settled meanwhile
+                    found = self._read(settled, digest)
+                else:
+                    found = await self._await_other(state, skey, digest)
+                if found is not _VANISHED:
+                    self.hits += 1
+                    self._settle(skey, entry, result=found)
+                    return found
+        except BaseException as exc:
+            self._settle(skey, entry, error=exc)
+            raise
+
+    def _settle(self, skey: str, entry: _Local, *, result: Any = None, error: BaseException | None = None) -> None:
+        if self._running.get(skey) is entry:
+            del self._running[skey]
+        if entry.done.done():
+            return
+        if error is not None:
+            entry.done.set_exception(error)
+            entry.done.exception()  # retrieved: a waiter re-raises it, nobody else must log it
+        else:
+            entry.done.set_result(result)
+
+    async def _produce(self, state: Any, skey: str, entry: _Local, owner: str,
+                       produce: Callable[[], Awaitable[Any]], keep: Callable[[Any], bool]) -> Any:
+        renewing = asyncio.ensure_future(self._renew(state, skey, owner))
         try:
             outcome = await produce()
         except BaseException as exc:
-            self.entries.pop(key, None)
-            if not future.done():
-                future.set_exception(exc)
-                future.exception()  # retrieved: a waiter re-raises it, nobody else must log it
+            renewing.cancel()
+            self._settle(skey, entry, error=exc)
+            # never awaited here: a cancelled scope would cancel the clean-up too
+            self._background(self._abandon(state, skey, owner))
             raise
-        if not keep(outcome):
-            self.entries.pop(key, None)
-        future.set_result(outcome)
+        renewing.cancel()
+        if not entry.done.done():
+            entry.done.set_result(outcome)  # duplicates in this process go on at once
+        released = False
+        try:
+            if keep(outcome):
+                # shielded: a caller gone now (a cancelled scope) must not leave its duplicates without it
+                settled = {"state": "done", "args": entry.arguments, **_dump(outcome)}
+                await asyncio.shield(state.set_key(NAMESPACE, skey, settled, self.ttl))
+                message = {"done": True}
+            else:  # not kept: a call after this one runs again; those waiting now get this outcome
+                message = {"done": False, **_dump(outcome)}
+                released = await asyncio.shield(self._release(state, skey, owner))
+        except Exception:
+            logger.exception("could not store the outcome of an idempotency key; it runs again when repeated")
+            message = {"done": False}
+        finally:
+            self._settle(skey, entry, result=outcome)
+        # what a later call must see is stored: the caller need not wait for the claim's release, nor the wake-up
+        self._background(self._finish(state, skey, None if released else owner, message))
         return outcome
+
+    async def _release(self, state: Any, skey: str, owner: str) -> bool:
+        try:
+            await state.release(CLAIMS, skey, owner)
+        except Exception:
+            logger.warning("could not release the claim of an idempotency key; it expires in %gs", self.lease,
+                           exc_info=True)
+            return False
+        return True
+
+    async def _finish(self, state: Any, skey: str, owner: str | None, message: dict[str, Any]) -> None:
+        if owner is not None:
+            await self._release(state, skey, owner)
+        try:
+            await state.publish(f"{NAMESPACE}.{skey}", message)
+        except Exception:
+            logger.warning("could not announce the outcome of an idempotency key", exc_info=True)
+
+    async def _renew(self, state: Any, skey: str, owner: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            try:
+                renewed = await state.renew(CLAIMS, skey, owner, self.lease)
+            except Exception:
+                logger.warning("could not renew the claim of an idempotency key", exc_info=True)
+                continue
+            if not renewed:
+                logger.warning("lost the claim of an idempotency key while its call ran: a duplicate may run it "
+                               "again (the call outlived its %gs lease unrenewed)", self.lease)
+                return
+
+    async def _abandon(self, state: Any, skey: str, owner: str) -> None:
+        await self._finish(state, skey, owner, {"done": False, "abandoned": True})
+
+    def _background(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _await_other(self, state: Any, skey: str, digest: str) -> Any:
+        """The first outcome of a key another call holds, waiting while it runs; ``_VANISHED`` when the key
+        is free again (released without an outcome, or its owner's lease expired)."""
+        settled = await state.get_key(NAMESPACE, skey)
+        if settled is not None:
+            return self._read(settled, digest)
+        async with state.subscribe(f"{NAMESPACE}.{skey}") as sub:
+            while True:  # read again each time: the subscription is live now, and a message may be missed
+                settled = await state.get_key(NAMESPACE, skey)
+                if settled is not None:
+                    return self._read(settled, digest)
+                claim = await state.get_key(CLAIMS, skey)
+                if claim is None:
+                    return _VANISHED
+                if claim.get("args") != digest:
+                    raise KeyReused("this idempotency key was already used with different arguments")
+                message = await sub.get(self.poll)
+                if message is not None:
+                    body = message[1]
+                    if not body.get("done") and ("outcome" in body or "plain" in body):
+                        return _load(body)  # the first outcome, though not kept
+
+    @staticmethod
+    def _read(value: dict[str, Any] | None, digest: str) -> Any:
+        if value is None:
+            return _VANISHED
+        if value.get("args") != digest:
+            raise KeyReused("this idempotency key was already used with different arguments")
+        return _load(value)
