@@ -188,7 +188,7 @@ class Context:
     """Handed to a function that declares a ``Context`` parameter."""
 
     __slots__ = ("capability", "request", "caller", "agent", "face", "_channel", "_emit", "_counter", "state",
-                 "_published", "_calls", "_text_frame", "messages")
+                 "_published", "_calls", "_text_frame", "messages", "_journal")
 
     def __init__(
         self,
@@ -210,6 +210,7 @@ class Context:
         self._emit = getattr(self._channel, "emit", None)
         self._counter = 0
         self._calls = 0
+        self._journal: Any = None  # the execution's journal, when it has one (journal.py)
         self.messages: list[Message] = []  # the work's incoming messages, follow-ups appended (the face fills it)
         self._text_frame: Any = None  # the open frame of an untrusted capability's streamed text
         if state:
@@ -332,6 +333,10 @@ class Context:
         capability = self.agent.tools.get(name)
         if capability is None:
             raise ToolCallFailed(name, f"unknown tool {name!r}")
+        if self._journal is not None:  # a recorded sub-call returns its recorded value (docs/durability.md)
+            from .journal import journaled_call
+
+            return await journaled_call(self, self._journal, name, capability, arguments or {})
         self._calls += 1
         call_id = f"call-{id(self):x}-{self._calls}"
         await self.emit(ToolCallStarted(call_id, name, dict(arguments or {})))
@@ -344,6 +349,19 @@ class Context:
             raise ToolCallFailed(name, text or outcome.status, outcome)
         await self.emit(ToolCallFinished(call_id, name, text, False))
         return outcome.value
+
+    async def once(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` (sync or async) once per execution, as the step ``name``.
+
+        In an execution with a journal (an A2A task, an AG-UI run), the result is recorded; when the
+        execution is replayed (resumed on another replica, or after a restart) this returns the recorded
+        result without running ``fn`` again. The result must be JSON (dict, list, str, numbers, bool,
+        None; bytes and tuples also work). Put each side effect in a step, with a name unique in the
+        execution: a second step with the same name returns the first one's result (docs/durability.md).
+        """
+        from .journal import once
+
+        return await once(self, name, fn, args, kwargs)
 
     async def log(self, level: LogLevel, data: Any, *, logger: str | None = None) -> None:
         if level not in LOG_LEVELS:
@@ -371,6 +389,8 @@ class Context:
 
         Each answer is an :class:`Answer`, a :class:`Sampled` or a list of :class:`Root`.
         """
+        if self._journal is not None:  # recorded answers come from the journal (docs/durability.md)
+            return await self._journal.inputs(self, requests)
         for request in requests.values():
             needed = _CAPABILITY_OF[type(request)]
             if not self._channel.supports(needed):
