@@ -1,6 +1,8 @@
 """Blocking A2A ``SendMessage`` to an echo skill: agentmw and a2a-sdk 1.3.0's own server beside a floor.
 
-All three are driven in-process through ASGI, so the numbers are each server's own cost per request.
+All are driven in-process through ASGI, so the numbers are each server's own cost per request. agentmw runs
+once per state backend (``--store memory,sqlite,redis``, the default: all three side by side; SQLite on a
+temporary file, Redis on a ``redis-server`` started on a free port with no persistence, or ``--redis URL``).
 Run ``python bench/a2a_send_message.py`` (``--quick`` for a short run); it prints a Markdown table.
 """
 
@@ -9,12 +11,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import sys
+import tempfile
 import time
 import uuid
 from contextlib import AsyncExitStack
 from typing import Any
 
 from _driver import Driver, best_rate, lifespan
+from state_ops import redis_server
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -45,12 +51,10 @@ def floor_app() -> Any:
     return Starlette(routes=[Route("/a2a", floor_endpoint, methods=["POST"])])
 
 
-def agentmw_app() -> Any:
+def agentmw_app(store: str = "memory://") -> Any:
     from agentmw import Agent, AgentMiddleware
-    from agentmw.a2a import A2ASettings
-    from agentmw.stores import MemoryStore
 
-    agent = Agent("bench", a2a=A2ASettings(store=MemoryStore()))
+    agent = Agent("bench", store=store)
 
     @agent.skill
     async def echo(text: str) -> str:
@@ -59,6 +63,7 @@ def agentmw_app() -> Any:
 
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
+    app.state.agent = agent
     return app
 
 
@@ -106,17 +111,48 @@ async def measure(factory: Any, n: int, rounds: int) -> float:
         task = json.loads(reply)["result"]["task"]
         assert status == 200 and task["status"]["state"] == "TASK_STATE_COMPLETED", reply
         assert task["artifacts"][0]["parts"][0]["text"] == "echo: hello 0", reply
-        return await best_rate(driver, [[body(i, round_) for i in range(n)] for round_ in range(rounds)], HEADERS)
+        rate = await best_rate(driver, [[body(i, round_) for i in range(n)] for round_ in range(rounds)], HEADERS)
+        agent = getattr(app.state, "agent", None)
+        if agent is not None:  # every task written, once each: the benchmark checks the writes it claims
+            tasks = agent.a2a_app.ops.tasks
+            await tasks.flush()
+            written = tasks.registry.writes
+            assert written == 1 + n * rounds, f"{written} writes for {1 + n * rounds} tasks"
+            await tasks.close()
+            await agent.state.close()
+        return rate
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--store", default="memory,sqlite,redis",
+                        help="the state backends agentmw runs on, comma-separated: memory, sqlite, redis")
+    parser.add_argument("--redis", default=os.environ.get("AGENTMW_BENCH_REDIS"), help="a Redis URL to use")
+    parser.add_argument("--no-sdk", action="store_true", help="leave out a2a-sdk's server (slow to measure)")
     args = parser.parse_args()
+    stores = [name.strip() for name in args.store.split(",") if name.strip()]
+    unknown = set(stores) - {"memory", "sqlite", "redis"}
+    if unknown:
+        parser.error(f"unknown store {', '.join(sorted(unknown))}: use memory, sqlite, redis")
     n, rounds = (1000, 2) if args.quick else (10000, 3)
-    targets = [("bare Starlette floor", floor_app, n), ("agentmw", agentmw_app, n),
-               ("a2a-sdk 1.3.0", sdk_app, max(n // 5, 500))]
-    results = [(name, await measure(factory, count, rounds)) for name, factory, count in targets]
+    folder = tempfile.mkdtemp()
+    with redis_server(args.redis if "redis" in stores else "unused") as redis_url:
+        targets: list[tuple[str, Any, int]] = [("bare Starlette floor", floor_app, n)]
+        for name in stores:
+            if name == "memory":
+                url = "memory://"
+            elif name == "sqlite":
+                url = f"sqlite:///{folder}/bench-{uuid.uuid4().hex[:8]}.db"
+            elif redis_url is None:
+                print("redis-server is not installed: no Redis row (scripts/setup installs it)", file=sys.stderr)
+                continue
+            else:
+                url = f"{redis_url}?prefix=bench{uuid.uuid4().hex[:8]}"
+            targets.append((f"agentmw, {name} state", lambda url=url: agentmw_app(url), n))
+        if not args.no_sdk:
+            targets.append(("a2a-sdk 1.3.0", sdk_app, max(n // 5, 500)))
+        results = [(name, await measure(factory, count, rounds)) for name, factory, count in targets]
     floor = results[0][1]
     print(f"Blocking `SendMessage` to an echo skill, requests per second, in-process ASGI, best of {rounds} rounds\n")
     print("| server | req/s | ratio to floor |")

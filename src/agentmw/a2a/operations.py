@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import os
+import warnings
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
-from ..stores.base import ListQuery
+from ..state import Limits, State, open_state
+from ..stores.base import legacy_state
 from .push import PushSender, check_push_url
+from .registry import EVENTS, PUSH, TASKS
 from .tasks import TaskManager, task_dict
 from .wire import (
     INVALID_PARAMS,
@@ -92,16 +94,35 @@ def _task_id(params: dict[str, Any], key: str) -> str:
 
 class Operations:
     def __init__(self, agent: Agent) -> None:
-        from ..stores.sqlite import SQLiteStore
-
         self.agent = agent
         settings = agent.a2a
-        store = settings.store or SQLiteStore(os.environ.get("AGENTMW_DB", "agentmw.db"))
-        if hasattr(store, "limit"):  # the agent's task limits, unless the store was given its own
-            store.limit(agent.a2a_max_tasks, agent.a2a_task_retention_seconds)
-        self.push = PushSender(store, settings.push) if settings.push is not None else None
-        self.tasks = TaskManager(agent, store, self.push)
-        self.store = store
+        legacy = None
+        single_process = False
+        if settings.store is None:
+            state = agent.state
+        elif isinstance(settings.store, (State, str)):
+            state = open_state(settings.store)
+        else:  # an older TaskStore (deprecated): its own state, one process
+            legacy = settings.store
+            warnings.warn("A2ASettings(store=<agentmw.stores store>) is deprecated: A2A tasks live in "
+                          "agentmw.state; pass Agent(store=...) instead (docs/a2a.md)", DeprecationWarning,
+                          stacklevel=2)
+            if hasattr(legacy, "limit"):  # the agent's task limits, unless the store was given its own
+                legacy.limit(agent.a2a_max_tasks, agent.a2a_task_retention_seconds)
+            state = legacy_state(legacy)
+            single_process = True
+        self.tasks = TaskManager(agent, state, single_process=single_process, legacy=legacy)
+        if legacy is not None:  # the store's own limits, where it was given some
+            for ns in (TASKS, PUSH, EVENTS):
+                current = state.limits(ns)
+                state.limit(ns, Limits(max_count=legacy.max_tasks, max_age=legacy.retention_seconds,
+                                       max_len=current.max_len))
+        self.push = (PushSender(state, settings.push, self.tasks.registry.replica)
+                     if settings.push is not None else None)
+        self.tasks.push = self.tasks.registry.push = self.push
+        if self.push is not None:
+            self.push.registry = self.tasks.registry
+        self.store = legacy
 
     # --- messages --------------------------------------------------------------------------------
     async def _start(self, params: dict[str, Any], caller: Caller, *, follow: bool) -> tuple[Any, Any, dict[str, Any]]:
@@ -123,7 +144,7 @@ class Operations:
             if waiter in live.settle_waiters:
                 live.settle_waiters.remove(waiter)
         else:
-            await self.tasks.wait_settled(live, waiter)
+            await self.tasks.settled(live, waiter)
         if live.reply is not None:  # the skill answered with a message and no task (docs/a2a.md)
             return {"message": live.reply}
         return {"task": task_dict(live.record, configuration.get("historyLength"))}  # checked in _start
@@ -171,9 +192,8 @@ class Operations:
             raise A2AError(INVALID_PARAMS, "contextId must be a string")
         if params.get("includeArtifacts") is not None and not isinstance(params["includeArtifacts"], bool):
             raise A2AError(INVALID_PARAMS, "includeArtifacts must be a boolean")
-        records, total = await self.tasks.list(ListQuery(owner=caller.identity, context_id=context_id or None,
-                                                         state=state, updated_after=after_ts, page_size=size or 50,
-                                                         offset=offset or 0))
+        records, total = await self.tasks.list(caller.identity, context_id=context_id or None, state=state,
+                                               after=after_ts, size=size or 50, offset=offset or 0)
         include = params.get("includeArtifacts") is True
         next_offset = (offset or 0) + len(records)
         return {"tasks": [task_dict(r, history, include_artifacts=include) for r in records],
@@ -190,11 +210,19 @@ class Operations:
             raise A2AError(UNSUPPORTED_OPERATION, f"Task {record.id} is {record.state}; there is nothing to follow",
                            {"taskId": record.id})
         live = self.tasks.live.get(record.id)
-        if live is None:
-            raise A2AError(UNSUPPORTED_OPERATION, f"Task {record.id} is not running in this process",
-                           {"taskId": record.id})
-        queue = self.tasks.subscribe(live)
-        return self._stream(live, queue, stop_on_interrupt=False)
+        if live is not None:  # held here: its events from memory
+            queue = self.tasks.subscribe(live)
+            return self._stream(live, queue, stop_on_interrupt=False)
+        return self._follow(record)  # held elsewhere (or by nobody yet): from the state's log
+
+    async def _follow(self, record: Any) -> AsyncIterator[dict[str, Any]]:
+        yield {"task": task_dict(record)}
+        events = self.tasks.follow(record)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
 
     # --- push configs ----------------------------------------------------------------------------
     def _push_config(self, config: Any, task_id: str | None) -> dict[str, Any]:
@@ -227,22 +255,44 @@ class Operations:
         config = self._push_config(params, task_id)
         if not params.get("id"):
             config["id"] = task_id  # as the SDK does, so a second create replaces the first
-        await self.store.put_push(task_id, config)
+        registry = self.tasks.registry
+        record = await registry.find(task_id)
+        start = record.log_id if record is not None else 0  # pushes start with the events after this
+
+        def put(value: dict[str, Any]) -> dict[str, Any]:
+            configs = [c for c in value.get("configs", []) if c.get("id") != config["id"]]
+            fresh = not value.get("configs") and not value.get("delivered")
+            return {**value, "configs": configs + [config], "done": bool(record and record.terminal),
+                    "delivered": start if fresh else value.get("delivered", 0)}
+
+        await registry.update_push(task_id, put)
+        live = registry.local(task_id)
+        if live is not None:
+            live.has_push = True
+            registry.publish(live)
         self.push.watch(task_id)  # type: ignore[union-attr]  # _owned_task checked push is on
         return config
 
     async def get_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         task_id = await self._owned_task(params.get("taskId"), caller)
-        config = await self.store.get_push(task_id, _config_id(params))
+        wanted = _config_id(params)
+        config = next((c for c in await self.tasks.registry.push_configs(task_id) if c.get("id") == wanted), None)
         if config is None:
             raise A2AError(TASK_NOT_FOUND, f"No push notification config {params.get('id')!r} on task {task_id}")
         return config
 
     async def list_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         task_id = await self._owned_task(params.get("taskId"), caller)
-        return {"configs": await self.store.list_push(task_id), "nextPageToken": ""}
+        return {"configs": await self.tasks.registry.push_configs(task_id), "nextPageToken": ""}
 
     async def delete_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         task_id = await self._owned_task(params.get("taskId"), caller)
-        await self.store.delete_push(task_id, _config_id(params))
+        wanted = _config_id(params)
+
+        def drop(value: dict[str, Any]) -> dict[str, Any] | None:
+            configs = value.get("configs", [])
+            kept = [c for c in configs if c.get("id") != wanted]
+            return None if len(kept) == len(configs) else {**value, "configs": kept}
+
+        await self.tasks.registry.update_push(task_id, drop)
         return {}

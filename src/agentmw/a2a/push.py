@@ -1,8 +1,9 @@
 """Push notifications: each task event POSTed to the task's configured webhooks, in order, with retries.
 
 Delivery never changes a task: a receiver that is down only costs retries. Per task, events go out in
-the order they happened (one sender per task); attempts back off exponentially with jitter, capped in
-count and in total time. Targets on private, loopback and link-local addresses are refused unless
+the order they happened, from the task's event log, by one sender in the whole deployment (a lease in the
+state; another replica takes over from the last delivered id when its holder dies). Attempts back off
+exponentially with jitter, capped in count and in total time. Targets on private, loopback and link-local addresses are refused unless
 allowed explicitly (SSRF). Needs ``httpx`` (the ``a2a`` extra), imported on first delivery.
 """
 
@@ -14,13 +15,10 @@ import logging
 import random
 import socket
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from .wire import INVALID_PARAMS, A2AError
-
-if TYPE_CHECKING:
-    from ..stores.base import TaskStore
 
 __all__ = ["PushPolicy", "PushSender", "check_push_url"]
 
@@ -32,7 +30,7 @@ class PushPolicy:
 
     def __init__(self, *, allow_hosts: Sequence[str] = (), allow_private: bool = False, max_attempts: int = 5,
                  first_delay: float = 0.5, max_delay: float = 8.0, total_seconds: float = 60.0,
-                 timeout_seconds: float = 10.0) -> None:
+                 timeout_seconds: float = 10.0, lease_seconds: float = 6.0) -> None:
         self.allow_hosts = {h.lower() for h in allow_hosts}
         self.allow_private = allow_private
         self.max_attempts = max_attempts
@@ -40,6 +38,7 @@ class PushPolicy:
         self.max_delay = max_delay
         self.total_seconds = total_seconds
         self.timeout_seconds = timeout_seconds
+        self.lease_seconds = lease_seconds  # a task's one sender holds its lease this long, renewed every third
 
 
 def _private(address: str) -> bool:
@@ -76,48 +75,150 @@ _WORKER_IDLE_SECONDS = 60.0
 
 
 class PushSender:
-    def __init__(self, store: TaskStore, policy: PushPolicy) -> None:
-        self.store = store
+    """Sends each task's logged events to its push configs: one sender per task in the whole deployment.
+
+    The sender of a task holds a lease on it (``a2a.lease``, ``push:<task id>``: ``set_if_absent``, renewed
+    every third of ``PushPolicy.lease_seconds``), reads the task's event log from the last id delivered,
+    and records each delivered id in the task's push record (``a2a.push``). Any replica may take the role:
+    the one that runs the task, one where a config was created, or one that finds a task whose sender is gone
+    (its lease expired) with events still to send; that one goes on from the last recorded id. A replica
+    that dies between a delivery and its record sends that one event again (at least once, at a crash).
+    """
+
+    def __init__(self, state: Any, policy: PushPolicy, replica: str = "") -> None:
+        self.state = state
         self.policy = policy
-        self.watched: set[str] = set()  # tasks with at least one config: no store lookup per event otherwise
-        self.queues: dict[str, asyncio.Queue[dict[str, Any] | None]] = {}
+        self.replica = replica
+        self.registry: Any = None  # the TaskRegistry: lost tasks are failed through it
         self.workers: dict[str, asyncio.Task[None]] = {}
         self.delivered = 0
         self.failed = 0
         self._client: Any = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._closed = False
 
     def watch(self, task_id: str) -> None:
-        self.watched.add(task_id)
-
-    async def enqueue(self, task_id: str, event: dict[str, Any]) -> None:
-        if task_id not in self.watched:
+        """Send the task's pushes from this process, unless another process (or this one) already does."""
+        if self._closed or task_id in self.workers:
             return
-        queue = self.queues.get(task_id)
-        if queue is None:
-            queue = self.queues[task_id] = asyncio.Queue()
-            self.workers[task_id] = asyncio.create_task(self._work(task_id, queue), name=f"a2a-push-{task_id}")
-        queue.put_nowait(event)
+        loop = asyncio.get_running_loop()
+        self.workers[task_id] = loop.create_task(self._work(task_id), name=f"a2a-push-{task_id}")
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = loop.create_task(self._sweep(), name="a2a-push-sweeper")
 
-    def task_ended(self, task_id: str) -> None:
-        self.watched.discard(task_id)
-        queue = self.queues.get(task_id)
-        if queue is not None:
-            queue.put_nowait(None)
+    async def _work(self, task_id: str) -> None:
+        from .registry import EVENTS, LEASES, PUSH, is_final
 
-    async def _work(self, task_id: str, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        lease = f"push:{task_id}"
+        ttl = self.policy.lease_seconds
+        held = False
+        keeper: asyncio.Task[None] | None = None
         try:
+            if not await self.state.set_if_absent(LEASES, lease, {"owner": self.replica}, ttl):
+                return  # another process sends this task's pushes
+            held = True
+            keeper = asyncio.create_task(self._keep(lease, asyncio.current_task()), name=f"a2a-push-lease-{task_id}")
+            found = await self.state.get(PUSH, task_id)
+            after = int(found.value.get("delivered", 0)) if found else 0
+            loop = asyncio.get_running_loop()
+            idle_since = loop.time()
             while True:
-                try:  # an idle worker ends (the next event starts another): no coroutine per waiting task
-                    event = await asyncio.wait_for(queue.get(), _WORKER_IDLE_SECONDS)
-                except TimeoutError:
-                    return
-                if event is None:
-                    return
-                for config in await self.store.list_push(task_id):
-                    await self._deliver(config, event)
+                entries = await self.state.read(EVENTS, task_id, after, 100, block=min(1.0, ttl / 3))
+                if not entries:
+                    if loop.time() - idle_since > _WORKER_IDLE_SECONDS:
+                        return  # an idle sender ends; the next event (or the sweeper) starts another
+                    continue
+                idle_since = loop.time()
+                found = await self.state.get(PUSH, task_id)
+                configs = list(found.value.get("configs", [])) if found else []
+                for event_id, event in entries:
+                    for config in configs:
+                        await self._deliver(config, event)
+                    after = event_id
+                    final = is_final(event)
+                    await self._record(task_id, after, final)
+                    if final:
+                        return
+        except asyncio.CancelledError:
+            if self._closed or keeper is None or not keeper.done():
+                raise
+            held = False  # the lease was lost: another process goes on from the last recorded id
+        except Exception:
+            logger.exception("A2A push sender of task %s failed", task_id)
         finally:
-            self.queues.pop(task_id, None)
-            self.workers.pop(task_id, None)
+            if keeper is not None:
+                keeper.cancel()
+            if self.workers.get(task_id) is asyncio.current_task():
+                del self.workers[task_id]
+            if held and not self._closed:
+                try:
+                    await self.state.release(LEASES, lease, self.replica)
+                except Exception:
+                    logger.exception("A2A push sender of task %s could not release its lease", task_id)
+
+    async def _keep(self, lease: str, worker: asyncio.Task[Any] | None) -> None:
+        """Renew the sender's lease while it works (a delivery may retry for longer than the lease); stop
+        the worker when the lease is lost."""
+        from .registry import LEASES
+
+        ttl = self.policy.lease_seconds
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                kept = await self.state.renew(LEASES, lease, self.replica, ttl)
+            except Exception:
+                logger.exception("A2A push lease %s could not be renewed", lease)
+                continue
+            if not kept:
+                logger.warning("A2A push lease %s was lost; another replica takes over", lease)
+                if worker is not None:
+                    worker.cancel()
+                return
+
+    async def _record(self, task_id: str, delivered: int, final: bool) -> None:
+        from ..state import Conflict
+        from .registry import PUSH
+
+        while True:
+            found = await self.state.get(PUSH, task_id)
+            value, version = (dict(found.value), found.version) if found else ({"configs": []}, 0)
+            value["delivered"] = max(int(value.get("delivered", 0)), delivered)
+            value["done"] = final
+            try:
+                await self.state.put(PUSH, task_id, value, expected_version=version)
+                return
+            except Conflict:
+                continue
+
+    async def _sweep(self) -> None:
+        """Take over the tasks whose sender is gone: events after the last delivered one, and no lease."""
+        from .registry import EVENTS, LEASES, PUSH
+
+        period = max(0.05, self.policy.lease_seconds / 2)
+        while not self._closed:
+            await asyncio.sleep(period)
+            try:
+                cursor = None
+                while True:
+                    page = await self.state.scan(PUSH, where={"done": False}, limit=200, cursor=cursor)
+                    for item in page.items:
+                        task_id = item.key
+                        if task_id in self.workers:
+                            continue
+                        if await self.state.get_key(LEASES, f"push:{task_id}") is not None:
+                            continue
+                        after = int(item.value.get("delivered", 0))
+                        if await self.state.read(EVENTS, task_id, after, 1):
+                            self.watch(task_id)
+                        elif self.registry is not None:
+                            await self.registry.load(task_id)  # a task whose holder is gone is failed
+                    if page.next is None:
+                        break
+                    cursor = page.next
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("A2A push sweeper failed; trying again")
 
     async def _deliver(self, config: dict[str, Any], event: dict[str, Any]) -> None:
         import httpx
@@ -152,7 +253,11 @@ class PushSender:
         logger.warning("gave up pushing an event of task %s to %s", config.get("taskId"), config["url"])
 
     async def close(self) -> None:
-        for worker in list(self.workers.values()):
-            worker.cancel()
+        self._closed = True
+        tasks = [*self.workers.values(), *([self._sweeper] if self._sweeper is not None else [])]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
         if self._client is not None:
             await self._client.aclose()

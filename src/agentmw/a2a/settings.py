@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..stores.base import TaskStore
     from .push import PushPolicy
 
 __all__ = ["A2ASettings"]
@@ -25,8 +24,14 @@ class A2ASettings:
         security_requirements: e.g. ``[{"bearer": []}]``.
         extended_card: ``identity -> extra card fields``, or None when that caller may not see it (403).
             Needs ``Agent(identify=...)`` to tell who the caller is.
-        store: where tasks live; default an SQLite file (``AGENTMW_DB``, else ``agentmw.db``), opened on
-            first A2A use.
+        store: where tasks live. Default (None): the agent's shared state (``Agent(store=...)``, docs/state.md),
+            so every replica sharing it serves every task. A :class:`~agentmw.state.State` or a state URL gives
+            A2A a state of its own. Deprecated: an older ``MemoryStore`` or ``SQLiteStore`` (``agentmw.stores``)
+            still works, in single-process mode (its own state; tasks another process held are failed on
+            first use, as before).
+        write_behind: a blocking ``SendMessage`` answers as soon as its task settles, and the task's one write
+            follows at once, off the request path (docs/a2a.md, "Stores, restarts and replicas"). False: the
+            answer waits for the write, so another replica can read the task as soon as the caller has it.
         push: the push policy; ``None`` turns push notifications off (and says so on the card).
         park_timeout_seconds: how long a task waits for an answer to its question before it fails.
         dedupe_message_ids: a repeat of the *same* message (same caller, ``messageId``, content and
@@ -46,7 +51,8 @@ class A2ASettings:
     security_schemes: Mapping[str, Any] | None = None
     security_requirements: Sequence[Mapping[str, Sequence[str]]] | None = None
     extended_card: Callable[[str], Mapping[str, Any] | None] | None = None
-    store: TaskStore | None = None
+    store: Any = None  # a State, a state URL, or (deprecated) an agentmw.stores TaskStore
+    write_behind: bool = True
     push: PushPolicy | None = field(default_factory=lambda: _default_policy())
     dedupe_message_ids: bool = True
     message_id_ttl_seconds: float = 3600.0

@@ -1,13 +1,19 @@
-"""The store interface and the task record every store keeps."""
+"""The task record, and the older store interface (deprecated: A2A tasks now live in ``agentmw.state``).
+
+``TaskRecord`` is what the A2A face keeps per task, as a versioned record in the state (``a2a.tasks``).
+``TaskStore`` and its two implementations (``MemoryStore``, ``SQLiteStore``) are kept for code that passes
+them to ``A2ASettings(store=...)``: the face then uses a state derived from them (``legacy_state``), in
+single-process mode (docs/a2a.md, "Stores, restarts and replicas").
+"""
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 __all__ = ["TaskRecord", "TaskStore", "TERMINAL", "INTERRUPTED", "ListQuery", "DEFAULT_MAX_TASKS",
-           "DEFAULT_RETENTION_SECONDS"]
+           "DEFAULT_RETENTION_SECONDS", "legacy_state"]
 
 # A store keeps at most about this many tasks, each for this long after its last update (docs/limits.md);
 # ``Agent(a2a_max_tasks=..., a2a_task_retention_seconds=...)`` or the store's constructor change them.
@@ -37,6 +43,9 @@ class TaskRecord:
     parked: bool = False
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
+    replica: str | None = None  # the process whose coroutine runs (or is parked on) this task; None: none does
+    log_id: int = 0  # the id of the last event of the task's log that this record reflects
+
 
     @property
     def terminal(self) -> bool:
@@ -47,14 +56,25 @@ class TaskRecord:
         never mutated once appended, so they are shared."""
         return TaskRecord(self.id, self.context_id, self.owner, self.state, self.status_message,
                           self.status_timestamp, list(self.history), list(self.artifacts), dict(self.metadata),
-                          self.skill, self.tool, dict(self.arguments), self.parked, self.created_at, self.updated_at)
+                          self.skill, self.tool, dict(self.arguments), self.parked, self.created_at, self.updated_at,
+                          self.replica, self.log_id)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A plain dict of the record, its containers copied (what they hold is never mutated once added)."""
+        return {"id": self.id, "context_id": self.context_id, "owner": self.owner, "state": self.state,
+                "status_message": self.status_message, "status_timestamp": self.status_timestamp,
+                "history": list(self.history), "artifacts": list(self.artifacts), "metadata": dict(self.metadata),
+                "skill": self.skill, "tool": self.tool, "arguments": dict(self.arguments), "parked": self.parked,
+                "created_at": self.created_at, "updated_at": self.updated_at, "replica": self.replica,
+                "log_id": self.log_id}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskRecord:
-        return cls(**data)
+        """The record from ``to_dict`` (fields it does not know, from a later version, are ignored)."""
+        return cls(**{k: v for k, v in data.items() if k in _RECORD_FIELDS})
+
+
+_RECORD_FIELDS = frozenset(f for f in TaskRecord.__dataclass_fields__)
 
 
 @dataclass(slots=True)
@@ -90,3 +110,15 @@ class TaskStore(Protocol):
 
     # Optional: ``limit(max_tasks, retention_seconds)`` gives the store the agent's task limits, for those
     # its constructor was not given. The built-in stores have it; a store without it keeps its own.
+
+
+def legacy_state(store: Any) -> Any:
+    """The :class:`agentmw.state.State` the A2A face uses for an older store given to ``A2ASettings(store=)``:
+    ``MemoryStore`` -> its own ``MemoryState``; ``SQLiteStore(path)`` -> a ``SQLiteState`` on the same file
+    (its ``state_`` tables beside the old ``tasks`` table). Any other object with a ``state`` attribute gives
+    that. Raises TypeError for a store that cannot be adapted."""
+    state = getattr(store, "state", None)
+    if state is None:
+        raise TypeError(f"{type(store).__name__} is not supported by A2ASettings(store=...) any more: A2A tasks "
+                        "live in agentmw.state; pass Agent(store=...) a State or a URL instead (docs/state.md)")
+    return state

@@ -1,4 +1,9 @@
-"""In-memory store: for tests and single-process development; nothing survives the process."""
+"""In-memory store (deprecated): for tests and single-process development; nothing survives the process.
+
+Given to ``A2ASettings(store=...)``, the A2A face keeps its tasks in this store's own ``MemoryState``
+(``.state``) with the store's limits; the methods below still work on their own table for code that calls
+them directly. New code passes ``Agent(store="memory://")`` instead.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +29,16 @@ class MemoryStore:
         self.retention_seconds = retention_seconds if retention_seconds is not None else DEFAULT_RETENTION_SECONDS
         self.tasks: collections.OrderedDict[str, TaskRecord] = collections.OrderedDict()  # oldest update first
         self.push: dict[str, dict[str, dict[str, Any]]] = {}
+        self._state: Any = None
+
+    @property
+    def state(self) -> Any:
+        """The ``MemoryState`` the A2A face keeps this store's tasks in (made on first use)."""
+        if self._state is None:
+            from ..state import MemoryState
+
+            self._state = MemoryState()
+        return self._state
 
     def limit(self, max_tasks: int, retention_seconds: float) -> None:
         """The agent's limits, for those not given to the constructor."""

@@ -1,4 +1,9 @@
-"""SQLite store, the embedded default: one file, survives restarts, no server to run.
+"""SQLite store (deprecated; ``Agent(store="sqlite:///path")`` replaces it): one file, survives restarts.
+
+Given to ``A2ASettings(store=...)``, the A2A face keeps its tasks in a ``SQLiteState`` on the same file
+(``.state``: the ``state_`` tables beside this store's ``tasks`` table), in single-process mode: on first use
+after a restart, tasks the previous process was running or had parked are failed, as before. The methods
+below still work on the ``tasks`` table for code that calls them directly.
 
 Queries run in a worker thread so the event loop never waits on the disk. On open, tasks that a
 previous process left running (or parked on a question) are failed with a clear reason: their
@@ -12,6 +17,7 @@ the table never grows past ``max_tasks`` plus one batch. Reads skip expired task
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import threading
@@ -49,6 +55,7 @@ CREATE TABLE IF NOT EXISTS push_configs (
 """
 
 
+_closing: set[asyncio.Task[None]] = set()
 _TERMINAL_LIST = ",".join(f"'{state}'" for state in sorted(TERMINAL))
 
 
@@ -66,6 +73,16 @@ class SQLiteStore:
         self.max_tasks = max_tasks if max_tasks is not None else DEFAULT_MAX_TASKS
         self.retention_seconds = retention_seconds if retention_seconds is not None else DEFAULT_RETENTION_SECONDS
         self._puts = 0
+        self._state: Any = None
+
+    @property
+    def state(self) -> Any:
+        """The ``SQLiteState`` on this store's file that the A2A face keeps its tasks in (opened on first use)."""
+        if self._state is None:
+            from ..state import SQLiteState
+
+            self._state = SQLiteState(self.path)
+        return self._state
 
     def limit(self, max_tasks: int, retention_seconds: float) -> None:
         """The agent's limits, for those not given to the constructor."""
@@ -108,10 +125,21 @@ class SQLiteStore:
         return await anyio.to_thread.run_sync(locked)
 
     def close(self) -> None:
+        """Close the file; the state on it too (at once when no event loop runs, else as a task of the loop)."""
         with self._lock:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+        state, self._state = self._state, None
+        if state is not None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                asyncio.run(state.close())
+            else:
+                task = loop.create_task(state.close())
+                _closing.add(task)
+                task.add_done_callback(_closing.discard)
 
     async def get(self, task_id: str) -> TaskRecord | None:
         cutoff = time.time() - self.retention_seconds
