@@ -129,14 +129,9 @@ class Approvals:
     @property
     def state(self) -> Any:
         if self._state is None:
-            source = self._source
-            if source is None:
-                from ..state import MemoryState
+            from ..state import Limits, resolve_state
 
-                source = MemoryState()
-            elif callable(source) and not hasattr(source, "put"):
-                source = source()
-            from ..state import Limits
+            source = resolve_state(self._source)
 
             source.limit(NAMESPACE, Limits(max_count=self.max_records, max_age=self.max_age))
             self._state = source

@@ -128,14 +128,9 @@ class IdempotencyCache:
     @property
     def state(self) -> Any:
         if self._state is None:
-            source = self._source
-            if source is None:
-                from ..state import MemoryState
+            from ..state import Limits, resolve_state
 
-                source = MemoryState()
-            elif callable(source) and not hasattr(source, "set_if_absent"):
-                source = source()
-            from ..state import Limits
+            source = resolve_state(self._source)
 
             source.limit(NAMESPACE, Limits(max_count=self.max_entries, max_age=self.ttl))
             # claims are as many as the keyed calls running: room for 10,000 at least

@@ -18,7 +18,17 @@ if TYPE_CHECKING:
     from .redis import RedisState
 
 __all__ = ["ANY", "DEFAULT_LIMITS", "Conflict", "Item", "Json", "Limits", "MemoryState", "Page", "RedisState",
-           "SQLiteState", "State", "Subscription", "Versioned", "open_state"]
+           "SQLiteState", "State", "Subscription", "Versioned", "open_state", "resolve_state"]
+
+
+def resolve_state(source: Any) -> State:
+    """The state a component was given: a :class:`State`, a factory of one (``lambda: agent.state``, so the
+    agent's store opens only when first needed), or None for a private in-memory state."""
+    if source is None:
+        return MemoryState()
+    if isinstance(source, State):
+        return source
+    return source()
 
 
 def open_state(target: str | State, **options: Any) -> State:
