@@ -1,10 +1,12 @@
 """Operations per second of each state backend, side by side in one run: memory, SQLite (a file in a
-temporary folder; its dedicated thread, and anyio's worker threads for comparison) and Redis (a real
-``redis-server`` started on a free port with no persistence, or ``--redis URL``).
+temporary folder; the default, reads and short writes on the event loop with the thread behind them, then
+everything on its dedicated thread, ``on_loop=False``, and on anyio's worker threads, for comparison) and
+Redis (a real ``redis-server`` started on a free port with no persistence, or ``--redis URL``).
 
 Each operation runs one at a time from one coroutine (the latency a request pays), best of three rounds;
-``put x8`` runs eight coroutines at once (throughput). Run ``python bench/state_ops.py`` (``--quick`` for a
-short run); it prints a Markdown table.
+``put x8`` runs eight coroutines at once (throughput); ``put_many 8`` and ``append_many 8`` write eight items
+per call and count items per second. Run ``python bench/state_ops.py`` (``--quick`` for a short run,
+``--sqlite-only`` for the SQLite rows); it prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from agentmw.state import ANY, MemoryState, SQLiteState, State
 
 VALUE = {"state": "TASK_STATE_WORKING", "owner": "alice", "history": [{"role": "user", "text": "hello" * 10}]}
-OPS = ["get", "put", "CAS put", "set_if_absent", "append", "read 10", "put x8"]
+OPS = ["get", "put", "CAS put", "set_if_absent", "append", "read 10", "put x8", "put_many 8", "append_many 8"]
 
 
 @contextmanager
@@ -96,6 +98,10 @@ async def measure(store: State, n: int) -> dict[str, float]:
         "read 10": await rate(n, lambda i: store.read("bench", "log", after_id=last, limit=10)),
     }
     results["put x8"] = 8 * await rate(max(1, n // 8), put8)
+    results["put_many 8"] = 8 * await rate(max(1, n // 8), lambda i: store.put_many(
+        [("bench", f"m{(i * 8 + j) % 5000}", VALUE, ANY) for j in range(8)]))
+    results["append_many 8"] = 8 * await rate(max(1, n // 8), lambda i: store.append_many(
+        [("bench", f"log{(i * 8 + j) % 50}", VALUE) for j in range(8)]))
     return results
 
 
@@ -103,17 +109,22 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--redis", default=os.environ.get("AGENTMW_BENCH_REDIS"))
+    parser.add_argument("--sqlite-only", action="store_true")
     args = parser.parse_args()
     scale = 5 if args.quick else 1
     folder = Path(tempfile.mkdtemp())
     rows: list[tuple[str, dict[str, float]]] = []
-    with redis_server(args.redis) as url:
+    with redis_server("unused" if args.sqlite_only else args.redis) as url:
         targets: list[tuple[str, Callable[[], State], int]] = [
             ("memory", MemoryState, 20_000),
-            ("SQLite, dedicated thread (default)", lambda: SQLiteState(folder / "thread.db"), 3_000),
-            ("SQLite, anyio worker threads", lambda: SQLiteState(folder / "anyio.db", executor="anyio"), 3_000),
+            ("SQLite, on the loop + thread (default)", lambda: SQLiteState(folder / "loop.db"), 20_000),
+            ("SQLite, dedicated thread only", lambda: SQLiteState(folder / "thread.db", on_loop=False), 3_000),
+            ("SQLite, anyio worker threads", lambda: SQLiteState(folder / "anyio.db", executor="anyio",
+                                                                 on_loop=False), 3_000),
         ]
-        if url:
+        if args.sqlite_only:
+            targets = targets[1:]
+        elif url:
             from agentmw.state.redis import RedisState
 
             targets.append(("Redis (loopback)", lambda: RedisState(url, prefix=f"bench{uuid.uuid4().hex[:6]}"),

@@ -12,6 +12,9 @@ KEYS = 30
 INCREMENTS = 25
 APPENDS = 200
 PUBLISHES = 5
+BATCHES = 10
+BATCH = 20
+COUNTERS = 3
 
 
 def run(path: str, index: int, barrier: Any, out: str) -> None:
@@ -51,8 +54,24 @@ async def _work(path: str, index: int, barrier: Any) -> dict[str, Any]:
         result["retries"] = retries
         barrier.wait()
         result["ids"] = [await store.append("runs", "shared", {"p": index, "n": n}) for n in range(APPENDS)]
+        barrier.wait()
+        # batches: create-only put_many on shared keys, CAS increments in batches, append_many to one log
+        won = await store.put_many([("batch", f"b{k}", {"by": index}, None) for k in range(KEYS)])
+        result["batch_created"] = [k for k, r in enumerate(won) if not isinstance(r, Conflict)]
+        for _ in range(INCREMENTS):  # three counters a batch; only the items that conflicted are tried again
+            todo = [f"m{j}" for j in range(COUNTERS)]
+            while todo:
+                found = [await store.get("counters", key) for key in todo]
+                results = await store.put_many([("counters", key, {"n": (f.value["n"] if f else 0) + 1},
+                                                  f.version if f else 0) for key, f in zip(todo, found)])
+                todo = [key for key, r in zip(todo, results) if isinstance(r, Conflict)]
+        result["batch_ids"] = []
+        for b in range(BATCHES):
+            result["batch_ids"] += await store.append_many([("runs", "batched", {"p": index, "n": b * BATCH + n})
+                                                            for n in range(BATCH)])
         for n in range(PUBLISHES):
             await store.publish("events", {"p": index, "n": n})
+        result["fallbacks"] = store.fallbacks  # writes on the loop that found the lock taken: ran on the thread
     finally:
         await store.close()
     return result

@@ -370,3 +370,112 @@ async def test_bus_subscription_ends_when_closed(state: State) -> None:
         await sub.aclose()
         with pytest.raises(StopAsyncIteration):
             await asyncio.wait_for(waiter, 2)
+
+
+# -- batches ----------------------------------------------------------------------------------------------
+
+
+async def test_put_many_versions_and_conflicts(state: State) -> None:
+    assert await state.put_many([]) == []
+    if hasattr(state, "client"):  # Redis: the batch scripts must be loaded again in the middle of a pipeline
+        await state.client.script_flush()
+    await state.put("tasks", "old", {"n": 0}, expected_version=None)
+    results = await state.put_many([
+        ("tasks", "a", {"n": 1}, None),
+        ("tasks", "old", {"n": 1}, 1),
+        ("tasks", "a", {"n": 2}, 1),  # sees the item before it
+        ("tasks", "b", {"n": 1}, 3),  # absent: a conflict, returned in its place
+        ("tasks", "old", {"n": 2}, 1),  # stale now
+        ("other", "a", {"n": 9}, ANY),
+        ("tasks", "c", {"n": 1}, 0),
+    ])
+    assert results[:3] == [1, 2, 2] and results[5:] == [1, 1]
+    for i, pair in ((3, (3, 0)), (4, (1, 2))):
+        conflict = results[i]
+        assert isinstance(conflict, Conflict) and (conflict.expected, conflict.actual) == pair
+        assert conflict.key == ("b" if i == 3 else "old") and conflict.ns == "tasks"
+    assert (await state.get("tasks", "a")) == ({"n": 2}, 2)
+    assert (await state.get("tasks", "old")) == ({"n": 1}, 2)
+    assert await state.get("tasks", "b") is None
+    assert (await state.get("other", "a")) == ({"n": 9}, 1)
+    page = await state.scan("tasks", total=True)
+    assert page.total == 3 and {i.key for i in page.items} == {"a", "old", "c"}
+
+
+async def test_put_many_checks_every_item_before_writing(state: State) -> None:
+    bad: list[tuple] = [
+        ("bad ns!", "k", {}, None), ("tasks", "", {}, None), ("tasks", "k", {"x": math.nan}, None),
+        ("tasks", "k", [1], None), ("tasks", "k", {}, -5),
+    ]
+    for item in bad:
+        with pytest.raises((ValueError, TypeError)):
+            await state.put_many([("tasks", "first", {"ok": True}, None), item])
+    with pytest.raises(TypeError):
+        await state.put_many([("tasks", "short", {})])  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        await state.put_many([("tasks", f"k{i}", {}, ANY) for i in range(1001)])
+    assert await state.get("tasks", "first") is None
+    with pytest.raises((ValueError, TypeError)):
+        await state.append_many([("runs", "r", {"ok": 1}), ("runs", "r", {"x": {1}})])
+    assert await state.read("runs", "r") == []
+
+
+async def test_put_many_races_exactly_one_winner(open_store: Open) -> None:
+    stores = [await open_store(), await open_store()]
+
+    async def create(i: int) -> list[int]:
+        results = await stores[i % 2].put_many([("race", f"k{k}", {"by": i}, None) for k in range(10)])
+        return [k for k, r in enumerate(results) if not isinstance(r, Conflict)]
+
+    won = await asyncio.gather(*(create(i) for i in range(20)))
+    assert sorted(k for keys in won for k in keys) == list(range(10))
+    for k in range(10):
+        winner = (await stores[0].get("race", f"k{k}")).value["by"]  # type: ignore[union-attr]
+        assert k in won[winner]
+
+    async def bump(i: int) -> None:
+        for _ in range(10):
+            while True:
+                current = await stores[i % 2].get("counters", "c")
+                value, version = current if current else ({"n": 0}, 0)
+                [result] = await stores[i % 2].put_many([("counters", "c", {"n": value["n"] + 1}, version)])
+                if not isinstance(result, Conflict):
+                    break
+                await asyncio.sleep(0)
+
+    await asyncio.gather(*(bump(i) for i in range(6)))
+    assert (await stores[1].get("counters", "c")).value == {"n": 60}  # type: ignore[union-attr]
+
+
+async def test_put_many_bounded_like_put(open_store: Open) -> None:
+    state = await open_store(limits={"few": Limits(max_count=5)})
+    for start in range(0, 40, 8):
+        await state.put_many([("few", f"k{i:02d}", {"i": i}, None) for i in range(start, start + 8)])
+    page = await state.scan("few", limit=100, total=True)
+    assert 5 <= page.total <= 5 + 40 // 20 * 8  # SQLite prunes in batches (docs/state.md, Bounds)
+    assert "k39" in {i.key for i in page.items} and await state.get("few", "k00") is None
+
+
+async def test_append_many(state: State) -> None:
+    assert await state.append_many([]) == []
+    first = await state.append("runs", "r1", {"n": 0})
+    ids = await state.append_many([("runs", "r1", {"n": 1}), ("runs", "r2", {"m": 1}), ("runs", "r1", {"n": 2}),
+                                   ("other", "r1", {"o": 1}), ("runs", "r2", {"m": 2})])
+    assert len(ids) == 5 and first < ids[0] < ids[2] and ids[1] < ids[4]  # increasing within each log
+    assert await state.read("runs", "r1") == [(first, {"n": 0}), (ids[0], {"n": 1}), (ids[2], {"n": 2})]
+    assert await state.read("runs", "r2") == [(ids[1], {"m": 1}), (ids[4], {"m": 2})]
+    assert await state.read("other", "r1") == [(ids[3], {"o": 1})]
+    assert await state.append("runs", "r1", {"n": 3}) > ids[2]
+
+
+async def test_append_many_wakes_readers_and_trims(open_store: Open) -> None:
+    state = await open_store(limits={"short": Limits(max_len=3)})
+    reader = asyncio.ensure_future(state.read("short", "log", block=5))
+    other = asyncio.ensure_future(state.read("short", "log2", block=5))
+    await asyncio.sleep(0.1)
+    started = time.monotonic()
+    ids = await state.append_many([("short", "log", {"n": n}) for n in range(5)] + [("short", "log2", {"x": 1})])
+    assert (await reader)[0] in [(i, {"n": n}) for n, i in enumerate(ids[:5])]
+    assert await other == [(ids[5], {"x": 1})]
+    assert time.monotonic() - started < 1.5
+    assert await state.read("short", "log") == [(ids[n], {"n": n}) for n in (2, 3, 4)]

@@ -42,6 +42,7 @@ async def test_four_processes_on_one_file(tmp_path: Path) -> None:
                 await asyncio.to_thread(worker.join, 90)
             assert [w.exitcode for w in workers] == [0] * WORKERS
             results = [json.loads(out.read_text()) for out in outs]
+            print("fallbacks to the thread:", [r["fallbacks"] for r in results])
 
             # set_if_absent and create-only CAS: exactly one winner per key
             for field in ("nonces", "created"):
@@ -60,6 +61,22 @@ async def test_four_processes_on_one_file(tmp_path: Path) -> None:
             for p, r in enumerate(results):
                 assert r["ids"] == sorted(r["ids"])
                 assert [e["n"] for _, e in log if e["p"] == p] == list(range(_procs.APPENDS))
+            # batches: put_many creates each key once, loses no increment; append_many loses no event
+            winners = sorted(k for r in results for k in r["batch_created"])
+            assert winners == list(range(_procs.KEYS))
+            for k in range(_procs.KEYS):
+                holder = (await parent.get("batch", f"b{k}")).value["by"]  # type: ignore[union-attr]
+                assert k in results[holder]["batch_created"]
+            for j in range(_procs.COUNTERS):
+                counter = await parent.get("counters", f"m{j}")
+                assert counter == ({"n": WORKERS * _procs.INCREMENTS}, WORKERS * _procs.INCREMENTS)
+            batched = await parent.read("runs", "batched", limit=1000)
+            ids = [i for i, _ in batched]
+            assert len(batched) == WORKERS * _procs.BATCHES * _procs.BATCH and ids == sorted(ids)
+            assert sorted(ids) == sorted(i for r in results for i in r["batch_ids"])
+            for p, r in enumerate(results):
+                assert r["batch_ids"] == sorted(r["batch_ids"])
+                assert [e["n"] for _, e in batched if e["p"] == p] == list(range(_procs.BATCHES * _procs.BATCH))
             # a reader blocked in the parent saw every append of the children, in order
             await asyncio.wait_for(follower, 10)
             assert tailed == log

@@ -27,15 +27,15 @@ import base64
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Self
 
 from .._transport import dumps, loads
 from ._fanout import Subscription
 
-__all__ = ["ANY", "DEFAULT_LIMITS", "MAX_KEY_LENGTH", "MAX_PAGE", "Conflict", "Item", "Json", "Limits", "Page",
-           "State", "Subscription", "Versioned"]
+__all__ = ["ANY", "DEFAULT_LIMITS", "MAX_BATCH", "MAX_KEY_LENGTH", "MAX_PAGE", "Conflict", "Item", "Json", "Limits",
+           "Page", "State", "Subscription", "Versioned"]
 
 Json = dict[str, Any]
 
@@ -47,6 +47,9 @@ MAX_KEY_LENGTH: Final = 1024
 
 MAX_PAGE: Final = 1000
 """``scan`` and ``read`` return at most this many items per call."""
+
+MAX_BATCH: Final = 1000
+"""``put_many`` and ``append_many`` take at most this many items per call."""
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -208,6 +211,25 @@ class State(abc.ABC):
             total: also count every match (costs a pass over the namespace in some backends).
         """
 
+    async def put_many(self, items: Sequence[tuple[str, str, Json, int | None]]) -> list[int | Conflict]:
+        """Several compare-and-set writes ``(ns, key, value, expected_version)`` in one call, in order.
+
+        Each item is checked and written as :meth:`put` would, but a conflict is returned in its place (a
+        :class:`Conflict`, not raised) and the other items are still written. An item sees the items before it
+        (the same key twice: the second expects the version the first made). Every item is checked before any
+        is written: a bad namespace, key, value or version raises and writes nothing. At most ``MAX_BATCH``
+        items. One transaction on SQLite (readers see all of it or none), one round trip on Redis (one script
+        per namespace, each atomic), and no await between the items in memory.
+        """
+        checked = check_puts(items)
+        out: list[int | Conflict] = []
+        for (ns, key, _, want), (_, _, value, _) in zip(checked, items, strict=True):
+            try:
+                out.append(await self.put(ns, key, value, expected_version=want))
+            except Conflict as conflict:
+                out.append(conflict)
+        return out
+
     # -- 2. expiring keys -------------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -241,6 +263,13 @@ class State(abc.ABC):
     @abc.abstractmethod
     async def append(self, ns: str, log: str, event: Json) -> int:
         """Append an event; returns its id, greater than every id before it in this log."""
+
+    async def append_many(self, items: Sequence[tuple[str, str, Json]]) -> list[int]:
+        """Several appends ``(ns, log, event)`` in one call, in order; returns their ids (within a log, each
+        greater than the one before). Every item is checked before any is written. At most ``MAX_BATCH``
+        items; one transaction on SQLite, one round trip on Redis."""
+        check_appends(items)
+        return [await self.append(ns, log, event) for ns, log, event in items]
 
     @abc.abstractmethod
     async def read(self, ns: str, log: str, after_id: int = 0, limit: int = 100, *,
@@ -291,6 +320,28 @@ def check_key(key: str, what: str = "key") -> str:
     if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH:
         raise ValueError(f"a {what} is a non-empty string of at most {MAX_KEY_LENGTH} characters")
     return key
+
+
+def check_batch(items: Sequence[Any], width: int) -> None:
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+        raise TypeError("a batch is a sequence (list or tuple) of tuples")
+    if len(items) > MAX_BATCH:
+        raise ValueError(f"a batch has at most {MAX_BATCH} items, not {len(items)}")
+    for item in items:
+        if not isinstance(item, (tuple, list)) or len(item) != width:
+            raise TypeError(f"each item of the batch is a tuple of {width}: {item!r:.80}")
+
+
+def check_puts(items: Sequence[tuple[str, str, Json, int | None]]) -> list[tuple[str, str, bytes, int]]:
+    """The items of ``put_many`` checked before any write: ``(ns, key, encoded value, expected version)``."""
+    check_batch(items, 4)
+    return [(check_ns(ns), check_key(key), encode(value), expected(version)) for ns, key, value, version in items]
+
+
+def check_appends(items: Sequence[tuple[str, str, Json]]) -> list[tuple[str, str, bytes]]:
+    """The items of ``append_many`` checked before any write: ``(ns, log, encoded event)``."""
+    check_batch(items, 3)
+    return [(check_ns(ns), check_key(log, "log name"), encode(event)) for ns, log, event in items]
 
 
 def check_ttl(ttl: float, limits: Limits) -> float:

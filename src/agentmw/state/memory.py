@@ -12,7 +12,7 @@ import asyncio
 import collections
 import heapq
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,10 +88,19 @@ class MemoryState(State):
     async def put(self, ns: str, key: str, value: Json, *, expected_version: int | None) -> int:
         want = base.expected(expected_version)
         raw = base.encode(value)
-        record = self._record(base.check_ns(ns), base.check_key(key))
+        outcome = self._put(base.check_ns(ns), base.check_key(key), raw, want)
+        if isinstance(outcome, Conflict):
+            raise outcome
+        return outcome
+
+    async def put_many(self, items: Sequence[tuple[str, str, Json, int | None]]) -> list[int | Conflict]:
+        return [self._put(ns, key, raw, want) for ns, key, raw, want in base.check_puts(items)]
+
+    def _put(self, ns: str, key: str, raw: bytes, want: int) -> int | Conflict:
+        record = self._record(ns, key)
         actual = record.version if record else 0
         if want != ANY and want != actual:
-            raise Conflict(ns, key, want, actual)
+            return Conflict(ns, key, want, actual)
         table = self._records.setdefault(ns, collections.OrderedDict())
         table[key] = _Record(raw, actual + 1, base.now())
         table.move_to_end(key)
@@ -223,9 +232,15 @@ class MemoryState(State):
 
     async def append(self, ns: str, log: str, event: Json) -> int:
         raw = base.encode(event)
-        limits = self.limits(base.check_ns(ns))
+        return self._append(base.check_ns(ns), base.check_key(log, "log name"), raw)
+
+    async def append_many(self, items: Sequence[tuple[str, str, Json]]) -> list[int]:
+        return [self._append(ns, log, raw) for ns, log, raw in base.check_appends(items)]
+
+    def _append(self, ns: str, log: str, raw: bytes) -> int:
+        limits = self.limits(ns)
         logs = self._logs.setdefault(ns, collections.OrderedDict())
-        entry = logs.get(base.check_key(log, "log name"))
+        entry = logs.get(log)
         if entry is None or entry.entries.maxlen != limits.max_len:
             entry = logs[log] = _Log(collections.deque(entry.entries if entry else (), maxlen=limits.max_len))
         logs.move_to_end(log)

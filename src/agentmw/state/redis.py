@@ -10,6 +10,8 @@ client, imported when a :class:`RedisState` is made, never on ``import agentmw``
 - **Logs** are Streams: ``XADD ... MAXLEN n`` then ``XTRIM MINID``, ``XRANGE`` to read and ``XREAD BLOCK`` to
   wait. An event id is the stream id ``ms-seq`` as one integer, ``ms * 1_000_000 + seq`` (above 2**53: send
   it as a string to JavaScript).
+- **Batches** (``put_many``, ``append_many``): one script per namespace over its items, in order, and the
+  scripts in one pipeline: one round trip.
 - **The bus** is pub/sub: one connection per store subscribes to the channels that local subscribers want.
 - **Time.** Write times, expiries and ages are the Redis server's clock (``TIME`` in scripts, ``PX``), so
   replicas' clocks do not matter; only ``read`` compares entry times with this machine's clock to hide
@@ -25,7 +27,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._transport import loads
@@ -75,6 +77,30 @@ redis.call('ZADD', KEYS[2], fmt(now), ARGV[5])
 trim(KEYS[2], '(' .. fmt(now - tonumber(ARGV[3]) * 1000), ARGV[4], ARGV[6])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return {n, fmt(now)}
+"""
+
+# KEYS: index, then one record per item. ARGV: max_age_ms, max_count, record key prefix, then per item:
+# expected, body, member. The items in order, each a compare-and-set; the trim once at the end.
+_PUT_MANY = _LUA_COMMON + """
+local now = now_us()
+local out = {}
+for i = 2, #KEYS do
+  local j = 4 + (i - 2) * 3
+  local cur = tonumber(redis.call('HGET', KEYS[i], 'n') or '0')
+  local want = tonumber(ARGV[j])
+  if want >= 0 and cur ~= want then
+    out[#out + 1] = {-1, cur}
+  else
+    local n = cur + 1
+    redis.call('HSET', KEYS[i], 'v', ARGV[j + 1], 'n', n, 't', fmt(now))
+    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    redis.call('ZADD', KEYS[1], fmt(now), ARGV[j + 2])
+    out[#out + 1] = {n, 0}
+  end
+end
+trim(KEYS[1], '(' .. fmt(now - tonumber(ARGV[1]) * 1000), ARGV[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return out
 """
 
 # KEYS: record, index. ARGV: expected, member.
@@ -141,6 +167,31 @@ return id
 """
 
 
+# KEYS: index, then one stream per item. ARGV: max_len, max_age_ms, max_count, stream key prefix, then per
+# item: body, member.
+_APPEND_MANY = _LUA_COMMON + """
+local ids = {}
+for i = 2, #KEYS do
+  local j = 5 + (i - 2) * 2
+  ids[#ids + 1] = redis.call('XADD', KEYS[i], 'MAXLEN', ARGV[1], '*', 'e', ARGV[j])
+end
+local now = now_us()
+local cutoff_ms = math.floor(now / 1000) - tonumber(ARGV[2])
+local seen = {}
+for i = 2, #KEYS do
+  if not seen[KEYS[i]] then
+    seen[KEYS[i]] = true
+    redis.call('XTRIM', KEYS[i], 'MINID', fmt(cutoff_ms))
+    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+    redis.call('ZADD', KEYS[1], fmt(now), ARGV[5 + (i - 2) * 2 + 1])
+  end
+end
+trim(KEYS[1], '(' .. fmt(cutoff_ms * 1000), ARGV[3], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return ids
+"""
+
+
 def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
@@ -179,6 +230,7 @@ class RedisState(State):
         register = self._client.register_script
         self._put, self._delete, self._set = register(_PUT), register(_DELETE), register(_SET)
         self._delete_key, self._lease, self._append = register(_DELETE_KEY), register(_LEASE), register(_APPEND)
+        self._put_many, self._append_many = register(_PUT_MANY), register(_APPEND_MANY)
         self._hub = Hub(on_first=self._listen, on_last=self._unlisten)
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
@@ -225,6 +277,59 @@ class RedisState(State):
         if version < 0:
             raise Conflict(ns, key, want, int(_))
         return int(version)
+
+    async def put_many(self, items: Sequence[tuple[str, str, Json, int | None]]) -> list[int | Conflict]:
+        checked = base.check_puts(items)
+        groups: dict[str, list[int]] = {}
+        for i, (ns, _, _, _) in enumerate(checked):
+            groups.setdefault(ns, []).append(i)
+        calls = []
+        for ns, members in groups.items():
+            limits = self.limits(ns)
+            keys = [self._key(ns, "ri")]
+            args: list[Any] = [_ms(limits.max_age), limits.max_count, self._key(ns, "r")]
+            for i in members:
+                _, key, body, want = checked[i]
+                keys.append(self._key(ns, "r", key))
+                args += [want, body, key]
+            calls.append((keys, args))
+        out: list[int | Conflict] = [0] * len(checked)
+        for members, answers in zip(groups.values(), await self._scripts(self._put_many, calls), strict=True):
+            for i, (version, actual) in zip(members, answers, strict=True):
+                ns, key, _, want = checked[i]
+                out[i] = Conflict(ns, key, want, int(actual)) if version < 0 else int(version)
+        return out
+
+    async def _scripts(self, script: Any, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """Run one script several times in one round trip (a pipeline when there are several), in order."""
+        if not calls:
+            return []
+        if len(calls) == 1:
+            keys, args = calls[0]
+            return [await script(keys=keys, args=args)]
+        from redis.exceptions import NoScriptError
+
+        results: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for attempt in range(2):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for i in todo:
+                    keys, args = calls[i]
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                answers = await pipe.execute(raise_on_error=False)
+            missing = []
+            for i, answer in zip(todo, answers, strict=True):
+                if isinstance(answer, NoScriptError) and attempt == 0:
+                    missing.append(i)  # not run: the server does not know the script yet
+                elif isinstance(answer, Exception):
+                    raise answer
+                else:
+                    results[i] = answer
+            if not missing:
+                break
+            script.sha = await self._client.script_load(script.script)
+            todo = missing
+        return results
 
     async def delete(self, ns: str, key: str, *, expected_version: int = ANY) -> bool:
         base.check_ns(ns)
@@ -351,6 +456,27 @@ class RedisState(State):
             keys=[self._key(ns, "l", log), self._key(ns, "li")],
             args=[body, limits.max_len, _ms(limits.max_age), limits.max_count, log, self._key(ns, "l")])
         return _event_id(stream_id)
+
+    async def append_many(self, items: Sequence[tuple[str, str, Json]]) -> list[int]:
+        checked = base.check_appends(items)
+        groups: dict[str, list[int]] = {}
+        for i, (ns, _, _) in enumerate(checked):
+            groups.setdefault(ns, []).append(i)
+        calls = []
+        for ns, members in groups.items():
+            limits = self.limits(ns)
+            keys = [self._key(ns, "li")]
+            args: list[Any] = [limits.max_len, _ms(limits.max_age), limits.max_count, self._key(ns, "l")]
+            for i in members:
+                _, log, body = checked[i]
+                keys.append(self._key(ns, "l", log))
+                args += [body, log]
+            calls.append((keys, args))
+        out = [0] * len(checked)
+        for members, ids in zip(groups.values(), await self._scripts(self._append_many, calls), strict=True):
+            for i, stream_id in zip(members, ids, strict=True):
+                out[i] = _event_id(stream_id)
+        return out
 
     async def read(self, ns: str, log: str, after_id: int = 0, limit: int = 100, *,
                    block: float | None = None) -> list[tuple[int, Json]]:

@@ -3,11 +3,19 @@
 - **Concurrency.** The file is in WAL mode, so readers never wait for the writer; writers queue on SQLite's
   lock with a ``busy_timeout``. Every operation is one short transaction: a single statement (``INSERT ...
   ON CONFLICT ... RETURNING``, ``UPDATE ... WHERE version = ? RETURNING``), or ``BEGIN IMMEDIATE`` for the
-  few that take several (an append and its trim), so no transaction ever has to upgrade a read lock. That
+  few that take several (an append and its trim, a batch), so no transaction ever has to upgrade a read lock. That
   makes every compare-and-set, set-if-absent, renew and append atomic across processes.
-- **Off the event loop.** Each process keeps one connection, used by one dedicated thread; coroutines hand
-  it work and await the result. (``executor="anyio"`` uses anyio's worker threads and a lock instead;
-  ``bench/state_ops.py`` measures both, and the dedicated thread is faster for single-row operations.)
+- **On the event loop where it cannot block, on a thread otherwise.** Each process keeps two connections.
+  One is used directly on the event loop, with ``busy_timeout=0``: every read (WAL readers never wait for a
+  writer), and every short write (one statement, or one ``BEGIN IMMEDIATE`` transaction of a few). If the
+  file's write lock is taken (``SQLITE_BUSY``, at once: nothing waits), the transaction is rolled back, so
+  nothing of it happened, and the whole operation runs again on the other connection, owned by one
+  dedicated thread, which waits up to ``busy_timeout`` for the lock. The thread also runs what may take
+  long: opening the file, the prunes, scans with a filter or a count, reads of more than 100 events, batches
+  of more than 64 items, and the WAL checkpoints (the loop's connection never checkpoints; every 256 of its
+  writes, the thread runs a passive one). With ``synchronous="FULL"`` (a commit waits for the disk) every
+  write runs on the thread. ``on_loop=False`` sends everything to the thread, as before; ``executor="anyio"``
+  uses anyio's worker threads and a lock instead of the dedicated thread. ``bench/state_ops.py`` measures them.
 - **Across processes.** The bus is a table; a watcher in each process that has subscribers, or readers
   blocked on a log, checks ``PRAGMA data_version`` (which changes only when another connection commits)
   every ``poll`` seconds (50 ms), and only then reads the new bus rows and wakes the blocked readers. Inside
@@ -22,6 +30,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import functools
 import logging
@@ -29,7 +38,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -72,6 +81,21 @@ CREATE INDEX IF NOT EXISTS state_bus_by_time ON state_bus (t);
 
 _PRUNE_SECONDS = 1.0
 _BUS_BATCH = 1000
+_LOOP_BATCH = 64  # put_many / append_many with more items run on the thread
+_LOOP_READ = 100  # reads of more events run on the thread
+_CHECKPOINT_WRITES = 256  # rows written on the loop's connection between two passive checkpoints
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+
+
+def _busy(exc: BaseException) -> bool:
+    """SQLITE_BUSY (or LOCKED, any extended code): the statement did not run for a lock; nothing changed."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)  # pragma: no cover - Python < 3.11
 
 
 @dataclass(slots=True)
@@ -115,12 +139,15 @@ class SQLiteState(State):
         synchronous: ``"NORMAL"`` (the WAL default) or ``"FULL"``.
         executor: ``"thread"``, one dedicated thread and connection; or ``"anyio"``, anyio's threads.
         bus_retention: seconds a bus message stays in the table for slow watchers.
+        on_loop: run reads and short writes on the event loop with a second connection (falling back to the
+            thread when the write lock is taken); False runs every call on the thread.
     """
 
     def __init__(self, path: str | Path, *, limits: Mapping[str, Limits] | None = None,
                  default: Limits = base.DEFAULT_LIMITS, poll: float = 0.05, busy_timeout: float = 10.0,
                  synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
-                 executor: Literal["thread", "anyio"] = "thread", bus_retention: float = 30.0) -> None:
+                 executor: Literal["thread", "anyio"] = "thread", bus_retention: float = 30.0,
+                 on_loop: bool = True) -> None:
         super().__init__(limits=limits, default=default)
         if synchronous not in ("NORMAL", "FULL") or executor not in ("thread", "anyio"):
             raise ValueError("synchronous is NORMAL or FULL; executor is thread or anyio")
@@ -130,7 +157,15 @@ class SQLiteState(State):
         self.synchronous = synchronous
         self.executor = executor
         self.bus_retention = bus_retention
+        self.on_loop = on_loop
+        self.fallbacks = 0  # on-loop attempts that found the write lock taken and went to the thread
         self._db: sqlite3.Connection | None = None
+        self._ldb: sqlite3.Connection | None = None  # the loop's connection, made by the thread
+        self._ldb_thread: int | None = None  # the thread of the event loop that uses it
+        self._loop_writes = on_loop and synchronous == "NORMAL"
+        self._loop_rows = 0
+        self._checkpointer: asyncio.Task[None] | None = None
+        self._closing = False
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._due: dict[tuple[str, str], _Due] = {}
@@ -149,10 +184,24 @@ class SQLiteState(State):
             db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
                                  check_same_thread=False)
             db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
-            db.execute("PRAGMA journal_mode=WAL")
+            deadline = time.monotonic() + self.busy_timeout
+            while True:  # another process opening the new file at the same time: SQLITE_BUSY, busy handler or not
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if not _busy(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
             db.execute(f"PRAGMA synchronous={self.synchronous}")
             _tx(db, lambda: [db.execute(s) for s in _SCHEMA.split(";") if s.strip()])
             self._db = db
+            if self.on_loop and self._ldb is None and not self._closing:
+                ldb = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
+                ldb.execute("PRAGMA busy_timeout=0")
+                ldb.execute(f"PRAGMA synchronous={self.synchronous}")
+                ldb.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run on the thread
+                self._ldb = ldb
         return self._db
 
     def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -165,15 +214,81 @@ class SQLiteState(State):
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise RuntimeError("the state store is closed")
+        if self._ldb_thread is None:
+            self._ldb_thread = threading.get_ident()  # the loop's connection is for this loop's thread only
         if self.executor == "anyio":
             return await anyio.to_thread.run_sync(self._locked, fn)
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentmw-sqlite")
         return await asyncio.get_running_loop().run_in_executor(self._pool, self._call, fn)
 
+    def _loop_db(self) -> sqlite3.Connection | None:
+        """The loop's connection, when there is one and this is the thread of the loop that uses it."""
+        db = self._ldb
+        if db is None or self._closing:
+            return None
+        ident = threading.get_ident()
+        if self._ldb_thread != ident:
+            if self._ldb_thread is not None:
+                return None  # another event loop, on another thread: it goes through the thread
+            self._ldb_thread = ident
+        return db
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T], *, short: bool = True) -> T:
+        """A read: on the loop's connection (a WAL reader does not wait for writers), else on the thread."""
+        db = self._loop_db() if short else None
+        if db is not None:
+            try:
+                return fn(db)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                self.fallbacks += 1
+        return await self._run(fn)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T], *, short: bool = True, rows: int = 1) -> T:
+        """A write: on the loop's connection when short and the lock is free at once, else on the thread.
+
+        ``fn`` is one statement, or one transaction (``_tx``): when the lock is taken it fails before changing
+        anything, or is rolled back, so running it again on the thread does it once.
+        """
+        db = self._loop_db() if short and self._loop_writes else None
+        if db is not None:
+            try:
+                result = fn(db)
+            except BaseException as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                if not _busy(exc):
+                    raise
+                self.fallbacks += 1
+            else:
+                self._loop_rows += rows
+                if self._loop_rows >= _CHECKPOINT_WRITES:
+                    self._checkpoint()
+                return result
+        return await self._run(fn)
+
+    def _checkpoint(self) -> None:
+        """A passive checkpoint of the WAL on the thread (never on the loop); one at a time."""
+        self._loop_rows = 0
+        if self._checkpointer is None or self._checkpointer.done():
+            self._checkpointer = asyncio.get_running_loop().create_task(self._run_checkpoint(),
+                                                                        name="agentmw-sqlite-checkpoint")
+
+    async def _run_checkpoint(self) -> None:
+        try:
+            await self._run(lambda db: db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
+        except Exception:  # the next one will try again; a checkpoint that fails loses nothing
+            if not self._closed:
+                logger.exception("agentmw state: checkpointing %s failed", self.path)
+
     async def close(self) -> None:
-        if self._closed:
+        if self._closed or self._closing:
             return
+        self._closing = True  # from here on, every call goes to the thread
+        if self._checkpointer is not None:
+            await asyncio.gather(self._checkpointer, return_exceptions=True)
         self._hub.close()
         if self._watcher is not None:
             self._watcher.cancel()
@@ -183,6 +298,9 @@ class SQLiteState(State):
                 event.set()
 
         def shut() -> None:
+            if self._ldb is not None:  # not in use: the loop is here, and calls go to the thread now
+                self._ldb.close()
+                self._ldb = None
             if self._db is not None:
                 self._db.close()
                 self._db = None
@@ -198,10 +316,10 @@ class SQLiteState(State):
     def _bus_hub(self) -> Hub:
         return self._hub
 
-    def _prune_due(self, kind: str, ns: str, limits: Limits) -> bool:
-        """Count a write; True when the namespace should be pruned with it."""
+    def _prune_due(self, kind: str, ns: str, limits: Limits, writes: int = 1) -> bool:
+        """Count writes; True when the namespace should be pruned with them."""
         due = self._due.setdefault((kind, ns), _Due())
-        due.writes += 1
+        due.writes += writes
         now = time.monotonic()
         if due.writes >= max(1, limits.max_count // 20) or now - due.at >= _PRUNE_SECONDS:
             due.writes = 0
@@ -213,9 +331,10 @@ class SQLiteState(State):
 
     async def get(self, ns: str, key: str) -> Versioned | None:
         cutoff = base.now() - self.limits(base.check_ns(ns)).max_age
-        row = await self._run(lambda db: db.execute(
+        base.check_key(key)
+        row = await self._read(lambda db: db.execute(
             "SELECT body, version FROM state_records WHERE ns = ? AND key = ? AND updated >= ?",
-            (ns, base.check_key(key), cutoff)).fetchone())
+            (ns, key, cutoff)).fetchone())
         return Versioned(loads(row[0]), row[1]) if row else None
 
     async def put(self, ns: str, key: str, value: Json, *, expected_version: int | None) -> int:
@@ -227,36 +346,41 @@ class SQLiteState(State):
 
         def write(db: sqlite3.Connection) -> int:
             now = base.now()
-            cutoff = now - limits.max_age
-            if want == ANY:
-                row = db.execute(
-                    "INSERT INTO state_records (ns, key, version, updated, body) VALUES (?, ?, 1, ?, ?) "
-                    "ON CONFLICT (ns, key) DO UPDATE SET version = CASE WHEN updated >= ? THEN version + 1 "
-                    "ELSE 1 END, updated = excluded.updated, body = excluded.body RETURNING version",
-                    (ns, key, now, body, cutoff)).fetchone()
-            elif want == 0:
-                row = db.execute(
-                    "INSERT INTO state_records (ns, key, version, updated, body) VALUES (?, ?, 1, ?, ?) "
-                    "ON CONFLICT (ns, key) DO UPDATE SET version = 1, updated = excluded.updated, "
-                    "body = excluded.body WHERE state_records.updated < ? RETURNING version",
-                    (ns, key, now, body, cutoff)).fetchone()
-            else:
-                row = db.execute(
-                    "UPDATE state_records SET version = version + 1, updated = ?, body = ? "
-                    "WHERE ns = ? AND key = ? AND version = ? AND updated >= ? RETURNING version",
-                    (now, body, ns, key, want, cutoff)).fetchone()
-            if row is None:
-                found = db.execute("SELECT version FROM state_records WHERE ns = ? AND key = ? AND updated >= ?",
-                                   (ns, key, cutoff)).fetchone()
-                return -(found[0] if found else 0) - 1
-            if prune:
+            version = _put_row(db, ns, key, body, want, now, now - limits.max_age)
+            if version > 0 and prune:
                 self._prune_records(db, ns, limits)
-            return int(row[0])
+            return version
 
-        version = await self._run(write)
+        # One statement (the SELECT after it only when it changed nothing); with the prune, several: the thread.
+        version = await self._write(write, short=not prune)
         if version < 0:
             raise Conflict(ns, key, want, -version - 1)
         return version
+
+    async def put_many(self, items: Sequence[tuple[str, str, Json, int | None]]) -> list[int | Conflict]:
+        checked = base.check_puts(items)
+        if not checked:
+            return []
+        limits: dict[str, Limits] = {}
+        for ns, _, _, _ in checked:
+            limits.setdefault(ns, self.limits(ns))
+        counts = collections.Counter(ns for ns, _, _, _ in checked)
+        prune = [ns for ns in limits if self._prune_due("records", ns, limits[ns], counts[ns])]
+
+        def write(db: sqlite3.Connection) -> list[int]:
+            def run() -> list[int]:
+                now = base.now()
+                out = [_put_row(db, ns, key, raw.decode(), want, now, now - limits[ns].max_age)
+                       for ns, key, raw, want in checked]
+                for ns in prune:
+                    self._prune_records(db, ns, limits[ns])
+                return out
+
+            return _tx(db, run)
+
+        versions = await self._write(write, short=not prune and len(checked) <= _LOOP_BATCH, rows=len(checked))
+        return [Conflict(ns, key, want, -version - 1) if version < 0 else version
+                for (ns, key, _, want), version in zip(checked, versions, strict=True)]
 
     @staticmethod
     def _prune_records(db: sqlite3.Connection, ns: str, limits: Limits) -> None:
@@ -283,7 +407,7 @@ class SQLiteState(State):
                                (ns, key, cutoff)).fetchone()
             return -found[0] if found else 0
 
-        outcome = await self._run(remove)
+        outcome = await self._write(remove)
         if outcome < 0:
             raise Conflict(ns, key, expected_version, -outcome)
         return outcome == 1
@@ -314,7 +438,7 @@ class SQLiteState(State):
             count = db.execute(f"SELECT COUNT(*) {matching}", margs).fetchone()[0] if total else None
             return rows, count
 
-        rows, count = await self._run(read)
+        rows, count = await self._read(read, short=not filters and not total and limit <= _LOOP_READ)
         items = [Item(k, loads(b), v, u) for k, v, u, b in rows[:limit]]
         nxt = base.encode_cursor(items[-1].updated_at, items[-1].key) if len(rows) > limit else None
         return Page(items, nxt, count)
@@ -337,7 +461,7 @@ class SQLiteState(State):
                                "WHERE ns = ? ORDER BY expires LIMIT ?)", (ns, ns, excess - limits.max_count))
             return row is not None
 
-        return await self._run(write)
+        return await self._write(write, short=not prune)
 
     async def set_if_absent(self, ns: str, key: str, value: Json, ttl: float) -> bool:
         body = base.encode(value).decode()
@@ -351,7 +475,7 @@ class SQLiteState(State):
         base.check_ns(ns)
         base.check_key(key)
         now = base.now()
-        row = await self._run(lambda db: db.execute(
+        row = await self._read(lambda db: db.execute(
             "SELECT body FROM state_keys WHERE ns = ? AND key = ? AND expires > ?", (ns, key, now)).fetchone())
         return loads(row[0]) if row else None
 
@@ -366,7 +490,7 @@ class SQLiteState(State):
     async def delete_key(self, ns: str, key: str) -> bool:
         base.check_ns(ns)
         base.check_key(key)
-        row = await self._run(lambda db: db.execute(
+        row = await self._write(lambda db: db.execute(
             "DELETE FROM state_keys WHERE ns = ? AND key = ? RETURNING expires", (ns, key)).fetchone())
         return row is not None and row[0] > base.now()
 
@@ -379,7 +503,7 @@ class SQLiteState(State):
     async def release(self, ns: str, key: str, owner: str) -> bool:
         base.check_ns(ns)
         base.check_key(key)
-        return await self._run(lambda db: db.execute(
+        return await self._write(lambda db: db.execute(
             "DELETE FROM state_keys WHERE ns = ? AND key = ? AND expires > ? AND json_extract(body, '$.owner') = ? "
             "RETURNING 1", (ns, key, base.now(), owner)).fetchone() is not None)
 
@@ -394,24 +518,41 @@ class SQLiteState(State):
         def write(db: sqlite3.Connection) -> int:
             def add() -> int:
                 now = base.now()
-                event_id = db.execute("INSERT INTO state_entries (ns, log, t, body) VALUES (?, ?, ?, ?)",
-                                      (ns, log, now, body)).lastrowid
-                n = db.execute("INSERT INTO state_logs (ns, log, n, updated) VALUES (?, ?, 1, ?) "
-                               "ON CONFLICT (ns, log) DO UPDATE SET n = n + 1, updated = excluded.updated "
-                               "RETURNING n", (ns, log, now)).fetchone()[0]
-                if n > limits.max_len:
-                    db.execute("DELETE FROM state_entries WHERE id IN (SELECT id FROM state_entries "
-                               "WHERE ns = ? AND log = ? ORDER BY id LIMIT ?)", (ns, log, n - limits.max_len))
-                    db.execute("UPDATE state_logs SET n = ? WHERE ns = ? AND log = ?", (limits.max_len, ns, log))
+                event_id = _append_row(db, ns, log, body, limits, now)
                 if prune:
                     self._prune_logs(db, ns, limits, now)
-                return int(event_id or 0)
+                return event_id
 
             return _tx(db, add)
 
-        event_id = await self._run(write)
+        event_id = await self._write(write, short=not prune)
         self._wake(ns, log)
         return event_id
+
+    async def append_many(self, items: Sequence[tuple[str, str, Json]]) -> list[int]:
+        checked = base.check_appends(items)
+        if not checked:
+            return []
+        limits: dict[str, Limits] = {}
+        for ns, _, _ in checked:
+            limits.setdefault(ns, self.limits(ns))
+        counts = collections.Counter(ns for ns, _, _ in checked)
+        prune = [ns for ns in limits if self._prune_due("logs", ns, limits[ns], counts[ns])]
+
+        def write(db: sqlite3.Connection) -> list[int]:
+            def add() -> list[int]:
+                now = base.now()
+                ids = [_append_row(db, ns, log, raw.decode(), limits[ns], now) for ns, log, raw in checked]
+                for ns in prune:
+                    self._prune_logs(db, ns, limits[ns], now)
+                return ids
+
+            return _tx(db, add)
+
+        ids = await self._write(write, short=not prune and len(checked) <= _LOOP_BATCH, rows=len(checked))
+        for ns, log in dict.fromkeys((ns, log) for ns, log, _ in checked):
+            self._wake(ns, log)
+        return ids
 
     @staticmethod
     def _prune_logs(db: sqlite3.Connection, ns: str, limits: Limits, now: float) -> None:
@@ -440,8 +581,9 @@ class SQLiteState(State):
         base.check_ns(ns)
         base.check_key(log, "log name")
         limit = base.check_limit(limit)
+        short = limit <= _LOOP_READ
         if not block:
-            rows = await self._run(self._select(ns, log, after_id, limit))
+            rows = await self._read(self._select(ns, log, after_id, limit), short=short)
             return [(i, loads(b)) for i, b in rows]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + block
@@ -452,7 +594,7 @@ class SQLiteState(State):
         try:
             while not self._closed:
                 event.clear()  # cleared before reading: an append after the read sets it again
-                rows = await self._run(self._select(ns, log, after_id, limit))
+                rows = await self._read(self._select(ns, log, after_id, limit), short=short)
                 remaining = deadline - loop.time()
                 if rows or remaining <= 0:
                     return [(i, loads(b)) for i, b in rows]
@@ -486,13 +628,13 @@ class SQLiteState(State):
             if prune:
                 db.execute("DELETE FROM state_bus WHERE t < ?", (now - self.bus_retention,))
 
-        await self._run(write)
+        await self._write(write, short=not prune)
         self._hub.dispatch(channel, raw)
 
     async def _listen(self, channels: list[str]) -> None:
         """The hub's first local subscriber: mark where the bus is now, and watch it from there."""
         if self._bus_after is None:
-            self._bus_after = await self._run(
+            self._bus_after = await self._read(
                 lambda db: db.execute("SELECT COALESCE(MAX(id), 0) FROM state_bus").fetchone()[0])
         self._start_watcher()
 
@@ -506,12 +648,12 @@ class SQLiteState(State):
         while (self._hub or self._log_waiters) and not self._closed:
             await asyncio.sleep(self.poll)
             try:
-                changed = await self._run(_data_version)
+                changed = await self._read(_data_version)
                 if changed == version:
                     continue
                 version = changed
                 while self._hub and self._bus_after is not None:
-                    rows = await self._run(functools.partial(_bus_rows, after=self._bus_after))
+                    rows = await self._read(functools.partial(_bus_rows, after=self._bus_after))
                     for event_id, channel, origin, body in rows:
                         if origin != self._origin:
                             self._hub.dispatch(channel, body.encode())
@@ -528,6 +670,46 @@ class SQLiteState(State):
                     event.set()
         if not self._hub:
             self._bus_after = None
+
+
+def _put_row(db: sqlite3.Connection, ns: str, key: str, body: str, want: int, now: float, cutoff: float) -> int:
+    """One compare-and-set: the new version, or ``-actual - 1`` on a conflict (nothing written then)."""
+    if want == ANY:
+        row = db.execute(
+            "INSERT INTO state_records (ns, key, version, updated, body) VALUES (?, ?, 1, ?, ?) "
+            "ON CONFLICT (ns, key) DO UPDATE SET version = CASE WHEN updated >= ? THEN version + 1 "
+            "ELSE 1 END, updated = excluded.updated, body = excluded.body RETURNING version",
+            (ns, key, now, body, cutoff)).fetchone()
+    elif want == 0:
+        row = db.execute(
+            "INSERT INTO state_records (ns, key, version, updated, body) VALUES (?, ?, 1, ?, ?) "
+            "ON CONFLICT (ns, key) DO UPDATE SET version = 1, updated = excluded.updated, "
+            "body = excluded.body WHERE state_records.updated < ? RETURNING version",
+            (ns, key, now, body, cutoff)).fetchone()
+    else:
+        row = db.execute(
+            "UPDATE state_records SET version = version + 1, updated = ?, body = ? "
+            "WHERE ns = ? AND key = ? AND version = ? AND updated >= ? RETURNING version",
+            (now, body, ns, key, want, cutoff)).fetchone()
+    if row is None:
+        found = db.execute("SELECT version FROM state_records WHERE ns = ? AND key = ? AND updated >= ?",
+                           (ns, key, cutoff)).fetchone()
+        return -(found[0] if found else 0) - 1
+    return int(row[0])
+
+
+def _append_row(db: sqlite3.Connection, ns: str, log: str, body: str, limits: Limits, now: float) -> int:
+    """One event appended, and its log trimmed to ``max_len``; inside a transaction."""
+    event_id = db.execute("INSERT INTO state_entries (ns, log, t, body) VALUES (?, ?, ?, ?)",
+                          (ns, log, now, body)).lastrowid
+    n = db.execute("INSERT INTO state_logs (ns, log, n, updated) VALUES (?, ?, 1, ?) "
+                   "ON CONFLICT (ns, log) DO UPDATE SET n = n + 1, updated = excluded.updated "
+                   "RETURNING n", (ns, log, now)).fetchone()[0]
+    if n > limits.max_len:
+        db.execute("DELETE FROM state_entries WHERE id IN (SELECT id FROM state_entries "
+                   "WHERE ns = ? AND log = ? ORDER BY id LIMIT ?)", (ns, log, n - limits.max_len))
+        db.execute("UPDATE state_logs SET n = ? WHERE ns = ? AND log = ?", (limits.max_len, ns, log))
+    return int(event_id or 0)
 
 
 def _data_version(db: sqlite3.Connection) -> int:
