@@ -12,9 +12,11 @@ import pytest
 import uvicorn
 
 
-# Tests share one process: each Agent gets in-memory state unless a test names a store (the SQLite default
-# would let one test's idempotency keys or approvals meet another's through one agentmw.db).
-os.environ.setdefault("AGENTMW_STORE", "memory://")
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests share one process: each Agent gets in-memory state unless a test names a store (the SQLite default
+    # would let one test's idempotency keys or approvals meet another's through one agentmw.db). Set here, not
+    # at import: replica processes import this module too, and must keep the store they were started with.
+    os.environ.setdefault("AGENTMW_STORE", "memory://")
 
 
 def free_port() -> int:

@@ -1,10 +1,13 @@
 """AG-UI across replicas: two apps, each with its own Agent and its own state instance on one shared store
 (a SQLite file; Redis when ``redis-server`` is installed), served on loopback. A run on A is reconnected,
-refused, cancelled and arbitrated through B."""
+refused, cancelled and arbitrated through B; an interrupt asked on A is answered on B, or after a restart; a run
+whose replica died is taken over. ``EFFECTS`` counts the side effects of the ``ctx.once`` steps, in all
+replicas: none may run twice."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import subprocess
@@ -19,6 +22,7 @@ import httpx
 import pytest
 
 from agentmw import Context
+from agentmw.journal import JOURNAL_NS
 from agentmw.state import open_state
 from tests import agui_app
 from tests.conftest import serve
@@ -26,9 +30,17 @@ from tests.state.conftest import redis_url  # noqa: F401  (the session's redis-s
 from tests.waiting import eventually
 
 GATES: dict[str, threading.Event] = {}
+EFFECTS: collections.Counter[str] = collections.Counter()  # side effects done, by name, in every replica
+LOOPS: dict[str, asyncio.AbstractEventLoop] = {}  # each replica's event loop, by replica name
+LEASE = 1.5  # seconds: the journal lease of the take-over test (its replica dies; the other waits this long)
 
 
-def build(store: str, **settings: object) -> tuple[Any, Any]:
+def effect(what: str, replica: str) -> str:
+    EFFECTS[what] += 1
+    return f"{what}@{replica}"
+
+
+def build(store: str, name: str = "a", **settings: object) -> tuple[Any, Any]:
     agent, app = agui_app.build(store=store, **settings)
 
     @agent.skill
@@ -43,12 +55,41 @@ def build(store: str, **settings: object) -> tuple[Any, Any]:
             await ctx.say(f"after{i} ")
         return "done"
 
+    @agent.skill
+    async def transfer(amount: int, ctx: Context) -> dict:
+        """Debit once, ask where to, credit once; progress, text and state on the way."""
+        await ctx.progress(1, 2, "debiting")
+        debit = await ctx.once("debit", effect, "debit", name)
+        ctx.state["debited"] = amount
+        await ctx.say(f"debited {amount} ")
+        answer = await ctx.ask(f"Transfer {amount} to whom?", {
+            "type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]})
+        to = answer.content["to"]
+        credit = await ctx.once("credit", effect, f"credit {to}", name)
+        ctx.state["credited"] = to
+        await ctx.say(f"credited {to} ")
+        return {"debit": debit, "credit": credit}
+
+    @agent.skill
+    async def steps(label: str, ctx: Context) -> list:
+        """Two one-time steps, wait at this replica's gate, a third step."""
+        LOOPS[name] = asyncio.get_running_loop()
+        await ctx.say("before ")
+        done = [await ctx.once("one", effect, f"{label}:one", name), await ctx.once("two", effect, f"{label}:two", name)]
+        agui_app.log.append(f"steps:{label}:{name}:waiting")
+        while not GATES[f"{label}:{name}"].is_set():
+            await asyncio.sleep(0.005)
+        done.append(await ctx.once("three", effect, f"{label}:three", name))
+        await ctx.say("after ")
+        return done
+
     return agent, app
 
 
 @pytest.fixture(autouse=True)
 def fresh_log() -> None:
     agui_app.log.clear()
+    EFFECTS.clear()
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -68,17 +109,22 @@ class Replicas:
 
 @contextlib.contextmanager
 def replicas(store: str, **settings: object) -> Iterator[Replicas]:
-    first, app_a = build(store, **settings)
-    second, app_b = build(store, **settings)
+    first, app_a = build(store, "a", **settings)
+    second, app_b = build(store, "b", **settings)
     try:
         with serve(app_a) as a, serve(app_b) as b:
             yield Replicas(a, b, [first, second])
     finally:
-        for agent in (first, second):  # each opened its own store in its server's loop, now gone
-            if agent._state is not None:
-                closer = threading.Thread(target=_close, args=(agent._state,))
-                closer.start()
-                closer.join(10)
+        for agent in (first, second):
+            close_state(agent)
+
+
+def close_state(agent: Any) -> None:
+    """Close the store the agent opened in its server's loop (now gone)."""
+    if agent._state is not None:
+        closer = threading.Thread(target=_close, args=(agent._state,))
+        closer.start()
+        closer.join(10)
 
 
 def _close(state: Any) -> None:
@@ -276,8 +322,7 @@ async def read_record(store_url: str, thread: str) -> dict:
         await state.close()
 
 
-async def test_a_resume_on_the_other_replica_is_a_clean_error_and_arguments_resume_anywhere(
-        store_url: str) -> None:
+async def test_a_resume_on_the_other_replica_replays_there_and_arguments_resume_anywhere(store_url: str) -> None:
     with replicas(store_url) as r:
         async with httpx.AsyncClient(timeout=20) as http:
             asked = frames((await http.post(f"{r.a}/agui/approval", json=run_body(
@@ -285,11 +330,26 @@ async def test_a_resume_on_the_other_replica_is_a_clean_error_and_arguments_resu
             [interrupt] = asked[-1]["outcome"]["interrupts"]
             resume = {**run_body("t-ask", "q2", None),
                       "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": True}]}
-            lost = frames((await asyncio.wait_for(http.post(f"{r.b}/agui/approval", json=resume), 10)).text)
-            assert lost[-1]["type"] == "RUN_ERROR" and lost[-1]["code"] == "RESUME_LOST"
+            done = frames((await asyncio.wait_for(http.post(f"{r.b}/agui/approval", json=resume), 10)).text)
+            assert done[-1]["type"] == "RUN_FINISHED" and done[-1]["outcome"] == {"type": "success"}, done[-1]
+            assert "".join(e.get("delta", "") for e in done) == "desk: bought"
+            # B replayed the function: the code before the question ran again there (it is not a journaled step)
+            assert agui_app.log == ["approval:desk:asked", "approval:desk:asked", "approval:desk:yes"]
             again = frames((await http.post(f"{r.b}/agui/approval", json=run_body(
                 "t-ask", "q3", None, arguments={"item": "chair"}))).text)
             assert again[-1]["type"] == "RUN_FINISHED" and again[-1]["outcome"]["type"] == "interrupt"
+            # A resume whose journal is gone (it expired) is a clean error, at once, and closes the interrupt.
+            record = await read_record(store_url, "t-ask")
+            await drop(store_url, JOURNAL_NS, record["execution"]["id"])
+            [chair] = again[-1]["outcome"]["interrupts"]
+            lost = frames((await asyncio.wait_for(http.post(f"{r.a}/agui/approval", json={
+                **run_body("t-ask", "q4", None),
+                "resume": [{"interruptId": chair["id"], "status": "resolved", "payload": True}]}), 10)).text)
+            assert lost[-1]["type"] == "RUN_ERROR" and lost[-1]["code"] == "RESUME_LOST"
+            assert "approval:chair:yes" not in agui_app.log
+            fresh = frames((await http.post(f"{r.a}/agui/approval", json=run_body(
+                "t-ask", "q5", None, arguments={"item": "lamp"}))).text)
+            assert fresh[-1]["type"] == "RUN_FINISHED" and fresh[-1]["outcome"]["type"] == "interrupt"
             # Missing arguments hold no coroutine: asked on A, answered on B.
             missing = frames((await http.post(f"{r.a}/agui/chat", json=run_body("t-args", "m1", None))).text)
             [need] = missing[-1]["outcome"]["interrupts"]
@@ -298,6 +358,174 @@ async def test_a_resume_on_the_other_replica_is_a_clean_error_and_arguments_resu
             done = frames((await http.post(f"{r.b}/agui/chat", json=answer)).text)
             assert done[-1]["type"] == "RUN_FINISHED"
             assert "".join(e.get("delta", "") for e in done) == "You said: there "
+
+
+async def drop(store_url: str, ns: str, key: str) -> None:
+    state = open_state(store_url)
+    try:
+        assert await state.delete(ns, key)
+    finally:
+        await state.close()
+
+
+async def read_events(response: Any) -> list[tuple[int | None, dict]]:
+    return [item async for item in events(response.aiter_lines())]
+
+
+def check_resumed_transfer(got: list[tuple[int | None, dict]], replica: str) -> None:
+    """The resume of ``transfer`` (asked on A, 5 debited) as a new run: numbered from 1 with no gap, and none of
+    what the asking run delivered (its progress, text and state delta) sent again."""
+    ids = [seq for seq, _ in got]
+    assert ids == list(range(1, len(got) + 1)), ids
+    kinds = [event["type"] for _, event in got]
+    assert kinds[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"] and got[1][1]["snapshot"] == {"debited": 5}
+    assert "ACTIVITY_SNAPSHOT" not in kinds  # the progress before the question was delivered already
+    text = "".join(e.get("delta", "") for _, e in got if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "credited bob "
+    assert [e["delta"] for _, e in got if e["type"] == "STATE_DELTA"] == [
+        [{"op": "add", "path": "/credited", "value": "bob"}]]
+    finished = got[-1][1]
+    assert finished["type"] == "RUN_FINISHED" and finished["outcome"] == {"type": "success"}, finished
+    assert finished["result"] == {"debit": "debit@a", "credit": f"credit bob@{replica}"}
+
+
+def transfer_resume(thread: str, run: str, interrupt: dict, state: dict | None = None) -> dict:
+    return {**run_body(thread, run, None, state=state or {"debited": 5}),
+            "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"to": "bob"}}]}
+
+
+async def test_an_interrupt_asked_on_a_is_resumed_on_b_and_no_step_runs_twice(store_url: str) -> None:
+    with replicas(store_url) as r:
+        async with httpx.AsyncClient(timeout=20) as http:
+            asked = frames((await http.post(f"{r.a}/agui/transfer", json=run_body(
+                "t-tr", "tr1", None, arguments={"amount": 5}))).text)
+            assert asked[-1]["type"] == "RUN_FINISHED" and asked[-1]["outcome"]["type"] == "interrupt", asked[-1]
+            assert "ACTIVITY_SNAPSHOT" in [e["type"] for e in asked]
+            [interrupt] = asked[-1]["outcome"]["interrupts"]
+            assert EFFECTS == {"debit": 1}
+            record = await read_record(store_url, "t-tr")
+            assert record["execution"]["id"].startswith("agui:") and record["execution"]["startState"] == {}
+            async with http.stream("POST", f"{r.b}/agui/transfer", json=transfer_resume("t-tr", "tr2", interrupt)) as resumed:
+                assert resumed.status_code == 200
+                got = await read_events(resumed)
+            check_resumed_transfer(got, "b")
+            assert EFFECTS == {"debit": 1, "credit bob": 1}  # the debit was not done again on B
+            record = await read_record(store_url, "t-tr")
+            assert record["state"] == {"debited": 5, "credited": "bob"} and record["running"] is None
+            assert record["interrupts"] == {} and "startState" not in record["execution"]
+            # Any replica reconnects to the resumed run; A, whose parked coroutine is now stale, runs the next
+            # turn (its stale coroutine is cancelled, and does nothing more).
+            again = await http.get(f"{r.a}/agui/transfer/runs/tr2/events", params={"after": 0})
+            assert [e["type"] for e in frames(again.text)] == [e["type"] for _, e in got]
+            following = frames((await http.post(f"{r.a}/agui/transfer", json=run_body(
+                "t-tr", "tr3", None, state={"debited": 5, "credited": "bob"}, arguments={"amount": 1}))).text)
+            assert following[-1]["type"] == "RUN_FINISHED" and following[-1]["outcome"]["type"] == "interrupt"
+            assert EFFECTS == {"debit": 2, "credit bob": 1}
+            # A cancelled resume ends the execution for good, wherever it was parked.
+            [second] = following[-1]["outcome"]["interrupts"]
+            cancel = {**run_body("t-tr", "tr4", None, state={"debited": 1, "credited": "bob"}),
+                      "resume": [{"interruptId": second["id"], "status": "cancelled"}]}
+            ended = frames((await http.post(f"{r.b}/agui/transfer", json=cancel)).text)
+            assert ended[-1]["type"] == "RUN_FINISHED" and ended[-1]["outcome"] == {"type": "cancelled"}
+            journal = await read_journal(store_url, (await read_record(store_url, "t-tr"))["execution"]["id"])
+            assert journal["status"] == "canceled"
+            assert EFFECTS == {"debit": 2, "credit bob": 1}
+
+
+async def read_journal(store_url: str, execution_id: str) -> dict:
+    state = open_state(store_url)
+    try:
+        found = await state.get(JOURNAL_NS, execution_id)
+        assert found is not None
+        return found.value
+    finally:
+        await state.close()
+
+
+async def test_an_interrupt_resumes_after_a_restart(store_url: str) -> None:
+    """A fresh Agent and app on the same store is the restarted process: the parked coroutine is gone."""
+    before, app = build(store_url, "a")
+    try:
+        with serve(app) as url:
+            async with httpx.AsyncClient(timeout=20) as http:
+                asked = frames((await http.post(f"{url}/agui/transfer", json=run_body(
+                    "t-re", "re1", None, arguments={"amount": 5}))).text)
+    finally:
+        close_state(before)
+    [interrupt] = asked[-1]["outcome"]["interrupts"]
+    after, app = build(store_url, "b")
+    try:
+        with serve(app) as url:
+            async with httpx.AsyncClient(timeout=20) as http:
+                async with http.stream("POST", f"{url}/agui/transfer",
+                                       json=transfer_resume("t-re", "re2", interrupt)) as resumed:
+                    got = await read_events(resumed)
+                check_resumed_transfer(got, "b")
+                assert EFFECTS == {"debit": 1, "credit bob": 1}
+                # the same answer again: the interrupt is closed (nothing runs twice)
+                late = frames((await http.post(f"{url}/agui/transfer",
+                                               json=transfer_resume("t-re", "re3", interrupt, {"debited": 5, "credited": "bob"}))).text)
+                assert late[-1]["type"] == "RUN_ERROR" and late[-1]["code"] == "INVALID_RESUME"
+                assert EFFECTS == {"debit": 1, "credit bob": 1}
+    finally:
+        close_state(after)
+
+
+async def logged_frames(store_url: str, run_id: str) -> int:
+    state = open_state(store_url)
+    try:
+        return sum(len(entry.get("frames") or []) for _, entry in await state.read("agui.events", run_id, 0, 1000))
+    finally:
+        await state.close()
+
+
+async def test_a_run_whose_replica_died_is_taken_over(store_url: str) -> None:
+    gate("died:b").set()
+    gate("died:a")  # A never passes its gate: it dies there
+    frozen = threading.Event()
+    with replicas(store_url) as r:
+        a, b = (agent.agui_app.lifecycle for agent in r.agents)
+        a.lease_seconds = b.lease_seconds = LEASE
+        b.sweep_seconds = 0.1
+        async with httpx.AsyncClient(timeout=20) as http:
+            body = run_body("t-die", "r-die", None, detached=True, arguments={"label": "died"})
+            async with http.stream("POST", f"{r.a}/agui/steps", json=body) as response:
+                async for _, event in events(response.aiter_lines()):
+                    if event["type"] == "TEXT_MESSAGE_CONTENT":
+                        break  # then leave: the run is detached
+            await eventually(lambda: "steps:died:a:waiting" in agui_app.log, "the run to wait at A's gate")
+            deadline = time.monotonic() + 10
+            while await logged_frames(store_url, "r-die") < 4:  # RUN_STARTED, STATE_SNAPSHOT, the text's start and content
+                assert time.monotonic() < deadline, "A never logged the run's first events"
+                await asyncio.sleep(0.02)
+            LOOPS["a"].call_soon_threadsafe(frozen.wait)  # A stops dead: it renews and writes nothing any more
+            try:
+                started = time.monotonic()
+                while (await read_record(store_url, "t-die"))["running"] is not None:
+                    assert time.monotonic() - started < 20, "the run of the dead replica was never taken over"
+                    assert (await http.get(f"{r.b}/agui/steps/capabilities")).status_code == 200  # B sweeps
+                    await asyncio.sleep(0.1)
+                assert time.monotonic() - started >= LEASE / 3  # B waited for A's lease to expire
+                reconnect = await http.get(f"{r.b}/agui/steps/runs/r-die/events", params={"after": 0})
+                got = [(int(line[4:]), None) for line in reconnect.text.splitlines() if line.startswith("id: ")]
+                run = frames(reconnect.text)
+                assert [seq for seq, _ in got] == list(range(1, len(run) + 1))  # one numbering, no gap, nothing twice
+                kinds = [e["type"] for e in run]
+                assert kinds[0] == "RUN_STARTED" and kinds.count("TEXT_MESSAGE_START") == 1
+                assert kinds.count("TEXT_MESSAGE_END") == 1 and kinds[-1] == "RUN_FINISHED"
+                assert "".join(e.get("delta", "") for e in run if e["type"] == "TEXT_MESSAGE_CONTENT") == "before after "
+                assert run[-1]["outcome"] == {"type": "success"}
+                assert run[-1]["result"] == {"result": ["died:one@a", "died:two@a", "died:three@b"]}
+                assert EFFECTS == {"died:one": 1, "died:two": 1, "died:three": 1}  # no step done twice
+                assert (await read_journal(store_url, (await read_record(store_url, "t-die"))["execution"]["id"]))[
+                    "status"] == "completed"
+                # the thread is not stuck in progress: B runs its next turn
+                gate("next:b").set()
+                following = frames((await http.post(f"{r.b}/agui/steps", json=run_body(
+                    "t-die", "r-die2", None, arguments={"label": "next"}))).text)
+                assert following[-1]["type"] == "RUN_FINISHED" and following[-1]["outcome"] == {"type": "success"}
+            finally:
+                frozen.set()
 
 
 # --- the official client -----------------------------------------------------------------------------

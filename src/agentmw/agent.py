@@ -53,7 +53,7 @@ class Agent:
             kept in its state (made by whichever replica needs it first), so replicas sharing a store agree
             with no configuration; one given here wins.
         store: the shared state: a :class:`agentmw.state.State` or a URL (``memory://``, ``sqlite:///path``,
-            ``redis://host:port/db``); default ``$AGENTMW_STORE``, else ``sqlite:///agentmw.db``. See
+            ``redis://host:port/db``); default ``$AGENTMW_STORE``, else ``sqlite://agentmw.db``. See
             ``docs/state.md``.
         max_body_bytes: larger request bodies get 413.
         max_sessions: handshake-era sessions kept at once (per replica: past it, ``initialize`` gets 503; in
@@ -291,12 +291,12 @@ class Agent:
 
         ``Agent(store=...)`` takes a :class:`agentmw.state.State` or a URL (``memory://``,
         ``sqlite:///path``, ``redis://host:port/db``); without one, ``$AGENTMW_STORE``, else
-        ``sqlite:///agentmw.db``: the embedded default, shared by the worker processes of one machine.
+        ``sqlite://agentmw.db``: the embedded default, shared by the worker processes of one machine.
         """
         if self._state is None:
             from .state import open_state
 
-            self._state = open_state(self._store_spec or os.environ.get("AGENTMW_STORE") or "sqlite:///agentmw.db")
+            self._state = open_state(self._store_spec or os.environ.get("AGENTMW_STORE") or "sqlite://agentmw.db")
         return self._state
 
     @property

@@ -148,6 +148,7 @@ class Journal:
         self._stored_status = ""
         self._messages: list[Any] | None = None
         self._skip_through = 0
+        self._replay_end = 0  # how many steps were recorded when this run began
         self._leased = False
         self._lost = False
         self._renewer: asyncio.Task[None] | None = None
@@ -211,6 +212,14 @@ class Journal:
     @property
     def finished(self) -> bool:
         return self.status not in ("running", "parked")
+
+    @property
+    def replaying(self) -> bool:
+        """Whether this run has not yet reached the last step recorded before it began: what the function
+        does until then was done before, so a face that numbers its own events (A2A's progress updates) can
+        skip them. False for a run that began with an empty journal."""
+        end = self._replay_end
+        return end > 0 and (end - 1) not in self._consumed
 
     @property
     def pending(self) -> dict[str, InputRequest]:
@@ -384,6 +393,7 @@ class Journal:
         self._failure = None
         self.seq = 0
         self._skip_through = self.delivered
+        self._replay_end = len(self.steps)
         self._messages = ctx.messages
         ctx._journal = _Scope(self, "")
         ctx._emit = self._counting(ctx._emit)
@@ -741,16 +751,20 @@ def _find(agent: Agent, run: Mapping[str, Any]) -> Capability | None:
 async def resume(agent: Agent, execution_id: str, *, answers: Mapping[str, Any] | None = None,
                  channel: Any = None, request: Any = None, messages: list[Any] | None = None,
                  owner: str | None = None, lease_seconds: float = DEFAULT_LEASE_SECONDS,
-                 wait: float = 0.0, journal: Journal | None = None) -> Outcome:
+                 wait: float = 0.0, journal: Journal | None = None,
+                 state: dict[str, Any] | None = None) -> Outcome:
     """Resume a stored execution on this replica: take its lease, record ``answers`` to its pending
     questions, and replay it (docs/durability.md).
 
     Args:
         answers: payloads by question key, as the face received them (parsed like any answer) or parsed.
         channel: the face's channel for this resume (its events, new questions); None: events are dropped
-            and a new question parks the execution again (``needs_input``).
+            and a new question parks the execution again (``needs_input``). A channel with a ``bind(ctx)``
+            method is handed the replay's context before the function starts.
         request: the HTTP connection of the request that resumes it (host dependencies, identity).
         messages: ``ctx.messages`` for the replay; default: those stored at the first journaled step.
+        state: ``ctx.state`` for the replay (a face that keeps a shared state, AG-UI): the state as the
+            execution started, so that the replay makes the same changes, in the same order, as the first run.
         wait: how long to wait for a lease held elsewhere (to expire, or be given up).
         journal: a journal already loaded (``Journal.load``); default: read it now.
 
@@ -760,7 +774,7 @@ async def resume(agent: Agent, execution_id: str, *, answers: Mapping[str, Any] 
     """
     from .runtime import Outcome, invoke
 
-    state = agent.state
+    replay_state, state = state, agent.state
     if journal is None:
         journal = await Journal.load(state, execution_id, owner=owner, lease_seconds=lease_seconds)
     if journal is None or journal.run is None:
@@ -805,7 +819,10 @@ async def resume(agent: Agent, execution_id: str, *, answers: Mapping[str, Any] 
         if answers:
             await journal.answer(answers)
         ctx = Context(capability, channel or _ReplayChannel(list(run.get("supports") or [])), request,
-                      run.get("caller"), agent=agent, face=run.get("face"))
+                      run.get("caller"), agent=agent, face=run.get("face"), state=replay_state)
+        bind = getattr(channel, "bind", None)
+        if bind is not None:  # a face's channel that needs the replay's context (AG-UI counts progress on it)
+            bind(ctx)
         ctx.messages = list(messages) if messages is not None else list(from_json(run.get("messages")) or [])
         # no idempotency key: it guarded the start of this execution, and a resume is the same execution
         return await invoke(capability, from_json(run.get("arguments")) or {}, ctx,

@@ -54,6 +54,7 @@ class AguiEndpoint:
             await send_json(send, error.status or 403, {"detail": error.message}, error.headers)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.lifecycle.sweep()  # runs whose replica died: the first request of a process, then every few seconds
         parts = route_path(scope)[len(self.agent.agui_path):].strip("/").split("/")
         verb = scope["method"]
         skill = self.agent.skills.get(parts[0]) if parts and parts[0] else None

@@ -18,6 +18,12 @@ What other replicas must see lives in the agent's state (``agentmw.state``, ``do
 - ``agui.events``: one log per run, the sequencer's framed events in batches (``{"first": seq, "frames":
   [...], "end": bool}``), written behind the stream by one writer task; any replica replays and tails it.
 - the bus: ``agui.cancel.<run id>`` asks the replica running it to cancel, ``agui.cancelled.<run id>`` answers.
+- ``journal``: each execution runs with a journal (``agentmw.journal``, id ``agui:<random>:<thread id>``, named
+  in the thread record), written only once the function takes a journaled step (a question, ``ctx.call``,
+  ``ctx.once``). A resume that reaches a replica without the parked coroutine (another one, or this one after a
+  restart) replays the execution there with the answers; a run whose replica died is found by a sweep (made by
+  AG-UI requests, at most every ``sweep_seconds``) once its lease expired, and taken over: its events go on
+  after those its log holds.
 
 The stream that started a run reads its frames from memory: the state is never on the path of a text delta.
 """
@@ -27,8 +33,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import copy
+import json
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -41,6 +50,9 @@ from .._transport import dumps_finite, loads
 from ..context import Ask, Context, InputRequest, answer_from
 from ..errors import Permanent
 from ..events import ArtifactUpdate, CoreEvent, Progress, StateChanged, TextDelta
+from ..journal import DEFAULT_LEASE_SECONDS, Journal, orphaned
+from ..journal import cancel as cancel_execution
+from ..journal import resume as resume_execution
 from ..messages import is_answer
 from ..runtime import describe_validation_error, invoke
 from ..state import Conflict, Limits
@@ -67,6 +79,10 @@ CANCELLED = "agui.cancelled."  # + run id: the answer of the replica that runs i
 CANCEL_WAIT = 10.0  # seconds a cancel requested on another replica waits for its answer
 TAIL_WAIT = 5.0  # seconds a remote reconnect waits for new events before it checks the run still exists
 SAVE_ATTEMPTS = 20
+EXECUTION = "agui:"  # + random + ":" + thread id: an execution's journal id (agentmw.journal)
+SWEEP_SECONDS = 10.0  # at most this often, a request looks for runs whose replica died (Runs.sweep)
+RESUME_WAIT = 5.0  # seconds a resume waits for an execution's lease held elsewhere
+MOVED = ("taken_over", "execution_busy")  # outcomes of an execution that goes on (or ends) on another replica
 
 
 class Refused(Exception):
@@ -170,6 +186,7 @@ class Run:
         execution = self.execution
         if self.ended or execution is None or execution.task is None or execution.task.done():
             return False
+        execution.abort = True  # for good: its journal records the cancel, so no replica resumes it
         execution.task.cancel()
         return True
 
@@ -197,6 +214,10 @@ class Execution:
     answer: asyncio.Future[dict[str, Any]] | None = None
     streamed_text: bool = False
     idempotency_key: str | None = None
+    execution_id: str | None = None  # its journal's id (agentmw.journal), also in the thread record
+    start_state: dict[str, Any] | None = None  # ctx.state as the execution began: what a replay starts from
+    abort: bool = False  # cancelled for good (a cancel request, an abandoned attached run, a cancelled resume)
+    journal: Journal | None = None
 
 
 @dataclass(eq=False)
@@ -215,6 +236,8 @@ class Thread:
     forwarded: dict[str, Any] = field(default_factory=dict)  # the run's forwardedProps (agui/messages.py)
     running: str | None = None  # the run carrying the execution now (any replica)
     parked_on: str | None = None  # the replica whose memory holds the execution parked on the interrupts
+    execution_id: str | None = None  # the journal of the thread's latest execution (any replica can replay it)
+    execution_info: dict[str, Any] | None = None  # while it is parked or resumed: startState, streamedText
     record_version: int = 0  # the version of the thread record this object matches (0: none written)
 
     def open_interrupt(self, key: str, request: Ask | None, message: str, schema: Mapping[str, Any],
@@ -233,6 +256,7 @@ class Thread:
                 "messages": self.messages, "arguments": self.arguments, "forwarded": self.forwarded,
                 "idempotencyKey": self.idempotency_key, "approvalId": self.approval_id, "running": self.running,
                 "parkedOn": self.parked_on,
+                "execution": {"id": self.execution_id, **(self.execution_info or {})} if self.execution_id else None,
                 "interrupts": {i.id: {"key": i.key, "kind": i.kind, "expires": i.expires.timestamp()}
                                for i in self.interrupts.values()}}
 
@@ -250,6 +274,9 @@ class Thread:
         self.approval_id = value.get("approvalId")
         self.running = value.get("running")
         self.parked_on = value.get("parkedOn")
+        journaled = value.get("execution") if isinstance(value.get("execution"), dict) else {}
+        self.execution_id = journaled.get("id")
+        self.execution_info = {k: v for k, v in journaled.items() if k != "id"} or None
         interrupts: dict[str, PendingInterrupt] = {}
         for key, item in (value.get("interrupts") or {}).items():
             local = self.interrupts.get(key)
@@ -277,17 +304,33 @@ def _plain(value: Any) -> Any:
 class AguiChannel:
     """The core channel of one execution: events go to whichever run currently carries it."""
 
-    __slots__ = ("execution", "agent")
+    __slots__ = ("execution", "agent", "ctx")
 
     def __init__(self, agent: Agent, execution: Execution) -> None:
         self.agent = agent
         self.execution = execution
+        self.ctx: Context | None = None
+
+    def bind(self, ctx: Context) -> None:
+        """The execution's own context (``journal.resume`` hands it over too): its progress is numbered with
+        its other events, so a replay skips what was delivered (docs/durability.md)."""
+        self.ctx = ctx
 
     def supports(self, capability: str) -> bool:
         return capability == "elicitation"
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        await self.emit(Progress(progress, total, message))
+        event = Progress(progress, total, message)
+        ctx = self.ctx
+        if ctx is not None and ctx._emit is not None:
+            scope = ctx._journal
+            # The function's own progress goes through its journal's numbering. A sub-call's (a tool's
+            # ctx.progress, while a step of the function is in flight) does not: a replay returns a recorded
+            # sub-call without running it, so counting its events would shift the numbering.
+            if scope is None or not scope.journal._inflight.get(scope.name, 0):
+                await ctx._emit(event)
+                return
+        await self.emit(event)
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
         return None  # AG-UI has no log events; progress and steps are what a UI shows
@@ -354,6 +397,9 @@ class Runs:
         self.runs = run_table(agent)
         self._state: Any = None
         self._tasks: set[asyncio.Task[Any]] = set()  # background work, kept referenced until done
+        self.lease_seconds = DEFAULT_LEASE_SECONDS  # of a running execution's journal (agentmw.journal)
+        self.sweep_seconds = SWEEP_SECONDS
+        self._next_sweep = 0.0  # the first request of the process sweeps
 
     @property
     def state(self) -> Any:
@@ -532,9 +578,14 @@ class Runs:
                 return lambda connection: run.sequencer.interrupt([interrupt], thread.state)
         thread.running = run.id
         thread.parked_on = None
+        # A unique journal id, named in the record before anything runs: nothing is journaled until the
+        # function takes a journaled step (a question, ctx.call, ctx.once), which a plain run never does.
+        thread.execution_id = f"{EXECUTION}{os.urandom(8).hex()}:{thread.id}"
+        thread.execution_info = None
 
         def start(connection: HTTPConnection) -> None:
-            execution = Execution(skill, thread, run, idempotency_key=thread.idempotency_key)
+            execution = Execution(skill, thread, run, idempotency_key=thread.idempotency_key,
+                                  execution_id=thread.execution_id)
             run.execution = execution
             thread.execution = execution
             execution.task = asyncio.create_task(self._execute(execution, connection), name=f"agui-run-{run.id}")
@@ -558,6 +609,11 @@ class Runs:
         pending = list(thread.interrupts.values())
         execution = thread.execution
         parked = execution is not None and execution.task is not None and not execution.task.done()
+        # The fast path: the coroutine that asked these very questions waits in this process's memory.
+        here = (parked and execution is not None and execution.answer is not None and not execution.answer.done()
+                and execution.task is not None and not execution.task.cancelling()
+                and all(p.request is not None for p in pending))
+        journaled = thread.execution_id if pending[0].kind == "ask" else None
         if any(entry.get("status") == "cancelled" for entry in resume):
             thread.interrupts = {}
             thread.parked_on = None
@@ -568,27 +624,65 @@ class Runs:
                     assert execution is not None and execution.task is not None
                     execution.run = run
                     run.execution = execution
+                    execution.abort = True
                     execution.task.cancel()  # parked on the question: nothing after it runs
 
                 return True, self._snapshot_then(run, cancel)
             thread.running = None
-            return True, self._snapshot_then(run, lambda _: sequencer.finish({"type": "cancelled"}))
+
+            def cancelled(connection: HTTPConnection) -> None:
+                if journaled:  # parked elsewhere, or in no memory at all: no replica may resume it now
+                    self._spawn(self._end_execution(journaled, "The interrupt was cancelled."),
+                                f"agui-cancel-{journaled}")
+                sequencer.finish({"type": "cancelled"})
+
+            return True, self._snapshot_then(run, cancelled)
         if pending[0].kind == "arguments":
             thread.interrupts = {}
             payload = resume[0].get("payload")
             if isinstance(payload, dict):
                 thread.arguments.update(payload)
             return True, self._snapshot_then(run, self._start_or_ask(run, skill))
-        if not parked or execution is None or execution.answer is None or execution.answer.done():
-            # The execution is gone, or parked in another replica's memory: replaying it there is not done
-            # yet (the journal of docs/scale-out), so the interrupts are closed (start a new run) and a
-            # coroutine parked elsewhere is orphaned (its replica cancels it when it next sees the thread).
+        if not here and journaled:
+            # Parked in another replica's memory, or in none (a restart): this replica replays the execution
+            # from its journal with the answers (docs/durability.md). The record names this run as running
+            # first, so of two replicas given the same resume one wins; a coroutine parked elsewhere is
+            # cancelled when its replica next sees the thread, and stops as taken over if it wakes first.
+            thread.interrupts = {}
+            thread.parked_on = None
+            if any(p.expires <= datetime.now(timezone.utc) for p in pending):  # nobody closed it: it is late
+                thread.running = None
+
+                def expired(connection: HTTPConnection) -> None:
+                    self._spawn(self._end_execution(journaled, "No answer arrived before the interrupt expired."),
+                                f"agui-expire-{journaled}")
+                    sequencer.error("The interrupt expired before this resume; start a new run.", "INVALID_RESUME")
+
+                return True, self._snapshot_then(run, expired)
+            payloads = {entry.get("interruptId"): entry.get("payload") for entry in resume}
+            answers = {p.key: payloads[p.id] for p in pending}  # raw: parsed against the journal's questions
+            info = thread.execution_info or {}
+            thread.running = run.id
+
+            def replay(connection: HTTPConnection) -> None:
+                replayed = Execution(skill, thread, run, execution_id=journaled,
+                                     start_state=info.get("startState") or {},
+                                     streamed_text=bool(info.get("streamedText")))
+                run.execution = replayed
+                thread.execution = replayed
+                replayed.task = asyncio.create_task(self._replay(replayed, connection, answers),
+                                                    name=f"agui-run-{run.id}")
+
+            return True, self._snapshot_then(run, replay)
+        if not here:
+            # No journal names the execution (it never asked, or this record predates journals): the
+            # interrupts are closed (start a new run), and a coroutine parked elsewhere is orphaned.
             thread.interrupts = {}
             thread.parked_on = None
             thread.running = None
             return True, self._snapshot_then(run, lambda _: sequencer.error(
-                "The interrupted execution is gone (it expired, the server restarted, or it waits on another "
-                "replica); start a new run.", "RESUME_LOST"))
+                "The interrupted execution is gone (it expired, or it was cancelled); start a new run.",
+                "RESUME_LOST"))
         answers = answers_for(thread, resume)
         thread.interrupts = {}
         thread.parked_on = None
@@ -605,13 +699,55 @@ class Runs:
     # --- executing -------------------------------------------------------------------------------------
     async def _execute(self, execution: Execution, connection: HTTPConnection) -> None:
         thread = execution.thread
-        ctx = Context(execution.capability, AguiChannel(self.agent, execution), request=connection,
-                      caller=thread.owner, agent=self.agent, state=thread.state, face="agui")
+        channel = AguiChannel(self.agent, execution)
+        ctx = Context(execution.capability, channel, request=connection, caller=thread.owner, agent=self.agent,
+                      state=thread.state, face="agui")
+        channel.bind(ctx)
         ctx.messages = messages_from_run(thread.messages, thread.forwarded)  # this turn's (agui/messages.py)
+        execution.start_state = ctx._published  # a copy of the state as it starts (Context keeps it unchanged)
+        journal = execution.journal = (
+            Journal.for_agent(self.agent, execution.execution_id, lease_seconds=self.lease_seconds)
+            if execution.execution_id else None)
+        await self._carry(execution, invoke(execution.capability, dict(thread.arguments), ctx,
+                                            idempotency_key=execution.idempotency_key,
+                                            approval_id=thread.approval_id, journal=journal))
+
+    async def _replay(self, execution: Execution, connection: HTTPConnection | None,
+                      answers: dict[str, Any] | None, *, take_over: bool = False) -> None:
+        """Go on with an execution this process does not hold: replay its journal (with the answers of a
+        resume), from the state it started with; delivered events are skipped, the rest go to ``execution.run``."""
+        thread = execution.thread
+        channel = AguiChannel(self.agent, execution)
+        assert execution.execution_id is not None
+
+        async def replayed() -> Any:
+            execution.journal = await Journal.load(self.state, execution.execution_id,  # type: ignore[arg-type]
+                                                   lease_seconds=self.lease_seconds)
+            return await resume_execution(
+                self.agent, execution.execution_id, answers=answers, channel=channel,  # type: ignore[arg-type]
+                request=connection, state=thread.state, lease_seconds=self.lease_seconds,
+                wait=0.0 if take_over else RESUME_WAIT, journal=execution.journal)
+
+        before, thread.state = thread.state, copy.deepcopy(execution.start_state or {})
+        await self._carry(execution, replayed(), take_over=take_over, state_before=before)
+
+    async def _carry(self, execution: Execution, running: Any, *, take_over: bool = False,
+                     state_before: dict[str, Any] | None = None) -> None:
+        """Run the execution's coroutine and end its current run with what it returns."""
+        thread = execution.thread
+        outcome = None
+        moved = False
         try:
-            outcome = await invoke(execution.capability, dict(thread.arguments), ctx,
-                                   idempotency_key=execution.idempotency_key, approval_id=thread.approval_id)
+            outcome = await running
         except asyncio.CancelledError:
+            journal = execution.journal
+            if journal is not None and journal._lost:
+                # It had lost its lease (this process stalled): another replica goes on with the execution.
+                moved = True
+                self._abandon(execution.run)
+                return
+            if execution.abort and (journal is None or journal.stored):  # an unwritten journal: nothing to say
+                await self._end_execution(execution.execution_id, "The run was cancelled.")
             run = execution.run
             if not run.ended:
                 run.sequencer.finish({"type": "cancelled"})
@@ -626,19 +762,138 @@ class Runs:
         finally:
             if thread.execution is execution:
                 thread.execution = None
-                if execution.run.ended and not thread.interrupts and thread.parked_on == self.replica:
-                    # It ended while parked (expired or orphaned), with no run to carry the news: say so.
-                    thread.parked_on = None
-                    self._spawn(self._save(thread, None), f"agui-save-{thread.id}")
+                if not moved and not (outcome is not None and outcome.code in MOVED):
+                    thread.execution_info = None  # over: nothing is left to replay
+                    if execution.run.ended and not thread.interrupts and thread.parked_on == self.replica:
+                        # It ended while parked (expired or orphaned), with no run to carry the news: say so.
+                        thread.parked_on = None
+                        self._spawn(self._save(thread, None), f"agui-save-{thread.id}")
         run = execution.run
+        code = outcome.code
+        if code == "taken_over" or (take_over and code in ("execution_busy", "unknown_execution")):
+            # Another replica goes on with it (and reports it), or already did: this one says nothing.
+            if state_before is not None:
+                thread.state = state_before
+            self._abandon(run)
+            return
         if run.ended:
             return
+        if code in ("execution_busy", "unknown_execution", "unknown_capability") and state_before is not None:
+            thread.state = state_before  # nothing was replayed
         try:
-            self._render(execution, outcome)
+            if code == "unknown_execution":
+                run.sequencer.error("The interrupted execution is gone (its journal expired); start a new run.",
+                                    "RESUME_LOST")
+            else:
+                self._render(execution, outcome)
         except Exception:  # whatever the function returned, the run ends with a terminal event
             logger.exception("AG-UI run %s could not render its outcome", run.id)
             run.sequencer.error("The agent failed while sending this run's result.", "INTERNAL_ERROR")
         run.publish()
+
+    async def _end_execution(self, execution_id: str | None, message: str) -> None:
+        """Record in the journal that the execution ended for good (nothing is written when it has none)."""
+        if not execution_id:
+            return
+        try:
+            await cancel_execution(self.agent, execution_id, message)
+        except Exception:
+            logger.exception("AG-UI: the journal of execution %s could not record its cancel", execution_id)
+
+    def _abandon(self, run: Run) -> None:
+        """Forget a run that goes on elsewhere: its readers here are cut off (they reconnect, on any replica)."""
+        if run._watcher is not None:
+            run._watcher.cancel()
+        if self.runs.get(run.id) is run:
+            self.runs.pop(run.id, None)
+        for consumer in list(run.consumers):
+            consumer.close()
+        run.consumers.clear()
+        run.finished.set()
+
+    # --- runs whose replica died ---------------------------------------------------------------------
+    def sweep(self) -> None:
+        """Look for executions whose replica died (in the background), at most every ``sweep_seconds``.
+
+        Called by each AG-UI request, so the first request of a process sweeps and nothing runs at import or
+        start-up; costs one clock read otherwise."""
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self.sweep_seconds
+        self._spawn(self._sweep(), "agui-sweep")
+
+    async def _sweep(self) -> None:
+        try:
+            for execution_id in await orphaned(self.agent):
+                if execution_id.startswith(EXECUTION):
+                    await self._take_over(execution_id)
+        except Exception:
+            logger.exception("AG-UI: looking for runs whose replica died failed")
+
+    async def _take_over(self, execution_id: str) -> None:
+        """Go on with a run whose replica died (its journal is running, its lease expired): replay it here,
+        numbering its events after those its log holds, so the thread does not stay in progress forever."""
+        thread_id = execution_id.split(":", 2)[2]
+        state = self.state
+        found = await state.get(THREADS, thread_id)
+        record = found.value if found is not None else None
+        journaled = (record or {}).get("execution")
+        run_id = (record or {}).get("running")
+        if record is None or not isinstance(journaled, dict) or journaled.get("id") != execution_id or not run_id:
+            # No run carries it any more (it ended, was cancelled or superseded, or the thread expired).
+            await self._end_execution(execution_id, "The AG-UI run of this execution ended.")
+            return
+        local = self.runs.get(run_id)
+        skill = self.agent.skills.get(record.get("skill", ""))
+        if (local is not None and not local.ended) or skill is None:
+            return  # it runs here (its lease lapsed while this process was busy), or this replica cannot run it
+        frames, ended = await self._logged(run_id)
+        if ended:
+            return
+        thread = self._thread(thread_id, found, record["owner"], record["skill"])
+        if thread is None or (thread.execution is not None and thread.execution.task is not None
+                              and not thread.execution.task.done()):
+            return
+        events = [(seq, json.loads(frame.split(b"data: ", 1)[1])) for seq, frame in frames]
+        sequencer = Sequencer.resumed(thread.id, run_id, list(thread.messages), events)
+        run = Run(run_id, thread, sequencer, collections.deque(frames, maxlen=self.agent.agui_buffer_events),
+                  detached=True, runs=self)
+        if not sequencer.open:  # nothing of it was logged: it starts over, numbered after what was
+            sequencer.start(None)
+            sequencer.state_snapshot(thread.state)
+        info = thread.execution_info or {}
+        # Never parked: the record holds the state as the run began (it is written at the start and the end).
+        start = info.get("startState", thread.state)
+        streamed = bool(info.get("streamedText")) or any(e.get("type") == "TEXT_MESSAGE_CONTENT" for _, e in events)
+        execution = Execution(skill, thread, run, execution_id=execution_id, start_state=copy.deepcopy(start),
+                              streamed_text=streamed)
+        self.runs[run_id] = run
+        run.execution = execution
+        thread.execution = execution
+        thread.running = run_id
+        subscription = state.subscribe(CANCEL + run_id)
+        await subscription.__aenter__()
+        run._watcher = self._spawn(self._watch(run, subscription), f"agui-watch-{run_id}")
+        run.publish()
+        logger.warning("AG-UI run %s (thread %s): its replica died; this one goes on with it", run_id, thread_id)
+        execution.task = self._spawn(self._replay(execution, None, None, take_over=True), f"agui-run-{run_id}")
+
+    async def _logged(self, run_id: str) -> tuple[list[tuple[int, bytes]], bool]:
+        """The frames a run's log holds, by sequence number, and whether it holds the run's end."""
+        frames: dict[int, bytes] = {}
+        ended = False
+        position = 0
+        while True:
+            entries = await self.state.read(EVENTS, run_id, position, 1000)
+            for position, entry in entries:
+                first = int(entry.get("first") or 1)
+                for index, frame in enumerate(entry.get("frames") or []):
+                    frames.setdefault(first + index, frame.encode("utf-8"))
+                ended = ended or bool(entry.get("end"))
+            if len(entries) < 1000:
+                break
+        return sorted(frames.items()), ended
 
     def _render(self, execution: Execution, outcome: Any) -> None:
         run, thread = execution.run, execution.thread
@@ -671,6 +926,11 @@ class Runs:
         execution = thread.execution
         if thread.interrupts and execution is not None and execution.answer is not None:
             thread.parked_on = self.replica
+            # What a replay elsewhere needs and the journal does not keep: the state it started from (the
+            # record's state now holds its changes) and whether it streamed text (then its result is not sent
+            # as text again).
+            thread.execution_info = {"startState": execution.start_state or {},
+                                     "streamedText": execution.streamed_text}
         if run._watcher is not None:
             run._watcher.cancel()
         self._spawn(self._finish(run, final), f"agui-finish-{run.id}")

@@ -66,6 +66,63 @@ class Sequencer:
         self.artifacts: set[str] = set()  # activity ids of the artifacts this run has shown
         self.out: list[tuple[int, bytes]] = []
 
+    @classmethod
+    def resumed(cls, thread_id: str, run_id: str, messages: list[dict[str, Any]],
+                events: list[tuple[int, dict[str, Any]]]) -> Sequencer:
+        """The sequencer of a run another replica began (and died in), from the events its log holds: it goes
+        on with the next sequence number, with whatever those events left open, and with the messages they
+        made, so the rest of the run is valid after them."""
+        made = cls(thread_id, run_id, messages)
+        tool_args: dict[str, list[str]] = {}
+        tool_names: dict[str, str] = {}
+        for number, event in events:
+            made.seq = max(made.seq, number)
+            kind = event.get("type")
+            if kind == "RUN_STARTED":
+                made.open = True
+            elif kind in ("RUN_FINISHED", "RUN_ERROR"):
+                made.ended = True
+            elif kind == "TEXT_MESSAGE_START":
+                made.text_id, made._text_parts = event.get("messageId"), []
+            elif kind == "TEXT_MESSAGE_CONTENT":
+                made._text_parts.append(str(event.get("delta", "")))
+            elif kind == "TEXT_MESSAGE_END":
+                made.messages.append({"id": event.get("messageId"), "role": "assistant",
+                                      "content": "".join(made._text_parts)})
+                made.text_id, made._text_parts = None, []
+            elif kind == "REASONING_START":
+                made.reasoning_id = event.get("messageId")
+            elif kind == "REASONING_END":
+                made.reasoning_id = None
+            elif kind == "STEP_STARTED":
+                made.steps.append(event.get("stepName"))
+            elif kind == "STEP_FINISHED" and event.get("stepName") in made.steps:
+                made.steps.remove(event.get("stepName"))
+            elif kind == "TOOL_CALL_START":
+                call_id = event.get("toolCallId")
+                made.tools.add(call_id)
+                tool_names[call_id], tool_args[call_id] = event.get("toolCallName", ""), []
+            elif kind == "TOOL_CALL_ARGS":
+                tool_args.setdefault(event.get("toolCallId"), []).append(str(event.get("delta", "")))
+            elif kind == "TOOL_CALL_END":
+                call_id = event.get("toolCallId")
+                made.tools.discard(call_id)
+                made.messages.append({"id": _id("msg"), "role": "assistant", "toolCalls": [
+                    {"id": call_id, "type": "function", "function": {
+                        "name": tool_names.get(call_id, ""), "arguments": "".join(tool_args.get(call_id, []))}}]})
+            elif kind == "TOOL_CALL_RESULT":
+                message = {"id": event.get("messageId"), "role": "tool", "content": event.get("content"),
+                           "toolCallId": event.get("toolCallId")}
+                if (event.get("metadata") or {}).get("isError"):
+                    message["error"] = event.get("content") or "error"
+                made.messages.append(message)
+            elif kind == "ACTIVITY_SNAPSHOT":
+                if event.get("activityType") == "progress":
+                    made.activity_id = event.get("messageId") or made.activity_id
+                else:
+                    made.artifacts.add(event.get("messageId"))
+        return made
+
     # --- encoding ----------------------------------------------------------------------------------
     def _frame(self, event: dict[str, Any]) -> None:
         if self.ended:
