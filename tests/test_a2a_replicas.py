@@ -51,15 +51,20 @@ Replica = tuple[Agent, Starlette]
 
 @pytest.fixture
 async def replicas(backend: str) -> AsyncIterator[Callable[..., list[Replica]]]:
-    """``replicas(n, **a2a_settings)``: n replicas, each its own Agent and its own state instance on ``backend``."""
+    """``replicas(n, journals=True, **a2a_settings)``: n replicas, each its own Agent and its own state instance
+    on ``backend``. With ``journals``, each agent's own state (``agent.state``, where journals live) is on
+    ``backend`` too, so a replica can resume another's task; without, each keeps its journals in its memory."""
     made: list[Agent] = []
 
-    def make(n: int = 3, **settings: Any) -> list[Replica]:
+    def make(n: int = 3, journals: bool = True, **settings: Any) -> list[Replica]:
         out = []
-        for _ in range(n):
+        for index in range(n):
             agent, app = a2a_app.build(open_state(backend))
+            # a2a_app builds Agent() without a store: its agent.state is given here, before first use
+            agent._state = open_state(backend) if journals else MemoryState()
             for name, value in settings.items():
                 setattr(agent.a2a, name, value)
+            add_durable_skills(agent, hang=index == 0)
 
             @agent.skill
             async def ticker(count: int, label: str, ctx: Context) -> str:
@@ -87,6 +92,48 @@ async def replicas(backend: str) -> AsyncIterator[Callable[..., list[Replica]]]:
         ops = agent.a2a_app.ops
         await ops.tasks.close()
         await ops.tasks.state.close()
+        await agent.state.close()
+
+
+effects: list[str] = []  # one entry per one-time step actually done, by any replica
+
+
+def effect(name: str) -> str:
+    effects.append(name)
+    return name
+
+
+def add_durable_skills(agent: Agent, *, hang: bool) -> None:
+    """Skills whose side effects are one-time steps (ctx.once), counted in ``effects``."""
+
+    @agent.skill
+    async def ledger(item: str, ctx: Context) -> str:
+        """Debit, report, ask where to credit, credit.
+
+        Summary:
+            A transfer approved by a person.
+        """
+        debit = await ctx.once("debit", effect, f"debit {item}")
+        await ctx.progress(1, 2, "debited")
+        answer = await ctx.ask(f"Credit {item} to?", {"type": "object", "properties": {"to": {"type": "string"}},
+                                                       "required": ["to"]})
+        credit = await ctx.once("credit", effect, f"credit {item} to {answer.content['to']}")
+        return f"{debit}; {credit}"
+
+    @agent.skill
+    async def steps(label: str, count: int, ctx: Context) -> dict[str, list[str]]:
+        """One-time steps, a little apart; on the first replica it stalls after the second.
+
+        Summary:
+            Steps done once each.
+        """
+        done = []
+        for step in range(count):
+            done.append(await ctx.once(f"step-{step}", effect, f"{label}:{step}"))
+            if hang and step == 1:
+                await asyncio.Event().wait()  # the first replica stalls here for good (and is then killed)
+            await asyncio.sleep(TICK)
+        return {"done": done}
 
 
 def client(app: Starlette, who: str = "alice") -> httpx.AsyncClient:
@@ -197,15 +244,15 @@ async def test_cancel_on_b_reaches_the_coroutine_on_a(replicas, backend: str) ->
         assert (await rpc(on_c, "CancelTask", {"id": task["id"]}))["error"]["code"] == -32002  # not cancelable now
 
 
-async def test_a_follow_up_on_another_replica_fails_cleanly(replicas) -> None:
-    (a, app_a), (_, app_b), _ = replicas(3)
+async def test_a_follow_up_on_another_replica_fails_cleanly_without_a_shared_journal(replicas) -> None:
+    (a, app_a), (_, app_b), _ = replicas(3, journals=False)
     async with client(app_a) as on_a, client(app_b) as on_b:
         parked = (await rpc(on_a, "SendMessage", {"message": msg("approve", data={"item": "pc"})}))["result"]["task"]
         assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         await a.a2a_app.ops.tasks.flush()
         answer = {**msg("approve", data={"approved": True}), "taskId": parked["id"]}
         refused = await asyncio.wait_for(rpc(on_b, "SendMessage", {"message": answer}), 10)
-        assert refused["error"]["code"] == -32004  # a clean error, never a hang (journal replay: issue 11, item 3)
+        assert refused["error"]["code"] == -32004  # nothing to replay on B: a clean error, never a hang
         assert (await rpc(on_b, "GetTask", {"id": parked["id"]}))["result"]["status"]["state"] == "TASK_STATE_FAILED"
         # the coroutine parked on A is stopped through the bus, and A answers with the failed task too
         await eventually(lambda: a.a2a_app.ops.tasks.live.get(parked["id"]) is None, "A to let go of the task")
@@ -330,3 +377,113 @@ async def test_tasks_survive_a_restart_and_a_lost_replica_fails_its_tasks(tmp_pa
     finally:
         await restarted.a2a_app.ops.tasks.close()
         await restarted.a2a_app.ops.tasks.state.close()
+
+
+# --- executions that survive their replica (journal replay, docs/durability.md) --------------------------
+
+
+def states_of(events: list[dict]) -> list[str]:
+    return [e["statusUpdate"]["status"]["state"] if "statusUpdate" in e else next(iter(e)) for e in events]
+
+
+async def test_a_follow_up_on_b_resumes_a_task_parked_on_a(replicas) -> None:
+    (a, app_a), (b, app_b), (c, app_c) = replicas(3)
+    item = f"pc-{uuid.uuid4().hex[:6]}"
+    receiver = Receiver()
+    with serve(receiver.app) as url:
+        async with client(app_a) as on_a, client(app_b) as on_b, client(app_c) as on_c:
+            parked = (await rpc(on_a, "SendMessage", {
+                "message": msg("ledger", data={"item": item}),
+                "configuration": {"taskPushNotificationConfig": {"url": f"{url}/hook"}}}))["result"]["task"]
+            assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            assert effects.count(f"debit {item}") == 1
+            await a.a2a_app.ops.tasks.flush()
+            following = asyncio.create_task(stream(on_c, "SubscribeToTask", {"id": parked["id"]}))
+            await eventually(lambda: len(receiver.events) >= 3, "A's pushes up to the question")
+            answer = {**msg("ledger", data={"to": "bob"}), "taskId": parked["id"]}
+            done = (await asyncio.wait_for(rpc(on_b, "SendMessage", {"message": answer}), 15))["result"]["task"]
+            assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+            assert done["artifacts"][0]["parts"][0]["text"] == f"debit {item}; credit {item} to bob"
+            # the debit was replayed from the journal, not done again; the credit was done once, on B
+            assert effects.count(f"debit {item}") == 1 and effects.count(f"credit {item} to bob") == 1
+            followed = await asyncio.wait_for(following, 15)
+            # the coroutine parked on A let go (told over the bus); A now reads the task from the state
+            await eventually(lambda: a.a2a_app.ops.tasks.live.get(parked["id"]) is None, "A to let go of the task")
+            got = (await rpc(on_a, "GetTask", {"id": parked["id"]}))["result"]
+            assert got["status"]["state"] == "TASK_STATE_COMPLETED" and got["artifacts"] == done["artifacts"]
+            await eventually(lambda: "TASK_STATE_COMPLETED" in states_of(receiver.events), "the final push",
+                             timeout=15)
+            await asyncio.sleep(0.2)  # a repeated push would have arrived by now
+    # C followed from the parked task on, in order, with no gaps and nothing twice (the replayed progress
+    # update "debited" is not sent again)
+    assert followed[0]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert states_of(followed[1:]) == ["TASK_STATE_WORKING", "artifactUpdate", "TASK_STATE_COMPLETED"]
+    # the pushes go on where A's stopped: each once, in order
+    assert states_of(receiver.events) == ["TASK_STATE_WORKING", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED",
+                                          "TASK_STATE_WORKING", "artifactUpdate", "TASK_STATE_COMPLETED"]
+    texts = [p.get("text") for e in receiver.events if "statusUpdate" in e
+             for p in (e["statusUpdate"]["status"].get("message") or {}).get("parts", [])]
+    assert texts.count("debited (1/2)") == 1, texts
+    assert b.a2a_app.ops.tasks.live.get(parked["id"]) is None  # B's handle is gone with the task's end
+
+
+async def test_a_parked_task_resumes_after_a_restart(backend: str) -> None:
+    item = f"desk-{uuid.uuid4().hex[:6]}"
+    agent, app = a2a_app.build(open_state(backend))
+    agent._state = open_state(backend)
+    add_durable_skills(agent, hang=False)
+    async with client(app) as http:
+        parked = (await rpc(http, "SendMessage", {"message": msg("ledger", data={"item": item})}))["result"]["task"]
+    assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    await agent.a2a_app.ops.tasks.close()  # a shutdown: the parked task is left for the next process
+    await agent.a2a_app.ops.tasks.state.close()
+    await agent.state.close()
+    restarted, app2 = a2a_app.build(open_state(backend))
+    restarted._state = open_state(backend)
+    add_durable_skills(restarted, hang=False)
+    try:
+        async with client(app2) as http:
+            again = (await rpc(http, "GetTask", {"id": parked["id"]}))["result"]
+            assert again["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", again["status"]
+            answer = {**msg("ledger", data={"to": "carol"}), "taskId": parked["id"]}
+            done = (await rpc(http, "SendMessage", {"message": answer}))["result"]["task"]
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+        assert done["artifacts"][0]["parts"][0]["text"] == f"debit {item}; credit {item} to carol"
+        assert effects.count(f"debit {item}") == 1 and effects.count(f"credit {item} to carol") == 1
+    finally:
+        await restarted.a2a_app.ops.tasks.close()
+        await restarted.a2a_app.ops.tasks.state.close()
+        await restarted.state.close()
+
+
+async def test_a_killed_replicas_running_task_is_taken_over_and_completes_once(replicas, monkeypatch) -> None:
+    monkeypatch.setattr(registry_module, "HEARTBEAT_SECONDS", 0.3)
+    monkeypatch.setattr(registry_module, "LEASE_SECONDS", 0.6)
+    monkeypatch.setattr(registry_module, "SWEEP_SECONDS", 0.1)
+    monkeypatch.setattr(registry_module, "RETRY_TAKE_OVER_SECONDS", 0.1)
+    (a, app_a), (b, app_b), _ = replicas(3)
+    label = f"kill-{uuid.uuid4().hex[:6]}"
+    async with client(app_a) as on_a, client(app_b) as on_b:
+        task = (await rpc(on_a, "SendMessage", {"message": msg("steps", data={"label": label, "count": 4}),
+                                                "configuration": {"returnImmediately": True}}))["result"]["task"]
+        await eventually(lambda: f"{label}:1" in effects, "A to do two steps")
+        # A dies: its coroutine stops with nothing written or released, its heartbeat and listener stop
+        registry = a.a2a_app.ops.tasks.registry
+        registry.closing = True
+        live = registry.live.get(task["id"])
+        assert live is not None and live.runner is not None
+        live.runner.cancel()
+        for background in list(registry._background):
+            background.cancel()
+
+        deadline = time.monotonic() + 15
+        while True:  # GetTask on B: its first use sweeps for orphans, and a read of a lost task takes it over
+            done = (await rpc(on_b, "GetTask", {"id": task["id"]}))["result"]
+            if done["status"]["state"] in ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"):
+                break
+            assert time.monotonic() < deadline, f"B never finished the task: {done['status']}"
+            await asyncio.sleep(0.05)
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+    assert done["artifacts"][0]["parts"][0]["data"]["done"] == [f"{label}:{n}" for n in range(4)]
+    assert [e for e in effects if e.startswith(f"{label}:")] == [f"{label}:{n}" for n in range(4)], \
+        "each step done once: the two A did were replayed from the journal"

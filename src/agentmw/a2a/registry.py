@@ -21,8 +21,11 @@ What lives where (docs/a2a.md, "Stores, restarts and replicas"):
   after ``log_id``, and misses nothing and repeats nothing (:meth:`follow`). Followers on the process that
   runs the task get the events from memory.
 - **Which process holds the coroutine**: ``record.replica``. Each process with such tasks keeps a
-  heartbeat key (``a2a.replicas``); a task whose holder's heartbeat is gone is lost, and whoever reads it
-  fails it (:meth:`load`). With an older ``TaskStore`` (single-process mode), any other holder is lost.
+  heartbeat key (``a2a.replicas``). A task whose holder's heartbeat is gone goes on from its journal
+  (``agentmw.journal``, in ``agent.state``): parked, a follow-up on any replica resumes it; running, a
+  replica takes it over (:meth:`_orphan`, and the lazy orphan sweep of :meth:`ready`). One with no journal
+  is failed by whoever reads it (:meth:`load`). With an older ``TaskStore`` (single-process mode), any
+  other holder is gone.
 - **Cancel** goes over the bus (``a2a.cancel``) to the process that holds the coroutine.
 """
 
@@ -67,9 +70,19 @@ MAX_BACKLOG = 256  # writes the writer may be behind before a send waits for it
 WRITE_DELAY_SECONDS = 0.005  # a settled task's write waits this long for others to share the hand-off
 LOOK_AGAIN_SECONDS = 0.025  # a lookup that misses looks again once after this (another replica's write)
 HEARTBEAT_SECONDS = 10.0  # a process's heartbeat key lives this long, renewed every third of it
+LEASE_SECONDS = 10.0  # a running task's journal lease (docs/durability.md), renewed every third of it
+SWEEP_SECONDS = 5.0  # a process looks for orphaned tasks on first use, then at most this often (on use)
+RETRY_TAKE_OVER_SECONDS = 2.0  # a take-over that found the task busy is not tried again sooner
 CANCEL_WAIT_SECONDS = 5.0  # how long CancelTask waits for the holder to confirm
 _ALIVE_CACHE_SECONDS = 1.0
 _WRITE_ATTEMPTS = 3
+
+
+class ResumedElsewhere(Exception):
+    """Set on the answer future of a coroutine parked here when another process resumed its task."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"A2A task {task_id} was resumed by another process")
 
 
 @dataclass(eq=False)
@@ -88,6 +101,7 @@ class LiveTask:
     reply: dict[str, Any] | None = None  # the skill's message-only answer; then no task exists
     streamed: set[str] = field(default_factory=set)  # ids of the artifacts already sent
     seen: Any = None  # the messageId record of the message that created it
+    resume: Any = None  # the stored journal a follow-up resumes (its coroutine is in no process here)
     # persistence
     version: int = 0  # of the record in the state; 0: never written
     published: bool = False  # every change is written and every event logged
@@ -95,6 +109,7 @@ class LiveTask:
     queued: bool = False  # in the writer's queue
     events: list[dict[str, Any]] = field(default_factory=list)  # logged events not appended yet
     publish_later: bool = False  # publish once shown (a quiet task that streams)
+    young: bool = False  # running, to be published if it still runs after PUBLISH_AFTER_SECONDS
     superseded: bool = False  # another replica settled it: this process's changes are dropped
     has_push: bool = False  # push configs exist: the writer wakes the sender after appending
 
@@ -178,8 +193,11 @@ class TaskRegistry:
         self._background: set[asyncio.Task[Any]] = set()
         self._alive: dict[str, float] = {}  # replica -> until when it is known to be alive
         self._recovery: asyncio.Future[int] | None = None
-        self._young: deque[tuple[float, LiveTask]] = deque()  # running tasks, by when to publish them
         self._ticker: asyncio.Task[None] | None = None
+        self._next_sweep = 0.0  # when the next orphan sweep may run (monotonic)
+        self._attempts: dict[str, float] = {}  # task id -> when a take-over may be tried again
+        self.take_over: Callable[[str], None] | None = None  # set by the TaskManager: resume a task here
+        self.closing = False  # close() is cancelling this process's coroutines (a shutdown, not a cancel)
         self.writes = 0  # records written by this process (tests and benchmarks read it)
         self.closed = False
 
@@ -198,6 +216,41 @@ class TaskRegistry:
                 logger.warning("failed %d A2A tasks left unfinished by a process that is gone", failed)
         elif not self._recovery.done():
             await asyncio.shield(self._recovery)
+        if self.take_over is not None and time.monotonic() >= self._next_sweep and not self.closed:
+            self._next_sweep = time.monotonic() + SWEEP_SECONDS
+            self._spawn(self._sweep(), "a2a-orphan-sweep")
+
+    async def _sweep(self) -> None:
+        """Take over the tasks whose replica died while they ran: their journal says running and its lease
+        expired (``agentmw.journal.orphaned``). Run on a process's first use, then at most every
+        ``SWEEP_SECONDS`` when it is used; nothing runs in the background of an idle process."""
+        from ..journal import orphaned
+
+        try:
+            for task_id in await orphaned(self.agent):
+                if self.take_over is not None:
+                    self.take_over(task_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("the A2A orphan sweep failed; it runs again on a later request")
+
+    async def _orphan(self, record: TaskRecord) -> bool:
+        """A task whose holder is gone: True when its journal lets it go on (parked: a follow-up resumes it;
+        otherwise it is taken over here), False when there is nothing to replay (the caller fails it)."""
+        from ..journal import JOURNAL_NS
+
+        try:
+            found = await self.agent.state.get(JOURNAL_NS, record.id)
+        except Exception:
+            logger.exception("the journal of A2A task %s could not be read", record.id)
+            return False
+        if found is None:
+            return False
+        status = found.value.get("status")
+        if not (status == "parked" and record.parked) and self.take_over is not None:
+            self.take_over(record.id)
+        return True
 
     async def _recover(self) -> int:
         failed = 0
@@ -207,7 +260,7 @@ class TaskRegistry:
                 page = await self.state.scan(TASKS, where=where, limit=500, cursor=cursor)
                 for item in page.items:
                     record = TaskRecord.from_dict(item.value)
-                    if await self._lost(record):
+                    if await self._lost(record) and not await self._orphan(record):
                         if await self._fail_lost(record, item.version) is not None:
                             failed += 1
                 if page.next is None:
@@ -222,7 +275,7 @@ class TaskRegistry:
             if found is None:
                 return None
             record = TaskRecord.from_dict(found.value)
-            if record.terminal or not await self._lost(record):
+            if record.terminal or not await self._lost(record) or await self._orphan(record):
                 return record, found.version
             failed = await self._fail_lost(record, found.version)
             if failed is not None:
@@ -446,27 +499,30 @@ class TaskRegistry:
         self._schedule(live)
 
     def publish_later(self, live: LiveTask) -> None:
-        """Publish the task if it is still running after ``PUBLISH_AFTER_SECONDS`` (one ticker for all tasks,
-        not a timer each)."""
+        """Publish the task if it is still running after ``PUBLISH_AFTER_SECONDS``. One ticker for all tasks,
+        not a timer each: a fast task costs nothing here but a flag; the ticker wakes every
+        ``PUBLISH_AFTER_SECONDS`` while tasks run and publishes those it saw running at its previous tick."""
         if live.published:
             return
-        loop = asyncio.get_running_loop()
-        self._young.append((loop.time() + PUBLISH_AFTER_SECONDS, live))
+        live.young = True
         if self._ticker is None or self._ticker.done():
-            self._ticker = loop.create_task(self._tick(), name="a2a-publish-ticker")
+            self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="a2a-publish-ticker")
 
     async def _tick(self) -> None:
-        young = self._young
-        loop = asyncio.get_running_loop()
-        while young and not self.closed:
-            due, live = young[0]
-            wait = due - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            young.popleft()
-            if live.record.state not in SETTLED and live.holds():
-                self.publish(live)
+        seen: set[LiveTask] = set()  # running at the previous tick: they have run at least one period now
+        while not self.closed:
+            await asyncio.sleep(PUBLISH_AFTER_SECONDS)
+            now: set[LiveTask] = set()
+            for live in list(self.live.values()):
+                if live.published or not live.young or live.record.state in SETTLED or not live.holds():
+                    continue
+                if live in seen:
+                    self.publish(live)
+                else:
+                    now.add(live)
+            seen = now
+            if not now and not any(not live.published and live.holds() for live in self.live.values()):
+                return
 
     async def persist(self, live: LiveTask) -> None:
         """Wait until the task's changes so far are written."""
@@ -525,8 +581,63 @@ class TaskRegistry:
                 live.queued = False
             if len(batch) == 1:
                 await self._write_one(batch[0])
+                continue
+            # the records alone (no events to append first) go in one put_many: one transaction on SQLite,
+            # one round trip on Redis; the others, and any that changed again meanwhile, one by one
+            simple = [live for live in batch if live.dirty and not live.events and not live.superseded]
+            rest = [live for live in batch if not (live.dirty and not live.events and not live.superseded)]
+            if len(simple) > 1:
+                rest.extend(await self._write_many(simple))
             else:
-                await asyncio.gather(*(self._write_one(live) for live in batch))
+                rest.extend(simple)
+            if rest:
+                await asyncio.gather(*(self._write_one(live) for live in rest))
+
+    async def _write_many(self, lives: list[LiveTask]) -> list[LiveTask]:
+        """Write the records of ``lives`` in batches of ``put_many`` (compare-and-set each); returns those
+        still to write one by one (changed again meanwhile, or the batch failed: the fallback)."""
+        put_many = getattr(self.state, "put_many", None)
+        if put_many is None:
+            return lives
+        again: list[LiveTask] = []
+        for start in range(0, len(lives), 500):
+            chunk = lives[start:start + 500]
+            bodies = []
+            for live in chunk:
+                record = live.record
+                live.dirty = False
+                if not record.terminal:
+                    live.published = True
+                body = record.to_dict()
+                body["replica"] = self.replica if not record.terminal and live.holds() else None
+                body["log_id"] = record.log_id
+                bodies.append(body)
+            if any(body["replica"] is not None for body in bodies):
+                await self._present()
+            try:
+                results = await put_many([(TASKS, live.record.id, body, live.version)
+                                          for live, body in zip(chunk, bodies, strict=True)])
+            except Exception:
+                logger.exception("a batch of %d A2A task records could not be written; writing them one by one",
+                                 len(chunk))
+                for live in chunk:
+                    live.dirty = True
+                again.extend(chunk)
+                continue
+            for live, body, result in zip(chunk, bodies, results, strict=True):
+                if isinstance(result, Conflict):
+                    await self._adopt(live)
+                else:
+                    live.version = result
+                    live.record.replica = body["replica"]
+                    self.writes += 1
+                if live.dirty or live.events:
+                    again.append(live)
+                else:
+                    self._pending -= 1
+                    if not live.queued and self.unwritten.get(live.record.id) is live:
+                        del self.unwritten[live.record.id]
+        return again
 
     async def _write_one(self, live: LiveTask) -> None:
         try:
@@ -647,7 +758,9 @@ class TaskRegistry:
                         live = self.local(str(message.get("task")))
                         if live is None or live.superseded:
                             continue
-                        if message.get("settled"):  # settled elsewhere already: that record stands
+                        if message.get("moved"):  # resumed elsewhere: the coroutine parked here yields
+                            self._spawn(self._yield_if_moved(live), "a2a-yield")
+                        elif message.get("settled"):  # settled elsewhere already: that record stands
                             self._spawn(self._adopt(live), "a2a-adopt")
                         elif live.runner is not None and not live.runner.done():
                             live.runner.cancel()
@@ -730,11 +843,54 @@ class TaskRegistry:
                 await self.state.publish(CANCEL, {"task": record.id, "settled": True})
         return settled is not None
 
-    async def resume_elsewhere(self, record: TaskRecord, version: int, message: dict[str, Any]) -> bool:
-        """The seam for journal replay (issue 11, item 3): resume, in this process, a task whose coroutine
-        is parked in another one, with ``message`` as the answer. Returns True when it did. Today nothing can
-        replay a coroutine, so it returns False and the caller fails the task with a clear reason."""
-        return False
+    async def moved(self, live: LiveTask, holder: str | None) -> None:
+        """This process resumed a task another process had parked: that process's coroutine yields (it finds
+        the journal moved on and stops with ``taken_over``, writing nothing)."""
+        if holder not in (None, self.replica) and not self.single_process:
+            with contextlib.suppress(Exception):
+                await self.state.publish(CANCEL, {"task": live.record.id, "moved": True})
+
+    async def _yield_if_moved(self, live: LiveTask) -> None:
+        """The coroutine parked here stops once the journal shows the answer recorded elsewhere (the
+        resuming replica says so before it writes the answer, so this looks until it sees it, or gives up)."""
+        from ..journal import JOURNAL_NS
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CANCEL_WAIT_SECONDS
+        while live.answer is not None and not live.answer.done() and loop.time() < deadline:
+            found = await self.agent.state.get(JOURNAL_NS, live.record.id)
+            if found is None or found.value.get("status") != "parked":
+                if live.answer is not None and not live.answer.done():
+                    live.answer.set_exception(ResumedElsewhere(live.record.id))
+                return
+            await asyncio.sleep(0.02)
+
+    def let_go(self, live: LiveTask) -> None:
+        """This process stops holding the task, which goes on in another one (it resumed or took it over):
+        nothing more is written from here; a blocking send here answers with the task as it is, and the
+        followers here go on from the task's log."""
+        live.superseded = True
+        record = live.record
+        if self.live.get(record.id) is live:
+            self.live.pop(record.id, None)
+        for waiter in live.settle_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        live.settle_waiters.clear()
+        for queue in list(live.subscribers):
+            self._spawn(self._hand_over(record, queue), f"a2a-follow-{record.id}")
+        live.subscribers.clear()
+
+    async def _hand_over(self, record: TaskRecord, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        try:
+            async for event in self.follow(record):
+                queue.put_nowait(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("following A2A task %s from its log failed", record.id)
+        finally:
+            queue.put_nowait(None)
 
     # --- push configs (read and written by any replica) --------------------------------------------------
     async def push_configs(self, task_id: str) -> list[dict[str, Any]]:
@@ -759,7 +915,10 @@ class TaskRegistry:
 
     # --- the end ---------------------------------------------------------------------------------------
     async def close(self) -> None:
-        """Cancel this process's coroutines, write what is pending (briefly), stop the background tasks."""
+        """Cancel this process's coroutines, write what is pending (briefly), stop the background tasks.
+        A task with a journal is left as it is (running, or parked), for another process, or this one after a
+        restart, to resume (docs/durability.md); one without is canceled, as before."""
+        self.closing = True
         for live in list(self.live.values()):
             if live.runner is not None and not live.runner.done():
                 live.runner.cancel()
@@ -769,6 +928,10 @@ class TaskRegistry:
         self.closed = True
         if self._wake is not None:
             self._wake.set()
+        for live in list(self.live.values()):  # followers of the tasks left for others: their streams end
+            for queue in list(live.subscribers):
+                queue.put_nowait(None)
+            live.subscribers.clear()
         tasks = list(self._background) + [t for t in (self._writer, self._ticker) if t is not None]
         for task in tasks:
             task.cancel()

@@ -23,7 +23,12 @@ from ..context import Ask, Context, InputRequest, answer_from
 from ..events import ArtifactUpdate, CoreEvent, TextDelta
 from ..messages import Artifact, Message
 from ..runtime import Outcome, describe_validation_error, invoke
+from ..journal import Journal
+from ..journal import cancel as cancel_execution
+from ..journal import resume as resume_execution
 from ..stores.base import TaskRecord
+from ..stores.sqlite import RESTART_REASON
+from . import registry as _registry
 from .registry import LiveTask, TaskRegistry, task_dict
 from .wire import INVALID_PARAMS, UNSUPPORTED_OPERATION, A2AError, message_to_wire, new_id, parts_from_outcome
 
@@ -33,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["TaskRunner", "TaskChannel"]
 
 logger = logging.getLogger("agentmw")
+_LOST = ("The agent lost this task's execution (it was restarted, or this request reached another replica); "
+         "nothing more will run.")
 
 
 class TaskRunner:
@@ -50,6 +57,11 @@ class TaskRunner:
         if live.runner is not None and not live.runner.done():
             raise A2AError(UNSUPPORTED_OPERATION, f"Task {record.id} is working and is not waiting for input",
                            {"taskId": record.id})
+        if live.resume is not None:  # parked in another process (or one that is gone): replayed here
+            journal, live.resume = live.resume, None
+            live.runner = asyncio.create_task(self.resume(live, journal, message, connection),
+                                              name=f"a2a-resume-{record.id}")
+            return
         registry = self.registry
         capability = self._choose(record, message)
         if capability is None:
@@ -137,6 +149,11 @@ class TaskRunner:
 
     async def _run(self, live: LiveTask, capability: Capability, connection: HTTPConnection | None) -> None:
         record = live.record
+        # the task's journal (docs/durability.md): nothing is written unless the skill takes a journaled step
+        # (a question, ctx.call, ctx.once); then any replica can resume it, or take it over if this one dies
+        # (a function without a Context parameter or a gate takes none: it runs without one, for nothing)
+        journal = Journal(self.agent.state, record.id, lease_seconds=_registry.LEASE_SECONDS) if (
+            capability.params.context_param is not None or capability.gate is not None) else None
         try:
             if not live.quiet:
                 self.registry.status(live, "TASK_STATE_WORKING", None)
@@ -147,12 +164,70 @@ class TaskRunner:
             approval = _hint(record, "approvalId")
             outcome = await invoke(capability, dict(record.arguments), ctx,
                                    idempotency_key=key if isinstance(key, str) else None,
-                                   approval_id=approval if isinstance(approval, str) else None)
+                                   approval_id=approval if isinstance(approval, str) else None, journal=journal)
+            if outcome.code == "taken_over":  # resumed by another process, which reports it
+                self.registry.let_go(live)
+                return
             self.settle(live, outcome)
         except asyncio.CancelledError:
-            self.finish(live, "TASK_STATE_CANCELED", "The task was canceled.")
+            await self._canceled(live, journal)
         except Exception:
             logger.exception("A2A task %s failed inside agentmw", record.id)
+            self.finish(live, "TASK_STATE_FAILED", "The agent failed while running this task.")
+
+    async def _canceled(self, live: LiveTask, journal: Journal | None) -> None:
+        """The coroutine was cancelled: by CancelTask (the task ends, and so does its journal), or by this
+        process's shutdown (a task with a journal is left as it is, for a replica to resume or take over)."""
+        stored = journal is not None and journal.stored
+        if self.registry.closing and stored:
+            return
+        self.finish(live, "TASK_STATE_CANCELED", "The task was canceled.")
+        if stored:
+            try:
+                await cancel_execution(self.agent, live.record.id)
+            except Exception:
+                logger.exception("the journal of A2A task %s could not be marked canceled", live.record.id)
+
+    async def resume(self, live: LiveTask, journal: Journal, message: dict[str, Any] | None,
+                     connection: HTTPConnection | None) -> None:
+        """Replay, in this process, a task whose coroutine is in no process here (docs/durability.md).
+
+        ``message``: the follow-up answering its question; the task is claimed first (its record written
+        here with compare-and-set), and the process that parked it is told to let go. None: a take-over of
+        a task whose process died (an orphan): nothing is written until the replay holds its lease.
+        Events the replay makes again are not sent again (``TaskChannel`` mutes them)."""
+        registry = self.registry
+        record = live.record
+        answers: dict[str, Any] | None = None
+        try:
+            if message is not None:
+                holder = record.replica
+                registry.status(live, "TASK_STATE_WORKING", None)
+                await registry.persist(live)  # the claim: of two replicas answering, one writes this
+                if live.superseded:
+                    return
+                await registry.moved(live, holder)
+                pending = journal.pending
+                only = len(pending) == 1
+                answers = {key: answer_from(_payload(message, key, only), request)
+                           for key, request in pending.items() if isinstance(request, Ask)}
+            outcome = await resume_execution(
+                self.agent, record.id, answers=answers, channel=TaskChannel(self, live, journal), request=connection,
+                messages=live.messages, journal=journal, lease_seconds=_registry.LEASE_SECONDS,
+                wait=2.0 if message is not None else 0.0)
+            if outcome.code in ("taken_over", "execution_busy"):  # it goes on elsewhere
+                logger.info("A2A task %s goes on elsewhere (%s)", record.id, outcome.code)
+                registry.let_go(live)
+                return
+            if outcome.code in ("unknown_execution", "unknown_capability"):
+                logger.warning("A2A task %s cannot be resumed here: %s", record.id, outcome.message)
+                self.finish(live, "TASK_STATE_FAILED", RESTART_REASON if message is None else _LOST)
+                return
+            self.settle(live, outcome)
+        except asyncio.CancelledError:
+            await self._canceled(live, journal)
+        except Exception:
+            logger.exception("A2A task %s failed inside agentmw while resuming", record.id)
             self.finish(live, "TASK_STATE_FAILED", "The agent failed while running this task.")
 
     def settle(self, live: LiveTask, outcome: Outcome) -> None:
@@ -246,10 +321,20 @@ class TaskChannel:
     """The core channel of one A2A task: progress becomes status updates, questions park the coroutine.
     It changes the task only through the registry's public calls."""
 
-    def __init__(self, runner: TaskRunner, live: LiveTask) -> None:
+    def __init__(self, runner: TaskRunner, live: LiveTask, journal: Journal | None = None) -> None:
         self.runner = runner
         self.registry = runner.registry
         self.live = live
+        self.journal = journal  # a replay: what it does again before its last recorded step is not sent again
+
+    def _muted(self) -> bool:
+        journal = self.journal
+        if journal is None:
+            return False
+        if journal.replaying:
+            return True
+        self.journal = None  # caught up: from here on, everything is new
+        return False
 
     def supports(self, capability: str) -> bool:
         return capability == "elicitation"
@@ -258,6 +343,10 @@ class TaskChannel:
         """``ctx.say`` is a WORKING status update carrying the text; ``ctx.artifact`` (and a generator's
         artifacts) an artifact update. Steps, reasoning, tool calls and state have no A2A form."""
         kind = type(event)
+        if self.journal is not None and self._muted():
+            if kind is ArtifactUpdate:
+                self.live.streamed.add(event.artifact.artifact_id)  # type: ignore[union-attr]
+            return
         if kind is TextDelta:
             if event.text:  # type: ignore[union-attr]
                 self.registry.show(self.live)
@@ -266,6 +355,8 @@ class TaskChannel:
             self.registry.artifact(self.live, event.artifact)  # type: ignore[union-attr]
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        if self.journal is not None and self._muted():
+            return
         self.registry.show(self.live)
         amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
         text = f"{message} ({amount})" if message else f"Progress {amount}"

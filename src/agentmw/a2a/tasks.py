@@ -21,9 +21,21 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import HTTPConnection
 
 from .._bounded import BoundedTable
+from ..journal import Journal
+from ..journal import cancel as cancel_execution
 from ..state import State
 from ..stores.base import INTERRUPTED, TERMINAL, TaskRecord, legacy_state
-from .registry import MAX_BACKLOG, SETTLED, LiveTask, TaskRegistry, is_final, status_of, task_dict
+from .registry import (
+    MAX_BACKLOG,
+    SETTLED,
+    TASKS,
+    LiveTask,
+    TaskRegistry,
+    is_final,
+    status_of,
+    task_dict,
+)
+from . import registry as _registry
 from .runner import TaskRunner
 from .wire import (
     INVALID_PARAMS,
@@ -82,6 +94,7 @@ class TaskManager:
         self.runner = TaskRunner(agent, self.registry)
         self.push = push
         self.registry.push = push
+        self.registry.take_over = self.take_over
         self._legacy = legacy
         # (owner, messageId) -> {fingerprint: what that message got}: at most a2a_max_message_ids, each for
         # A2ASettings.message_id_ttl_seconds (apart from idempotency keys)
@@ -170,7 +183,10 @@ class TaskManager:
             seen = _Seen(live.record.id)
             if fresh:
                 live.seen = seen  # a message-only reply is recorded on it
-            self._messages.setdefault(key, {})[fingerprint] = seen
+            entries = self._messages.get(key)
+            if entries is None:
+                entries = self._messages[key] = {}
+            entries[fingerprint] = seen
         try:
             if push is not None:
                 await self._add_push(live, push)
@@ -343,27 +359,80 @@ class TaskManager:
                 continue
             if record.parked or record.replica is not None:
                 # its coroutine is in another process (or was, in one that is gone)
-                if await registry.resume_elsewhere(record, version, message):
-                    continue
                 if record.parked:
+                    journal = await Journal.load(self.agent.state, task_id, lease_seconds=_registry.LEASE_SECONDS)
+                    if journal is not None and not journal.finished and journal.pending:
+                        live = await self._handle(record, version)  # resumed here from its journal
+                        live.resume = journal
+                        return live
                     if not await registry.fail_elsewhere(record, version, _LOST):
                         continue
                     raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} can no longer continue",
                                    {"taskId": task_id})
                 raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} is working and is not waiting for input",
                                {"taskId": task_id})
-            live = registry.adopt_handle(record, version)
-            for earlier in record.history:
-                if earlier.get("role") == "ROLE_USER":
-                    try:
-                        live.messages.append(message_from_wire(earlier))
-                    except A2AError:  # checked when it arrived
-                        pass
-            if self.push is not None and await registry.push_configs(task_id):
-                live.has_push = True
-                self.push.watch(task_id)
-            return live
+            return await self._handle(record, version)
         raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} is changing too often to continue", {"taskId": task_id})
+
+    async def _handle(self, record: TaskRecord, version: int) -> LiveTask:
+        """A handle here for a stored task: its user messages (ctx.messages) and push sender."""
+        registry = self.registry
+        live = registry.adopt_handle(record, version)
+        for earlier in record.history:
+            if earlier.get("role") == "ROLE_USER":
+                try:
+                    live.messages.append(message_from_wire(earlier))
+                except A2AError:  # checked when it arrived
+                    pass
+        if self.push is not None and await registry.push_configs(record.id):
+            live.has_push = True
+            self.push.watch(record.id)
+        return live
+
+    # --- taking over a task whose process died -------------------------------------------------------
+    def take_over(self, task_id: str) -> None:
+        """Resume here, from its journal, a task whose process died while it ran (found by the orphan sweep,
+        or by a reader that saw its holder gone). Several replicas may try: the journal's lease lets one
+        replay it; the others let go. A task tried here is not tried again for ``RETRY_TAKE_OVER_SECONDS``."""
+        registry = self.registry
+        if registry.closed or registry.closing or registry.local(task_id) is not None:
+            return
+        now = time.monotonic()
+        attempts = registry._attempts
+        if attempts.get(task_id, 0.0) > now:
+            return
+        if len(attempts) > 1000:
+            for key in [k for k, until in attempts.items() if until <= now]:
+                del attempts[key]
+        attempts[task_id] = now + _registry.RETRY_TAKE_OVER_SECONDS
+        task = asyncio.get_running_loop().create_task(self._take_over(task_id), name=f"a2a-take-over-{task_id}")
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+    async def _take_over(self, task_id: str) -> None:
+        registry = self.registry
+        try:
+            found = await registry.state.get(TASKS, task_id)
+            if found is None:  # not an A2A task of this state (an AG-UI run, another agent's task)
+                return
+            record = TaskRecord.from_dict(found.value)
+            journal = await Journal.load(self.agent.state, task_id, lease_seconds=_registry.LEASE_SECONDS)
+            if journal is None:
+                return
+            if record.terminal:  # the task ended, its journal did not: nothing to resume
+                if not journal.finished:
+                    await cancel_execution(self.agent, task_id)
+                return
+            if registry.local(task_id) is not None or registry.closing:
+                return
+            live = await self._handle(record, found.version)
+            live.runner = asyncio.get_running_loop().create_task(self.runner.resume(live, journal, None, None),
+                                                                 name=f"a2a-resume-{task_id}")
+            logger.info("taking over A2A task %s (its process is gone)", task_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("taking over A2A task %s failed", task_id)
 
     # --- following -----------------------------------------------------------------------------------
     def subscribe(self, live: LiveTask) -> asyncio.Queue[Any]:
@@ -413,6 +482,7 @@ class TaskManager:
                 if not live.record.terminal:
                     self.runner.finish(live, "TASK_STATE_CANCELED", "The task was canceled.")
                 await registry.persist(live)
+                await self._end_journal(task_id)
                 return live.record
             loaded = await registry.load(task_id)
             if loaded is None:
@@ -421,8 +491,16 @@ class TaskManager:
                 return loaded[0]
             done = await registry.cancel_elsewhere(*loaded)
             if done is not None:
+                await self._end_journal(task_id)
                 return done
         raise A2AError(TASK_NOT_CANCELABLE, f"Task {task_id} is changing too often to cancel", {"taskId": task_id})
+
+    async def _end_journal(self, task_id: str) -> None:
+        """CancelTask ends the task's execution for good: a resume or a take-over finds it canceled."""
+        try:
+            await cancel_execution(self.agent, task_id)
+        except Exception:
+            logger.exception("the journal of A2A task %s could not be marked canceled", task_id)
 
     async def close(self) -> None:
         await self.registry.close()
