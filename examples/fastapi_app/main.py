@@ -25,7 +25,6 @@ from agentmw.a2a import A2ASettings
 from agentmw.context import ToolCallFailed
 from agentmw.fastapi import RouteContext
 from agentmw.safety import RootedPath, human_gate
-from agentmw.stores import SQLiteStore
 
 app = FastAPI(title="Procurement")
 
@@ -342,9 +341,10 @@ agent = Agent(
     max_in_flight=64,
     identify=identify,
     approver=lambda identity, approval: identity in BUDGET_ADMINS and identity != approval.requested_by,
+    # Tasks, sessions, runs and approvals live in $AGENTMW_STORE (memory://, sqlite://path, redis://host:port/db),
+    # else in sqlite://agentmw.db: the embedded default, shared by uvicorn's workers (docs/scale-out.md).
     a2a=A2ASettings(
         description="IT purchasing: find assets, check budgets, submit and approve purchase requests.",
-        store=SQLiteStore(os.environ.get("PROCUREMENT_DB", "procurement.db")),
     ),
 )
 app.add_middleware(AgentMiddleware, agent=agent)
