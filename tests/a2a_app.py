@@ -10,7 +10,6 @@ from starlette.requests import HTTPConnection
 from agentmw import Agent, AgentMiddleware, Context, Rejected, Retryable, tool
 from agentmw.a2a import A2ASettings, PushPolicy
 from agentmw.identity import Unauthenticated
-from agentmw.stores import MemoryStore
 
 log: list[str] = []
 
@@ -34,7 +33,7 @@ def build(store=None) -> tuple[Agent, Starlette]:
     agent = Agent(
         "a2a-test", "1.2.3", identify=identify,
         a2a=A2ASettings(
-            description="Test agent", store=store or MemoryStore(), push=PushPolicy(allow_hosts=["127.0.0.1"],
+            description="Test agent", store=store, push=PushPolicy(allow_hosts=["127.0.0.1"],
                                                                                     first_delay=0.05),
             security_schemes={"bearer": {"httpAuthSecurityScheme": {"scheme": "bearer"}}},
             security_requirements=[{"bearer": []}],

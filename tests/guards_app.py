@@ -13,7 +13,6 @@ from starlette.requests import HTTPConnection
 from agentmw import Agent, AgentMiddleware, Context, Retryable, skill, tool
 from agentmw.a2a import A2ASettings
 from agentmw.safety import human_gate
-from agentmw.stores import MemoryStore
 
 
 def identify(connection: HTTPConnection) -> str | None:
@@ -35,7 +34,7 @@ class Built:
 
 
 def build(**settings: object) -> Built:
-    agent = Agent("guards", identify=identify, a2a=A2ASettings(store=MemoryStore(), push=None),
+    agent = Agent("guards", identify=identify, a2a=A2ASettings(push=None),
                   **settings)  # type: ignore[arg-type]
     built = Built(agent, Starlette())
 

@@ -12,7 +12,6 @@ from starlette.requests import HTTPConnection
 from agentmw import Agent, AgentMiddleware, Context, NeedsInput, Permanent, Rejected, Retryable, skill, tool
 from agentmw.a2a import A2ASettings
 from agentmw.safety import RootedPath, human_gate
-from agentmw.stores import MemoryStore
 
 log: list[tuple[float, str]] = []
 gates: dict[str, asyncio.Event] = {}
@@ -122,7 +121,7 @@ async def taxonomy(kind: str) -> str:
 
 def build(root: str, **settings: object) -> tuple[Agent, Starlette]:
     agent = Agent("safety", roots=[root], identify=identify, untrusted_budget_chars=200,
-                  a2a=A2ASettings(store=MemoryStore(), push=None), **settings)  # type: ignore[arg-type]
+                  a2a=A2ASettings(push=None), **settings)  # type: ignore[arg-type]
     for fn in (read_file, fetch_page, place_order, charge, sleepy, exclusive, hold, taxonomy):
         agent.include(fn)
     app = Starlette()

@@ -16,9 +16,8 @@ from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, Context
 from agentmw.a2a import A2ASettings
-from agentmw.stores import MemoryStore
 
-agent = Agent("shutdown-test", "0.0.1", a2a=A2ASettings(description="Waits on every face", store=MemoryStore(),
+agent = Agent("shutdown-test", "0.0.1", a2a=A2ASettings(description="Waits on every face",
                                                         push=None))
 
 

@@ -18,7 +18,6 @@ from starlette.applications import Starlette
 from agentmw import Agent, AgentMiddleware
 from agentmw.a2a import A2ASettings
 from agentmw.a2a.card import CardClock, etag_matches, not_modified_since, wants_v03, with_v03_fields
-from agentmw.stores import MemoryStore
 from tests import a2a_app
 
 BASE = "http://127.0.0.1:8000"
@@ -42,7 +41,7 @@ def strict_v10(card: dict) -> AgentCard:
 
 
 def small_agent(**settings: object) -> Starlette:
-    agent = Agent("plain", "0.1.0", a2a=A2ASettings(store=MemoryStore(), **settings))
+    agent = Agent("plain", "0.1.0", a2a=A2ASettings(**settings))
 
     @agent.skill
     async def echo(text: str) -> str:

@@ -33,7 +33,6 @@ from starlette.applications import Starlette
 import agentmw
 from agentmw import Agent, AgentMiddleware, Artifact, Context, Data, File, skill
 from agentmw.a2a import A2ASettings, PushPolicy
-from agentmw.stores import MemoryStore
 from agentmw.testing import McpTestClient
 from examples.a2a_agent import main as example
 from tests.conftest import serve
@@ -105,7 +104,7 @@ async def inspect_message(message: agentmw.Message, ctx: Context) -> str:
 
 def build_second(*, dedupe: bool = True) -> tuple[Agent, Starlette]:
     agent = Agent("a2a-messages", include=[place, upload, story, inspect_message],
-                  a2a=A2ASettings(store=MemoryStore(), push=PushPolicy(allow_hosts=["127.0.0.1"]),
+                  a2a=A2ASettings(push=PushPolicy(allow_hosts=["127.0.0.1"]),
                                   dedupe_message_ids=dedupe))
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
@@ -487,7 +486,7 @@ async def test_mcp_sees_a_message_of_its_arguments_and_say_is_a_log() -> None:
 
 
 async def test_an_untrusted_skill_answers_framed_on_every_path() -> None:
-    agent = Agent("untrusted-messages", a2a=A2ASettings(store=MemoryStore(), push=None))
+    agent = Agent("untrusted-messages", a2a=A2ASettings(push=None))
 
     @agent.skill(untrusted=True)
     async def relay(text: str, ctx: Context) -> agentmw.Message | Artifact | None:

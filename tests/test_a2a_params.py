@@ -27,7 +27,6 @@ from agentmw import Agent, AgentMiddleware, Context
 from agentmw.a2a import A2ASettings, PushPolicy
 from agentmw.a2a.params import normalise, snake
 from agentmw.a2a.wire import A2AError
-from agentmw.stores import MemoryStore
 
 BASE = "http://127.0.0.1:8000"
 V1 = {"a2a-version": "1.0"}
@@ -36,7 +35,7 @@ PUSH_URL = "http://127.0.0.1:9/hook"
 
 def build() -> tuple[list[str], Starlette]:
     ran: list[str] = []
-    agent = Agent("params", "1.0.0", a2a=A2ASettings(store=MemoryStore(), push=PushPolicy(
+    agent = Agent("params", "1.0.0", a2a=A2ASettings(push=PushPolicy(
         allow_hosts=["127.0.0.1"], first_delay=30)))
 
     @agent.skill

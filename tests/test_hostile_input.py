@@ -14,7 +14,6 @@ from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, tool
 from agentmw.a2a import A2ASettings, PushPolicy
-from agentmw.stores import MemoryStore
 
 ran: list[str] = []
 
@@ -32,7 +31,7 @@ class Exploding(BaseModel):
 
 
 def build() -> Starlette:
-    agent = Agent("hostile", a2a=A2ASettings(store=MemoryStore(), push=PushPolicy(allow_hosts=["127.0.0.1"])))
+    agent = Agent("hostile", a2a=A2ASettings(push=PushPolicy(allow_hosts=["127.0.0.1"])))
 
     @agent.skill
     async def echo(text: str) -> str:

@@ -13,7 +13,6 @@ from starlette.requests import HTTPConnection
 from agentmw import Agent, AgentMiddleware, tool
 from agentmw.a2a import A2ASettings
 from agentmw.identity import Forbidden, Unauthenticated
-from agentmw.stores import MemoryStore
 
 ran: list[str] = []
 CHALLENGE = 'Bearer realm="test"'
@@ -29,7 +28,7 @@ def identify(connection: HTTPConnection) -> str | None:
 
 
 def build() -> Starlette:
-    agent = Agent("identity", identify=identify, a2a=A2ASettings(store=MemoryStore()))
+    agent = Agent("identity", identify=identify, a2a=A2ASettings())
 
     @tool
     def touch() -> str:

@@ -31,7 +31,6 @@ from agentmw.a2a import A2ASettings
 from agentmw.context import ToolCallFailed
 from agentmw.safety import RootedPath, human_gate
 from agentmw.safety.roots import RootViolation, _char_problem, resolve_in_roots, roots_from_uris
-from agentmw.stores import MemoryStore
 from tests.conftest import serve
 
 
@@ -288,7 +287,7 @@ async def delete_file(path: RootedPath) -> str:
 
 
 def build(root: Path) -> Starlette:
-    agent = Agent("roots-ambiguous", roots=[str(root)], a2a=A2ASettings(store=MemoryStore(), push=None))
+    agent = Agent("roots-ambiguous", roots=[str(root)], a2a=A2ASettings(push=None))
     agent.include(read_file)
     agent.include(read_via_tool)
     agent.include(delete_file)

@@ -86,7 +86,7 @@ async def conform(message: Message, files: list[File], ctx: Context) -> Message 
 def build(store: MemoryStore | None = None) -> tuple[Agent, Starlette]:
     agent = Agent("a2a-conformance", "1.0.0", include=[conform],
                   a2a=A2ASettings(description="Shows each A2A behaviour; the first word of the text picks one.",
-                                  store=store or MemoryStore(), push=None))
+                                  store=store, push=None))
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
     return agent, app
