@@ -437,6 +437,17 @@ class Journal:
         candidates = [indexes[cursor]]
         if self._inflight.get(scope, 0) > 0:  # concurrent steps (asyncio.gather): they may come in any order
             candidates = [i for i in indexes[cursor:] if i not in self._consumed]
+        elif kind == "call":
+            # sub-calls started together are recorded as they finish, so the first of them to start again may
+            # be recorded after the others: look through the run of calls here (their keys carry the order
+            # they started in, so a key matches one call only)
+            candidates = []
+            for i in indexes[cursor:]:
+                if i in self._consumed:
+                    continue
+                if self.steps[i].get("t") != "call":
+                    break
+                candidates.append(i)
         for index in candidates:
             step = self.steps[index]
             if step.get("t") == kind and step.get("k") == key:

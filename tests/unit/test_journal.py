@@ -428,3 +428,25 @@ async def charge(item: str) -> str:
 
 def ship(city: str) -> str:
     return f"shipped to {city} #{bump('ship')}"
+
+
+async def test_concurrent_sub_calls_that_finished_out_of_order_replay(agent: Agent) -> None:
+    @agent.tool
+    async def slow_quote(item: str, delay: float) -> Quote:
+        """A sub-call target that takes its time."""
+        await asyncio.sleep(delay)
+        bump("slow_quote")
+        return Quote(item=item, price=1.0)
+
+    @agent.tool
+    async def fan_out(ctx: Context) -> list[Any]:
+        """The first sub-call started finishes last, so the journal records it second."""
+        quotes = await asyncio.gather(ctx.call("slow_quote", {"item": "a", "delay": 0.05}),
+                                      ctx.call("slow_quote", {"item": "b", "delay": 0.0}))
+        await ctx.confirm("ok?")
+        return [q.item for q in quotes]
+
+    first = await start(agent, "fan_out", {}, "e-out-of-order")
+    assert first.status == "needs_input" and counters == {"slow_quote": 2}
+    done = await resume(agent, "e-out-of-order", answers={"confirm-1": True})
+    assert done.status == "completed" and done.value == ["a", "b"] and counters == {"slow_quote": 2}
