@@ -213,7 +213,7 @@ def _settled(outcome: Outcome) -> bool:
 
 async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Context, *,
                  idempotency_key: str | None = None, approval_id: str | None = None,
-                 journal: Journal | None = None) -> Outcome:
+                 journal: Journal | None = None, validated: Any = None) -> Outcome:
     """Run one capability for one caller through the pipeline, and classify what happened.
 
     validate -> idempotency -> in-flight caps -> authorize (the host app's dependencies) -> roots ->
@@ -223,6 +223,9 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
 
     With a ``journal`` (``agentmw.journal``), the execution's answers, sub-calls and one-time steps are
     recorded there and a recorded one is replayed rather than run again (docs/durability.md).
+
+    ``validated``: the capability's input model, already validated by the caller from these very
+    ``arguments`` (a face that checked them to ask for what is missing), so it is not validated twice.
     """
     if journal is not None:
         from .journal import run_journaled
@@ -236,10 +239,11 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
         return Outcome(status="rejected", message="Invalid arguments: expected an object", code="invalid_arguments")
     model = params.input_model
     if params.arg_names and model is not None:
-        try:
-            validated = model.model_validate(arguments)
-        except ValidationError as exc:
-            return Outcome(status="rejected", message=describe_validation_error(exc), code="invalid_arguments")
+        if type(validated) is not model:
+            try:
+                validated = model.model_validate(arguments)
+            except ValidationError as exc:
+                return Outcome(status="rejected", message=describe_validation_error(exc), code="invalid_arguments")
         kwargs = dict(validated.__dict__)
     else:
         validated = None

@@ -114,14 +114,42 @@ def _nested(item: Any, type_name: str, where: str) -> Any:
     return item
 
 
+def _camel(value: dict[str, Any], type_name: str, extra: frozenset[str] = frozenset()) -> bool:
+    """Whether :func:`_object` would give back ``value`` unchanged: every known field at every level already
+    in its JSON name, and no unknown field where the type refuses one. Reads, never copies."""
+    spellings = _SPELLINGS[type_name]
+    fields = _TYPES[type_name]
+    for key, item in value.items():
+        name = spellings.get(key) if isinstance(key, str) else None
+        if name is None:
+            if type_name in _STRICT and key not in extra:
+                return False
+            continue
+        if name != key:
+            return False
+        child = fields[name]
+        if child is not None:
+            if isinstance(item, dict):
+                if not _camel(item, child):
+                    return False
+            elif isinstance(item, list):
+                for x in item:
+                    if isinstance(x, dict) and not _camel(x, child):
+                        return False
+    return True
+
+
 def normalise(operation: str, params: Any, *, extra: frozenset[str] = frozenset()) -> Any:
     """The params of one operation with every known field in its camelCase JSON name.
 
-    Pure: ``params`` is not changed. ``extra`` names top-level keys a binding adds itself (a query string's
-    ``A2A-Version``) that a strict request type must not refuse. Anything that is not an object is returned as
-    is, for the operation to refuse.
+    Pure: ``params`` is not changed; when every field is in its JSON name already (what most clients send),
+    ``params`` itself is returned, else a copy with the fields renamed. ``extra`` names top-level keys a
+    binding adds itself (a query string's ``A2A-Version``) that a strict request type must not refuse.
+    Anything that is not an object is returned as is, for the operation to refuse.
     """
     type_name = _REQUEST.get(operation)
     if type_name is None or not isinstance(params, dict):
+        return params
+    if _camel(params, type_name, extra):
         return params
     return _object(params, type_name, "", extra=extra)

@@ -74,6 +74,8 @@ LEASE_SECONDS = 10.0  # a running task's journal lease (docs/durability.md), ren
 SWEEP_SECONDS = 5.0  # a process looks for orphaned tasks on first use, then at most this often (on use)
 RETRY_TAKE_OVER_SECONDS = 2.0  # a take-over that found the task busy is not tried again sooner
 CANCEL_WAIT_SECONDS = 5.0  # how long CancelTask waits for the holder to confirm
+WRITE_BATCH = 64  # records per put_many: SQLite writes a batch this small on the event loop, a larger one on
+# its thread, where the loop's work keeps taking the GIL from it (a lagging writer makes ever larger batches)
 _ALIVE_CACHE_SECONDS = 1.0
 _WRITE_ATTEMPTS = 3
 
@@ -404,7 +406,7 @@ class TaskRegistry:
         if record.status_message is not None:
             record.history.append(record.status_message)
         record.parked = state == "TASK_STATE_INPUT_REQUIRED" and live.answer is not None
-        self.emit(live, _status_event(record, metadata))
+        self.emit(live, _status_event(record, metadata) if live.subscribers or live.published else None)
         if state in SETTLED:
             for waiter in live.settle_waiters:
                 if not waiter.done():
@@ -443,7 +445,8 @@ class TaskRegistry:
         record = live.record
         record.artifacts.append(artifact)
         self.emit(live, {"artifactUpdate": {"taskId": record.id, "contextId": record.context_id,
-                                            "artifact": artifact, "lastChunk": True}})
+                                            "artifact": artifact, "lastChunk": True}}
+                  if live.subscribers or live.published else None)
 
     def reply(self, live: LiveTask, message: Message) -> None:
         """A message-only answer: no task is kept; the waiting request answers with the message."""
@@ -463,26 +466,29 @@ class TaskRegistry:
         live.settle_waiters.clear()
         self.live.pop(record.id, None)
 
-    def emit(self, live: LiveTask, event: dict[str, Any]) -> None:
+    def emit(self, live: LiveTask, event: dict[str, Any] | None) -> None:
         """Fan an event out: to this process's followers at once; to the log (and so to other replicas and
         the push sender) once published; the record is written when the task settles, or at once when
-        published."""
+        published. ``event`` None: the record changed, and nobody needs the event (no follower here, not
+        published), so the caller did not make it."""
         if live.superseded:
             return
         record = live.record
         record.updated_at = time.time()
         live.dirty = True
-        for queue in list(live.subscribers):
-            queue.put_nowait(event)
-        if live.published:
-            live.events.append(event)
-            self._schedule(live)
-        elif record.state in SETTLED:
+        if event is not None:
+            if live.subscribers:
+                for queue in list(live.subscribers):
+                    queue.put_nowait(event)
+            if live.published:
+                live.events.append(event)
+        if live.published or record.state in SETTLED:
             self._schedule(live)
         if record.state in TERMINAL:
-            for queue in list(live.subscribers):
-                queue.put_nowait(None)
-            live.subscribers.clear()
+            if live.subscribers:
+                for queue in list(live.subscribers):
+                    queue.put_nowait(None)
+                live.subscribers.clear()
             self.live.pop(record.id, None)
 
     # --- persistence -----------------------------------------------------------------------------------
@@ -600,8 +606,8 @@ class TaskRegistry:
         if put_many is None:
             return lives
         again: list[LiveTask] = []
-        for start in range(0, len(lives), 500):
-            chunk = lives[start:start + 500]
+        for start in range(0, len(lives), WRITE_BATCH):
+            chunk = lives[start:start + WRITE_BATCH]
             bodies = []
             for live in chunk:
                 record = live.record

@@ -69,9 +69,10 @@ class TaskRunner:
             return
         record.arguments.update(self._arguments(capability, message, record))
         model = capability.params.input_model
+        validated = None
         if capability.params.arg_names and model is not None:
             try:
-                model.model_validate(record.arguments)
+                validated = model.model_validate(record.arguments)
             except ValidationError as exc:
                 text = describe_validation_error(exc).replace("Invalid arguments", "Missing or invalid input")
                 registry.status(live, "TASK_STATE_INPUT_REQUIRED", [
@@ -89,7 +90,8 @@ class TaskRunner:
             # It may answer with a message and no task: show nothing until it does something else.
             live.quiet = True
             live.first_view = task_dict(record)
-        live.runner = asyncio.create_task(self._run(live, capability, connection), name=f"a2a-task-{record.id}")
+        live.runner = asyncio.create_task(self._run(live, capability, connection, validated),
+                                          name=f"a2a-task-{record.id}")
         registry.publish_later(live)
 
     def _choose(self, record: TaskRecord, message: dict[str, Any]) -> Capability | None:
@@ -147,7 +149,9 @@ class TaskRunner:
             {"text": text}, {"data": {"skills": [{"id": n, "summary": c.summary} for n, c in skills.items()]},
                              "mediaType": "application/json"}])
 
-    async def _run(self, live: LiveTask, capability: Capability, connection: HTTPConnection | None) -> None:
+    async def _run(self, live: LiveTask, capability: Capability, connection: HTTPConnection | None,
+                   validated: Any = None) -> None:
+        """``validated``: the input model ``advance`` made from ``record.arguments`` (not made twice)."""
         record = live.record
         # the task's journal (docs/durability.md): nothing is written unless the skill takes a journaled step
         # (a question, ctx.call, ctx.once); then any replica can resume it, or take it over if this one dies
@@ -164,7 +168,8 @@ class TaskRunner:
             approval = _hint(record, "approvalId")
             outcome = await invoke(capability, dict(record.arguments), ctx,
                                    idempotency_key=key if isinstance(key, str) else None,
-                                   approval_id=approval if isinstance(approval, str) else None, journal=journal)
+                                   approval_id=approval if isinstance(approval, str) else None, journal=journal,
+                                   validated=validated)
             if outcome.code == "taken_over":  # resumed by another process, which reports it
                 self.registry.let_go(live)
                 return

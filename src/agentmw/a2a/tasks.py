@@ -68,9 +68,42 @@ class _Seen:
     reply: dict[str, Any] | None = None
 
 
-def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) -> str:
+_PLAIN_TEXT_CHARS = 1024  # a plain message up to this much text is told apart by its text itself
+
+
+def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) -> str | tuple[Any, ...]:
     """What makes a repeat the *same* message: everything it says (parts, metadata, taskId, contextId, ...)
-    and the request's metadata; the messageId itself is the lookup key."""
+    and the request's metadata; the messageId itself is the lookup key. Two messages have equal fingerprints
+    exactly when their JSON is the same (keys in any order).
+
+    A plain message (no metadata, every field a string, text parts only, up to ``_PLAIN_TEXT_CHARS`` of
+    text; the common case) is its own fingerprint: a tuple of its fields and texts, cheaper than a digest and
+    made of strings only, so nothing can change it later. Any other is the SHA-256 of its canonical JSON. A
+    tuple is never equal to a digest, and a plain message never says the same as one that is not.
+    """
+    if not metadata:
+        fields = []
+        texts: list[str] = []
+        size = 0
+        for name, value in message.items():
+            if name == "parts":
+                for part in value:
+                    text = part.get("text") if len(part) == 1 else None
+                    if type(text) is not str:
+                        break
+                    texts.append(text)
+                    size += len(text)
+                else:
+                    continue
+                break
+            if type(value) is not str:
+                break
+            if name != "messageId":
+                fields.append((name, value))
+        else:
+            if size <= _PLAIN_TEXT_CHARS:
+                fields.sort()
+                return (*fields, tuple(texts))
     body = {k: v for k, v in message.items() if k != "messageId"}
     canonical = json.dumps([body, metadata or {}], sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -98,7 +131,7 @@ class TaskManager:
         self._legacy = legacy
         # (owner, messageId) -> {fingerprint: what that message got}: at most a2a_max_message_ids, each for
         # A2ASettings.message_id_ttl_seconds (apart from idempotency keys)
-        self._messages: BoundedTable[tuple[str, str], dict[str, _Seen]] = BoundedTable(
+        self._messages: BoundedTable[tuple[str, str], dict[str | tuple[Any, ...], _Seen]] = BoundedTable(
             agent.a2a_max_message_ids, agent.a2a.message_id_ttl_seconds, clock=time.time)
         self.message_repeats = 0  # repeats answered from self._messages
 
@@ -245,7 +278,7 @@ class TaskManager:
         if not self.registry.write_behind and live.reply is None:
             await self.registry.persist(live)
 
-    def _forget(self, key: tuple[str, str], fingerprint: str) -> None:
+    def _forget(self, key: tuple[str, str], fingerprint: str | tuple[Any, ...]) -> None:
         """A refused message is not remembered: its repeat is refused the same way, not answered."""
         entries = self._messages.get(key)
         if entries is not None:
@@ -253,7 +286,7 @@ class TaskManager:
             if not entries:
                 self._messages.pop(key, None)
 
-    async def _repeated(self, key: tuple[str, str], fingerprint: str, push: dict[str, Any] | None) -> LiveTask | None:
+    async def _repeated(self, key: tuple[str, str], fingerprint: str | tuple[Any, ...], push: dict[str, Any] | None) -> LiveTask | None:
         """What a repeat of the same message (same caller, id and content, so the same taskId) already got.
 
         A reused ``messageId`` with anything different is not a repeat: it is handled as a new message, and

@@ -144,12 +144,13 @@ def message_from_wire(message: dict[str, Any]) -> Message:
     """A checked 1.0 message as an :class:`agentmw.Message`; a ``raw`` part that is not base64 is -32602."""
     parts: list[Any] = []
     for index, part in enumerate(message["parts"]):
+        if "text" in part:  # a text part's metadata, media type and filename are not kept
+            parts.append(Text(part["text"]))
+            continue
         metadata = part.get("metadata") if isinstance(part.get("metadata"), dict) else None
         media = part.get("mediaType") if isinstance(part.get("mediaType"), str) and part["mediaType"] else None
         name = part.get("filename") if isinstance(part.get("filename"), str) and part["filename"] else None
-        if "text" in part:
-            parts.append(Text(part["text"]))
-        elif "data" in part:
+        if "data" in part:
             parts.append(Data(part["data"], media, metadata))
         elif "url" in part:
             parts.append(File(url=part["url"], name=name, media_type=media, metadata=metadata))

@@ -94,22 +94,44 @@ class MemoryState(State):
         return outcome
 
     async def put_many(self, items: Sequence[tuple[str, str, Json, int | None]]) -> list[int | Conflict]:
-        return [self._put(ns, key, raw, want) for ns, key, raw, want in base.check_puts(items)]
+        checked = base.check_puts(items)
+        if not checked:
+            return []
+        # one namespace (the usual batch): its table and limits looked up once; each put as put() does it
+        ns = checked[0][0]
+        if any(item[0] != ns for item in checked):
+            return [self._put(ns, key, raw, want) for ns, key, raw, want in checked]
+        table = self._records.setdefault(ns, collections.OrderedDict())
+        limits = self.limits(ns)
+        return [self._put_in(table, limits, ns, key, raw, want) for _, key, raw, want in checked]
 
     def _put(self, ns: str, key: str, raw: bytes, want: int) -> int | Conflict:
-        record = self._record(ns, key)
-        actual = record.version if record else 0
+        return self._put_in(self._records.setdefault(ns, collections.OrderedDict()), self.limits(ns), ns, key, raw,
+                            want)
+
+    @staticmethod
+    def _put_in(table: collections.OrderedDict[str, _Record], limits: Limits, ns: str, key: str, raw: bytes,
+                want: int) -> int | Conflict:
+        now = base.now()
+        record = table.get(key)
+        if record is not None and record.updated_at < now - limits.max_age:
+            del table[key]  # past its age: gone, as _record() has it
+            record = None
+        actual = record.version if record is not None else 0
         if want != ANY and want != actual:
             return Conflict(ns, key, want, actual)
-        table = self._records.setdefault(ns, collections.OrderedDict())
-        table[key] = _Record(raw, actual + 1, base.now())
-        table.move_to_end(key)
-        self._prune_records(ns, table)
+        if record is not None:
+            table.move_to_end(key)
+        table[key] = _Record(raw, actual + 1, now)
+        MemoryState._prune_table(table, limits, now)
         return actual + 1
 
     def _prune_records(self, ns: str, table: collections.OrderedDict[str, _Record]) -> None:
-        limits = self.limits(ns)
-        cutoff = base.now() - limits.max_age
+        self._prune_table(table, self.limits(ns), base.now())
+
+    @staticmethod
+    def _prune_table(table: collections.OrderedDict[str, _Record], limits: Limits, now: float) -> None:
+        cutoff = now - limits.max_age
         while table:
             oldest = next(iter(table.values()))
             if len(table) <= limits.max_count and oldest.updated_at >= cutoff:
