@@ -103,6 +103,9 @@ def effect(name: str) -> str:
     return name
 
 
+stalled: list[str] = []  # labels of `steps` runs parked for good on the first replica
+
+
 def add_durable_skills(agent: Agent, *, hang: bool) -> None:
     """Skills whose side effects are one-time steps (ctx.once), counted in ``effects``."""
 
@@ -131,7 +134,8 @@ def add_durable_skills(agent: Agent, *, hang: bool) -> None:
         for step in range(count):
             done.append(await ctx.once(f"step-{step}", effect, f"{label}:{step}"))
             if hang and step == 1:
-                await asyncio.Event().wait()  # the first replica stalls here for good (and is then killed)
+                stalled.append(label)  # the test "kills" the replica only once it is parked here, a point
+                await asyncio.Event().wait()  # a real kill -9 may also hit: the first replica stalls for good
             await asyncio.sleep(TICK)
         return {"done": done}
 
@@ -466,7 +470,7 @@ async def test_a_killed_replicas_running_task_is_taken_over_and_completes_once(r
     async with client(app_a) as on_a, client(app_b) as on_b:
         task = (await rpc(on_a, "SendMessage", {"message": msg("steps", data={"label": label, "count": 4}),
                                                 "configuration": {"returnImmediately": True}}))["result"]["task"]
-        await eventually(lambda: f"{label}:1" in effects, "A to do two steps")
+        await eventually(lambda: f"{label}:1" in effects and label in stalled, "A to do two steps and stall")
         # A dies: its coroutine stops with nothing written or released, its heartbeat and listener stop
         registry = a.a2a_app.ops.tasks.registry
         registry.closing = True

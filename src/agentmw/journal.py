@@ -841,6 +841,11 @@ async def resume(agent: Agent, execution_id: str, *, answers: Mapping[str, Any] 
     except TakenOver as exc:
         await journal.release()
         return Outcome(status="canceled", message=str(exc), code="taken_over")
+    except BaseException:
+        # cancelled (or failed) between taking the lease and replaying: stop renewing it, so it expires and
+        # another attempt can take the execution over; a renewer left running would hold it forever
+        journal._stop_renewer()
+        raise
 
 
 async def cancel(agent: Agent, execution_id: str, message: str = "The execution was canceled.") -> bool:
