@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import os
 import time
-import uuid
 from typing import Any, Final
 
 from .._transport import ProtocolError
