@@ -5,7 +5,7 @@ numbers are each server's own cost per request; ratios to the floor are what mat
 ``python bench/mcp_tools_call.py`` (``--quick`` for a short run); it prints a Markdown table.
 
 agentmw keeps handshake-era sessions in its state (memory here). ``--store URL`` (repeatable:
-``sqlite:///tmp/bench.db``, ``redis://127.0.0.1:6379/0``) adds two session rows per store: the usual one,
+``sqlite://bench.db``, ``redis://127.0.0.1:6379/0``) adds two session rows per store: the usual one,
 where the replica serves a session it saw less than ``SessionStore.cache_seconds`` ago from its cache, and
 one with that cache off, where every call reads the session record (a balancer that never sends a session
 to the same replica twice in a row).

@@ -174,11 +174,19 @@ class TaskRunner:
                 self.registry.let_go(live)
                 return
             self.settle(live, outcome)
-        except asyncio.CancelledError:
+        except BaseException as exc:
+            await self._ended_abruptly(live, journal, exc, "")
+
+    async def _ended_abruptly(self, live: LiveTask, journal: Journal | None, exc: BaseException,
+                              doing: str) -> None:
+        """A run or a resume stopped by cancellation or by a bug of ours: the task ends accordingly."""
+        if isinstance(exc, asyncio.CancelledError):
             await self._canceled(live, journal)
-        except Exception:
-            logger.exception("A2A task %s failed inside agentmw", record.id)
-            self.finish(live, "TASK_STATE_FAILED", "The agent failed while running this task.")
+            return
+        if not isinstance(exc, Exception):
+            raise exc
+        logger.exception("A2A task %s failed inside agentmw%s", live.record.id, doing, exc_info=exc)
+        self.finish(live, "TASK_STATE_FAILED", "The agent failed while running this task.")
 
     async def _canceled(self, live: LiveTask, journal: Journal | None) -> None:
         """The coroutine was cancelled: by CancelTask (the task ends, and so does its journal), or by this
@@ -229,11 +237,8 @@ class TaskRunner:
                 self.finish(live, "TASK_STATE_FAILED", RESTART_REASON if message is None else _LOST)
                 return
             self.settle(live, outcome)
-        except asyncio.CancelledError:
-            await self._canceled(live, journal)
-        except Exception:
-            logger.exception("A2A task %s failed inside agentmw while resuming", record.id)
-            self.finish(live, "TASK_STATE_FAILED", "The agent failed while running this task.")
+        except BaseException as exc:
+            await self._ended_abruptly(live, journal, exc, " while resuming")
 
     def settle(self, live: LiveTask, outcome: Outcome) -> None:
         """The task's end (or its question) from the core's outcome (docs/a2a.md, "Tasks and outcomes")."""
