@@ -167,14 +167,15 @@ async def test_agui_thread_with_a_parked_question_is_kept() -> None:
 # --- MCP handshake sessions, through the face --------------------------------------------------------
 
 async def test_mcp_sessions_capped_by_count_and_forgotten_by_age() -> None:
-    agent = Agent("tiny", max_sessions=2, session_idle_seconds=0.05)
+    # idle long enough that a loaded CI machine opens the third session before the first two are idle
+    agent = Agent("tiny", max_sessions=2, session_idle_seconds=1.0)
     app = agent.asgi()
     first = await McpTestClient(app, era="2025-11-25").__aenter__()
     second = await McpTestClient(app, era="2025-11-25").__aenter__()
     with pytest.raises(McpError) as full:
         await McpTestClient(app, era="2025-11-25").__aenter__()
     assert full.value.status == 503 and len(agent.mcp.sessions.sessions) == 2
-    await anyio.sleep(0.1)
+    await anyio.sleep(1.5)  # past the idle bound, and past the store's record life (idle + a renewal interval)
     async with McpTestClient(app, era="2025-11-25") as third:
         sessions = agent.mcp.sessions.sessions
         assert list(sessions) == [third.session_id]  # the idle ones were dropped in one batch
