@@ -1,0 +1,115 @@
+"""What a test needs to observe or disturb a peer, and nothing that changes how the peer serves.
+
+- :class:`Counter` behind ``GET /_test/counter``: ``{"count": n}``, how many side-effecting executions the peer
+  started. A test reads it before and after and compares (:func:`tests.bridges.conftest.side_effects`).
+- :class:`StreamCut` with ``POST /_test/cut``: arms a one-shot fault; the next ``text/event-stream`` response is
+  cut after its second event, the way a dropped connection cuts it (the client sees an incomplete body, not a
+  clean end of stream). The work behind the stream goes on; only the connection dies.
+- ``GET /health``: 200 once the process serves (what the fixtures wait for).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+__all__ = ["Counter", "StreamCut", "StreamCutError", "control_routes"]
+
+Scope = dict[str, Any]
+Receive = Any
+Send = Any
+
+# One SSE event ends at a blank line; sse-starlette separates lines with CRLF, other servers with LF.
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n")
+
+
+@dataclass
+class Counter:
+    """Side-effecting executions started (``count``) and, for peers with interrupted tasks, the follow-ups
+    that resumed one (``resumes``)."""
+
+    count: int = 0
+    resumes: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"count": self.count, "resumes": self.resumes}
+
+
+class StreamCutError(Exception):
+    """Raised into the streaming app's ``send``: the server drops the connection, as on a broken pipe."""
+
+
+class StreamCut:
+    """ASGI middleware: once armed, cuts the next event-stream response after ``after`` complete events.
+
+    Only events that carry data count (an SSE comment such as ``: ping`` does not). The bytes of the events
+    before the cut are delivered whole; then ``send`` raises, so uvicorn closes the connection mid-body.
+    """
+
+    def __init__(self, app: Any, *, after: int = 2) -> None:
+        self.app = app
+        self.after = after
+        self.armed = False
+
+    def arm(self) -> None:
+        self.armed = True
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.armed:
+            await self.app(scope, receive, send)
+            return
+        streaming = False
+        buffer = b""
+        scanned = 0  # the buffer before this offset has been split into events already
+        events = 0
+
+        async def cutting_send(message: dict) -> None:
+            nonlocal streaming, buffer, scanned, events
+            if message["type"] == "http.response.start":
+                headers = dict(message.get("headers") or [])
+                if headers.get(b"content-type", b"").startswith(b"text/event-stream") and self.armed:
+                    self.armed = False  # one-shot: only this response is cut
+                    streaming = True
+            elif message["type"] == "http.response.body" and streaming:
+                chunk = message.get("body", b"")
+                start = len(buffer)
+                buffer += chunk
+                while (end := _EVENT_END.search(buffer, scanned)) is not None:
+                    event, scanned = buffer[scanned:end.start()], end.end()
+                    if b"data:" not in event:
+                        continue
+                    events += 1
+                    if events == self.after:
+                        if scanned > start:
+                            await send({"type": "http.response.body", "body": chunk[:scanned - start],
+                                        "more_body": True})
+                        raise StreamCutError(f"the test cut this stream after {self.after} events")
+            await send(message)
+
+        await self.app(scope, receive, cutting_send)
+
+
+def control_routes(counter: Counter, cut: StreamCut | None = None) -> list[Route]:
+    """``GET /health``, ``GET /_test/counter`` and, with ``cut``, ``POST /_test/cut``."""
+
+    async def health(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def read_counter(request: Request) -> Response:
+        return JSONResponse(counter.as_dict())
+
+    routes = [Route("/health", health, methods=["GET"]), Route("/_test/counter", read_counter, methods=["GET"])]
+    if cut is not None:
+        armed_cut = cut
+
+        async def arm(request: Request) -> Response:
+            armed_cut.arm()
+            return JSONResponse({"armed": True, "after": armed_cut.after})
+
+        routes.append(Route("/_test/cut", arm, methods=["POST"]))
+    return routes
