@@ -10,6 +10,7 @@ from .errors import NeedsInput, Permanent, RegistrationError, Rejected, Retryabl
 from .messages import Artifact, Data, File, Message
 from .middleware import AgentMiddleware
 from .runtime import Outcome
+from .selection import RouteSelection
 
 __version__ = "0.1.0"
 
@@ -38,6 +39,7 @@ __all__ = [
     "ResourceLink",
     "Retryable",
     "Root",
+    "RouteSelection",
     "Sample",
     "Sampled",
     "Text",

@@ -33,6 +33,9 @@ class Agent:
 
     Args:
         name, version: reported as the server's identity.
+        include: functions, modules, and FastAPI/Starlette apps or routers whose marked functions are served.
+        routes: also serve the undecorated routes of the included apps that it selects, as tools
+            (:class:`agentmw.selection.RouteSelection`; ``RouteSelection()`` picks the GET routes).
         agui_path: where each skill is served as an AG-UI agent (``<agui_path>/<skill>``).
         agui_buffer_events: events kept per run for reconnecting clients.
         agui_consumer_limit: frames a stream consumer may fall behind before it is disconnected.
@@ -81,6 +84,7 @@ class Agent:
         *,
         instructions: str | None = None,
         include: Iterable[Any] = (),
+        routes: Callable[..., bool] | None = None,
         mcp_path: str = "/mcp",
         allowed_hosts: Sequence[str] = (),
         allowed_origins: Sequence[str] = (),
@@ -169,7 +173,7 @@ class Agent:
         self._agui: Any = None
         self._approvals_app: Any = None
         for item in include:
-            self.include(item)
+            self.include(item, routes=routes)
 
     # registration -----------------------------------------------------------------------------
     def add(self, kind: CapabilityKind, fn: Callable[..., Any], **options: Any) -> Capability:
@@ -197,8 +201,12 @@ class Agent:
         if table.pop(key, None) is not None:
             self._changed(kind)
 
-    def include(self, target: Any) -> None:
-        """Register marked functions: one function, a module, a FastAPI/Starlette app or router."""
+    def include(self, target: Any, *, routes: Callable[..., bool] | None = None) -> None:
+        """Register marked functions: one function, a module, a FastAPI/Starlette app or router.
+
+        ``routes`` (a :class:`~agentmw.selection.RouteSelection`, or any predicate of a ``RouteInfo``) also
+        serves the app's undecorated routes it selects as tools (bulk exposure, ``docs/fastapi-migration.md``).
+        """
         if callable(target) and specs_of(target):
             for spec in specs_of(target):
                 self._add_spec(target, spec)
@@ -208,9 +216,14 @@ class Agent:
                 if callable(value) and specs_of(value) and getattr(value, "__module__", None) == target.__name__:
                     self.include(value)
             return
-        routes = getattr(target, "routes", None)
-        if routes is not None:
-            for route in routes:
+        if routes is not None and getattr(target, "routes", None) is not None:
+            from .selection import include_routes
+
+            include_routes(self, target, routes)
+            return
+        app_routes = getattr(target, "routes", None)
+        if app_routes is not None:
+            for route in app_routes:
                 endpoint = getattr(route, "endpoint", None)
                 if endpoint is not None and specs_of(endpoint):
                     self.include(endpoint)

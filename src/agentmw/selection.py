@@ -1,0 +1,215 @@
+"""Bulk exposure: serve a host app's routes as tools, chosen by method, tag or path, without a decorator on each.
+
+``Agent(include=[app], routes=RouteSelection())`` (or ``agent.include(app, routes=...)``) walks the app's
+routes. A decorated handler is included as always, with its own options. An undecorated handler that the
+selection picks becomes a tool whose name, descriptions and hints are derived from the route:
+
+- name: the route's ``operation_id``, else its ``name`` (FastAPI: the function's name);
+- contract: the handler's docstring, else the route's ``description``/``summary``, else its name, with the
+  route it serves (``GET /assets``);
+- hints: ``read_only`` when every method of the route is safe (GET, HEAD, OPTIONS), ``destructive`` for DELETE.
+
+The default selection is the suggested start: read-only ``GET`` routes. Routes are never exposed in bulk when
+agentmw could not serve them as the app does: plain Starlette endpoints (they read the request themselves),
+routes hidden from the schema (``include_in_schema=False``), and routes with ``dependencies=[...]`` on the route,
+a router or the app (those dependencies, often auth, run for HTTP requests only; declare them as parameters of a
+decorated handler instead). Each such route is logged on the ``agentmw`` logger (a warning for the last kind). ``agentmw lint`` warns
+about every tool exposed in bulk (AMW011): a derived description is a starting point, not a contract.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._docstrings import parse_docstring
+from .decorators import specs_of
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .capability import Capability
+
+__all__ = ["ROUTE_META", "RouteInfo", "RouteSelection", "derived_options", "include_routes", "iter_routes", "refusal",
+           "route_of"]
+
+logger = logging.getLogger("agentmw")
+
+ROUTE_META = "agentmw/route"
+"""Key of ``Capability.meta`` holding ``{"methods": [...], "path": ...}`` for a tool exposed in bulk."""
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@dataclass(frozen=True, slots=True)
+class RouteInfo:
+    """One endpoint of a host app, with what its routers and mounts add (path prefix, tags, dependencies)."""
+
+    path: str
+    methods: frozenset[str]
+    endpoint: Callable[..., Any]
+    name: str
+    tags: tuple[str, ...] = ()
+    dependencies: int = 0
+    """How many ``dependencies=[...]`` of the route, its routers and its app apply (they never run for agents)."""
+    include_in_schema: bool = True
+    fastapi: bool = False
+    summary: str | None = None
+    description: str | None = None
+    operation_id: str | None = None
+
+    @property
+    def method_text(self) -> str:
+        return ",".join(sorted(self.methods)) or "ANY"
+
+
+def _methods(route: Any) -> frozenset[str]:
+    methods = frozenset(m.upper() for m in (getattr(route, "methods", None) or ()))
+    return methods - {"HEAD"} if "GET" in methods else methods  # Starlette adds HEAD to every GET route
+
+
+def iter_routes(app: Any, prefix: str = "", tags: tuple[str, ...] = (), dependencies: int | None = None,
+                in_schema: bool = True) -> Iterator[RouteInfo]:
+    """Every endpoint of a FastAPI/Starlette app or router: included routers and mounts are walked."""
+    if dependencies is None:  # the app's own dependencies (FastAPI(dependencies=[...]))
+        dependencies = len(getattr(getattr(app, "router", app), "dependencies", None) or ())
+    for route in getattr(app, "routes", None) or ():
+        included = getattr(route, "original_router", None)  # FastAPI >= 0.120 keeps included routers whole
+        if included is not None:
+            context = getattr(route, "include_context", None)
+            yield from iter_routes(
+                included, prefix + (getattr(context, "prefix", "") or ""),
+                tags + tuple(getattr(context, "tags", None) or ()),
+                dependencies + len(getattr(context, "dependencies", None) or ()),
+                in_schema and getattr(context, "include_in_schema", True) is not False)
+            continue
+        endpoint = getattr(route, "endpoint", None)
+        if endpoint is None:
+            nested = getattr(route, "app", None)
+            if nested is not None and nested is not app and getattr(nested, "routes", None) is not None:
+                inner = getattr(getattr(nested, "router", nested), "dependencies", None) or ()
+                yield from iter_routes(nested, prefix + (getattr(route, "path", "") or ""), tags,
+                                       dependencies + len(inner), in_schema)
+            continue
+        yield RouteInfo(
+            path=prefix + (getattr(route, "path", "") or ""),
+            methods=_methods(route),
+            endpoint=endpoint,
+            name=getattr(route, "name", None) or getattr(endpoint, "__name__", ""),
+            tags=tags + tuple(str(t) for t in getattr(route, "tags", None) or ()),
+            dependencies=dependencies + len(getattr(route, "dependencies", None) or ()),
+            include_in_schema=in_schema and getattr(route, "include_in_schema", True) is not False,
+            fastapi=hasattr(route, "dependant"),
+            summary=getattr(route, "summary", None),
+            description=getattr(route, "description", None) or None,
+            operation_id=getattr(route, "operation_id", None),
+        )
+
+
+def _tuple(value: str | Iterable[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+class RouteSelection:
+    """Which undecorated routes an agent serves as tools.
+
+    Args:
+        methods: a route is selected when every one of its methods is listed (default: ``GET`` only, the
+            suggested start; a route that serves GET and POST is then left out).
+        tags: when given, a route needs at least one of these tags (its own, or its router's).
+        paths: when given, a route's full path template must match one of these ``fnmatch`` patterns
+            (``"/assets*"``, ``"/budgets/{department}"``).
+        exclude: ``fnmatch`` patterns on the path or the route name that are never selected.
+    """
+
+    __slots__ = ("exclude", "methods", "paths", "tags")
+
+    def __init__(self, *, methods: str | Iterable[str] = ("GET",), tags: str | Iterable[str] = (),
+                 paths: str | Iterable[str] = (), exclude: str | Iterable[str] = ()) -> None:
+        self.methods = frozenset(m.upper() for m in _tuple(methods))
+        self.tags = frozenset(_tuple(tags))
+        self.paths = _tuple(paths)
+        self.exclude = _tuple(exclude)
+
+    def __repr__(self) -> str:
+        return (f"RouteSelection(methods={sorted(self.methods)}, tags={sorted(self.tags)}, paths={list(self.paths)}, "
+                f"exclude={list(self.exclude)})")
+
+    def __call__(self, route: RouteInfo) -> bool:
+        if not route.methods or not route.methods <= self.methods:
+            return False
+        if self.tags and not self.tags & set(route.tags):
+            return False
+        if self.paths and not any(fnmatch.fnmatchcase(route.path, p) for p in self.paths):
+            return False
+        return not any(fnmatch.fnmatchcase(route.path, p) or fnmatch.fnmatchcase(route.name, p) for p in self.exclude)
+
+
+def refusal(route: RouteInfo) -> str | None:
+    """Why ``route`` cannot be exposed in bulk, or None when it can."""
+    if not route.fastapi:
+        return "a plain Starlette endpoint reads its request itself; decorate a function with declared parameters"
+    if not route.include_in_schema:
+        return "the route is hidden from the schema (include_in_schema=False)"
+    if route.dependencies:
+        return ("dependencies=[...] on the route, a router or the app run only for HTTP requests; declare them as "
+                "parameters of the handler and decorate it with @tool")
+    return None
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def derived_options(route: RouteInfo) -> dict[str, Any]:
+    """The tool options of an undecorated route: name, contract, hints, tags, and where it came from."""
+    name = route.operation_id or route.name
+    options: dict[str, Any] = {"name": name, "tags": route.tags,
+                               "meta": {ROUTE_META: {"methods": sorted(route.methods), "path": route.path}}}
+    if not parse_docstring(inspect.getdoc(inspect.unwrap(route.endpoint))).contract:
+        lead = route.description or route.summary or re.sub(r"[_\W]+", " ", name).strip().capitalize()
+        options["contract"] = f"{_sentence(lead)} Serves the app's {route.method_text} {route.path} route."
+    if route.summary:
+        options["title"] = route.summary
+    annotations: dict[str, Any] = {}
+    if route.methods <= SAFE_METHODS:
+        annotations["readOnlyHint"] = True
+    else:
+        annotations["readOnlyHint"] = False
+        annotations["destructiveHint"] = "DELETE" in route.methods
+    options["annotations"] = annotations
+    return options
+
+
+def include_routes(agent: Agent, app: Any, selection: Callable[[RouteInfo], bool]) -> list[Capability]:
+    """Include ``app``'s decorated handlers, and serve the undecorated routes ``selection`` picks as tools.
+
+    Returns the tools exposed in bulk. A route that is selected but cannot be served as the app serves it
+    (:func:`refusal`) is skipped, with a warning on the ``agentmw`` logger.
+    """
+    exposed: list[Capability] = []
+    for route in iter_routes(app):
+        endpoint = route.endpoint
+        if specs_of(endpoint):
+            agent.include(endpoint)
+            continue
+        if not selection(route) or any(c.fn is endpoint for c in agent.tools.values()):
+            continue
+        reason = refusal(route)
+        if reason is not None:
+            # a route left out for its dependencies is one the author may think is served: say so loudly
+            level = logging.WARNING if route.fastapi and route.dependencies else logging.DEBUG
+            logger.log(level, "agentmw: not exposing %s %s in bulk: %s", route.method_text, route.path, reason)
+            continue
+        exposed.append(agent.add("tool", endpoint, **derived_options(route)))
+    return exposed
+
+
+def route_of(capability: Capability) -> dict[str, Any] | None:
+    """``{"methods", "path"}`` of a tool exposed in bulk, else None."""
+    return capability.meta.get(ROUTE_META)

@@ -1,0 +1,1 @@
+"""Apps for the CLI and test-client tests: a demo agent, a deliberately bad one, and ways of carrying them."""
