@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 
 import pytest
@@ -86,12 +87,18 @@ def test_reasoning_after_a_step_or_a_tool_call_is_a_new_message() -> None:
 
 # --- A2A ids are valid UUIDs ---------------------------------------------------------------------------
 
-def test_a2a_ids_are_version_4_uuids() -> None:
-    ids = [new_id() for _ in range(2000)]
+def test_a2a_ids_are_time_ordered_version_7_uuids() -> None:
+    before = time.time_ns() // 1_000_000
+    ids = [new_id() for _ in range(20000)]  # more than 4096 in a millisecond carries the sequence into the time
+    after = time.time_ns() // 1_000_000
     assert len(set(ids)) == len(ids)
+    assert ids == sorted(ids)  # strictly increasing: a new task's record is appended to SQLite's B-tree
     for value in ids:
         parsed = uuid.UUID(value)
-        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122 and str(parsed) == value
+        assert parsed.version == 7 and parsed.variant == uuid.RFC_4122 and str(parsed) == value
+    assert before <= uuid.UUID(ids[0]).int >> 80 <= uuid.UUID(ids[-1]).int >> 80 <= after + 10
+    random_bits = {uuid.UUID(value).int & ((1 << 62) - 1) for value in ids}
+    assert len(random_bits) == len(ids)  # 62 random bits each: not guessable from a neighbour
 
 
 # --- the example's read_policy: a missing file is a clean Permanent error ----------------------------------

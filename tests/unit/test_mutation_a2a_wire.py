@@ -119,10 +119,10 @@ def test_now_iso_is_utc_with_milliseconds(monkeypatch: pytest.MonkeyPatch) -> No
     assert wire._second == [1_700_000_001, "2023-11-14T22:13:21"]
 
 
-def test_new_id_is_a_version_4_uuid() -> None:
+def test_new_id_is_a_time_ordered_version_7_uuid() -> None:
     first, second = new_id(), new_id()
-    assert uuid.UUID(first).version == 4 and str(uuid.UUID(first)) == first
-    assert first != second
+    assert uuid.UUID(first).version == 7 and str(uuid.UUID(first)) == first
+    assert first < second
 
 
 # --- validate_message ------------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def test_message_to_wire_keeps_ids_and_optional_fields() -> None:
         "metadata": {"a": 1}, "referenceTaskIds": ["t0"], "extensions": ["https://e"]}
     bare = message_to_wire(Message((Text("y"),)), None, None)
     assert set(bare) == {"messageId", "role", "parts"}
-    assert uuid.UUID(bare["messageId"]).version == 4
+    assert uuid.UUID(bare["messageId"]).version == 7
     assert bare["role"] == "ROLE_AGENT" and bare["parts"] == [{"text": "y"}]
     only_context = message_to_wire(Message((Text("y"),), message_id="m"), None, "c")
     assert only_context == {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "y"}], "contextId": "c"}
@@ -249,7 +249,7 @@ def test_artifact_to_wire() -> None:
 
 def test_agent_message() -> None:
     out = agent_message("t", "c", [{"text": "x"}])
-    assert uuid.UUID(out["messageId"]).version == 4
+    assert uuid.UUID(out["messageId"]).version == 7
     assert {k: v for k, v in out.items() if k != "messageId"} == {
         "role": "ROLE_AGENT", "taskId": "t", "contextId": "c", "parts": [{"text": "x"}]}
 
@@ -449,13 +449,20 @@ def test_v03_error_messages_follow_one_pattern() -> None:
         assert re.fullmatch(rf"message\.parts\[{index}\] .*", refused(part_from_v03, {"kind": "?"}, index))
 
 
-def test_new_id_draws_16_random_bytes_per_id(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_new_id_is_the_millisecond_a_sequence_and_8_random_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     pool = bytes(range(256)) * 4
-    monkeypatch.setattr(wire, "_random", bytearray())
+    monkeypatch.setattr(wire, "_random", [])
+    monkeypatch.setattr(wire, "_clock", [0, 0, ""])
     monkeypatch.setattr(wire.os, "urandom", lambda n: pool[:n])
-    # the last 16 bytes first: f0..ff, then e0..ef; version nibble 4, variant from the next hex digit
-    assert new_id() == "f0f1f2f3-f4f5-46f7-b8f9-fafbfcfdfeff"
-    assert new_id() == "e0e1e2e3-e4e5-46e7-a8e9-eaebecedeeef"
-    assert len(wire._random) == 16 * 64 - 32
-    ids = [new_id() for _ in range(100)]  # past a refill: the pool repeats, every id is still a valid v4 UUID
-    assert all(uuid.UUID(i).version == 4 and i[14] == "4" and i[19] in "89ab" for i in ids)
+    monkeypatch.setattr(wire.time, "time_ns", lambda: 1_700_000_000_123 * 1_000_000 + 999)
+    # 1700000000123 ms is 0x18bcfe5687b; the version nibble 7, then the sequence in that millisecond; the
+    # variant from the first random hex digit, then the next 15 of the pool's 8 bytes for this id
+    assert new_id() == "018bcfe5-687b-7000-8001-020304050607"
+    assert new_id() == "018bcfe5-687b-7001-8809-0a0b0c0d0e0f"
+    assert wire._random[1] == 32
+    ids = [new_id() for _ in range(100)]  # past a refill (the pool repeats): the sequence keeps them distinct
+    assert ids[-1] == "018bcfe5-687b-7065-a829-2a2b2c2d2e2f"
+    assert len(set(ids)) == 100 and ids == sorted(ids)
+    assert all(uuid.UUID(i).version == 7 and i[19] in "89ab" for i in ids)
+    wire._clock[1] = 0xFFF  # a full millisecond carries into the next one
+    assert new_id().startswith("018bcfe5-687c-7000-")

@@ -87,7 +87,7 @@ class ResumedElsewhere(Exception):
         super().__init__(f"A2A task {task_id} was resumed by another process")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class LiveTask:
     """A task this process holds: its record, its coroutine, and who follows it here."""
 

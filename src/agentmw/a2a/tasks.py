@@ -50,6 +50,7 @@ from .wire import (
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..messages import Message
     from .push import PushSender
 
 __all__ = ["TaskManager", "LiveTask", "task_dict", "status_of"]
@@ -233,13 +234,11 @@ class TaskManager:
             waiting = asyncio.get_running_loop().create_future()
             live.settle_waiters.append(waiting)
         try:
-            async with live.lock:
-                record = live.record
-                message = {**message, "taskId": record.id, "contextId": record.context_id}
-                record.history.append(message)
-                live.messages.append(incoming)
-                await self.runner.advance(live, message, connection,
-                                          quiet=fresh and push is None and not immediate)
+            if fresh:  # nobody else knows its id yet, so nothing can race this first message: no lock to take
+                await self._advance(live, message, incoming, connection, quiet=push is None and not immediate)
+            else:
+                async with live.lock:
+                    await self._advance(live, message, incoming, connection, quiet=False)
         except BaseException:
             if isinstance(waiting, asyncio.Queue):
                 self.unsubscribe(live, waiting)
@@ -262,6 +261,14 @@ class TaskManager:
             if not live.quiet:
                 await registry.persist(live)
         return live, waiting
+
+    async def _advance(self, live: LiveTask, message: dict[str, Any], incoming: Message,
+                       connection: HTTPConnection | None, *, quiet: bool) -> None:
+        record = live.record
+        message = {**message, "taskId": record.id, "contextId": record.context_id}
+        record.history.append(message)
+        live.messages.append(incoming)
+        await self.runner.advance(live, message, connection, quiet=quiet)
 
     async def settled(self, live: LiveTask, waiter: asyncio.Future[None]) -> None:
         """Block until the task is terminal or interrupted (the blocking ``SendMessage``); with

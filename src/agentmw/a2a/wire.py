@@ -97,19 +97,40 @@ def now_iso() -> str:
     return f"{_second[1]}.{int((now - whole) * 1000):03d}Z"
 
 
-_random = bytearray()
+_random: list[Any] = []  # random hex for 64 ids, and how much of it is used
 _VARIANT = "89ab89ab89ab89ab"
+_clock: list[Any] = [0, 0, ""]  # the last id's millisecond, its sequence within it, and its text up to the sequence
 
 
 def new_id() -> str:
-    """A random UUID (version 4): ids that clients may parse as UUIDs must be valid ones. The random bytes
-    come from ``os.urandom`` 64 ids at a time (one system call per 64, not one each: a call that releases
-    the GIL is costly when the store's thread wants it)."""
+    """A time-ordered UUID (version 7, RFC 9562): ids that clients may parse as UUIDs must be valid ones.
+
+    Time-ordered because task ids are the keys of the task records: SQLite's B-tree then appends each new
+    record instead of splitting a page at a random place, which makes a new task's write about three times
+    cheaper. 62 random bits (and 12 of sequence within a millisecond, so the ids of one process are strictly
+    increasing) keep them unguessable, and a task id is only ever resolved for the caller that owns it. The
+    random bytes come from ``os.urandom`` 64 ids at a time (one system call per 64: a call that releases the
+    GIL is costly when the store's thread wants it)."""
+    ms = time.time_ns() // 1_000_000
+    clock = _clock
+    if ms > clock[0]:
+        clock[0], clock[1] = ms, 0
+        t = f"{ms & 0xFFFFFFFFFFFF:012x}"
+        clock[2] = f"{t[:8]}-{t[8:]}-7"
+    else:  # the same millisecond (or a clock that stepped back): the sequence goes on, carrying into the time
+        clock[1] += 1
+        if clock[1] > 0xFFF:
+            clock[0], clock[1] = clock[0] + 1, 0
+            t = f"{clock[0] & 0xFFFFFFFFFFFF:012x}"
+            clock[2] = f"{t[:8]}-{t[8:]}-7"
     if not _random:
-        _random.extend(os.urandom(16 * 64))
-    h = _random[-16:].hex()
-    del _random[-16:]
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16)]}{h[17:20]}-{h[20:32]}"
+        _random.append(os.urandom(8 * 64).hex())
+        _random.append(0)
+    pool, at = _random
+    _random[1] = at + 16
+    if at + 16 >= len(pool):
+        _random.clear()
+    return f"{clock[2]}{clock[1]:03x}-{_VARIANT[int(pool[at], 16)]}{pool[at + 1:at + 4]}-{pool[at + 4:at + 16]}"
 
 
 def validate_message(message: Any) -> dict[str, Any]:
