@@ -34,6 +34,7 @@ from .content import Text
 from .context import Answer, Ask, ClientCapabilityMissing, Context, InputRequest, ToolCallFailed, answer_from
 from .errors import Permanent
 from .events import ToolCallFinished, ToolCallStarted
+from .runtime import Status
 from .state import Conflict
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class TakenOver(BaseException):
     """This coroutine no longer owns the execution: its lease was lost, or another replica resumed it.
 
     A BaseException, like cancellation, so that a function's ``except Exception`` cannot swallow it;
-    ``invoke`` turns it into ``Outcome(status="canceled", code="taken_over")``, which a face must not
+    ``invoke`` turns it into ``Outcome(status=Status.CANCELED, code="taken_over")``, which a face must not
     publish (the replica that took the execution over reports it).
     """
 
@@ -371,7 +372,7 @@ class Journal:
         if not self.stored:
             return
         self.status = "canceled"
-        self.outcome = Outcome(status="canceled", message=message, code="canceled").to_dict()
+        self.outcome = Outcome(status=Status.CANCELED, message=message, code="canceled").to_dict()
         try:
             await self._write(lease=False)
         finally:
@@ -711,14 +712,14 @@ async def run_journaled(capability: Capability, arguments: Mapping[str, Any] | N
                                approval_id=approval_id)
         failure = journal._failure
         if failure is not None:  # even if the function caught it: a divergence always fails the execution
-            outcome = Outcome(status="failed", content=[Text(f"{failure.message} {_PERMANENT}")],
+            outcome = Outcome(status=Status.FAILED, content=[Text(f"{failure.message} {_PERMANENT}")],
                               message=failure.message, code="replay_diverged", data=failure.data)
         await journal._settle(outcome)
         return outcome
     except TakenOver as exc:
         journal._stop_renewer()
         journal._leased = False
-        return Outcome(status="canceled", message=f"{exc} The execution goes on where it was resumed.",
+        return Outcome(status=Status.CANCELED, message=f"{exc} The execution goes on where it was resumed.",
                        code="taken_over")
     except BaseException:
         # cancellation (or a crash of the face): nothing is written and the lease is not given up, so when it
@@ -789,16 +790,16 @@ async def resume(agent: Agent, execution_id: str, *, answers: Mapping[str, Any] 
     if journal is None:
         journal = await Journal.load(state, execution_id, owner=owner, lease_seconds=lease_seconds)
     if journal is None or journal.run is None:
-        return Outcome(status="rejected", code="unknown_execution",
+        return Outcome(status=Status.REJECTED, code="unknown_execution",
                        message=f"No stored execution {execution_id!r}: it never took a journaled step, or it "
                                "expired.")
     if journal.finished:
         return Outcome.from_dict(journal.outcome) if journal.outcome else Outcome(
-            status="canceled", code=journal.status, message=f"Execution {execution_id!r} ended ({journal.status}).")
+            status=Status.CANCELED, code=journal.status, message=f"Execution {execution_id!r} ended ({journal.status}).")
     deadline = time.monotonic() + max(wait, 0.0)
     while not await journal.acquire(owner, lease_seconds):
         if time.monotonic() >= deadline:
-            return Outcome(status="failed", retryable=True, retry_after=journal.lease_seconds / 3,
+            return Outcome(status=Status.FAILED, retryable=True, retry_after=journal.lease_seconds / 3,
                            code="execution_busy", content=[Text(
                                f"Execution {execution_id!r} is running on another replica. Retry later.")],
                            message=f"Execution {execution_id!r} is running on another replica.")
@@ -807,7 +808,7 @@ async def resume(agent: Agent, execution_id: str, *, answers: Mapping[str, Any] 
         fresh = await state.get(JOURNAL_NS, execution_id)  # the lease is ours: read what the last holder wrote
         if fresh is None:
             await journal.release()
-            return Outcome(status="rejected", code="unknown_execution",
+            return Outcome(status=Status.REJECTED, code="unknown_execution",
                            message=f"No stored execution {execution_id!r}.")
         if fresh.version != journal.version:
             moved = await Journal.load(state, execution_id, owner=journal.owner, lease_seconds=journal.lease_seconds)
@@ -824,7 +825,7 @@ async def resume(agent: Agent, execution_id: str, *, answers: Mapping[str, Any] 
         capability = _find(agent, run)
         if capability is None:
             await journal.release()
-            return Outcome(status="failed", code="unknown_capability",
+            return Outcome(status=Status.FAILED, code="unknown_capability",
                            message=f"This replica does not serve {run.get('kind')} {run.get('name')!r}, which "
                                    f"execution {execution_id!r} runs.")
         if answers:
@@ -840,7 +841,7 @@ async def resume(agent: Agent, execution_id: str, *, answers: Mapping[str, Any] 
                             approval_id=run.get("approvalId"), journal=journal)
     except TakenOver as exc:
         await journal.release()
-        return Outcome(status="canceled", message=str(exc), code="taken_over")
+        return Outcome(status=Status.CANCELED, message=str(exc), code="taken_over")
     except BaseException:
         # cancelled (or failed) between taking the lease and replaying: stop renewing it, so it expires and
         # another attempt can take the execution over; a renewer left running would hold it forever

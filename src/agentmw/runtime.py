@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from pydantic import ValidationError
@@ -30,11 +31,58 @@ from .messages import Artifact, bind_message_params, framed, is_answer, merge_ch
 if TYPE_CHECKING:
     from .journal import Journal
 
-__all__ = ["Outcome", "OutcomeStatus", "InputsPending", "invoke", "describe_validation_error"]
+__all__ = ["Code", "InputsPending", "Outcome", "OutcomeStatus", "Status", "describe_validation_error", "invoke"]
 
 logger = logging.getLogger("agentmw")
 
-OutcomeStatus = Literal["completed", "needs_input", "failed", "rejected", "canceled"]
+class Status(StrEnum):
+    """How an invocation ended. Each face maps it to its wire (docs/context.md, "Outcomes")."""
+
+    COMPLETED = "completed"
+    NEEDS_INPUT = "needs_input"  # questions for the caller (``pending``); answered, the call goes on
+    AWAITING_APPROVAL = "awaiting_approval"  # a person must approve the exact action first (``pending``: one
+    # confirmation; ``data["approval"]``: the out-of-band approval to decide)
+    FAILED = "failed"  # ``retryable`` tells a retry that may work from one that will not (permanent)
+    REJECTED = "rejected"  # refused before or instead of running: invalid arguments, a root, a policy
+    CANCELED = "canceled"
+
+    @property
+    def asks(self) -> bool:
+        """The call waits for someone: the caller (questions) or an approver."""
+        return self is Status.NEEDS_INPUT or self is Status.AWAITING_APPROVAL
+
+
+OutcomeStatus = Status  # the name this type had before it was an enum
+
+
+class Code(StrEnum):
+    """Why an outcome is what it is, beyond its status: the ``code`` of failures, refusals and the
+    runtime's own answers. Each is a plain string on the wire (JSON-RPC ``data``, AG-UI ``RUN_ERROR``)."""
+
+    INVALID_ARGUMENTS = "invalid_arguments"
+    INVALID_OUTPUT = "invalid_output"
+    ROOT_VIOLATION = "root_violation"
+    NOT_FOUND = "not_found"
+    REJECTED = "rejected"
+    PERMANENT = "permanent"
+    RETRYABLE = "retryable"
+    RAISED = "raised"
+    TIMEOUT = "timeout"
+    BUSY = "busy"
+    CANCELED = "canceled"
+    RATE_LIMITED = "rate_limited"
+    UNAUTHENTICATED = "unauthenticated"
+    INSUFFICIENT_SCOPE = "insufficient_scope"
+    MISSING_CAPABILITY = "missing_capability"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    APPROVAL_INVALID = "approval_invalid"
+    APPROVAL_REJECTED = "approval_rejected"
+    APPROVAL_UNAVAILABLE = "approval_unavailable"
+    TAKEN_OVER = "taken_over"
+    EXECUTION_BUSY = "execution_busy"
+    UNKNOWN_EXECUTION = "unknown_execution"
+    UNKNOWN_CAPABILITY = "unknown_capability"
+    REPLAY_DIVERGED = "replay_diverged"
 _RETRYABLE_HTTP = frozenset({408, 425, 429, 502, 503, 504})
 
 
@@ -73,7 +121,7 @@ class Outcome:
         types; any other value is kept as its JSON form (``_codec``)."""
         from ._codec import to_json
 
-        return {"status": str(getattr(self.status, "value", self.status)), "content": to_json(self.content),
+        return {"status": str(self.status), "content": to_json(self.content),
                 "structured": to_json(self.structured), "message": self.message, "retryable": self.retryable,
                 "retryAfter": self.retry_after, "pending": to_json(self.pending), "code": self.code,
                 "data": to_json(self.data), "value": to_json(self.value)}
@@ -82,7 +130,7 @@ class Outcome:
     def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
         from ._codec import from_json
 
-        return cls(status=data["status"], content=from_json(data.get("content")) or [],
+        return cls(status=Status(data["status"]), content=from_json(data.get("content")) or [],
                    structured=from_json(data.get("structured")), message=data.get("message") or "",
                    retryable=bool(data.get("retryable")), retry_after=data.get("retryAfter"),
                    pending=from_json(data.get("pending")), code=data.get("code"), data=from_json(data.get("data")),
@@ -123,7 +171,7 @@ def _http_exception_outcome(exc: Exception) -> Outcome | None:
             retry_after = None
     retryable = status in _RETRYABLE_HTTP or status >= 500 and status != 501
     return Outcome(
-        status="failed",
+        status=Status.FAILED,
         content=[Text(f"HTTP {status}: {detail}".rstrip(": "))],
         message=f"HTTP {status}: {detail}",
         retryable=retryable,
@@ -171,10 +219,10 @@ async def _call_fn(capability: Capability, kwargs: dict[str, Any], ctx: Context)
 
 def completed(capability: Capability, value: Any) -> Outcome:
     if capability.kind in ("resource", "prompt"):  # they render their raw value themselves
-        return Outcome(status="completed", value=value)
+        return Outcome(status=Status.COMPLETED, value=value)
     output = capability.output
     if output.mode == "content":
-        return Outcome(status="completed", content=text_of(value), value=value)
+        return Outcome(status=Status.COMPLETED, content=text_of(value), value=value)
     try:
         structured = output.structured(value)
         text = dumps(structured).decode()
@@ -183,7 +231,7 @@ def completed(capability: Capability, value: Any) -> Outcome:
     except Exception as exc:  # the value's own serializer raised, or it holds NaN/Infinity, which JSON cannot
         return _unexpected(capability, exc)
     return Outcome(
-        status="completed",
+        status=Status.COMPLETED,
         content=[Text(text)],
         structured=structured,
         value=value,
@@ -202,7 +250,7 @@ def _output_mismatch(capability: Capability, exc: ValidationError) -> Outcome:
     message = f"The return value of {capability.name} does not match the declared output type {declared} ({found})."
     logger.warning("The return value of %s does not match the declared output type %s (%s).",
                    capability.name, declared, found)
-    return Outcome(status="failed", content=[Text(f"{message} {_PERMANENT}")], message=message,
+    return Outcome(status=Status.FAILED, content=[Text(f"{message} {_PERMANENT}")], message=message,
                    code="invalid_output")
 
 
@@ -236,14 +284,14 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
     if arguments is None:
         arguments = {}
     elif type(arguments) is not dict and not isinstance(arguments, Mapping):
-        return Outcome(status="rejected", message="Invalid arguments: expected an object", code="invalid_arguments")
+        return Outcome(status=Status.REJECTED, message="Invalid arguments: expected an object", code="invalid_arguments")
     model = params.input_model
     if params.arg_names and model is not None:
         if type(validated) is not model:
             try:
                 validated = model.model_validate(arguments)
             except ValidationError as exc:
-                return Outcome(status="rejected", message=describe_validation_error(exc), code="invalid_arguments")
+                return Outcome(status=Status.REJECTED, message=describe_validation_error(exc), code="invalid_arguments")
         kwargs = dict(validated.__dict__)
     else:
         validated = None
@@ -260,7 +308,7 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
             return await agent.idempotency.run(
                 scope, canonical, lambda: _guarded(capability, kwargs, validated, ctx, approval_id), _settled)
         except KeyReused as exc:
-            return Outcome(status="rejected", message=str(exc), code="idempotency_key_reused")
+            return Outcome(status=Status.REJECTED, message=str(exc), code="idempotency_key_reused")
     return await _guarded(capability, kwargs, validated, ctx, approval_id)
 
 
@@ -274,7 +322,7 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
     assert agent is not None
     busy = agent.limits.acquire(capability.name, capability.max_in_flight)
     if busy is not None:
-        return Outcome(status="failed", content=[Text(f"Busy: {busy}. Retry after 1 second.")], message=busy,
+        return Outcome(status=Status.FAILED, content=[Text(f"Busy: {busy}. Retry after 1 second.")], message=busy,
                        retryable=True, retry_after=1.0, code="busy")
     try:
         if capability.params.host_params:
@@ -287,9 +335,9 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
         else:
             outcome = await _run(capability, kwargs, ctx, host_ready=True)
     except InputsPending as pending:  # the roots request or the gate's question, in a stateless era
-        return Outcome(status="needs_input", pending=pending.requests, data=pending.answered)
+        return Outcome(status=Status.NEEDS_INPUT, pending=pending.requests, data=pending.answered)
     except ClientCapabilityMissing as exc:
-        return Outcome(status="rejected", message=str(exc), code="missing_capability", data=exc.capability,
+        return Outcome(status=Status.REJECTED, message=str(exc), code="missing_capability", data=exc.capability,
                        pending=exc.requests or None)
     finally:
         agent.limits.release(capability.name)
@@ -311,7 +359,7 @@ async def _resolve_host(capability: Capability, kwargs: dict[str, Any], ctx: Con
     try:
         kwargs.update(await resolve_host_dependencies(capability, ctx.request, stack))
     except HostDependencyError as exc:
-        return Outcome(status="rejected", message=f"Invalid request: {exc}", code="invalid_arguments")
+        return Outcome(status=Status.REJECTED, message=f"Invalid request: {exc}", code="invalid_arguments")
     except Exception as exc:
         return _http_exception_outcome(exc) or _unexpected(capability, exc)
     return None
@@ -346,7 +394,7 @@ async def _check_roots(capability: Capability, kwargs: dict[str, Any], ctx: Cont
             kwargs[name] = resolve_in_roots(kwargs[name], allowed, base=base,
                                             case_insensitive=agent.case_insensitive_paths)
         except RootViolation as exc:
-            return Outcome(status="rejected", message=f"Path {name!r} refused: {exc}. Nothing was executed.",
+            return Outcome(status=Status.REJECTED, message=f"Path {name!r} refused: {exc}. Nothing was executed.",
                            code="root_violation")
     return None
 
@@ -374,9 +422,9 @@ async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
                 approval = await agent.approvals.consume(approval_id, capability.name, arguments,
                                                          ctx.face or "direct", requester)
         except ApprovalProblem as exc:
-            return Outcome(status="rejected", message=f"{exc}. {nothing}", code="approval_invalid")
+            return Outcome(status=Status.REJECTED, message=f"{exc}. {nothing}", code="approval_invalid")
         if approval.status == "rejected":
-            return Outcome(status="rejected", message=f"{approval.decided_by} rejected: {summary}. {nothing}",
+            return Outcome(status=Status.REJECTED, message=f"{approval.decided_by} rejected: {summary}. {nothing}",
                            code="approval_rejected")
         return None
     digest = arguments_hash(capability.name, arguments)
@@ -386,14 +434,14 @@ async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
             "argumentsHash": digest}, key=f"approve-{digest[:16]}")
         if approved:
             return None
-        return Outcome(status="rejected", message=f"Not approved: {summary}. {nothing}", code="approval_rejected")
+        return Outcome(status=Status.REJECTED, message=f"Not approved: {summary}. {nothing}", code="approval_rejected")
     requester = await _approval_requester(
         ctx, f"Approval required: {summary}. This client cannot be asked in-band, and out-of-band approval")
     if isinstance(requester, Outcome):
         return requester
     approval = await agent.approvals.create(capability.name, arguments, summary, ctx.face or "direct", requester,
                                             spec.ttl_seconds)
-    return Outcome(status="needs_input", code="awaiting_approval", message=summary,
+    return Outcome(status=Status.AWAITING_APPROVAL, message=summary,
                    pending={approval.id: Ask(summary, {"type": "object", "properties": {}}, confirmation=True)},
                    data={"approval": approval.public()})
 
@@ -412,7 +460,7 @@ async def _approval_requester(ctx: Context, lead: str) -> str | Outcome:
     nothing = "Nothing was executed and nothing changed."
     connection = ctx.request
     if not has_identity_source(connection.scope if connection is not None else {}, agent.identify):
-        return Outcome(status="rejected", code="approval_unavailable",
+        return Outcome(status=Status.REJECTED, code="approval_unavailable",
                        message=f"{lead} is off: no approver configured (the server has no authentication to tell "
                                f"who approves). {nothing}")
     try:
@@ -420,7 +468,7 @@ async def _approval_requester(ctx: Context, lead: str) -> str | Outcome:
     except (Unauthenticated, Forbidden):
         identity = None
     if identity is None:
-        return Outcome(status="rejected", code="approval_unavailable",
+        return Outcome(status=Status.REJECTED, code="approval_unavailable",
                        message=f"{lead} needs an authenticated caller: authenticate and call again. {nothing}")
     return identity
 
@@ -431,7 +479,7 @@ async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, 
         missing = bind_message_params(params.message_params, kwargs, ctx.messages,
                                       {k: kwargs[k] for k in params.arg_names if k in kwargs})
         if missing is not None:
-            return Outcome(status="rejected", message=f"Invalid arguments: {missing}", code="invalid_arguments")
+            return Outcome(status=Status.REJECTED, message=f"Invalid arguments: {missing}", code="invalid_arguments")
     if params.context_param:
         kwargs[params.context_param] = ctx
     if params.request_param:
@@ -447,30 +495,30 @@ async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, 
         if ctx._emit is not None:
             await ctx.sync_state()
     except InputsPending as pending:
-        return Outcome(status="needs_input", pending=pending.requests, data=pending.answered)
+        return Outcome(status=Status.NEEDS_INPUT, pending=pending.requests, data=pending.answered)
     except NeedsInput as exc:
         # The function has returned: an answer cannot resume it, so faces without a task to park it in
         # report the question (code "raised") instead of starting an answer round.
-        return Outcome(status="needs_input", pending={"question": Ask(exc.question, exc.schema)},
+        return Outcome(status=Status.NEEDS_INPUT, pending={"question": Ask(exc.question, exc.schema)},
                        message=exc.question, code="raised")
     except Retryable as exc:
         when = f" Retry after {exc.retry_after:g} seconds." if exc.retry_after is not None else " Retry later."
-        return Outcome(status="failed", content=[Text(exc.message + when)], message=exc.message, retryable=True,
+        return Outcome(status=Status.FAILED, content=[Text(exc.message + when)], message=exc.message, retryable=True,
                        retry_after=exc.retry_after, code="retryable", data=exc.data)
     except Rejected as exc:
-        return Outcome(status="rejected", message=exc.message, code="rejected", data=exc.data)
+        return Outcome(status=Status.REJECTED, message=exc.message, code="rejected", data=exc.data)
     except (Permanent, AgentError) as exc:
-        return Outcome(status="failed", content=[Text(f"{exc.message} {_PERMANENT}")], message=exc.message,
+        return Outcome(status=Status.FAILED, content=[Text(f"{exc.message} {_PERMANENT}")], message=exc.message,
                        code="permanent", data=exc.data)
     except ClientCapabilityMissing as exc:
-        return Outcome(status="rejected", message=str(exc), code="missing_capability", data=exc.capability,
+        return Outcome(status=Status.REJECTED, message=str(exc), code="missing_capability", data=exc.capability,
                        pending=exc.requests or None)
     except _HostRejection as exc:
-        return Outcome(status="rejected", message=f"Invalid request: {exc}", code="invalid_arguments")
+        return Outcome(status=Status.REJECTED, message=f"Invalid request: {exc}", code="invalid_arguments")
     except TimeoutError as exc:
         if deadline is not None and deadline.expired():
             message = f"{capability.name} did not finish within {capability.timeout:g} seconds and was stopped."
-            return Outcome(status="failed", content=[Text(message + " Retry later.")], message=message,
+            return Outcome(status=Status.FAILED, content=[Text(message + " Retry later.")], message=message,
                            retryable=True, code="timeout")
         return _unexpected(capability, exc)
     except Exception as exc:
@@ -481,7 +529,7 @@ async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, 
 def _unexpected(capability: Capability, exc: BaseException) -> Outcome:
     logger.error("capability %r raised", capability.name, exc_info=exc)
     message = _sanitized(capability, exc)
-    return Outcome(status="failed", content=[Text(f"{message} {_PERMANENT}")], message=message, code="permanent")
+    return Outcome(status=Status.FAILED, content=[Text(f"{message} {_PERMANENT}")], message=message, code="permanent")
 
 
 _PERMANENT = "This failure is permanent: repeating the same call will not help."

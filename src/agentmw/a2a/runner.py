@@ -22,7 +22,7 @@ from ..capability import Capability
 from ..context import Ask, Context, InputRequest, answer_from
 from ..events import ArtifactUpdate, CoreEvent, TextDelta
 from ..messages import Artifact, Message
-from ..runtime import Outcome, describe_validation_error, invoke
+from ..runtime import Outcome, Status, describe_validation_error, invoke
 from ..journal import Journal
 from ..journal import cancel as cancel_execution
 from ..journal import resume as resume_execution
@@ -271,7 +271,7 @@ class TaskRunner:
             registry.status(live, "TASK_STATE_COMPLETED", None)
             return
         registry.show(live)
-        if outcome.status == "needs_input":
+        if outcome.status in (Status.NEEDS_INPUT, Status.AWAITING_APPROVAL):  # a question, or an approval
             questions = outcome.pending or {}
             registry.status(live, "TASK_STATE_INPUT_REQUIRED", _question_parts(questions))
         elif outcome.status == "rejected":

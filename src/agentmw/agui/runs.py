@@ -54,7 +54,7 @@ from ..journal import DEFAULT_LEASE_SECONDS, Journal, orphaned
 from ..journal import cancel as cancel_execution
 from ..journal import resume as resume_execution
 from ..messages import is_answer
-from ..runtime import describe_validation_error, invoke
+from ..runtime import Status, describe_validation_error, invoke
 from ..state import Conflict, Limits
 from ..state.base import MAX_KEY_LENGTH
 from .messages import messages_from_run
@@ -905,7 +905,7 @@ class Runs:
                 text = "".join(getattr(part, "text", "") for part in outcome.content)
                 sequencer.text(text)
             sequencer.finish(result=outcome.structured)
-        elif outcome.status == "needs_input":
+        elif outcome.status in (Status.NEEDS_INPUT, Status.AWAITING_APPROVAL):
             interrupts = [thread.open_interrupt(key, None, request.message, request.schema,  # type: ignore[union-attr]
                                                 self.agent.park_timeout_seconds, kind="arguments")
                           for key, request in (outcome.pending or {}).items()]

@@ -17,7 +17,7 @@ from ..capability import Capability
 from ..context import Answer, Ask, Context, InputRequest, ListRoots, Root, Sample, Sampled
 from ..events import TextDelta
 from ..identity import resolve_caller
-from ..runtime import InputsPending, Outcome, invoke
+from ..runtime import InputsPending, Outcome, Status, invoke
 from . import _state
 from ._wire import (
     INTERNAL_ERROR,
@@ -263,7 +263,7 @@ async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
             result["structuredContent"] = outcome.structured
         result["isError"] = False
         return result
-    if outcome.code == "awaiting_approval":
+    if outcome.status == Status.AWAITING_APPROVAL:
         return _approval_fallback(outcome, call.agent.approvals_path)
     if status == "needs_input" or outcome.code == "missing_capability":
         return _needs_input_fallback(outcome)
@@ -282,7 +282,7 @@ async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _outcome_error(outcome: Outcome) -> JsonRpcError:
-    if outcome.status == "needs_input":
+    if outcome.status in (Status.NEEDS_INPUT, Status.AWAITING_APPROVAL):
         questions = {key: input_request(req) for key, req in (outcome.pending or {}).items()}
         return JsonRpcError(INVALID_PARAMS, "Input required, but this client cannot be asked",
                             {"inputRequests": questions})
