@@ -172,12 +172,17 @@ class Agent:
         self._a2a: Any = None
         self._agui: Any = None
         self._approvals_app: Any = None
+        self._bridges: Any = None  # agentmw.bridges._peer.Bridges, made by the first agent.bridge()
         for item in include:
             self.include(item, routes=routes)
 
     # registration -----------------------------------------------------------------------------
     def add(self, kind: CapabilityKind, fn: Callable[..., Any], **options: Any) -> Capability:
-        cap = build_capability(kind, fn, **{k: v for k, v in options.items() if v is not None})
+        return self.register(build_capability(kind, fn, **{k: v for k, v in options.items() if v is not None}))
+
+    def register(self, cap: Capability) -> Capability:
+        """Register a capability that is already built (bridges build theirs from a peer's description)."""
+        kind = cap.kind
         if kind == "tool":
             table, key = self.tools, cap.name
         elif kind == "prompt":
@@ -267,6 +272,32 @@ class Agent:
     def skill(self, fn: Any = None, /, **options: Any) -> Any:
         """``@agent.skill``: like :func:`agentmw.skill`, registered at once."""
         return self._registering(decorators.skill, fn, (), options)
+
+    # bridges ----------------------------------------------------------------------------------------
+    def bridge(self, peer: Any) -> Any:
+        """Serve a remote A2A agent or MCP server as capabilities of this agent (docs/bridges.md).
+
+        ``agent.bridge(A2APeer(url, version="1.0"))``, ``agent.bridge(McpPeer(url, revision="2026-07-28"))``.
+        Nothing is connected here: the first request to a face (or :meth:`start_bridges`) connects the peer,
+        checks the protocol version it offers, and registers its capabilities. Returns the peer.
+        """
+        if self._bridges is None:
+            from .bridges._peer import Bridges
+
+            self._bridges = Bridges(self)
+            # endpoints made before the first bridge start the bridges too
+            self._mcp, self._a2a, self._agui = (self._bridges.gate(app) if app is not None else None
+                                                for app in (self._mcp, self._a2a, self._agui))
+        return self._bridges.add(peer)
+
+    async def start_bridges(self) -> None:
+        """Connect every bridged peer not connected yet and register its capabilities; raises the first failure
+        (:class:`agentmw.bridges.VersionMismatch` names both versions). Optional: the first request does it."""
+        if self._bridges is not None:
+            await self._bridges.start()
+
+    def _gated(self, app: Any) -> Any:
+        return app if self._bridges is None else self._bridges.gate(app)
 
     # change notifications -------------------------------------------------------------------------
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -374,7 +405,7 @@ class Agent:
         if self._mcp is None:
             from .mcp.endpoint import McpEndpoint
 
-            self._mcp = McpEndpoint(self)
+            self._mcp = self._gated(McpEndpoint(self))
         return self._mcp
 
     @property
@@ -383,7 +414,7 @@ class Agent:
         if self._a2a is None:
             from .a2a.endpoint import A2AEndpoint
 
-            self._a2a = A2AEndpoint(self)
+            self._a2a = self._gated(A2AEndpoint(self))
         return self._a2a
 
     @property
@@ -392,7 +423,7 @@ class Agent:
         if self._agui is None:
             from .agui.endpoint import AguiEndpoint
 
-            self._agui = AguiEndpoint(self)
+            self._agui = self._gated(AguiEndpoint(self))
         return self._agui
 
     @property

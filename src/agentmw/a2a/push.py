@@ -10,14 +10,12 @@ allowed explicitly (SSRF). Needs ``httpx`` (the ``a2a`` extra), imported on firs
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import random
-import socket
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
+from ..egress import EgressRefused, check_url
 from .wire import INVALID_PARAMS, A2AError
 
 __all__ = ["PushPolicy", "PushSender", "check_push_url"]
@@ -41,34 +39,15 @@ class PushPolicy:
         self.lease_seconds = lease_seconds  # a task's one sender holds its lease this long, renewed every third
 
 
-def _private(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    return ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved or ip.is_multicast or \
-        ip.is_unspecified
-
-
 def check_push_url(url: Any, policy: PushPolicy) -> str:
-    """The URL, if pushes may go there; -32602 otherwise. Names are resolved, so DNS cannot smuggle."""
-    if not isinstance(url, str):
-        raise A2AError(INVALID_PARAMS, "push notification url must be a string")
-    try:  # urlsplit and .port raise ValueError for a malformed IPv6 literal or port
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise A2AError(INVALID_PARAMS, f"push notification url is malformed: {exc}") from exc
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise A2AError(INVALID_PARAMS, "push notification url must be an absolute http(s) URL")
-    host = parts.hostname.lower()
-    if host in policy.allow_hosts or policy.allow_private:
-        return url
+    """The URL, if pushes may go there; -32602 otherwise. Names are resolved, so DNS cannot smuggle.
+
+    The rule is the shared egress policy (``agentmw.egress``), the one bridges use too."""
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, port or 443, proto=socket.IPPROTO_TCP)}
-    except socket.gaierror as exc:
-        raise A2AError(INVALID_PARAMS, f"push notification host {host!r} does not resolve") from exc
-    if any(_private(a.split("%")[0]) for a in addresses):
-        raise A2AError(INVALID_PARAMS, f"push notification url {url!r} points to a private, loopback or "
-                                       "link-local address; allow it explicitly to use it")
-    return url
+        return check_url(url, allow_hosts=policy.allow_hosts, allow_private=policy.allow_private,
+                         what="push notification")
+    except EgressRefused as exc:
+        raise A2AError(INVALID_PARAMS, str(exc)) from exc
 
 
 _WORKER_IDLE_SECONDS = 60.0

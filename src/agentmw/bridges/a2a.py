@@ -1,0 +1,636 @@
+"""A remote A2A agent as capabilities of the agent: each remote skill one capability (docs/bridges.md).
+
+The peer is spoken to with agentmw's own A2A 1.0 JSON-RPC over ``httpx`` (the ``a2a`` extra): the card, then
+``SendStreamingMessage`` and ``SubscribeToTask`` when the card offers streaming (``SendMessage`` and
+``GetTask`` otherwise). Remote task states map onto the outcome table; every remote text is framed as
+untrusted; the remote task and context ids are journaled, so a replayed execution resumes the same remote task
+instead of starting another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ..capability import Capability, build_capability
+from ..content import Text
+from ..context import Context
+from ..errors import NeedsInput, Permanent, Rejected, Retryable
+from ..messages import Artifact, Data, File, Message, decode_base64
+from ._peer import BridgeError, Peer, VersionMismatch, safe_name
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["A2A_VERSION", "A2APeer", "RemoteData"]
+
+logger = logging.getLogger("agentmw.bridges")
+
+A2A_VERSION = "1.0"
+"""The A2A protocol version a bridge speaks to its peers. A constant: never "latest"."""
+
+TASKS_NS = "bridges.a2a.tasks"
+_TASK_TTL = 24 * 3600.0
+_SETTLED = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED",
+                      "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
+_UNSUPPORTED_OPERATION = -32004
+_TASK_NOT_FOUND = -32001
+_MAX_CUTS = 5
+
+
+class RemoteData(BaseModel):
+    """A data part for the remote agent: any JSON object."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class _Unreachable(Exception):
+    """The peer could not be reached, or broke the connection: a transport failure (the breaker counts it)."""
+
+
+class _RpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(slots=True)
+class _Task:
+    """What the bridge knows of one remote task, built from its events; JSON for the journal."""
+
+    id: str | None = None
+    context_id: str | None = None
+    state: str = "TASK_STATE_SUBMITTED"
+    status: dict[str, Any] | None = None
+    artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reply: dict[str, Any] | None = None
+    seen: set[str] = field(default_factory=set)
+    said: int = 0
+
+    @property
+    def settled(self) -> bool:
+        return self.state in _SETTLED
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "contextId": self.context_id, "state": self.state, "status": self.status,
+                "artifacts": list(self.artifacts.values()), "reply": self.reply}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> _Task:
+        return cls(id=data.get("id"), context_id=data.get("contextId"), state=data.get("state") or "",
+                   status=data.get("status"), artifacts={a.get("artifactId") or str(i): a
+                                                         for i, a in enumerate(data.get("artifacts") or [])},
+                   reply=data.get("reply"))
+
+
+def _text_of(message: Mapping[str, Any] | None) -> str:
+    if not message:
+        return ""
+    return "\n".join(p["text"] for p in message.get("parts") or () if isinstance(p.get("text"), str))
+
+
+def _data_of(message: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    for part in (message or {}).get("parts") or ():
+        if isinstance(part.get("data"), dict):
+            return part["data"]
+    return None
+
+
+def _wire_part(part: Any) -> dict[str, Any]:
+    if isinstance(part, Text):
+        return {"text": part.text}
+    if isinstance(part, Data):
+        out: dict[str, Any] = {"data": part.data}
+        if part.media_type:
+            out["mediaType"] = part.media_type
+        return out
+    out = {"raw": part.base64} if part.data is not None else {"url": part.url}
+    if part.name:
+        out["filename"] = part.name
+    if part.media_type:
+        out["mediaType"] = part.media_type
+    return out
+
+
+def _answer_parts(content: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """A person's answer as message parts: its text (a single string answer) and its data."""
+    content = dict(content or {})
+    parts: list[dict[str, Any]] = []
+    strings = [v for v in content.values() if isinstance(v, str)]
+    if len(content) == 1 and strings:
+        parts.append({"text": strings[0]})
+    if content:
+        parts.append({"data": content})
+    return parts or [{"text": ""}]
+
+
+class A2APeer(Peer):
+    """A remote A2A agent whose skills become capabilities of the agent (``agent.bridge(A2APeer(...))``).
+
+    Each remote skill becomes a tool (MCP) and a skill (A2A card, AG-UI agent) with the same function; the
+    peer also gets one ``<name>.await_task`` tool that waits a bounded time for a remote task (or answers its
+    question), so a model loop never blocks on a long remote task.
+
+    Args:
+        url: the peer's base URL (its card is at ``/.well-known/agent-card.json``), or the card's own URL.
+        version: the A2A version the peer must offer: :data:`A2A_VERSION` (``"1.0"``). Checked at start.
+        skills: the remote skill ids to bridge (default: all the card lists).
+        wait_seconds: how long a call from a model (MCP) waits for the remote task before answering with a task
+            handle; A2A and AG-UI callers follow the remote task to its end.
+        max_wait_seconds: the longest wait ``await_task`` accepts.
+        transport: an ``httpx`` transport for the peer's requests (mTLS, a proxy).
+        Every other argument is :class:`~agentmw.bridges.Peer`'s.
+    """
+
+    protocol = "A2A"
+
+    def __init__(self, url: str, version: str = A2A_VERSION, *, skills: list[str] | None = None,
+                 wait_seconds: float = 10.0, max_wait_seconds: float = 60.0,
+                 transport: httpx.AsyncBaseTransport | None = None, **options: Any) -> None:
+        super().__init__(url, **options)
+        if version != A2A_VERSION:
+            raise ValueError(f"A2APeer speaks A2A {A2A_VERSION}; version {version!r} is not one it can pin")
+        self.version = version
+        self.skills = list(skills) if skills is not None else None
+        self.wait_seconds = wait_seconds
+        self.max_wait_seconds = max_wait_seconds
+        self.transport = transport
+        self.card: dict[str, Any] = {}
+        self.endpoint = ""
+        self.streaming = False
+        self._http: Any = None
+        self._http_loop: Any = None
+
+    # --- wire ----------------------------------------------------------------------------------------
+    def _client(self) -> httpx.AsyncClient:
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http_loop is not loop:
+            self._http = httpx.AsyncClient(transport=self.transport, timeout=self.timeout, follow_redirects=False)
+            self._http_loop = loop
+        return self._http
+
+    def _headers(self, headers: Mapping[str, str], stream: bool = False) -> dict[str, str]:
+        out = {**headers, "A2A-Version": self.version, "content-type": "application/json"}
+        out["accept"] = "text/event-stream" if stream else "application/json"
+        return out
+
+    async def _call(self, method: str, params: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+        import httpx
+
+        body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+        try:
+            response = await self._client().post(self.endpoint, json=body, headers=self._headers(headers))
+        except httpx.TransportError as exc:
+            raise _Unreachable(f"{type(exc).__name__}: {exc}") from exc
+        return self._rpc_result(response.status_code, response.content)
+
+    def _rpc_result(self, status: int, content: bytes) -> dict[str, Any]:
+        if status in (401, 403):
+            raise Permanent(f"The A2A peer {self.name} refused the bridge's credential (HTTP {status}).")
+        if status >= 500:
+            raise _Unreachable(f"HTTP {status}")
+        try:
+            answer = json.loads(content)
+        except ValueError as exc:
+            raise _Unreachable(f"HTTP {status}: not JSON") from exc
+        if not isinstance(answer, dict):
+            raise _Unreachable(f"HTTP {status}: not a JSON-RPC response")
+        error = answer.get("error")
+        if isinstance(error, dict):
+            raise _RpcError(int(error.get("code") or 0), str(error.get("message") or ""))
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            raise _Unreachable(f"HTTP {status}: a JSON-RPC response without a result")
+        return result
+
+    async def _stream(self, method: str, params: dict[str, Any], headers: Mapping[str, str]
+                      ) -> AsyncIterator[dict[str, Any]]:
+        """The results of a streaming JSON-RPC call, one per SSE event; :class:`_Unreachable` when it is cut."""
+        import httpx
+
+        body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+        timeout = httpx.Timeout(self.timeout, read=max(self.timeout, 60.0))
+        try:
+            async with self._client().stream("POST", self.endpoint, json=body, timeout=timeout,
+                                             headers=self._headers(headers, stream=True)) as response:
+                if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                    yield self._rpc_result(response.status_code, await response.aread())
+                    return
+                data: list[str] = []
+                async for line in response.aiter_lines():
+                    if line.startswith("data:"):
+                        data.append(line[5:].lstrip())
+                    elif not line and data:
+                        text, data = "\n".join(data), []
+                        yield self._rpc_result(200, text.encode())
+        except httpx.TransportError as exc:
+            raise _Unreachable(f"{type(exc).__name__}: {exc}") from exc
+
+    # --- start ---------------------------------------------------------------------------------------
+    async def _connect(self) -> list[Capability]:
+        import httpx
+
+        url = self.url if self.url.endswith(".json") else f"{self.url}/.well-known/agent-card.json"
+        await self.allow.acheck(url, "A2A card")
+        try:
+            response = await self._client().get(url, headers={"A2A-Version": self.version})
+        except httpx.TransportError as exc:
+            raise BridgeError(f"A2A peer at {self.url} could not be reached: {type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200:
+            raise BridgeError(f"A2A peer at {self.url}: its card answered HTTP {response.status_code}")
+        try:
+            card = response.json()
+        except ValueError as exc:
+            raise BridgeError(f"A2A peer at {self.url}: its card is not JSON") from exc
+        if not isinstance(card, dict):
+            raise BridgeError(f"A2A peer at {self.url}: its card is not a JSON object")
+        self.card = card
+        if self.name is None:
+            self.name = safe_name(str(card.get("name") or "") or (httpx.URL(self.url).host or "peer"))
+        interfaces = [i for i in card.get("supportedInterfaces") or [] if isinstance(i, dict)]
+        offered = sorted({str(i.get("protocolVersion")) for i in interfaces if i.get("protocolVersion")}
+                         | ({str(card["protocolVersion"])} if card.get("protocolVersion") else set()))
+        pinned = [i for i in interfaces if _major_minor(i.get("protocolVersion")) == self.version]
+        if not pinned:
+            raise VersionMismatch(self.name, "A2A", self.version, offered or "no version")
+        jsonrpc = [i for i in pinned if i.get("protocolBinding") == "JSONRPC" and isinstance(i.get("url"), str)]
+        if not jsonrpc:
+            bindings = sorted({str(i.get("protocolBinding")) for i in pinned})
+            raise BridgeError(f"A2A peer {self.name!r} offers A2A {self.version} only over {bindings}; the bridge "
+                              "needs the JSONRPC binding")
+        self.endpoint = await self.allow.acheck(jsonrpc[0]["url"], "A2A interface")
+        self.streaming = bool((card.get("capabilities") or {}).get("streaming"))
+        remote = {s["id"]: s for s in card.get("skills") or [] if isinstance(s, dict) and isinstance(s.get("id"), str)}
+        chosen = self.skills if self.skills is not None else list(remote)
+        missing = [s for s in chosen if s not in remote]
+        if missing:
+            raise BridgeError(f"A2A peer {self.name!r} has no skill {missing[0]!r}; its card lists {sorted(remote)}")
+        capabilities: list[Capability] = []
+        for skill_id in chosen:
+            capabilities.extend(self._skill_capabilities(remote[skill_id]))
+        capabilities.append(self._await_capability())
+        return capabilities
+
+    def _skill_capabilities(self, skill: Mapping[str, Any]) -> list[Capability]:
+        skill_id = skill["id"]
+        what = f"skill {skill_id}"
+        description = self.describe(str(skill.get("description") or ""), what)
+
+        async def remote_skill(ctx: Context, text: str = "", data: RemoteData | None = None) -> Any:
+            return await self.run(ctx, skill_id, text, data.model_dump() if data is not None else None)
+
+        name = f"{self.prefix}{safe_name(skill_id)}"
+        contract = (f"Runs the skill {skill_id!r} of the remote A2A agent {self.name}. Give the request as `text`, "
+                    f"structured input as `data`. What the agent says of it:\n{description}")
+        options = {"name": name, "title": f"{self.name}: {safe_name(str(skill.get('name') or skill_id))}",
+                   "contract": contract, "summary": description or f"{skill_id} (remote A2A agent {self.name})",
+                   "tags": tuple(safe_name(str(t)) for t in skill.get("tags") or () if isinstance(t, str))}
+        tool = build_capability("tool", remote_skill, **options)
+        tool.meta["agentmw/bridge"] = {"protocol": "A2A", "peer": self.name, "skill": skill_id}
+        as_skill = build_capability("skill", remote_skill, **options)
+        as_skill.meta["agentmw/bridge"] = tool.meta["agentmw/bridge"]
+        return [tool, as_skill]
+
+    @property
+    def await_name(self) -> str:
+        return f"{self.prefix}{self.name}.await_task"
+
+    def _await_capability(self) -> Capability:
+        async def await_task(ctx: Context, task_id: str, answer: str | None = None, data: RemoteData | None = None,
+                             wait_seconds: float = 10.0) -> Any:
+            """Wait a bounded time for a remote task this caller started, or answer its question.
+
+            Args:
+                task_id: the task handle a bridged call answered with.
+                answer: the answer to the remote agent's question, when it asked one.
+                data: a structured answer, when the question asked for one.
+                wait_seconds: how long to wait for the task before answering with its state.
+            """
+            return await self.resume(ctx, task_id, answer, data.model_dump() if data is not None else None,
+                                     wait_seconds)
+
+        return build_capability("tool", await_task, name=self.await_name,
+                                title=f"{self.name}: wait for a remote task",
+                                contract=f"Waits up to `wait_seconds` for a task of the remote A2A agent {self.name} "
+                                         "that an earlier call answered with a task handle, or sends it the answer "
+                                         "to its question (`answer`, or `data`). Answers with the task's result, "
+                                         "its question, or its state if it is still working.")
+
+    # --- calls ---------------------------------------------------------------------------------------
+    def _can_ask(self, ctx: Context) -> bool:
+        """Callers that keep a task open (A2A, AG-UI) are asked the remote's question in-band; a model (MCP)
+        gets it as a normal result and answers with ``await_task``."""
+        return ctx.face in ("a2a", "agui") and ctx.supports("elicitation")
+
+    async def run(self, ctx: Context, skill: str, text: str, data: dict[str, Any] | None) -> Any:
+        """One bridged call of ``skill``: send, follow, map the remote task's end onto an outcome."""
+        headers = await self.outbound_headers(ctx, f"skill {skill}")
+        parts: list[dict[str, Any]] = [{"text": text}] if text else []
+        if data:
+            parts.append({"data": data})
+        for message in ctx.messages[:1]:  # files reach the remote agent as they came (A2A, AG-UI)
+            parts.extend(_wire_part(f) for f in message.files)
+        if not parts:
+            parts.append({"text": ""})
+        step = f"bridge:{self.name}:{skill}"
+        # a replay (another replica, a restart, an answer) finds the remote task in the journal: never a second one
+        message_id = await ctx.once(f"{step}:message", _new_id)
+        wait = None if ctx.face in ("a2a", "agui") else self.wait_seconds
+        message = {"messageId": message_id, "role": "ROLE_USER", "parts": parts, "metadata": {"skill": skill}}
+        found = await ctx.once(f"{step}:send", self._send, ctx, headers, message, wait)
+        task = _Task.from_json(found)
+        rounds = 0
+        while True:
+            if task.state == "TASK_STATE_INPUT_REQUIRED" and self._can_ask(ctx):
+                rounds += 1
+                question = _text_of(task.status) or "The remote agent needs more input."
+                schema = _data_of(task.status) or {}
+                if not (isinstance(schema.get("properties"), dict) and schema.get("type") == "object"):
+                    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+                answer = await ctx.ask(self.frame(question, f"skill {skill}"), schema, key=f"{step}:input-{rounds}")
+                if not answer.accepted:
+                    raise Rejected(f"The question of the remote A2A agent {self.name} was {answer.action}d; its "
+                                   f"task {task.id} stays open.")
+                follow = {"messageId": await ctx.once(f"{step}:answer-{rounds}-id", _new_id),
+                          "role": "ROLE_USER", "parts": _answer_parts(answer.content), "taskId": task.id,
+                          "contextId": task.context_id}
+                task = _Task.from_json(await ctx.once(f"{step}:answer-{rounds}", self._send, ctx, headers, follow,
+                                                      wait))
+                continue
+            if not task.settled and wait is None:
+                task = await self._follow(ctx, headers, task, None)
+                continue
+            return await self._settle(ctx, skill, task)
+
+    async def resume(self, ctx: Context, task_id: str, answer: str | None, data: dict[str, Any] | None,
+                     wait_seconds: float) -> Any:
+        """``await_task``: the same caller waits for (or answers) a remote task it was handed."""
+        assert self.agent is not None
+        record = await self.agent.state.get_key(TASKS_NS, f"{self.name}:{task_id}")
+        if not isinstance(record, dict) or record.get("caller") != (ctx.caller or "anonymous"):
+            raise Rejected(f"Unknown task {task_id!r}: only a task handle this caller received from the A2A peer "
+                           f"{self.name} can be awaited.")
+        skill = str(record.get("skill"))
+        headers = await self.outbound_headers(ctx, f"skill {skill} (task {task_id})")
+        wait = max(0.0, min(float(wait_seconds), self.max_wait_seconds))
+        if answer is not None or data:
+            parts = ([{"text": answer}] if answer is not None else []) + ([{"data": data}] if data else [])
+            message = {"messageId": await ctx.once(f"bridge:{self.name}:await:{task_id}:id", _new_id),
+                       "role": "ROLE_USER", "parts": parts, "taskId": task_id, "contextId": record.get("contextId")}
+            found = await ctx.once(f"bridge:{self.name}:await:{task_id}", self._send, ctx, headers, message, wait)
+            task = _Task.from_json(found)
+        else:
+            task = await self._follow(ctx, headers, _Task(id=task_id, context_id=record.get("contextId")), wait)
+        return await self._settle(ctx, skill, task)
+
+    async def _send(self, ctx: Context, headers: Mapping[str, str], message: dict[str, Any],
+                    wait: float | None) -> dict[str, Any]:
+        """Send ``message`` and follow its task until it settles (or ``wait`` passes); the task as JSON."""
+        self.check_breaker()
+        task = _Task(id=message.get("taskId"), context_id=message.get("contextId"))
+        if self.retries:  # a retried send carries its messageId as the idempotency key: agentmw peers run it once
+            message = {**message, "metadata": {**message.get("metadata", {}), "idempotencyKey": message["messageId"]}}
+        params: dict[str, Any] = {"message": message, "configuration": {"historyLength": 0}}
+        attempt = 0
+        while True:
+            try:
+                if self.streaming:
+                    task = await self._follow(ctx, headers, task, wait,
+                                              first=self._stream("SendStreamingMessage", params, headers))
+                else:
+                    params["configuration"]["returnImmediately"] = wait is not None
+                    result = await self._call("SendMessage", params, headers)
+                    if "message" in result:
+                        task.reply, task.state = result["message"], "TASK_STATE_COMPLETED"
+                    else:
+                        await self._apply(ctx, task, {"task": result.get("task") or {}})
+                        if not task.settled:
+                            task = await self._follow(ctx, headers, task, wait)
+                break
+            except _Unreachable as exc:
+                if task.id is None and attempt < self.retries:
+                    attempt += 1
+                    await asyncio.sleep(min(0.25 * 2 ** attempt, 4.0))
+                    continue
+                self.breaker.record(False)
+                raise Retryable(f"The A2A peer {self.name} could not be reached ({exc}).", retry_after=5) from None
+            except _RpcError as exc:
+                self.breaker.record(exc.code in (-32603, -32006))
+                raise self._rpc_failure(exc, message.get("taskId")) from None
+        self.breaker.record(True)  # the peer answered: a failed task is its answer, not a fault of the peer
+        return task.to_json()
+
+    def _rpc_failure(self, exc: _RpcError, task_id: str | None) -> Exception:
+        text = self.frame(exc.message, "error")
+        if exc.code == _TASK_NOT_FOUND:
+            return Rejected(f"The A2A peer {self.name} does not know the task {task_id}: {text}")
+        if exc.code in (-32600, -32601, -32602, -32005, -32008, -32009, _UNSUPPORTED_OPERATION):
+            return Rejected(f"The A2A peer {self.name} refused the request ({exc.code}): {text}")
+        return Permanent(f"The A2A peer {self.name} failed ({exc.code}): {text}")
+
+    async def _follow(self, ctx: Context, headers: Mapping[str, str], task: _Task, wait: float | None,
+                      first: AsyncIterator[dict[str, Any]] | None = None) -> _Task:
+        """Follow the task's events until it settles or ``wait`` passes. A cut stream is recovered by
+        resubscribing (the task snapshot first, then live events), or by reading the task back; the events
+        already seen are recognised by their message and artifact ids, so none is lost or repeated."""
+        try:
+            async with asyncio.timeout(wait):
+                await self._follow_until_settled(ctx, headers, task, first)
+        except TimeoutError:
+            pass  # still working: the caller gets a task handle
+        return task
+
+    async def _follow_until_settled(self, ctx: Context, headers: Mapping[str, str], task: _Task,
+                                    first: AsyncIterator[dict[str, Any]] | None) -> None:
+        cuts = 0
+        stream = first
+        delay = 0.2
+        while not task.settled:
+            if stream is None and (not self.streaming or cuts > 1):
+                # no stream to follow (or it keeps breaking): read the task back, with backoff
+                try:
+                    found = await self._call("GetTask", {"id": task.id}, headers)
+                except _Unreachable:
+                    cuts += 1
+                    if cuts > _MAX_CUTS:
+                        raise
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                await self._apply(ctx, task, {"task": found})
+                if not task.settled:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                continue
+            if stream is None:
+                stream = self._stream("SubscribeToTask", {"id": task.id}, headers)
+            try:
+                async for event in stream:
+                    await self._apply(ctx, task, event)
+                    if task.settled:
+                        break
+                else:
+                    if not task.settled:
+                        raise _Unreachable("the stream ended before the task settled")
+            except _Unreachable:
+                cuts += 1
+                if task.id is None or cuts > _MAX_CUTS:
+                    raise
+                logger.info("A2A peer %s: the stream of task %s was cut; recovering it", self.name, task.id)
+            except _RpcError as exc:
+                if exc.code != _UNSUPPORTED_OPERATION or task.id is None:
+                    raise
+                cuts = max(cuts, 2)  # a task that went terminal meanwhile cannot be subscribed to: read it back
+            finally:
+                await stream.aclose()  # type: ignore[attr-defined]
+                stream = None
+
+    async def _apply(self, ctx: Context, task: _Task, event: Mapping[str, Any]) -> None:
+        """Fold one StreamResponse into ``task``; status messages not seen before become progress."""
+        if "task" in event:
+            snapshot = event["task"] or {}
+            task.id = snapshot.get("id") or task.id
+            task.context_id = snapshot.get("contextId") or task.context_id
+            for message in snapshot.get("history") or ():
+                if message.get("role") == "ROLE_AGENT":
+                    await self._said(ctx, task, message)
+            for artifact in snapshot.get("artifacts") or ():
+                task.artifacts[artifact.get("artifactId") or str(len(task.artifacts))] = artifact
+            await self._status(ctx, task, snapshot.get("status") or {})
+        elif "statusUpdate" in event:
+            update = event["statusUpdate"]
+            task.id = update.get("taskId") or task.id
+            task.context_id = update.get("contextId") or task.context_id
+            await self._status(ctx, task, update.get("status") or {})
+        elif "artifactUpdate" in event:
+            update = event["artifactUpdate"]
+            artifact = update.get("artifact") or {}
+            key = artifact.get("artifactId") or str(len(task.artifacts))
+            known = task.artifacts.get(key)
+            if update.get("append") and known is not None:
+                task.artifacts[key] = {**known, "parts": [*(known.get("parts") or []), *(artifact.get("parts") or [])]}
+            else:
+                task.artifacts[key] = artifact
+        elif "message" in event:
+            task.reply, task.state = event["message"], "TASK_STATE_COMPLETED"
+
+    async def _status(self, ctx: Context, task: _Task, status: Mapping[str, Any]) -> None:
+        if status.get("state"):
+            task.state = status["state"]
+        message = status.get("message")
+        task.status = message if isinstance(message, dict) else None
+        if task.status is not None and task.state == "TASK_STATE_WORKING":
+            await self._said(ctx, task, task.status)
+
+    async def _said(self, ctx: Context, task: _Task, message: Mapping[str, Any]) -> None:
+        key = message.get("messageId") or json.dumps(message.get("parts"), sort_keys=True)
+        if key in task.seen:
+            return
+        task.seen.add(key)
+        text = _text_of(message)
+        if text:
+            task.said += 1
+            await ctx.progress(task.said, None, self.frame(text, "status"))
+
+    # --- outcomes ------------------------------------------------------------------------------------
+    def _parts(self, parts: Any, what: str) -> list[Any]:
+        out: list[Any] = []
+        text: list[str] = []  # adjacent text parts (an artifact's chunks) are one text: framed as one
+
+        def flush() -> None:
+            if text:
+                out.append(Text(self.frame("".join(text), what)))
+                text.clear()
+
+        for part in parts or ():
+            if isinstance(part.get("text"), str):
+                text.append(part["text"])
+                continue
+            flush()
+            if "data" in part:
+                out.append(Data(part["data"], part.get("mediaType") or None))
+            elif isinstance(part.get("raw"), str):
+                try:
+                    raw = decode_base64(part["raw"])
+                except ValueError:
+                    continue
+                out.append(File(data=raw, name=part.get("filename") or None, media_type=part.get("mediaType") or None))
+            elif isinstance(part.get("url"), str):
+                out.append(File(url=part["url"], name=part.get("filename") or None,
+                                media_type=part.get("mediaType") or None))
+        flush()
+        return out
+
+    async def _settle(self, ctx: Context, skill: str, task: _Task) -> Any:
+        what = f"skill {skill}"
+        state = task.state
+        said = _text_of(task.status)
+        if state == "TASK_STATE_COMPLETED":
+            if task.reply is not None:
+                return Message(tuple(self._parts(task.reply.get("parts"), what)) or (Text(""),))
+            artifacts = []
+            for artifact in task.artifacts.values():
+                parts = self._parts(artifact.get("parts"), what)
+                if parts:
+                    artifacts.append(Artifact(tuple(parts), name=safe_name(str(artifact.get("name") or "result")),
+                                              metadata={"remoteArtifactId": artifact.get("artifactId")}))
+            if artifacts:
+                return artifacts
+            return Message((Text(self.frame(said, what)),)) if said else None
+        data = {"peer": self.name, "skill": skill, "taskId": task.id, "contextId": task.context_id}
+        reason = self.frame(said, what) if said else "(no reason given)"
+        if state == "TASK_STATE_FAILED":
+            hint = _data_of(task.status) or {}
+            if hint.get("retryable") is True:
+                raise Retryable(f"The remote A2A agent {self.name} failed: {reason}",
+                                retry_after=hint.get("retryAfterSeconds"), data=data)
+            raise Permanent(f"The remote A2A agent {self.name} failed: {reason}", data=data)
+        if state == "TASK_STATE_REJECTED":
+            raise Rejected(f"The remote A2A agent {self.name} rejected the request: {reason}", data=data)
+        if state == "TASK_STATE_CANCELED":
+            raise Permanent(f"The remote A2A agent {self.name} canceled its task {task.id}: {reason}", data=data)
+        if state == "TASK_STATE_AUTH_REQUIRED":
+            raise NeedsInput(f"The remote A2A agent {self.name} needs authentication the bridge's credential does "
+                             f"not give (task {task.id}): {reason}", data=data)
+        # input-required for a caller that cannot be asked in-band, or still working: a normal answer with a handle
+        await self._remember(ctx, skill, task)
+        if state == "TASK_STATE_INPUT_REQUIRED":
+            text = (f"The remote A2A agent {self.name} needs input before it can go on with task {task.id}. Its "
+                    f"question:\n{reason}\nTo answer, call {self.await_name} with task_id={task.id!r} and answer=...")
+            status = "input-required"
+        else:
+            text = (f"The remote A2A agent {self.name} is still working on task {task.id}. Call {self.await_name} "
+                    f"with task_id={task.id!r} to wait for its result.")
+            status = "working"
+        return [Artifact((Text(text), Data({"status": status, **data, "awaitWith": self.await_name,
+                                            "answerSchema": _data_of(task.status)})), name="remote-task")]
+
+    async def _remember(self, ctx: Context, skill: str, task: _Task) -> None:
+        """Bind the task handle to this caller, so only it can await or answer the remote task."""
+        assert self.agent is not None
+        state = self.agent.state
+        from ..state import Limits
+
+        state.limit(TASKS_NS, Limits(max_count=100_000, max_age=_TASK_TTL))
+        await state.set_key(TASKS_NS, f"{self.name}:{task.id}",
+                            {"caller": ctx.caller or "anonymous", "skill": skill, "contextId": task.context_id},
+                            _TASK_TTL)
+
+
+def _major_minor(version: Any) -> str:
+    parts = str(version or "").split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else str(version or "")
+
+
+async def _new_id() -> str:
+    return uuid.uuid4().hex

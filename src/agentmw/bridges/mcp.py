@@ -1,0 +1,542 @@
+"""A remote MCP server as capabilities of the agent: its tools, resources and prompts (docs/bridges.md).
+
+The peer is spoken to with the official ``mcp`` client (the ``bridge-mcp`` extra), pinned to one revision:
+``2025-11-25`` (the ``initialize`` handshake) or ``2026-07-28`` (stateless, ``server/discover``). Every call opens
+its own client connection, so a remote question (elicitation, ``input_required``), a progress notification or a
+log message can only belong to the call that caused it: nothing is shared between callers or between peers but
+the HTTP connection pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import keyword
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict
+
+from ..capability import Capability, OutputPlan, ParamPlan, build_capability
+from ..content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text
+from ..context import ClientCapabilityMissing, Context
+from ..errors import NeedsInput, Permanent, Rejected, Retryable
+from ..safety.framing import escape
+from ._peer import BridgeError, Peer, VersionMismatch, safe_name
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+__all__ = ["HANDSHAKE_REVISION", "MCP_REVISIONS", "STATELESS_REVISION", "McpPeer"]
+
+logger = logging.getLogger("agentmw.bridges")
+
+HANDSHAKE_REVISION = "2025-11-25"
+"""The handshake-era MCP revision a bridge can pin (``initialize``, sessions)."""
+STATELESS_REVISION = "2026-07-28"
+"""The stateless MCP revision a bridge can pin (``server/discover``, no sessions)."""
+MCP_REVISIONS = (HANDSHAKE_REVISION, STATELESS_REVISION)
+"""Every revision an :class:`McpPeer` can pin. Constants: never "latest"."""
+
+_OUTBOUND: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("agentmw_bridge_outbound")
+
+
+class _Unset(str):
+    """The default of an argument the caller left out: never sent to the peer."""
+
+
+_UNSET = _Unset("")
+_JSON_TYPES = ("application/json",)
+
+
+def _is_json(mime: str | None) -> bool:
+    return bool(mime) and (mime in _JSON_TYPES or str(mime).endswith("+json"))
+
+
+class _Arguments(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+def _field_name(name: str, index: int) -> str:
+    ok = name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_") \
+        and not hasattr(BaseModel, name) and name != "ctx"
+    return name if ok else f"arg{index}"
+
+
+def _arguments_model(model_name: str, properties: Mapping[str, Any], required: Any
+                     ) -> tuple[type[BaseModel], dict[str, str]]:
+    """A model that checks which arguments are present (their types are the peer's to check) and maps the
+    Python field names back to the peer's argument names."""
+    fields: dict[str, Any] = {}
+    names: dict[str, str] = {}
+    required = set(required or ())
+    for index, remote in enumerate(properties):
+        field = _field_name(remote, index)
+        names[field] = remote
+        description = (properties[remote] or {}).get("description") if isinstance(properties[remote], dict) else None
+        default = ... if remote in required else _UNSET
+        fields[field] = (Any, pydantic.Field(default, alias=remote if field != remote else None,
+                                             description=description if isinstance(description, str) else None))
+    model = pydantic.create_model(safe_name(model_name).replace(".", "_").replace("-", "_") + "_arguments",
+                                  __base__=_Arguments, **fields)
+    return model, names
+
+
+def _outbound_auth() -> Any:
+    """httpx2 auth that adds the current call's outbound headers (set per call in a context variable), so one
+    connection pool serves every caller without one caller's headers reaching another's request."""
+    import httpx2
+
+    class Outbound(httpx2.Auth):
+        def auth_flow(self, request: Any) -> Any:
+            for key, value in _OUTBOUND.get({}).items():
+                request.headers[key] = value
+            yield request
+
+    return Outbound()
+
+
+class McpPeer(Peer):
+    """A remote MCP server whose tools, resources and prompts become capabilities of the agent.
+
+    Each remote tool becomes a tool, and a skill too (A2A card, AG-UI agent) unless it is grouped; each static
+    resource a resource; each prompt a prompt.
+
+    Args:
+        url: the MCP endpoint (ending ``/mcp`` usually).
+        revision: the MCP revision the peer must speak: ``"2025-11-25"`` or ``"2026-07-28"``
+            (:data:`MCP_REVISIONS`). Checked at start; there is no fallback to another one.
+        group: ``{"skill_id": ["tool_a", "tool_b"]}``: serve these remote tools as one skill (schedulers think
+            in business capabilities, not endpoints); an A2A message names the tool in its metadata
+            (``{"skill": "skill_id", "tool": "tool_a"}``) or as the data part ``{"tool": ..., "arguments": ...}``.
+        tools: the remote tool names to bridge (default: all).
+        skills: serve the ungrouped tools as skills too (default True).
+        resources, prompts: bridge the peer's static resources and its prompts (default True).
+        Every other argument is :class:`~agentmw.bridges.Peer`'s.
+    """
+
+    protocol = "MCP"
+
+    def __init__(self, url: str, revision: str, *, group: Mapping[str, list[str]] | None = None,
+                 tools: list[str] | None = None, skills: bool = True, resources: bool = True, prompts: bool = True,
+                 **options: Any) -> None:
+        super().__init__(url, **options)
+        if revision not in MCP_REVISIONS:
+            raise ValueError(f"McpPeer pins one of {list(MCP_REVISIONS)}, not {revision!r}")
+        self.revision = revision
+        self.group = {k: list(v) for k, v in (group or {}).items()}
+        self.tools = list(tools) if tools is not None else None
+        self.serve_skills = skills
+        self.serve_resources = resources
+        self.serve_prompts = prompts
+        self.server_info: dict[str, Any] = {}
+        self._discover: Any = None
+        self._http: Any = None
+        self._http_loop: Any = None
+
+    # --- connections ---------------------------------------------------------------------------------
+    def _http_client(self) -> Any:
+        import httpx2
+
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http_loop is not loop:
+            self._http = httpx2.AsyncClient(auth=_outbound_auth(), follow_redirects=False,
+                                            timeout=httpx2.Timeout(self.timeout, read=max(self.timeout, 300.0)))
+            self._http_loop = loop
+        return self._http
+
+    @asynccontextmanager
+    async def _client(self, headers: Mapping[str, str], **callbacks: Any) -> AsyncIterator[Client]:
+        """One connection to the peer, at the pinned revision, for one call (or the start-up)."""
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        token = _OUTBOUND.set(dict(headers))
+        try:
+            stateless = self.revision == STATELESS_REVISION
+            client = Client(streamable_http_client(self.url, http_client=self._http_client()),
+                            mode=STATELESS_REVISION if stateless else "legacy", prior_discover=self._discover,
+                            cache=None, read_timeout_seconds=self.timeout, log_level="info" if stateless else None,
+                            **callbacks)
+            try:
+                await client.__aenter__()
+            except RuntimeError as exc:  # the mcp client refuses a revision it does not know at all
+                raise VersionMismatch(self.name or self.url, "MCP", self.revision, str(exc)) from exc
+            except Exception as exc:
+                refused = _unsupported_version(exc)
+                if refused is not None:  # -32022: the peer names the revisions it speaks
+                    raise VersionMismatch(self.name or self.url, "MCP", self.revision, refused) from exc
+                raise
+            try:
+                if not stateless and client.protocol_version != self.revision:
+                    raise VersionMismatch(self.name or self.url, "MCP", self.revision, client.protocol_version)
+                yield client
+            finally:
+                await client.__aexit__(None, None, None)
+        finally:
+            _OUTBOUND.reset(token)
+
+    async def _start_headers(self) -> dict[str, str]:
+        from ._peer import ServiceAccount
+
+        if self.credential is None:
+            return {}
+        if isinstance(self.credential, ServiceAccount):
+            return dict(self.credential.headers)
+        found = await self.credential(None, self)
+        return dict(found.headers) if isinstance(found, ServiceAccount) else dict(found)
+
+    # --- start ---------------------------------------------------------------------------------------
+    async def _connect(self) -> list[Capability]:
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            async with self._client(await self._start_headers()) as client:
+                if self.revision == STATELESS_REVISION:
+                    await self._check_discover(client)
+                info = client.server_info
+                self.server_info = info.model_dump(mode="json") if info is not None else {}
+                if self.name is None:
+                    self.name = safe_name(str(self.server_info.get("name") or "") or "mcp")
+                capabilities = client.server_capabilities
+                tools = await _all(client.list_tools, "tools") if capabilities.tools is not None else []
+                resources = await _all(client.list_resources, "resources") \
+                    if capabilities.resources is not None and self.serve_resources else []
+                prompts = await _all(client.list_prompts, "prompts") \
+                    if capabilities.prompts is not None and self.serve_prompts else []
+        except (BridgeError, asyncio.CancelledError):
+            raise
+        except MCPError as exc:
+            raise BridgeError(f"MCP peer at {self.url}: {exc}") from exc
+        except Exception as exc:
+            raise BridgeError(f"MCP peer at {self.url} could not be reached: {type(exc).__name__}: {exc}") from exc
+        return self._build(tools, resources, prompts)
+
+    async def _check_discover(self, client: Client) -> None:
+        import mcp_types
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            raw = await client.session.send_discover(self.revision)
+        except MCPError as exc:
+            data = exc.error.data if isinstance(exc.error.data, dict) else {}
+            offered = data.get("supported") or f"only the handshake era (server/discover answered {exc.error.code})"
+            raise VersionMismatch(self.name or self.url, "MCP", self.revision, offered) from exc
+        result = mcp_types.DiscoverResult.model_validate(raw)
+        if self.revision not in result.supported_versions:
+            raise VersionMismatch(self.name or self.url, "MCP", self.revision, list(result.supported_versions))
+        client.session.adopt(result)
+        self._discover = result
+
+    def _build(self, tools: list[Any], resources: list[Any], prompts: list[Any]) -> list[Capability]:
+        by_name = {t.name: t for t in tools}
+        chosen = self.tools if self.tools is not None else list(by_name)
+        missing = [t for t in chosen if t not in by_name] + \
+            [t for names in self.group.values() for t in names if t not in by_name]
+        if missing:
+            raise BridgeError(f"MCP peer {self.name!r} has no tool {missing[0]!r}; it lists {sorted(by_name)}")
+        grouped = {t for names in self.group.values() for t in names}
+        out: list[Capability] = []
+        for name in dict.fromkeys([*chosen, *grouped]):
+            tool_cap = self._tool(by_name[name])
+            out.append(tool_cap)
+            if self.serve_skills and name not in grouped:
+                out.append(_as_kind(tool_cap, "skill"))
+        for skill_id, names in self.group.items():
+            out.append(self._group(skill_id, names))
+        out.extend(self._resource(r) for r in resources)
+        out.extend(self._prompt(p) for p in prompts)
+        return out
+
+    def _tool(self, tool: Any) -> Capability:
+        remote = tool.name
+        schema = dict(tool.input_schema or {"type": "object", "properties": {}})
+        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        model, names = _arguments_model(f"{self.name}_{remote}", properties, schema.get("required"))
+
+        async def remote_tool(ctx: Context, **fields: Any) -> Any:
+            arguments = {names[k]: v for k, v in fields.items() if k in names and v is not _UNSET}
+            return await self.call_tool(ctx, remote, arguments)
+
+        output = tool.output_schema
+        # structured data stays data; a result that is only text (an SDK's {"result": "..."} wrapping of a str)
+        # is text, and is framed like any other remote text
+        plan = OutputPlan(mode="object", schema=dict(output)) if isinstance(output, dict) and \
+            output.get("type") == "object" and not _wrapped_text(output) else OutputPlan(mode="content")
+        description = self.describe(tool.description or "", f"tool {remote}")
+        strings = [f for f, r in names.items() if (properties.get(r) or {}).get("type") == "string"]
+        annotations = None
+        if tool.annotations is not None:
+            hints = tool.annotations.model_dump(by_alias=True, exclude_none=True)
+            annotations = {k: v for k, v in hints.items() if k.endswith("Hint")} or None
+        return Capability(
+            kind="tool", name=f"{self.prefix}{safe_name(remote)}", fn=remote_tool,
+            contract=f"The tool {remote!r} of the remote MCP server {self.name}. What the server says of it:\n"
+                     f"{description}" if description else f"The tool {remote!r} of the remote MCP server {self.name}.",
+            summary=description or f"{remote} (remote MCP server {self.name})",
+            params=ParamPlan(arg_names=tuple(names), context_param="ctx", input_model=model, input_schema=schema),
+            output=plan, is_async=True, is_async_gen=False,
+            title=escape(tool.title or f"{self.name}: {remote}")[:200], annotations=annotations,
+            meta={"agentmw/bridge": {"protocol": "MCP", "peer": self.name, "tool": remote}},
+            text_parameter=strings[0] if len(strings) == 1 and set(schema.get("required") or ()) <= {names[strings[0]]}
+            else None)
+
+    def _group(self, skill_id: str, tools: list[str]) -> Capability:
+        prefixed = [f"{self.prefix}{safe_name(t)}" for t in tools]
+        lookup = dict(zip(prefixed, tools, strict=True)) | dict(zip(tools, tools, strict=True))
+
+        async def grouped(ctx: Context, tool: str, arguments: dict[str, Any] | None = None) -> Any:
+            remote = lookup.get(tool)
+            if remote is None:
+                raise Rejected(f"Skill {skill_id!r} groups the tools {prefixed}; {tool!r} is not one of them.")
+            return await self.call_tool(ctx, remote, dict(arguments or {}))
+
+        cap = build_capability("skill", grouped, name=f"{self.prefix}{safe_name(skill_id)}",
+                               contract=f"Groups the tools {prefixed} of the remote MCP server {self.name}: name one "
+                                        "as `tool`, with its `arguments`.",
+                               summary=f"{skill_id}: {', '.join(tools)} (remote MCP server {self.name})",
+                               groups=tuple(prefixed))
+        cap.params.input_schema["properties"]["tool"]["enum"] = prefixed
+        cap.meta["agentmw/bridge"] = {"protocol": "MCP", "peer": self.name, "tools": list(tools)}
+        return cap
+
+    def _resource(self, resource: Any) -> Capability:
+        uri = str(resource.uri)
+
+        async def remote_resource(ctx: Context) -> Any:
+            return await self.read_resource(ctx, uri)
+
+        return build_capability("resource", remote_resource, name=f"{self.prefix}{safe_name(resource.name or uri)}",
+                                uri=uri, mime_type=resource.mime_type, title=escape(resource.title or resource.name
+                                                                                    or uri)[:200],
+                                contract=self.describe(resource.description or "", f"resource {uri}"))
+
+    def _prompt(self, prompt: Any) -> Capability:
+        remote = prompt.name
+        arguments = list(prompt.arguments or [])
+        properties = {a.name: {"type": "string", **({"description": a.description} if a.description else {})}
+                      for a in arguments}
+        required = [a.name for a in arguments if a.required]
+        model, names = _arguments_model(f"{self.name}_{remote}", properties, required)
+
+        async def remote_prompt(ctx: Context, **fields: Any) -> Any:
+            given = {names[k]: str(v) for k, v in fields.items() if k in names and v is not _UNSET}
+            return await self.get_prompt(ctx, remote, given)
+
+        schema = {"type": "object", "properties": properties, "required": required}
+        return Capability(
+            kind="prompt", name=f"{self.prefix}{safe_name(remote)}", fn=remote_prompt,
+            contract=self.describe(prompt.description or "", f"prompt {remote}"),
+            summary=f"{remote} (remote MCP server {self.name})",
+            params=ParamPlan(arg_names=tuple(names), context_param="ctx", input_model=model, input_schema=schema),
+            output=OutputPlan(mode="content"), is_async=True, is_async_gen=False,
+            title=escape(prompt.title or remote)[:200],
+            meta={"agentmw/bridge": {"protocol": "MCP", "peer": self.name, "prompt": remote}})
+
+    # --- calls ---------------------------------------------------------------------------------------
+    async def call_tool(self, ctx: Context, tool: str, arguments: dict[str, Any]) -> Any:
+        what = f"tool {tool}"
+        meta = {"agentmw/idempotencyKey": uuid.uuid4().hex} if self.retries else None
+        result = await self._exchange(ctx, what, lambda client, progress: client.call_tool(
+            tool, arguments, progress_callback=progress, meta=meta))
+        if result.is_error:
+            text = "".join(getattr(block, "text", "") for block in result.content) or "(no message)"
+            message = f"The tool {tool} of the MCP peer {self.name} failed: {self.frame(text, what)}"
+            meta_out = result.meta or {}
+            if meta_out.get("agentmw/retryable"):
+                raise Retryable(message, retry_after=meta_out.get("agentmw/retryAfter"))
+            raise Permanent(message)
+        capability = ctx.capability
+        if capability is not None and capability.output.mode == "object" and result.structured_content is not None:
+            return result.structured_content  # structured data stays data
+        return [self._content(block, what) for block in result.content]
+
+    async def read_resource(self, ctx: Context, uri: str) -> Any:
+        what = f"resource {uri}"
+        result = await self._exchange(ctx, what, lambda client, progress: client.read_resource(uri))
+        out = []
+        for item in result.contents:
+            mime = item.mime_type
+            if getattr(item, "blob", None) is not None:
+                out.append(EmbeddedResource(str(item.uri), blob=item.blob, mime_type=mime))
+            else:
+                text = item.text if _is_json(mime) else self.frame(item.text, what)
+                out.append(EmbeddedResource(str(item.uri), text=text, mime_type=mime))
+        return out
+
+    async def get_prompt(self, ctx: Context, prompt: str, arguments: dict[str, str]) -> Any:
+        what = f"prompt {prompt}"
+        result = await self._exchange(ctx, what, lambda client, progress: client.get_prompt(prompt, arguments))
+        return [PromptMessage(m.role, self._content(m.content, what)) for m in result.messages]
+
+    def _content(self, block: Any, what: str) -> Any:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            return Text(self.frame(block.text, what))
+        if kind == "image":
+            return Image(block.data, block.mime_type)
+        if kind == "audio":
+            return Audio(block.data, block.mime_type)
+        if kind == "resource_link":
+            return ResourceLink(str(block.uri), escape(block.name)[:200], block.mime_type,
+                                self.describe(block.description or "", what) or None)
+        if kind == "resource":
+            inner = block.resource
+            if getattr(inner, "blob", None) is not None:
+                return EmbeddedResource(str(inner.uri), blob=inner.blob, mime_type=inner.mime_type)
+            text = inner.text if _is_json(inner.mime_type) else self.frame(inner.text, what)
+            return EmbeddedResource(str(inner.uri), text=text, mime_type=inner.mime_type)
+        return Text(self.frame(str(block), what))
+
+    async def _exchange(self, ctx: Context, what: str, operation: Callable[[Any, Any], Awaitable[Any]]) -> Any:
+        """Run ``operation`` on a connection of this call's own: the peer's progress, log messages and questions
+        are relayed to ``ctx`` from this task (a question the caller cannot answer in place ends the call)."""
+        import httpx2
+        import mcp_types
+        from mcp.shared.exceptions import MCPError
+
+        headers = await self.outbound_headers(ctx, what)
+        self.check_breaker()
+        events: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            events.put_nowait(("progress", progress, total, message))
+
+        async def on_elicit(context: Any, params: Any) -> Any:
+            answered: asyncio.Future[Any] = loop.create_future()
+            events.put_nowait(("ask", params, answered))
+            return await answered
+
+        async def on_log(params: Any) -> None:
+            events.put_nowait(("log", params))
+
+        unanswered: list[str] = []
+        rounds = [0]
+        attempt = 0
+        while True:
+            try:
+                async with self._client(headers, elicitation_callback=on_elicit, logging_callback=on_log) as client:
+                    result = await self._pump(ctx, what, operation(client, on_progress), events, unanswered, rounds)
+                break
+            except (BridgeError, asyncio.CancelledError):
+                raise
+            except MCPError as exc:
+                self.breaker.record(exc.error.code not in (-32603,))
+                text = self.frame(exc.error.message or "", f"{what} error")
+                if exc.error.code in (-32600, -32601, -32602, -32002):
+                    raise Rejected(f"The MCP peer {self.name} refused the request ({exc.error.code}): {text}") from None
+                raise Permanent(f"The MCP peer {self.name} failed ({exc.error.code}): {text}") from None
+            except (httpx2.TransportError, OSError, ExceptionGroup) as exc:
+                if attempt < self.retries:  # only with retries configured: the call carries an idempotency key
+                    attempt += 1
+                    await asyncio.sleep(min(0.25 * 2 ** attempt, 4.0))
+                    continue
+                self.breaker.record(False)
+                raise Retryable(f"The MCP peer {self.name} could not be reached ({type(exc).__name__}).",
+                                retry_after=5) from None
+        self.breaker.record(True)
+        if unanswered:
+            raise NeedsInput(f"The MCP peer {self.name} asked a question this caller cannot answer in place: "
+                             f"{unanswered[0]}", data={"peer": self.name, "target": what})
+        if isinstance(result, mcp_types.InputRequiredResult):
+            raise NeedsInput(f"The MCP peer {self.name} needs input for {what}.")
+        return result
+
+    async def _pump(self, ctx: Context, what: str, call: Awaitable[Any], events: asyncio.Queue[tuple[Any, ...]],
+                    unanswered: list[str], rounds: list[int]) -> Any:
+        running = asyncio.ensure_future(call)
+        try:
+            while True:
+                getter = asyncio.ensure_future(events.get())
+                await asyncio.wait({running, getter}, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    getter.cancel()
+                    break
+                await self._relay(ctx, what, getter.result(), unanswered, rounds)
+            while not events.empty():  # what arrived with the result
+                await self._relay(ctx, what, events.get_nowait(), unanswered, rounds)
+            return running.result()
+        finally:
+            if not running.done():
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+            while not events.empty():
+                event = events.get_nowait()
+                if event[0] == "ask" and not event[2].done():
+                    event[2].cancel()
+
+    async def _relay(self, ctx: Context, what: str, event: tuple[Any, ...], unanswered: list[str],
+                     rounds: list[int]) -> None:
+        import mcp_types
+
+        kind = event[0]
+        if kind == "progress":
+            _, progress, total, message = event
+            await ctx.progress(progress, total, self.frame(message, f"{what} progress") if message else None)
+        elif kind == "log":
+            params = event[1]
+            data = params.data if not isinstance(params.data, str) else self.frame(params.data, f"{what} log")
+            await ctx.log(params.level, data, logger=f"{self.name}")
+        elif kind == "ask":
+            _, params, answered = event
+            rounds[0] += 1
+            question = self.frame(getattr(params, "message", "") or "", f"{what} question")
+            schema = dict(getattr(params, "requested_schema", None) or {"type": "object", "properties": {}})
+            try:
+                answer = await ctx.ask(question, schema, key=f"bridge:{self.name}:{what}:ask-{rounds[0]}")
+            except ClientCapabilityMissing:
+                unanswered.append(question)
+                answered.set_result(mcp_types.ElicitResult(action="cancel"))
+                return
+            except BaseException:
+                answered.cancel()
+                raise
+            answered.set_result(mcp_types.ElicitResult(action=answer.action, content=answer.content
+                                                       if answer.accepted else None))
+
+
+async def _all(method: Callable[..., Awaitable[Any]], attribute: str) -> list[Any]:
+    """Every page of a list method (a peer that pages without end is cut at 100 pages)."""
+    items: list[Any] = []
+    cursor = None
+    for _ in range(100):
+        page = await method(cursor=cursor)
+        items.extend(getattr(page, attribute))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+def _unsupported_version(exc: BaseException) -> Any:
+    """The versions an UnsupportedProtocolVersion error (-32022) names, wherever it is in an exception group."""
+    from mcp.shared.exceptions import MCPError
+
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _unsupported_version(inner)
+            if found is not None:
+                return found
+        return None
+    if isinstance(exc, MCPError) and exc.error.code == -32022:
+        data = exc.error.data if isinstance(exc.error.data, dict) else {}
+        return data.get("supported") or exc.error.message
+    return None
+
+
+def _wrapped_text(schema: Mapping[str, Any]) -> bool:
+    properties = schema.get("properties")
+    return isinstance(properties, dict) and list(properties) == ["result"] and \
+        (properties["result"] or {}).get("type") == "string"
+
+
+def _as_kind(cap: Capability, kind: str) -> Capability:
+    """The same function as another kind (a remote tool served as a skill too)."""
+    import dataclasses
+
+    return dataclasses.replace(cap, kind=kind)  # type: ignore[arg-type]
