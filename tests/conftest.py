@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import uvicorn
 
+pytest_plugins = ["tests.auth.fixtures"]  # the authorization server and protected agent of the auth tests
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # Tests share one process: each Agent gets in-memory state unless a test names a store (the SQLite default

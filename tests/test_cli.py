@@ -225,7 +225,7 @@ def test_call_a_gated_route_with_headers(capsys) -> None:
     code, out, _ = run(capsys, "call", EXAMPLE, "submit_purchase_request",
                        '{"request": {"sku": "MON-27", "quantity": 1, "department": "engineering", '
                        '"justification": "A second screen for reviews"}}')
-    assert code == 1 and "HTTP 401: Not authenticated" in json.loads(out)["content"][0]["text"]
+    assert code == 1 and json.loads(out)["error"]["message"] == "HTTP 401: Not authenticated"  # HTTP 401 (auth.md)
     code, out, _ = run(capsys, "call", EXAMPLE, "submit_purchase_request",
                        '{"request": {"sku": "MON-27", "quantity": 1, "department": "engineering", '
                        '"justification": "A second screen for reviews"}}', "-H", "Authorization: Bearer demo-token")

@@ -98,7 +98,9 @@ def identity_error(exc: Exception) -> ProtocolError:
     if isinstance(exc, Unauthenticated):
         return ProtocolError(INVALID_REQUEST, str(exc) or "Authentication required", status=401,
                              headers=[(b"www-authenticate", exc.challenge.encode("latin-1", "replace"))])
-    return ProtocolError(INVALID_REQUEST, str(exc) or "Forbidden", status=403)
+    # a Forbidden may carry its own status and headers (agentmw.auth: 403 insufficient_scope, 429 with Retry-After)
+    return ProtocolError(INVALID_REQUEST, str(exc) or "Forbidden", status=getattr(exc, "status", 403),
+                         headers=getattr(exc, "headers", None))
 
 
 # --- bodies ----------------------------------------------------------------------------------------

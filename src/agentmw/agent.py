@@ -55,6 +55,9 @@ class Agent:
         secret: key that signs the MCP ``requestState``. Without one, the agent takes the one random secret
             kept in its state (made by whichever replica needs it first), so replicas sharing a store agree
             with no configuration; one given here wins.
+        auth: an :class:`agentmw.auth.ProtectedResource`: every face asks for a bearer token, verified once per
+            request; the verified caller is the identity every face and the approvals use (docs/auth.md).
+        rate_limits: :class:`agentmw.auth.RateLimit` values applied per caller to every request (HTTP 429).
         store: the shared state: a :class:`agentmw.state.State` or a URL (``memory://``, ``sqlite:///path``,
             ``redis://host:port/db``); default ``$AGENTMW_STORE``, else ``sqlite://agentmw.db``. See
             ``docs/state.md``.
@@ -118,6 +121,8 @@ class Agent:
         approver: Callable[[str, Any], bool] | None = None,
         approvals_path: str = "/approvals",
         store: Any = None,
+        auth: Any = None,
+        rate_limits: Sequence[Any] = (),
     ) -> None:
         self.name = name
         self.version = version
@@ -161,6 +166,9 @@ class Agent:
         # their records live in the shared state, opened on first use (never by a call that needs neither)
         self.idempotency = IdempotencyCache(idempotency_ttl_seconds, idempotency_max_entries, state=lambda: self.state)
         self.approvals = Approvals(max_approvals, state=lambda: self.state)
+        self.access: Any = None  # agentmw.auth.Access: made only when auth, rate limits or a policy ask for it
+        if auth is not None or rate_limits:
+            self._guard(auth, rate_limits)
         self.tools: dict[str, Capability] = {}
         self.resources: dict[str, Capability] = {}
         self.templates: dict[str, Capability] = {}
@@ -196,6 +204,8 @@ class Agent:
         if key in table:
             raise RegistrationError(f"duplicate {kind} {key!r}: {table[key].fn!r} already has it")
         table[key] = cap
+        if cap.policy is not None and self.access is None:
+            self._guard(None, ())
         self._changed(kind)
         return cap
 
@@ -272,6 +282,18 @@ class Agent:
     def skill(self, fn: Any = None, /, **options: Any) -> Any:
         """``@agent.skill``: like :func:`agentmw.skill`, registered at once."""
         return self._registering(decorators.skill, fn, (), options)
+
+    def _guard(self, auth: Any, rate_limits: Sequence[Any]) -> None:
+        """Make ``self.access`` (docs/auth.md); a protected resource's verified caller is then the identity."""
+        from .auth.access import Access
+
+        if auth is not None:
+            if self.identify is not None:
+                raise ValueError("Agent(auth=...) decides who the caller is: drop identify=, or map the verified "
+                                 "caller with ProtectedResource(identity=...)")
+            auth.bind(self)
+            self.identify = auth.identify
+        self.access = Access(self, auth, rate_limits)
 
     # bridges ----------------------------------------------------------------------------------------
     def bridge(self, peer: Any) -> Any:
@@ -453,7 +475,20 @@ class Agent:
             Mount(self.a2a_path, app=self.a2a_app, name="agentmw-a2a-rest"),
             Mount(self.agui_path, app=self.agui_app, name="agentmw-agui"),
             Mount(self.approvals_path, app=self.approvals_app, name="agentmw-approvals"),
+            *self._well_known_routes(),
         ]
+
+    def _well_known_routes(self) -> list[Any]:
+        """The auth documents (docs/auth.md): protected resource metadata and the push JWKS."""
+        from starlette.routing import Route
+
+        from .auth.wellknown import WellKnown
+
+        app = WellKnown(self)
+        return [Route("/.well-known/oauth-protected-resource", endpoint=app, methods=None, name="agentmw-prm"),
+                Route("/.well-known/oauth-protected-resource/{path:path}", endpoint=app, methods=None,
+                      name="agentmw-prm-path"),
+                Route("/.well-known/jwks.json", endpoint=app, methods=None, name="agentmw-jwks")]
 
     def router(self) -> Any:
         """A FastAPI ``APIRouter`` with the agent's paths, for ``app.include_router(agent.router())``."""

@@ -305,6 +305,8 @@ class Capability:
     max_in_flight: int | None = None
     gate: Any = None
     path_params: tuple[str, ...] = ()
+    policy: Any = None
+    """What it asks of its caller (``agentmw.auth.Policy``: scopes, roles, a rate limit); None: nothing."""
 
     text_parameter: str | None = None
     """The one string parameter a plain-text message can fill, when the signature has exactly one."""
@@ -374,6 +376,9 @@ def build_capability(
     groups: tuple[str, ...] = (),
     timeout: float | None = None,
     max_in_flight: int | None = None,
+    scopes: tuple[str, ...] | list[str] | None = None,
+    roles: tuple[str, ...] | list[str] | None = None,
+    rate_limit: Any = None,
 ) -> Capability:
     target = inspect.unwrap(fn)
     name = name or getattr(target, "__name__", None) or ""
@@ -454,7 +459,16 @@ def build_capability(
         max_in_flight=max_in_flight,
         gate=getattr(target, "__agentmw_gate__", None) or getattr(fn, "__agentmw_gate__", None),
         path_params=params.path_params,
+        policy=_policy(scopes, roles, rate_limit),
     )
+
+
+def _policy(scopes: Any, roles: Any, rate_limit: Any) -> Any:
+    if not scopes and not roles and rate_limit is None:
+        return None
+    from .auth.access import policy_of
+
+    return policy_of(scopes, roles, rate_limit)
 
 
 def _names_message(annotation: Any) -> bool:

@@ -56,6 +56,9 @@ def tool_options(
     meta: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     max_in_flight: int | None = None,
+    scopes: tuple[str, ...] | list[str] | None = None,
+    roles: tuple[str, ...] | list[str] | None = None,
+    rate_limit: Any = None,
 ) -> dict[str, Any]:
     annotations = {
         key: value
@@ -80,7 +83,14 @@ def tool_options(
         "meta": meta,
         "timeout": timeout,
         "max_in_flight": max_in_flight,
+        **_access(scopes, roles, rate_limit),
     }
+
+
+def _access(scopes: Any, roles: Any, rate_limit: Any) -> dict[str, Any]:
+    """``scopes``, ``roles`` and ``rate_limit`` (docs/auth.md), only where given."""
+    return {key: value for key, value in (("scopes", scopes), ("roles", roles), ("rate_limit", rate_limit))
+            if value is not None}
 
 
 @overload
@@ -91,7 +101,8 @@ def tool(
     summary: str | None = None, read_only: bool | None = None, destructive: bool | None = None,
     idempotent: bool | None = None, open_world: bool | None = None, tags: tuple[str, ...] = (),
     examples: tuple[str, ...] = (), untrusted: bool = False, meta: Mapping[str, Any] | None = None,
-    timeout: float | None = None, max_in_flight: int | None = None,
+    timeout: float | None = None, max_in_flight: int | None = None, scopes: list[str] | None = None,
+    roles: list[str] | None = None, rate_limit: Any = None,
 ) -> Callable[[F], F]: ...
 def tool(fn: Any = None, /, **options: Any) -> Any:
     """Mark a function as a model-controlled tool.
@@ -99,7 +110,9 @@ def tool(fn: Any = None, /, **options: Any) -> Any:
     ``read_only``, ``destructive``, ``idempotent`` and ``open_world`` become the MCP tool annotation
     hints; ``contract`` and ``summary`` override the two descriptions taken from the docstring.
     ``untrusted`` frames its text output as data; ``timeout`` (seconds) is a hard deadline that cancels
-    it even when nobody waits; ``max_in_flight`` caps its concurrent calls.
+    it even when nobody waits; ``max_in_flight`` caps its concurrent calls. ``scopes`` (every one needed),
+    ``roles`` (any one needed: without, it is hidden) and ``rate_limit`` (an ``agentmw.auth.RateLimit``) are
+    checked before anything else runs (docs/auth.md); the same three work on resources, prompts and skills.
     """
     spec = CapabilitySpec("tool", tool_options(**options))
     if fn is not None:
@@ -116,6 +129,9 @@ def resource(
     summary: str | None = None,
     mime_type: str | None = None,
     completions: Mapping[str, Callable[..., Any]] | None = None,
+    scopes: list[str] | None = None,
+    roles: list[str] | None = None,
+    rate_limit: Any = None,
 ) -> Callable[[F], F]:
     """Mark a function as an application-controlled resource at ``uri``.
 
@@ -123,7 +139,8 @@ def resource(
     ``completions`` maps a variable to a function that suggests values for a partial input.
     """
     spec = CapabilitySpec("resource", {"uri": uri, "name": name, "title": title, "contract": contract,
-                                       "summary": summary, "mime_type": mime_type, "completions": completions})
+                                       "summary": summary, "mime_type": mime_type, "completions": completions,
+                                       **_access(scopes, roles, rate_limit)})
     return lambda f: _mark(f, spec)
 
 
@@ -133,6 +150,7 @@ def prompt(fn: F, /) -> F: ...
 def prompt(
     fn: None = None, /, *, name: str | None = None, title: str | None = None, contract: str | None = None,
     summary: str | None = None, completions: Mapping[str, Callable[..., Any]] | None = None,
+    scopes: list[str] | None = None, roles: list[str] | None = None, rate_limit: Any = None,
 ) -> Callable[[F], F]: ...
 def prompt(fn: Any = None, /, **options: Any) -> Any:
     """Mark a function as a user-controlled prompt template; it returns text or ``PromptMessage`` items."""
@@ -158,6 +176,9 @@ def skill(
     untrusted: bool = False,
     timeout: float | None = None,
     max_in_flight: int | None = None,
+    scopes: list[str] | None = None,
+    roles: list[str] | None = None,
+    rate_limit: Any = None,
 ) -> Any:
     """Mark a function as a business capability for other agents and UIs: an A2A skill.
 
@@ -170,6 +191,7 @@ def skill(
         "examples": tuple(examples), "input_modes": tuple(input_modes), "output_modes": tuple(output_modes),
         "groups": tuple(getattr(t, "__name__", str(t)) for t in tools),
         "untrusted": untrusted, "timeout": timeout, "max_in_flight": max_in_flight,
+        **_access(scopes, roles, rate_limit),
     })
     if fn is not None:
         return _mark(fn, spec)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._types import ASGIApp, Receive, Scope, Send
+from .auth.wellknown import serves
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -46,6 +47,11 @@ class AgentMiddleware:
         self.a2a_prefix = agent.a2a_path + "/"
         self.agui_prefix = agent.agui_path + "/"
         self.approvals_prefix = agent.approvals_path + "/"
+        self.well_known = None
+        if agent.access is not None or getattr(agent.a2a.push, "signer", None) is not None:
+            from .auth.wellknown import WellKnown
+
+            self.well_known = WellKnown(agent)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -61,5 +67,8 @@ class AgentMiddleware:
                 return
             if path.startswith(self.approvals_prefix):
                 await self.agent.approvals_app(scope, receive, send)
+                return
+            if path.startswith("/.well-known/") and self.well_known is not None and serves(self.agent, path):
+                await self.well_known(scope, receive, send)  # docs/auth.md: resource metadata, push JWKS
                 return
         await self.app(scope, receive, send)

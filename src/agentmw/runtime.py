@@ -73,6 +73,7 @@ class Code(StrEnum):
     RATE_LIMITED = "rate_limited"
     UNAUTHENTICATED = "unauthenticated"
     INSUFFICIENT_SCOPE = "insufficient_scope"
+    FORBIDDEN = "forbidden"  # a host dependency's 403 (docs/auth.md)
     MISSING_CAPABILITY = "missing_capability"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     APPROVAL_INVALID = "approval_invalid"
@@ -299,6 +300,12 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
     agent = ctx.agent
     if agent is None:  # a direct call: no agent, no policy
         return await _run(capability, kwargs, ctx)
+    if agent.access is not None or capability.policy is not None:  # scopes, roles, rate limits (docs/auth.md)
+        from .auth.access import authorize
+
+        denied = await authorize(capability, ctx)
+        if denied is not None:
+            return denied
     if idempotency_key is not None and capability.side_effects:
         from .safety.idempotency import KeyReused
 
@@ -361,7 +368,9 @@ async def _resolve_host(capability: Capability, kwargs: dict[str, Any], ctx: Con
     except HostDependencyError as exc:
         return Outcome(status=Status.REJECTED, message=f"Invalid request: {exc}", code="invalid_arguments")
     except Exception as exc:
-        return _http_exception_outcome(exc) or _unexpected(capability, exc)
+        from .auth.access import host_denial  # its 401/403 refuse the caller (on MCP: at the HTTP level)
+
+        return host_denial(exc) or _http_exception_outcome(exc) or _unexpected(capability, exc)
     return None
 
 

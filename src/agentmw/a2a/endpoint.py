@@ -116,6 +116,8 @@ class A2AEndpoint:
         connection = HTTPConnection(scope, receive)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         try:
+            if self.agent.access is not None and path not in _CARD_PATHS:  # 401/403/429 (docs/auth.md)
+                await self.agent.access.admit(scope, "a2a")
             if path in _CARD_PATHS:
                 await self._card(scope, connection, headers, send)
             elif path.rstrip("/") == self.agent.a2a_path:
@@ -126,7 +128,7 @@ class A2AEndpoint:
             return
         except (Unauthenticated, Forbidden) as exc:
             error = identity_error(exc)
-            status = "UNAUTHENTICATED" if error.status == 401 else "PERMISSION_DENIED"
+            status = {401: "UNAUTHENTICATED", 429: "RESOURCE_EXHAUSTED"}.get(error.status or 403, "PERMISSION_DENIED")
             await send_json(send, error.status or 403,
                             {"error": {"code": error.status, "status": status, "message": error.message}},
                             error.headers)
@@ -148,6 +150,8 @@ class A2AEndpoint:
             except Forbidden:
                 extended = None
         card = build_card(self.agent, base_url(scope, headers), extended=extended)
+        if self.agent.access is not None:  # the skills this caller may see, the schemes of Agent(auth=...)
+            card = await self.agent.access.card(card, scope)
         query = scope.get("query_string", b"").decode("latin-1")
         if self.agent.a2a.card_v03 or wants_v03(route_path(scope), headers, query):  # docs/a2a.md, "The card"
             card = with_v03_fields(card)
@@ -179,7 +183,10 @@ class A2AEndpoint:
             raise A2AError(EXTENDED_CARD_NOT_CONFIGURED, "This agent has no extended card")
         extended = await self._extended_fields(caller.connection)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in caller.connection.scope["headers"]}
-        return build_card(self.agent, base_url(caller.connection.scope, headers), extended=extended)
+        card = build_card(self.agent, base_url(caller.connection.scope, headers), extended=extended)
+        if self.agent.access is not None:
+            card = await self.agent.access.card(card, caller.connection.scope)
+        return card
 
     # --- JSON-RPC --------------------------------------------------------------------------------
     async def _jsonrpc(self, scope: Scope, receive: Receive, send: Send, connection: HTTPConnection,

@@ -28,7 +28,7 @@ class PushPolicy:
 
     def __init__(self, *, allow_hosts: Sequence[str] = (), allow_private: bool = False, max_attempts: int = 5,
                  first_delay: float = 0.5, max_delay: float = 8.0, total_seconds: float = 60.0,
-                 timeout_seconds: float = 10.0, lease_seconds: float = 6.0) -> None:
+                 timeout_seconds: float = 10.0, lease_seconds: float = 6.0, signer: Any = None) -> None:
         self.allow_hosts = {h.lower() for h in allow_hosts}
         self.allow_private = allow_private
         self.max_attempts = max_attempts
@@ -37,6 +37,7 @@ class PushPolicy:
         self.total_seconds = total_seconds
         self.timeout_seconds = timeout_seconds
         self.lease_seconds = lease_seconds  # a task's one sender holds its lease this long, renewed every third
+        self.signer = signer  # agentmw.auth.PushSigner: each push carries a JWT signed by the agent (docs/auth.md)
 
 
 def check_push_url(url: Any, policy: PushPolicy) -> str:
@@ -210,12 +211,21 @@ class PushSender:
             headers["authorization"] = f"{auth['scheme']} {auth.get('credentials', '')}".strip()
         if config.get("token"):
             headers["x-a2a-notification-token"] = config["token"]
+        body = None
+        if self.policy.signer is not None:  # the JWT vouches for these exact bytes (request_body_sha256)
+            from .._transport import dumps
+
+            body = dumps(event)
+            signed = await self.policy.signer.sign(self.state, url=config["url"], task_id=config.get("taskId"),
+                                                   body=body, issuer="agentmw")
+            headers.setdefault("authorization", f"Bearer {signed}")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.policy.total_seconds
         delay = self.policy.first_delay
         for attempt in range(1, self.policy.max_attempts + 1):
             try:
-                response = await self._client.post(config["url"], json=event, headers=headers)
+                response = await (self._client.post(config["url"], json=event, headers=headers) if body is None
+                                  else self._client.post(config["url"], content=body, headers=headers))
                 if response.status_code < 300:
                     self.delivered += 1
                     return

@@ -64,8 +64,12 @@ class TaskRunner:
             return
         registry = self.registry
         capability = self._choose(record, message)
+        if self.agent.access is not None:  # hidden skills are unknown; missing scopes are 401/403 (docs/auth.md)
+            from ..auth.a2a import check_task
+
+            check_task(self.agent, record, capability, connection)
         if capability is None:
-            self._ask_for_skill(live)
+            self._ask_for_skill(live, connection)
             return
         record.arguments.update(self._arguments(capability, message, record))
         model = capability.params.input_model
@@ -140,8 +144,10 @@ class TaskRunner:
             arguments[text_param] = "\n".join(texts)
         return arguments
 
-    def _ask_for_skill(self, live: LiveTask) -> None:
+    def _ask_for_skill(self, live: LiveTask, connection: HTTPConnection | None = None) -> None:
         skills = self.agent.skills
+        if self.agent.access is not None and connection is not None:  # only those this caller may see
+            skills = {n: c for n, c in skills.items() if not self.agent.access.hides(c, connection.scope)}
         lines = [f"- {name}: {cap.summary}" for name, cap in skills.items()]
         text = ("Which skill should handle this? Reply on this task with metadata {\"skill\": <id>}. Skills:\n"
                 + "\n".join(lines)) if skills else "This agent has no skills."

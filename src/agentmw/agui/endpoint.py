@@ -58,6 +58,8 @@ class AguiEndpoint:
         parts = route_path(scope)[len(self.agent.agui_path):].strip("/").split("/")
         verb = scope["method"]
         skill = self.agent.skills.get(parts[0]) if parts and parts[0] else None
+        if self.agent.access is not None:  # 401/403/429; a hidden skill is unknown (docs/auth.md)
+            skill = await self.agent.access.admit_skill(scope, skill, run=len(parts) == 1 and verb == "POST")
         if skill is None:
             await send_json(send, 404, {"detail": f"No skill {parts[0] if parts else ''!r} is served over AG-UI"})
             return

@@ -27,7 +27,7 @@ logger = logging.getLogger("agentmw")
 class Incoming:
     """A parsed POST: its headers and decoded body, or the error response already sent."""
 
-    __slots__ = ("headers", "repeated", "raw_headers", "body", "accept_json", "accept_sse")
+    __slots__ = ("headers", "repeated", "raw_headers", "body", "accept_json", "accept_sse", "credential")
 
     def __init__(self, scope: Scope) -> None:
         self.raw_headers = scope["headers"]
@@ -37,6 +37,7 @@ class Incoming:
         self.accept_json = wildcard or "application/json" in accept or "application/*" in accept
         self.accept_sse = wildcard or "text/event-stream" in accept or "text/*" in accept
         self.body: Any = None
+        self.credential: str | None = None  # with Agent(auth=...): the verified caller a session is bound to
 
 
 class McpEndpoint:
@@ -85,6 +86,10 @@ class McpEndpoint:
         if verdict == 403:
             await json_response(send, 403, error_body(None, INVALID_REQUEST, "Origin not allowed"))
             return
+        if self.agent.access is not None:  # bearer token, scopes, rate limits: 401/403/429 (docs/auth.md)
+            principal = await self.agent.access.admit(scope, "mcp")
+            if principal is not None:  # a session outlives a token (refresh, step-up): it is bound to the caller
+                incoming.credential = "principal:" + principal.identity
         method = scope["method"]
         if method == "POST" and "application/json" not in headers.get("content-type", "").lower():
             await json_response(send, 400, error_body(None, INVALID_REQUEST,

@@ -474,7 +474,7 @@ async def _session_or_error(endpoint: McpEndpoint, incoming: Incoming, send: Sen
         await json_response(send, 400, error_body(None, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
         return None
     sessions = endpoint.sessions
-    credential = _fingerprint(incoming.headers)
+    credential = incoming.credential or _fingerprint(incoming.headers)
     session = None
     if len(session_id) <= 128:  # ours are 32 characters: a longer one is not looked up
         session = sessions.cached(session_id, credential) or await sessions.find(session_id, credential)
@@ -550,7 +550,7 @@ async def _initialize(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, b
         return
     version = offered if offered in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE
     sessions = endpoint.sessions
-    session = Session(version, capabilities, params.get("clientInfo"), _fingerprint(incoming.headers),
+    session = Session(version, capabilities, params.get("clientInfo"), incoming.credential or _fingerprint(incoming.headers),
                       replica=sessions.replica)
     session.caller = caller_from_headers(scope, incoming.headers.get("authorization"), endpoint.agent.identify)
     if not await sessions.open(session):

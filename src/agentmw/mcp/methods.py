@@ -16,6 +16,7 @@ from starlette.requests import HTTPConnection
 from ..capability import Capability
 from ..context import Answer, Ask, Context, InputRequest, ListRoots, Root, Sample, Sampled
 from ..events import TextDelta
+from ..auth.access import DENIALS, denial
 from ..identity import resolve_caller
 from ..runtime import InputsPending, Outcome, Status, invoke
 from . import _state
@@ -194,6 +195,8 @@ async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outc
         approval = meta.get(META_APPROVAL_ID)
     outcome = await invoke(cap, arguments, ctx, idempotency_key=key if isinstance(key, str) else None,
                            approval_id=approval if isinstance(approval, str) else None)
+    if outcome.code in DENIALS:  # a refused caller is HTTP 401/403 with its challenge, not a tool result
+        raise denial(call.agent, outcome, call.scope)
     if outcome.status == "needs_input" and call.stateless and outcome.pending and outcome.code is None:
         state = await _state.seal_round(call.agent, target, arguments, outcome.data or {},
                                         asked=list(outcome.pending), caller=caller)
@@ -234,16 +237,27 @@ def _needs_input_fallback(outcome: Outcome) -> dict[str, Any]:
 
 async def tools_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     _no_cursor(params)
-    return {"tools": call.catalog.fresh().tools}
+    return {"tools": _visible(call, "tools", call.catalog.fresh().tools)}
 
 
-def _named(table: Mapping[str, Capability], params: dict[str, Any], method: str) -> tuple[Capability, Any]:
+def _visible(call: Call, kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A list as this caller may see it (docs/auth.md); the whole list when no access rule is configured."""
+    access = call.agent.access
+    return items if access is None else access.visible_list(kind, items, call.scope)
+
+
+def _hidden(call: Call, cap: Capability | None) -> bool:
+    """Whether ``cap`` is missing, or hidden from this caller: either is answered as unknown, alike."""
+    return cap is None or (call.agent.access is not None and call.agent.access.hides(cap, call.scope))
+
+
+def _named(call: Call, table: Mapping[str, Capability], params: dict[str, Any], method: str) -> tuple[Capability, Any]:
     """The capability ``params.name`` names in ``table``, and ``params.arguments``, or -32602."""
     name = params.get("name")
     if not isinstance(name, str):
         raise JsonRpcError(INVALID_PARAMS, f"{method} needs a string 'name'")
     cap = table.get(name)
-    if cap is None:
+    if _hidden(call, cap):
         raise JsonRpcError(INVALID_PARAMS, f"Unknown {method.split('/')[0][:-1]}: {name}")
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
@@ -252,7 +266,7 @@ def _named(table: Mapping[str, Capability], params: dict[str, Any], method: str)
 
 
 async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    cap, arguments = _named(call.agent.tools, params, "tools/call")
+    cap, arguments = _named(call, call.agent.tools, params, "tools/call")
     outcome = await _run(call, cap, arguments, f"tools/call:{cap.name}")
     if isinstance(outcome, dict):
         return outcome
@@ -293,12 +307,12 @@ def _outcome_error(outcome: Outcome) -> JsonRpcError:
 
 async def resources_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     _no_cursor(params)
-    return {"resources": call.catalog.fresh().resources}
+    return {"resources": _visible(call, "resources", call.catalog.fresh().resources)}
 
 
 async def templates_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     _no_cursor(params)
-    return {"resourceTemplates": call.catalog.fresh().templates}
+    return {"resourceTemplates": _visible(call, "templates", call.catalog.fresh().templates)}
 
 
 async def resources_read(call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -306,7 +320,7 @@ async def resources_read(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(uri, str):
         raise JsonRpcError(INVALID_PARAMS, "resources/read needs a string 'uri'")
     found = call.agent.find_resource(uri)
-    if found is None:
+    if found is None or _hidden(call, found[0]):
         code = INVALID_PARAMS if call.stateless else RESOURCE_NOT_FOUND_2025
         raise JsonRpcError(code, "Resource not found", {"uri": uri})
     cap, variables = found
@@ -320,11 +334,11 @@ async def resources_read(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 async def prompts_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     _no_cursor(params)
-    return {"prompts": call.catalog.fresh().prompts}
+    return {"prompts": _visible(call, "prompts", call.catalog.fresh().prompts)}
 
 
 async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    cap, arguments = _named(call.agent.prompts, params, "prompts/get")
+    cap, arguments = _named(call, call.agent.prompts, params, "prompts/get")
     outcome = await _run(call, cap, arguments, f"prompts/get:{cap.name}")
     if isinstance(outcome, dict):
         return outcome
@@ -349,7 +363,7 @@ async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, A
         cap = agent.templates.get(uri) or agent.resources.get(uri)
     else:
         raise JsonRpcError(INVALID_PARAMS, f"Unknown completion reference type {ref.get('type')!r}")
-    if cap is None:
+    if _hidden(call, cap):
         raise JsonRpcError(INVALID_PARAMS, f"Nothing to complete for {ref}")
     values: list[str] = []
     complete = cap.completions.get(argument["name"])

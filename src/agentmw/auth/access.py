@@ -1,0 +1,334 @@
+"""Who may see and call what: per-capability scopes and roles, per-caller visibility, and rate limits.
+
+:class:`Access` is the agent's gatekeeper (``agent.access``), made only when the agent has a
+:class:`~agentmw.auth.ProtectedResource`, rate limits, or a capability with a :class:`Policy`; without any,
+``agent.access`` is None and no face or pipeline step does any work for it.
+
+The rule, the same on every face:
+
+- a capability whose ``roles`` the caller has none of, or that ``ProtectedResource(visible=...)`` refuses, is
+  **hidden**: absent from every list (``tools/list``, resources, prompts, the A2A card, AG-UI) and answered
+  exactly like an unknown one;
+- a capability whose ``scopes`` the token does not grant is listed (so a client can learn it needs more and
+  step up; ``hide_missing_scopes=True`` hides it instead); calling it is refused before anything else runs
+  (before roots and gates): 401 without a token, 403 ``insufficient_scope`` naming the scopes with one.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..identity import Forbidden, Unauthenticated
+from .errors import InsufficientScope, RateLimited
+from .principal import PRINCIPAL_KEY, Principal, principal_of
+from .ratelimit import Limiter, RateLimit
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..capability import Capability
+    from ..context import Context
+    from ..runtime import Outcome
+    from .resource import ProtectedResource
+
+__all__ = ["DENIALS", "Access", "Policy", "authorize", "denial", "policy_of"]
+
+DENIALS = frozenset({"unauthenticated", "insufficient_scope", "forbidden"})
+"""Outcome codes of a refused caller: on MCP they are HTTP 401/403, not tool results."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What a capability asks of its caller: every one of ``scopes``, any one of ``roles``, and a rate limit."""
+
+    scopes: frozenset[str]
+    scope_list: tuple[str, ...]
+    roles: frozenset[str]
+    rate_limit: RateLimit | None
+
+
+def policy_of(scopes: Sequence[str] | None = None, roles: Sequence[str] | None = None,
+              rate_limit: RateLimit | None = None) -> Policy | None:
+    """The policy of ``@tool(scopes=..., roles=..., rate_limit=...)``; None when it asks nothing."""
+    if isinstance(scopes, str) or isinstance(roles, str):
+        raise TypeError("scopes and roles are lists of strings, e.g. scopes=['orders:write']")
+    scope_list = tuple(dict.fromkeys(scopes or ()))
+    if not scope_list and not roles and rate_limit is None:
+        return None
+    if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+        raise TypeError(f"rate_limit takes an agentmw.auth.RateLimit, not {rate_limit!r}")
+    return Policy(frozenset(scope_list), scope_list, frozenset(roles or ()), rate_limit)
+
+
+def _kind(capability: Capability) -> str:
+    return capability.kind
+
+
+def _unknown(capability: Capability) -> str:
+    """The words a face uses for a name it does not serve."""
+    name = capability.uri or capability.uri_template or capability.name
+    return f"Unknown {_kind(capability)}: {name}"
+
+
+class Access:
+    """The agent's gatekeeper: the face entries, visibility, and the pipeline's check."""
+
+    def __init__(self, agent: Agent, resource: ProtectedResource | None = None,
+                 rate_limits: Iterable[RateLimit] = ()) -> None:
+        self.agent = agent
+        self.resource = resource
+        self.rate_limits = tuple(rate_limits)
+        self.limiter = Limiter(lambda: agent.state)
+        self._lists: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()
+
+    # --- the face entry -------------------------------------------------------------------------------
+    async def admit(self, scope: dict[str, Any], face: str) -> Principal | None:
+        """Let a request into a face, or raise: 401 (no or a bad token), 403 (without the resource's scopes),
+        429 (a rate limit). Returns the caller."""
+        resource = self.resource
+        principal = None
+        if resource is not None:
+            principal = await resource.authenticate(scope)
+            if face in resource.faces:
+                if principal is None:
+                    if not resource.anonymous:
+                        raise Unauthenticated("Authentication required: send a bearer token",
+                                              challenge=resource.challenge(scope))
+                elif resource.required:
+                    missing = principal.missing(resource.required)
+                    if missing:
+                        raise self._insufficient(scope, f"This server needs the scope(s) {_names(missing)}",
+                                                 missing)
+        else:
+            principal = principal_of(scope)
+        if self.rate_limits:
+            caller = await self._caller(scope, principal)
+            for limit in self.rate_limits:
+                wait = await self.limiter.take(limit, "requests" if limit.shared else f"requests|{caller}")
+                if wait is not None:
+                    raise RateLimited(f"Rate limit of {limit.describe()} reached; retry after {wait:.0f} s",
+                                      retry_after=wait)
+        return principal
+
+    async def _caller(self, scope: dict[str, Any], principal: Principal | None) -> str:
+        if principal is not None:
+            return principal.identity
+        from starlette.requests import HTTPConnection
+
+        from ..identity import resolve_caller
+
+        caller = await resolve_caller(HTTPConnection(scope), self.agent.identify)
+        if caller == "anonymous":  # anonymous callers are told apart by address (one proxy: one caller)
+            client = scope.get("client") or ("", 0)
+            caller = f"anonymous@{client[0]}"
+        return caller
+
+    def _insufficient(self, scope: Mapping[str, Any], message: str, scopes: Iterable[str]) -> InsufficientScope:
+        scopes = sorted(scopes)
+        resource = self.resource
+        challenge = (resource.challenge(scope, error="insufficient_scope", description=message, scopes=scopes)
+                     if resource is not None else
+                     f'Bearer error="insufficient_scope", scope="{" ".join(scopes)}"')
+        return InsufficientScope(message, scopes=scopes, challenge=challenge)
+
+    def _unauthenticated(self, scope: Mapping[str, Any], message: str, scopes: Iterable[str] = ()) -> Unauthenticated:
+        resource = self.resource
+        challenge = resource.challenge(scope, scopes=scopes) if resource is not None else "Bearer"
+        return Unauthenticated(message, challenge=challenge)
+
+    # --- visibility ---------------------------------------------------------------------------------------
+    def hides(self, capability: Capability, scope: Mapping[str, Any] | None) -> bool:
+        """Whether ``capability`` is hidden from this request's caller (answered as unknown)."""
+        policy = capability.policy
+        resource = self.resource
+        if policy is None and (resource is None or resource.visible is None):
+            return False
+        principal = principal_of(scope)
+        return not self._visible(capability, principal)
+
+    def _visible(self, capability: Capability, principal: Principal | None) -> bool:
+        policy = capability.policy
+        resource = self.resource
+        if policy is not None:
+            if policy.roles and (principal is None or not policy.roles & principal.roles):
+                return False
+            if policy.scopes and resource is not None and resource.hide_missing_scopes and (
+                    principal is None or principal.missing(policy.scopes)):
+                return False
+        if resource is not None and resource.visible is not None:
+            return bool(resource.visible(principal, capability))
+        return True
+
+    def visible_list(self, kind: str, items: list[dict[str, Any]], scope: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """One of the lists (``tools``, ``resources``, ``templates``, ``prompts``, ``skills``) as this caller
+        may see it; cached per registry revision and per caller's roles and scopes (bounded)."""
+        principal = principal_of(scope)
+        resource = self.resource
+        if principal is None:
+            who: Any = None
+        elif resource is not None and resource.visible is not None:
+            who = principal.identity  # a rule of the app's own may read anything about the caller
+        else:
+            who = (principal.roles, principal.scopes)
+        key = (kind, self.agent.revision, who)
+        found = self._lists.get(key)
+        if found is not None and found[0] is items:
+            self._lists.move_to_end(key)
+            return found[1]  # type: ignore[no-any-return]
+        table, field = _TABLES[kind]
+        caps = getattr(self.agent, table)
+        shown = [item for item in items
+                 if (cap := caps.get(item[field])) is None or self._visible(cap, principal)]
+        self._lists[key] = [items, shown]
+        while len(self._lists) > 256:
+            self._lists.popitem(last=False)
+        return shown
+
+    # --- A2A and AG-UI ---------------------------------------------------------------------------------
+    def check_call(self, capability: Capability, scope: Mapping[str, Any] | None) -> None:
+        """Before a face starts a run of ``capability``: raise as the face should answer (hidden: the caller's
+        LookupError, named by the face; a missing scope: 401 or 403 with the challenge)."""
+        if scope is None:
+            return
+        principal = principal_of(scope)
+        policy = capability.policy
+        if policy is None or not policy.scopes:
+            return
+        missing = policy.scopes if principal is None else principal.missing(policy.scopes)
+        if not missing:
+            return
+        if principal is None:
+            raise self._unauthenticated(scope, f"Authentication required: {_kind(capability)} {capability.name} "
+                                               f"needs the scope(s) {_names(missing)}", missing)
+        raise self._insufficient(scope, f"Insufficient scope: {_kind(capability)} {capability.name} needs the "
+                                        f"scope(s) {_names(missing)}", missing)
+
+    async def admit_skill(self, scope: dict[str, Any], skill: Capability | None, *, run: bool) -> Capability | None:
+        """AG-UI: let the request in (:meth:`admit`); the skill, or None when this caller may not see it; before a
+        run, a missing scope raises 401 or 403."""
+        await self.admit(scope, "agui")
+        if skill is None or self.hides(skill, scope):
+            return None
+        if run:
+            self.check_call(skill, scope)
+        return skill
+
+    async def card(self, card: dict[str, Any], scope: dict[str, Any]) -> dict[str, Any]:
+        """The A2A card as this caller may see it: its skills filtered, the security schemes of the resource
+        (unless ``A2ASettings`` names its own), and each scoped skill's ``securityRequirements``."""
+        if self.resource is not None and PRINCIPAL_KEY not in scope:
+            try:
+                await self.resource.authenticate(scope)
+            except Unauthenticated:
+                scope[PRINCIPAL_KEY] = None  # the card is public: a bad token sees what anonymous callers see
+        card = dict(card)
+        skills = self.visible_list("skills", card.get("skills", []), scope)
+        resource = self.resource
+        if resource is not None:
+            from .a2a import skill_requirements
+
+            settings = self.agent.a2a
+            if not settings.security_schemes:
+                from .a2a import security_schemes
+
+                card["securitySchemes"], card["securityRequirements"] = security_schemes(resource)
+            skills = [skill_requirements(entry, self.agent.skills.get(entry["id"])) for entry in skills]
+        card["skills"] = skills
+        return card
+
+
+_TABLES = {"tools": ("tools", "name"), "resources": ("resources", "uri"), "templates": ("templates", "uriTemplate"),
+           "prompts": ("prompts", "name"), "skills": ("skills", "id")}
+
+
+def _names(scopes: Iterable[str]) -> str:
+    return ", ".join(sorted(scopes))
+
+
+# --- the pipeline's step ---------------------------------------------------------------------------------
+async def authorize(capability: Capability, ctx: Context) -> Outcome | None:
+    """The pipeline's authorization (after validation, before idempotency, roots and the gate): None when the
+    call may go on, else the outcome that refuses it. A call with no HTTP request (in-process, or a replica
+    replaying a task it took over) was authorized when it started, and is not checked again."""
+    from ..content import Text
+    from ..runtime import Outcome
+
+    request = ctx.request
+    agent = ctx.agent
+    if request is None or agent is None:
+        return None
+    access = agent.access
+    scope = request.scope
+    principal = await _principal(access, scope)
+    policy = capability.policy
+    if policy is None:
+        if access is not None and access.hides(capability, scope):
+            return Outcome(status="rejected", code="not_found", message=_unknown(capability))
+        return None
+    if access is not None and not access._visible(capability, principal):
+        return Outcome(status="rejected", code="not_found", message=_unknown(capability))
+    if policy.scopes:
+        missing = policy.scopes if principal is None else principal.missing(policy.scopes)
+        if missing:
+            what = f"{_kind(capability)} {capability.name} needs the scope(s) {_names(missing)}"
+            if principal is None:
+                return Outcome(status="rejected", code="unauthenticated", message=f"Authentication required: {what}",
+                               data={"scopes": sorted(missing)})
+            return Outcome(status="rejected", code="insufficient_scope", message=f"Insufficient scope: {what}",
+                           data={"scopes": sorted(missing)})
+    limit = policy.rate_limit
+    if limit is not None:
+        limiter = access.limiter if access is not None else Limiter(lambda: agent.state)
+        who = "*" if limit.shared else (ctx.caller or "anonymous")
+        wait = await limiter.take(limit, f"{capability.kind}:{capability.name}|{who}")
+        if wait is not None:
+            message = f"Rate limit of {limit.describe()} for {capability.name} reached"
+            return Outcome(status="failed", content=[Text(f"{message}. Retry after {wait:.0f} seconds.")],
+                           message=message, retryable=True, retry_after=round(wait, 3), code="rate_limited")
+    return None
+
+
+async def _principal(access: Access | None, scope: dict[str, Any]) -> Principal | None:
+    if access is not None and access.resource is not None and PRINCIPAL_KEY not in scope:
+        try:
+            return await access.resource.authenticate(scope)
+        except Unauthenticated:
+            return None
+    return principal_of(scope)
+
+
+def denial(agent: Agent, outcome: Outcome, scope: Mapping[str, Any]) -> Exception:
+    """The HTTP-level refusal (401 or 403, with its challenge) for an outcome whose code is in ``DENIALS``:
+    raised by MCP, where a refused caller is an HTTP answer, not a tool result."""
+    data = outcome.data if isinstance(outcome.data, dict) else {}
+    scopes = data.get("scopes") or ()
+    access = agent.access
+    if outcome.code == "unauthenticated":
+        if access is not None and access.resource is not None:
+            return access._unauthenticated(scope, outcome.message, scopes)
+        return Unauthenticated(outcome.message, challenge=data.get("challenge") or "Bearer")
+    if outcome.code == "insufficient_scope" and scopes:
+        if access is None:
+            access = Access(agent)
+        return access._insufficient(scope, outcome.message, scopes)
+    return Forbidden(outcome.message)
+
+
+def host_denial(exc: BaseException) -> Outcome | None:
+    """A host dependency's ``HTTPException(401 | 403)`` (FastAPI ``Security(...)``) as a refusal of the caller,
+    keeping its text and its own ``WWW-Authenticate``; None for anything else."""
+    from ..content import Text
+    from ..runtime import Outcome
+
+    status = getattr(exc, "status_code", None)
+    if status not in (401, 403) or type(exc).__name__ != "HTTPException":
+        return None
+    detail = getattr(exc, "detail", "") or ""
+    text = f"HTTP {status}: {detail}".rstrip(": ")
+    headers = getattr(exc, "headers", None) or {}
+    challenge = next((v for k, v in headers.items() if k.lower() == "www-authenticate"), None)
+    return Outcome(status="rejected", content=[Text(text)], message=text,
+                   code="unauthenticated" if status == 401 else "forbidden",
+                   data={"status": status, "detail": str(detail), "challenge": challenge})

@@ -1,0 +1,62 @@
+"""The well-known documents of an agent with auth: RFC 9728 protected resource metadata and the push JWKS."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from .._transport import send_json
+from .._types import Receive, Scope, Send
+from .a2a import JWKS_PATH
+from .resource import WELL_KNOWN_PRM
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["WellKnown", "serves"]
+
+
+def serves(agent: Agent, path: str) -> bool:
+    """Whether ``path`` (relative to where the agent is mounted) is one of these documents."""
+    if path.startswith(WELL_KNOWN_PRM):
+        return agent.access is not None and agent.access.resource is not None
+    return path == JWKS_PATH and _signer(agent) is not None
+
+
+def _signer(agent: Agent) -> object | None:
+    push = agent.a2a.push
+    return getattr(push, "signer", None) if push is not None else None
+
+
+class WellKnown:
+    """``GET /.well-known/oauth-protected-resource[<resource path>]`` and ``GET /.well-known/jwks.json``."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from ..middleware import route_path
+
+        if scope["method"] not in ("GET", "HEAD"):
+            await send_json(send, 405, {"error": "method_not_allowed"}, [(b"allow", b"GET, HEAD")])
+            return
+        path = route_path(scope)
+        if not serves(self.agent, path):
+            await send_json(send, 404, {"error": "not_found"})
+            return
+        cors = [(b"access-control-allow-origin", b"*")]  # public documents a browser client may read
+        if path == JWKS_PATH:
+            signer = _signer(self.agent)
+            await send_json(send, 200, await signer.jwks(self.agent.state),  # type: ignore[union-attr]
+                            [(b"cache-control", b"public, max-age=300"), *cors])
+            return
+        access = self.agent.access
+        resource = access.resource if access is not None else None
+        assert resource is not None
+        suffix = path[len(WELL_KNOWN_PRM):].rstrip("/")
+        root = scope.get("root_path", "").rstrip("/")
+        served = urlsplit(resource.resource_url(scope)).path.rstrip("/")  # a configured resource's own path
+        if suffix not in ("", served, root + self.agent.mcp_path, self.agent.mcp_path):
+            await send_json(send, 404, {"error": "not_found"})
+            return
+        await send_json(send, 200, resource.metadata(scope), [(b"cache-control", b"public, max-age=3600"), *cors])
