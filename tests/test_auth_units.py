@@ -8,10 +8,12 @@ import httpx
 import pytest
 
 from agentmw import Agent, tool
-from agentmw.auth import JWTVerifier, Principal, ProtectedResource, RateLimit
-from agentmw.auth.access import policy_of
+from agentmw.auth import JWTVerifier, MisdirectedRequest, Principal, ProtectedResource, RateLimit
+from agentmw.auth.access import policy_of, rate_key
+from agentmw.auth.principal import scopes_of_claims
 from agentmw.auth.ratelimit import Limiter
-from agentmw.auth.verifiers import InvalidToken
+from agentmw.auth.verifiers import InvalidToken, VerifierUnavailable
+from agentmw.identity import Unauthenticated
 from agentmw.state import open_state
 from tests.auth.server import AuthServer
 
@@ -27,9 +29,10 @@ def test_claims_become_a_principal() -> None:
 
 
 def _resource(**kwargs: object) -> ProtectedResource:
-    resource = ProtectedResource(authorization_servers=["https://as.example"], verifier=lambda t, r: None,
-                                 scopes=["mcp"], **kwargs)  # type: ignore[arg-type]
-    Agent("t", auth=resource)
+    kwargs.setdefault("verifier", lambda t, r: None)
+    resource = ProtectedResource(authorization_servers=["https://as.example"], scopes=["mcp"],
+                                 **kwargs)  # type: ignore[arg-type]
+    Agent("t", auth=resource, allowed_hosts=["api.example", "h"])
     return resource
 
 
@@ -40,6 +43,12 @@ def test_the_resource_and_its_metadata_url_follow_the_mount() -> None:
     assert resource.metadata_url(scope) == "https://api.example/.well-known/oauth-protected-resource/agent/mcp"
     fixed = _resource(resource="https://public.example/mcp/")
     assert fixed.resource_url(scope) == "https://public.example/mcp"  # forwarded or not, the configured one
+    foreign = {**scope, "headers": [(b"host", b"evil.example")]}
+    with pytest.raises(MisdirectedRequest):  # never an audience: a token for evil.example must not pass here
+        resource.resource_url(foreign)
+    with pytest.raises(MisdirectedRequest):
+        resource.challenge(foreign)
+    assert fixed.resource_url(foreign) == "https://public.example/mcp"  # the audience does not depend on Host
 
 
 def test_the_challenge_quotes_its_values() -> None:
@@ -150,3 +159,108 @@ async def test_a_mounted_agent_serves_its_metadata_where_rfc_9728_puts_it() -> N
         assert refused.status_code == 401
         assert 'resource_metadata="http://api.test/.well-known/oauth-protected-resource/agent/mcp"' in \
             refused.headers["www-authenticate"]
+
+
+# --- the review's findings, as units --------------------------------------------------------------------------
+
+def test_scopes_and_roles_split_on_the_space_character_only() -> None:
+    """RFC 6749 section 3.3: scope tokens are separated by a space; other whitespace is part of a token."""
+    assert scopes_of_claims({"scope": "  mcp  x\x1fassets:read\tb\u2003c "}) == {"mcp", "x\x1fassets:read\tb\u2003c"}
+    assert scopes_of_claims({"scp": ["a", "", "b"]}) == {"a", "b"}
+    assert Principal.from_claims({"sub": "bob", "roles": "admin\x1fbuyer  ops"}).roles == {"admin\x1fbuyer", "ops"}
+
+
+@pytest.mark.parametrize("claims", [{"scope": "mcp"}, {"sub": "", "scope": "mcp"}, {"sub": "", "client_id": ""}])
+async def test_a_token_naming_no_caller_is_refused(claims: dict) -> None:
+    resource = _resource(verifier=lambda token, where: claims)
+    with pytest.raises(Unauthenticated, match="names no subject"):
+        await resource.authenticate({"scheme": "http", "headers": [(b"host", b"h"), (b"authorization", b"Bearer t")]})
+    mapped = _resource(verifier=lambda token, where: {"sub": "alice"}, identity=lambda principal: "")
+    with pytest.raises(Unauthenticated, match="names no subject"):  # an identity= mapping to nothing, too
+        await mapped.authenticate({"scheme": "http", "headers": [(b"host", b"h"), (b"authorization", b"Bearer t")]})
+    client = _resource(verifier=lambda token, where: {"client_id": "svc", "scope": "mcp"})
+    found = await client.authenticate({"scheme": "http", "headers": [(b"host", b"h"), (b"authorization", b"Bearer t")]})
+    assert found is not None and found.identity == "svc"  # a client credentials token is its client
+
+
+def test_rate_limits_count_unverified_credentials_by_address() -> None:
+    scope = {"client": ("10.1.2.3", 5000)}
+    assert rate_key("credential:0123abcd", scope) == rate_key("anonymous", scope) == rate_key(None, scope) \
+        == "anonymous@10.1.2.3"
+    assert rate_key("alice", scope) == "alice"  # a verified identity (or the app's identify hook): itself
+    assert rate_key("user:bob", scope) == "user:bob"  # a host-authenticated user
+
+
+class _KeySet:
+    """An issuer whose key set fails, is empty, or is slow, counting the requests it gets per path."""
+
+    def __init__(self, status: int = 503, keys: list | None = None, delay: float = 0.0) -> None:
+        self.status, self.keys, self.delay = status, keys or [], delay
+        self.hits: dict[str, int] = {}
+
+    def client(self) -> httpx.AsyncClient:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        async def endpoint(request: Request) -> JSONResponse:
+            path = request.url.path
+            self.hits[path] = self.hits.get(path, 0) + 1
+            await asyncio.sleep(self.delay)
+            if path == "/.well-known/oauth-authorization-server":
+                return JSONResponse({"issuer": "http://as.test", "jwks_uri": "http://as.test/keys"})
+            return JSONResponse({"keys": self.keys}, status_code=self.status)
+
+        app = Starlette(routes=[Route("/{path:path}", endpoint)])
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://as.test")
+
+
+def _token(kid: str = "k1") -> str:
+    import base64
+    import json
+
+    def part(data: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'RS256', 'kid': kid})}.{part({'sub': 'alice'})}.c2ln"
+
+
+@pytest.mark.parametrize("answer", ["failing", "empty"])
+async def test_a_key_set_that_cannot_be_had_is_remembered_and_answered_503(answer: str) -> None:
+    issuer = _KeySet(status=503) if answer == "failing" else _KeySet(status=200, keys=[{"kty": "RSA", "use": "enc"}])
+    async with issuer.client() as http:
+        verifier = JWTVerifier(issuer="http://as.test", http=http, refetch_seconds=30)
+        for _ in range(5):
+            with pytest.raises(VerifierUnavailable) as caught:
+                await verifier.verify(_token(), "http://rs/mcp")
+            assert 1 <= caught.value.retry_after <= 30
+        assert issuer.hits == {"/.well-known/oauth-authorization-server": 1, "/keys": 1}
+
+
+async def test_requests_waiting_for_a_failing_fetch_take_its_outcome() -> None:
+    issuer = _KeySet(status=503, delay=0.05)
+    async with issuer.client() as http:
+        verifier = JWTVerifier(issuer="http://as.test", http=http, refetch_seconds=30)
+        results = await asyncio.gather(*(verifier.verify(_token(), "http://rs/mcp") for _ in range(8)),
+                                       return_exceptions=True)
+    assert all(isinstance(r, VerifierUnavailable) for r in results), results
+    assert issuer.hits["/keys"] == 1  # one fetch for eight requests, not one each in turn under the lock
+
+
+async def test_the_discovered_key_set_address_is_kept() -> None:
+    server = AuthServer("http://as.test")
+    counted = {"metadata": 0}
+
+    async def count(request: httpx.Request) -> None:
+        counted["metadata"] += request.url.path.startswith("/.well-known/oauth-authorization-server")
+
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=server.app), base_url="http://as.test",
+                             event_hooks={"request": [count]})
+    verifier = JWTVerifier(issuer="http://as.test", http=http, refetch_seconds=0)
+    good = server.issue(audience="http://rs/mcp")
+    await verifier.verify(good, "http://rs/mcp")
+    server.rotate()  # a new key id: the set is fetched again, from the address found the first time
+    await verifier.verify(server.issue(audience="http://rs/mcp"), "http://rs/mcp")
+    assert server.jwks_fetches == 2 and counted["metadata"] == 1
+    await http.aclose()

@@ -106,7 +106,8 @@ def test_inspect_json_shows_what_each_face_shows(capsys) -> None:
     assert "AgentMiddleware" in report["resolvedFrom"]
     caps = {c["name"]: c for c in report["capabilities"]}
     assert set(caps) == {"search_assets", "department_budget", "submit_purchase_request", "read_policy",
-                         "supplier_notes", "purchase_justification", "approve_purchase", "procurement_assistant"}
+                         "supplier_notes", "purchase_justification", "approve_purchase", "procurement_assistant",
+                         "set_budget"}
     search = caps["search_assets"]
     assert search["kinds"] == ["tool"] and search["exposure"] == "decorated"
     assert search["route"] == {"methods": ["GET"], "path": "/assets"}
@@ -225,7 +226,8 @@ def test_call_a_gated_route_with_headers(capsys) -> None:
     code, out, _ = run(capsys, "call", EXAMPLE, "submit_purchase_request",
                        '{"request": {"sku": "MON-27", "quantity": 1, "department": "engineering", '
                        '"justification": "A second screen for reviews"}}')
-    assert code == 1 and json.loads(out)["error"]["message"] == "HTTP 401: Not authenticated"  # HTTP 401 (auth.md)
+    assert code == 1 and json.loads(out)["error"]["message"] == (  # HTTP 401: the tool's scope (auth.md)
+        "Authentication required: tool submit_purchase_request needs the scope(s) purchases:write")
     code, out, _ = run(capsys, "call", EXAMPLE, "submit_purchase_request",
                        '{"request": {"sku": "MON-27", "quantity": 1, "department": "engineering", '
                        '"justification": "A second screen for reviews"}}', "-H", "Authorization: Bearer demo-token")

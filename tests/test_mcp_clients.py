@@ -110,7 +110,9 @@ async def test_auth_dependency_is_resolved_from_the_mcp_request_headers(kind: st
         assert result.structured_content["requested_by"] == "alice"
         assert result.structured_content["total"] == 898.0
     async with connect(mode) as anonymous:
-        with pytest.raises(MCPError, match="^HTTP 401: Not authenticated$"):  # the route's 401 is HTTP's (auth.md)
+        # the tool's declared scope is checked before the route's own dependency: an HTTP 401 (docs/auth.md)
+        with pytest.raises(MCPError, match=r"^Authentication required: tool submit_purchase_request needs the "
+                                           r"scope\(s\) purchases:write$"):
             await anonymous.call_tool("submit_purchase_request", request)
 
 

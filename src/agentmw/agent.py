@@ -77,6 +77,9 @@ class Agent:
             ``A2ASettings.message_id_ttl_seconds``; ``A2ASettings.dedupe_message_ids`` turns it off).
         idempotency_max_entries: idempotency records kept (each for ``idempotency_ttl_seconds``).
         max_approvals: out-of-band approvals kept (each until its gate's ``ttl_seconds``).
+        telemetry: an :class:`agentmw.observability.Telemetry` (or True for one with the defaults): OpenTelemetry
+            traces and metrics, the Prometheus text of :attr:`metrics_app`, one log record per invocation
+            (docs/observability.md). Default: off, at no cost.
         See ``docs/limits.md`` for every limit and its default.
     """
 
@@ -123,6 +126,7 @@ class Agent:
         store: Any = None,
         auth: Any = None,
         rate_limits: Sequence[Any] = (),
+        telemetry: Any = None,
     ) -> None:
         self.name = name
         self.version = version
@@ -181,6 +185,13 @@ class Agent:
         self._agui: Any = None
         self._approvals_app: Any = None
         self._bridges: Any = None  # agentmw.bridges._peer.Bridges, made by the first agent.bridge()
+        self._hooks: Any = None  # agentmw.observability.hooks.HookChain, made by the first agent.use()
+        self.telemetry: Any = None  # agentmw.observability.Telemetry, when traces, metrics and logs are on
+        self._metrics_app: Any = None
+        if telemetry:
+            from .observability import Telemetry
+
+            self.use(Telemetry() if telemetry is True else telemetry)
         for item in include:
             self.include(item, routes=routes)
 
@@ -294,6 +305,46 @@ class Agent:
             auth.bind(self)
             self.identify = auth.identify
         self.access = Access(self, auth, rate_limits)
+
+    # hooks ------------------------------------------------------------------------------------------
+    def use(self, hook: Any) -> Any:
+        """Run ``hook`` around every invocation, on every face: ``before`` (may deny), ``after`` (sees the
+        outcome), ``listing`` (may filter what a caller is shown) and ``stage`` (docs/observability.md).
+        An :class:`agentmw.observability.Telemetry` becomes the agent's telemetry and runs outermost.
+        Returns the hook."""
+        from .observability.hooks import HookChain
+        from .observability.telemetry import Telemetry
+
+        if self._hooks is None:
+            self._hooks = HookChain()
+        if isinstance(hook, Telemetry):
+            if self.telemetry is not None and self.telemetry is not hook:
+                raise ValueError("this agent already has a Telemetry")
+            self.telemetry = hook
+            hook.bind(self)
+            self._hooks.add(hook, first=True)
+        else:
+            self._hooks.add(hook)
+        return hook
+
+    def _shown(self, kind: str, protocol: str, items: list[Any], scope: Any, caller: str | None) -> list[Any]:
+        """A list as the listing hooks leave it (``items`` itself when no hook filters)."""
+        hooks = self._hooks
+        if hooks is None or not hooks.filters:
+            return items
+        return hooks.listing(kind, protocol, items, scope, caller)
+
+    @property
+    def metrics_app(self) -> ASGIApp:
+        """The Prometheus text of the agent's metrics (``GET``), as a bare ASGI app to mount where you choose,
+        e.g. ``app.mount("/metrics", agent.metrics_app)``; needs ``Agent(telemetry=...)``."""
+        if self.telemetry is None:
+            raise RuntimeError("agent.metrics_app needs telemetry: Agent(telemetry=True) or agent.use(Telemetry())")
+        if self._metrics_app is None:
+            from .observability.metrics import MetricsApp
+
+            self._metrics_app = MetricsApp(self.telemetry)
+        return self._metrics_app
 
     # bridges ----------------------------------------------------------------------------------------
     def bridge(self, peer: Any) -> Any:

@@ -317,6 +317,12 @@ class Capability:
     replies_with_message: bool = False
     """Its return annotation names :class:`~agentmw.messages.Message`: on A2A it may answer without a task."""
 
+    task_support: str | None = None
+    """``"optional"`` or ``"required"``: an MCP caller that takes tasks gets a task handle (docs/mcp.md)."""
+
+    ask_first: bool = False
+    """Its questions before ``ctx.continue_as_task()`` are asked before the MCP task exists."""
+
     @property
     def input_schema(self) -> dict[str, Any]:
         return self.params.input_schema
@@ -379,6 +385,9 @@ def build_capability(
     scopes: tuple[str, ...] | list[str] | None = None,
     roles: tuple[str, ...] | list[str] | None = None,
     rate_limit: Any = None,
+    input_schema: Mapping[str, Any] | None = None,
+    task: str | None = None,
+    ask_first: bool = False,
 ) -> Capability:
     target = inspect.unwrap(fn)
     name = name or getattr(target, "__name__", None) or ""
@@ -386,8 +395,18 @@ def build_capability(
         raise RegistrationError(
             f"{kind} name {name!r} is invalid: MCP names are 1-128 characters of A-Z, a-z, 0-9, '_', '-' and '.'"
         )
+    if task not in (None, "optional", "required") or (task is not None and kind != "tool"):
+        raise RegistrationError(f"{name!r}: task is 'optional' or 'required', on a tool (got {task!r})")
+    if ask_first and task is None:
+        raise RegistrationError(f"{name!r}: ask_first needs task='optional' or task='required'")
     docs = parse_docstring(inspect.getdoc(target))
     params = _analyse_parameters(fn, name, docs.params)
+    if input_schema is not None:  # hand-written, served as written and checked before the model (_schema.py)
+        if kind not in ("tool", "skill"):
+            raise RegistrationError(f"{name!r}: input_schema is for tools and skills, not a {kind}")
+        from ._schema import apply_input_schema
+
+        apply_input_schema(params, input_schema, name)
     return_annotation = _hints(target).get("return", inspect.Signature.empty)
     is_async_gen = inspect.isasyncgenfunction(target)
     serves_results = kind in ("tool", "skill") and not is_async_gen
@@ -460,6 +479,8 @@ def build_capability(
         gate=getattr(target, "__agentmw_gate__", None) or getattr(fn, "__agentmw_gate__", None),
         path_params=params.path_params,
         policy=_policy(scopes, roles, rate_limit),
+        task_support=task,
+        ask_first=ask_first,
     )
 
 

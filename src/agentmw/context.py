@@ -427,3 +427,12 @@ class Context:
     async def roots(self, *, key: str | None = None) -> list[Root]:
         key = key or self._next_key("roots")
         return (await self.inputs({key: ListRoots()}))[key]
+
+    async def continue_as_task(self) -> None:
+        """From here on, run as a task: for an MCP tool declared ``@tool(task=..., ask_first=True)`` whose
+        caller takes tasks, the questions asked so far were answered before any task existed, and the call
+        is answered now with the task's handle while the function goes on (docs/mcp.md, "Tasks").
+        Anywhere else (an A2A skill already is a task; AG-UI; a caller without tasks) it does nothing."""
+        detach = getattr(self._channel, "detach", None)
+        if detach is not None:
+            await detach()

@@ -59,6 +59,9 @@ def tool_options(
     scopes: tuple[str, ...] | list[str] | None = None,
     roles: tuple[str, ...] | list[str] | None = None,
     rate_limit: Any = None,
+    input_schema: Mapping[str, Any] | None = None,
+    task: str | None = None,
+    ask_first: bool = False,
 ) -> dict[str, Any]:
     annotations = {
         key: value
@@ -83,6 +86,9 @@ def tool_options(
         "meta": meta,
         "timeout": timeout,
         "max_in_flight": max_in_flight,
+        "input_schema": input_schema,
+        "task": task,
+        "ask_first": ask_first,
         **_access(scopes, roles, rate_limit),
     }
 
@@ -102,7 +108,8 @@ def tool(
     idempotent: bool | None = None, open_world: bool | None = None, tags: tuple[str, ...] = (),
     examples: tuple[str, ...] = (), untrusted: bool = False, meta: Mapping[str, Any] | None = None,
     timeout: float | None = None, max_in_flight: int | None = None, scopes: list[str] | None = None,
-    roles: list[str] | None = None, rate_limit: Any = None,
+    roles: list[str] | None = None, rate_limit: Any = None, input_schema: Mapping[str, Any] | None = None,
+    task: str | None = None, ask_first: bool = False,
 ) -> Callable[[F], F]: ...
 def tool(fn: Any = None, /, **options: Any) -> Any:
     """Mark a function as a model-controlled tool.
@@ -113,6 +120,11 @@ def tool(fn: Any = None, /, **options: Any) -> Any:
     it even when nobody waits; ``max_in_flight`` caps its concurrent calls. ``scopes`` (every one needed),
     ``roles`` (any one needed: without, it is hidden) and ``rate_limit`` (an ``agentmw.auth.RateLimit``) are
     checked before anything else runs (docs/auth.md); the same three work on resources, prompts and skills.
+    ``input_schema`` replaces the schema derived from the signature with a hand-written JSON Schema 2020-12,
+    served as written; arguments are validated against it, then against the signature (docs/tool.md).
+    ``task`` (``"optional"`` or ``"required"``) lets an MCP caller that takes tasks get a task handle and poll
+    it instead of waiting; ``ask_first`` makes the questions asked before ``ctx.continue_as_task()`` come
+    before the task exists (docs/mcp.md, "Tasks").
     """
     spec = CapabilitySpec("tool", tool_options(**options))
     if fn is not None:
@@ -179,6 +191,7 @@ def skill(
     scopes: list[str] | None = None,
     roles: list[str] | None = None,
     rate_limit: Any = None,
+    input_schema: Mapping[str, Any] | None = None,
 ) -> Any:
     """Mark a function as a business capability for other agents and UIs: an A2A skill.
 
@@ -191,7 +204,7 @@ def skill(
         "examples": tuple(examples), "input_modes": tuple(input_modes), "output_modes": tuple(output_modes),
         "groups": tuple(getattr(t, "__name__", str(t)) for t in tools),
         "untrusted": untrusted, "timeout": timeout, "max_in_flight": max_in_flight,
-        **_access(scopes, roles, rate_limit),
+        "input_schema": input_schema, **_access(scopes, roles, rate_limit),
     })
     if fn is not None:
         return _mark(fn, spec)

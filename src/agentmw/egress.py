@@ -34,10 +34,20 @@ class EgressRefused(ValueError):
 
 
 def is_private(address: str) -> bool:
-    """Whether ``address`` (an IP literal) is anything but a public unicast address."""
+    """Whether ``address`` (an IP literal) is anything but a public unicast address.
+
+    Public means globally reachable in IANA's special-purpose registries (``is_global``): so the shared address
+    space ``100.64.0.0/10`` (carrier-grade NAT, where Alibaba Cloud's metadata service lives), benchmarking and
+    documentation networks are not public, besides the private, loopback and link-local ranges. An IPv6 address
+    that carries an IPv4 one (IPv4-mapped, 6to4, Teredo) is judged by that IPv4 address too."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    return ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved or ip.is_multicast or \
-        ip.is_unspecified
+    if isinstance(ip, ipaddress.IPv6Address):
+        teredo = ip.teredo
+        for inner in (ip.ipv4_mapped, ip.sixtofour, *(teredo or ())):
+            if inner is not None and is_private(str(inner)):
+                return True
+    return not ip.is_global or ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved or \
+        ip.is_multicast or ip.is_unspecified
 
 
 def _networks(values: Iterable[str | _Network]) -> tuple[_Network, ...]:
@@ -118,6 +128,10 @@ class Egress:
     def __repr__(self) -> str:
         return (f"Egress(allow_hosts={sorted(self.allow_hosts)!r}, allow_networks={[str(n) for n in self.allow_networks]!r}, "
                 f"allow_private={self.allow_private!r}, public_hosts={self.public_hosts!r})")
+
+    def names(self, host: str) -> bool:
+        """Whether ``host`` is named in ``allow_hosts`` (exactly or by a ``*.suffix`` pattern)."""
+        return _host_allowed(host.lower(), self.allow_hosts)
 
     def check(self, url: Any, what: str = "outbound") -> str:
         """``url`` if allowed, else :class:`EgressRefused`; resolves the host name, blocking."""

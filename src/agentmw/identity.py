@@ -10,9 +10,12 @@ from typing import Any
 from starlette.requests import HTTPConnection
 
 __all__ = ["Unauthenticated", "Forbidden", "resolve_caller", "caller_from_headers", "IdentifyFn",
-           "authenticated_identity", "has_identity_source"]
+           "authenticated_identity", "has_identity_source", "UNVERIFIED_PREFIX"]
 
 IdentifyFn = Callable[[HTTPConnection], "str | None | Awaitable[str | None]"]
+
+UNVERIFIED_PREFIX = "credential:"
+"""How an identity nobody vouches for begins: the hashed ``Authorization`` value (it only keeps callers apart)."""
 
 
 class Unauthenticated(Exception):
@@ -32,7 +35,7 @@ def caller_from_headers(scope: Any, authorization: str | None, identify: Identif
     if identify is not None or scope.get("user") is not None:
         return None
     if authorization:
-        return "credential:" + hashlib.sha256(authorization.encode()).hexdigest()[:24]
+        return UNVERIFIED_PREFIX + hashlib.sha256(authorization.encode()).hexdigest()[:24]
     return "anonymous"
 
 
@@ -66,5 +69,5 @@ async def resolve_caller(connection: HTTPConnection, identify: IdentifyFn | None
         return found
     authorization = connection.headers.get("authorization")
     if authorization:
-        return "credential:" + hashlib.sha256(authorization.encode()).hexdigest()[:24]
+        return UNVERIFIED_PREFIX + hashlib.sha256(authorization.encode()).hexdigest()[:24]
     return "anonymous"

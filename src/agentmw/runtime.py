@@ -11,16 +11,15 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from functools import partial
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
 from pydantic import ValidationError
 
+from ._executor import run_sync
 from ._transport import dumps
 from .capability import Capability, text_of
 from .content import Text
@@ -31,7 +30,8 @@ from .messages import Artifact, bind_message_params, framed, is_answer, merge_ch
 if TYPE_CHECKING:
     from .journal import Journal
 
-__all__ = ["Code", "InputsPending", "Outcome", "OutcomeStatus", "Status", "describe_validation_error", "invoke"]
+__all__ = ["Code", "InputsPending", "Outcome", "OutcomeStatus", "Status", "describe_validation_error", "invoke",
+           "validate"]
 
 logger = logging.getLogger("agentmw")
 
@@ -84,6 +84,7 @@ class Code(StrEnum):
     UNKNOWN_EXECUTION = "unknown_execution"
     UNKNOWN_CAPABILITY = "unknown_capability"
     REPLAY_DIVERGED = "replay_diverged"
+    HOOK_FAILED = "hook_failed"  # a hook's ``before`` raised: the call fails closed (docs/observability.md)
 _RETRYABLE_HTTP = frozenset({408, 425, 429, 502, 503, 504})
 
 
@@ -212,7 +213,7 @@ async def _call_fn(capability: Capability, kwargs: dict[str, Any], ctx: Context)
         return "".join(parts) if artifacts is None else artifacts
     if capability.is_async:
         return await fn(**kwargs)
-    result = await anyio.to_thread.run_sync(partial(fn, **kwargs))
+    result = await run_sync(fn, kwargs)  # a worker thread (_executor.py: cancellation, the bound)
     if hasattr(result, "__await__"):  # a sync wrapper around a coroutine function
         result = await result
     return result
@@ -260,10 +261,10 @@ def _settled(outcome: Outcome) -> bool:
     return outcome.status in ("completed", "rejected") or (outcome.status == "failed" and not outcome.retryable)
 
 
-async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Context, *,
-                 idempotency_key: str | None = None, approval_id: str | None = None,
-                 journal: Journal | None = None, validated: Any = None) -> Outcome:
-    """Run one capability for one caller through the pipeline, and classify what happened.
+def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Context, *,
+           idempotency_key: str | None = None, approval_id: str | None = None,
+           journal: Journal | None = None, validated: Any = None) -> Coroutine[Any, Any, Outcome]:
+    """Run one capability for one caller through the pipeline, and classify what happened (await it).
 
     validate -> idempotency -> in-flight caps -> authorize (the host app's dependencies) -> roots ->
     human gate -> run under the deadline -> frame untrusted text -> Outcome. Each rule lives here once, so no face
@@ -275,28 +276,55 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
 
     ``validated``: the capability's input model, already validated by the caller from these very
     ``arguments`` (a face that checked them to ask for what is missing), so it is not validated twice.
+
+    With hooks (``agent.use``, docs/observability.md) the pipeline runs inside them; without, nothing but the
+    one check below is added to the call.
     """
     if journal is not None:
         from .journal import run_journaled
 
-        return await run_journaled(capability, arguments, ctx, journal, idempotency_key=idempotency_key,
-                                   approval_id=approval_id)
-    params = capability.params
-    if arguments is None:
-        arguments = {}
-    elif type(arguments) is not dict and not isinstance(arguments, Mapping):
+        return run_journaled(capability, arguments, ctx, journal, idempotency_key=idempotency_key,
+                             approval_id=approval_id)
+    agent = ctx.agent
+    if agent is not None and agent._hooks is not None:
+        return agent._hooks.run(capability, arguments, ctx, idempotency_key, approval_id, validated)
+    return _pipeline(capability, arguments, ctx, idempotency_key, approval_id, validated)
+
+
+def validate(capability: Capability, arguments: Mapping[str, Any] | None, validated: Any = None) -> Any:
+    """The capability's input model made from ``arguments`` (``validated`` when it already is one), None for a
+    capability that takes no arguments, or the ``rejected`` outcome (``invalid_arguments``)."""
+    if arguments is not None and type(arguments) is not dict and not isinstance(arguments, Mapping):
         return Outcome(status=Status.REJECTED, message="Invalid arguments: expected an object", code="invalid_arguments")
+    params = capability.params
     model = params.input_model
-    if params.arg_names and model is not None:
-        if type(validated) is not model:
-            try:
-                validated = model.model_validate(arguments)
-            except ValidationError as exc:
-                return Outcome(status=Status.REJECTED, message=describe_validation_error(exc), code="invalid_arguments")
-        kwargs = dict(validated.__dict__)
+    if not params.arg_names or model is None:
+        return None
+    if type(validated) is model:
+        return validated
+    try:
+        return model.model_validate(arguments if arguments is not None else {})
+    except ValidationError as exc:
+        return Outcome(status=Status.REJECTED, message=describe_validation_error(exc), code="invalid_arguments")
+
+
+def _stage(ctx: Context, name: str, **attributes: Any) -> None:
+    """A stage of the pipeline, for the agent's hooks (a trace shows it as a span event); nothing without hooks."""
+    agent = ctx.agent
+    if agent is not None and agent._hooks is not None:
+        agent._hooks.stage(name, attributes)
+
+
+async def _pipeline(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Context,
+                    idempotency_key: str | None, approval_id: str | None, validated: Any) -> Outcome:
+    checked = validate(capability, arguments, validated)
+    if checked is None:
+        kwargs: dict[str, Any] = {}
+    elif type(checked) is Outcome:
+        return checked
     else:
-        validated = None
-        kwargs = {}
+        validated = checked
+        kwargs = dict(checked.__dict__)
     agent = ctx.agent
     if agent is None:  # a direct call: no agent, no policy
         return await _run(capability, kwargs, ctx)
@@ -305,17 +333,28 @@ async def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ct
 
         denied = await authorize(capability, ctx)
         if denied is not None:
+            _stage(ctx, "agentmw.access.denied", **{"agentmw.outcome.code": str(denied.code)})
             return denied
     if idempotency_key is not None and capability.side_effects:
         from .safety.idempotency import KeyReused
 
         canonical = json.dumps(_plain(validated, kwargs), sort_keys=True, default=str)
         scope = (ctx.caller or "anonymous", capability.name, str(idempotency_key))
+        ran = False
+
+        def first() -> Any:
+            nonlocal ran
+            ran = True
+            return _guarded(capability, kwargs, validated, ctx, approval_id)
+
         try:
-            return await agent.idempotency.run(
-                scope, canonical, lambda: _guarded(capability, kwargs, validated, ctx, approval_id), _settled)
+            outcome = await agent.idempotency.run(scope, canonical, first, _settled)
         except KeyReused as exc:
+            _stage(ctx, "agentmw.idempotency.reused")
             return Outcome(status=Status.REJECTED, message=str(exc), code="idempotency_key_reused")
+        if not ran:  # the key's first outcome, returned again: nothing ran
+            _stage(ctx, "agentmw.idempotency.hit", **{"agentmw.outcome.status": str(outcome.status)})
+        return outcome
     return await _guarded(capability, kwargs, validated, ctx, approval_id)
 
 
@@ -329,6 +368,7 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
     assert agent is not None
     busy = agent.limits.acquire(capability.name, capability.max_in_flight)
     if busy is not None:
+        _stage(ctx, "agentmw.busy", **{"agentmw.reason": busy})
         return Outcome(status=Status.FAILED, content=[Text(f"Busy: {busy}. Retry after 1 second.")], message=busy,
                        retryable=True, retry_after=1.0, code="busy")
     try:
@@ -403,6 +443,7 @@ async def _check_roots(capability: Capability, kwargs: dict[str, Any], ctx: Cont
             kwargs[name] = resolve_in_roots(kwargs[name], allowed, base=base,
                                             case_insensitive=agent.case_insensitive_paths)
         except RootViolation as exc:
+            _stage(ctx, "agentmw.roots.refused", **{"agentmw.parameter": name})
             return Outcome(status=Status.REJECTED, message=f"Path {name!r} refused: {exc}. Nothing was executed.",
                            code="root_violation")
     return None
@@ -431,16 +472,21 @@ async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
                 approval = await agent.approvals.consume(approval_id, capability.name, arguments,
                                                          ctx.face or "direct", requester)
         except ApprovalProblem as exc:
+            _stage(ctx, "agentmw.gate.decided", **{"agentmw.gate.approved": False, "agentmw.reason": str(exc)})
             return Outcome(status=Status.REJECTED, message=f"{exc}. {nothing}", code="approval_invalid")
+        _stage(ctx, "agentmw.gate.decided", **{"agentmw.gate.approved": approval.status != "rejected",
+                                               "agentmw.gate.mode": "out_of_band", "agentmw.approval.id": approval_id})
         if approval.status == "rejected":
             return Outcome(status=Status.REJECTED, message=f"{approval.decided_by} rejected: {summary}. {nothing}",
                            code="approval_rejected")
         return None
     digest = arguments_hash(capability.name, arguments)
     if ctx.supports("elicitation"):
+        _stage(ctx, "agentmw.gate.asked", **{"agentmw.gate.mode": "in_band"})
         approved = await ctx.confirm(summary, details={
             "function": capability.name, "arguments": arguments, "sideEffects": spec.side_effects,
             "argumentsHash": digest}, key=f"approve-{digest[:16]}")
+        _stage(ctx, "agentmw.gate.decided", **{"agentmw.gate.approved": bool(approved)})
         if approved:
             return None
         return Outcome(status=Status.REJECTED, message=f"Not approved: {summary}. {nothing}", code="approval_rejected")
@@ -450,6 +496,7 @@ async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
         return requester
     approval = await agent.approvals.create(capability.name, arguments, summary, ctx.face or "direct", requester,
                                             spec.ttl_seconds)
+    _stage(ctx, "agentmw.gate.asked", **{"agentmw.gate.mode": "out_of_band", "agentmw.approval.id": approval.id})
     return Outcome(status=Status.AWAITING_APPROVAL, message=summary,
                    pending={approval.id: Ask(summary, {"type": "object", "properties": {}}, confirmation=True)},
                    data={"approval": approval.public()})
@@ -526,6 +573,7 @@ async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, 
         return Outcome(status=Status.REJECTED, message=f"Invalid request: {exc}", code="invalid_arguments")
     except TimeoutError as exc:
         if deadline is not None and deadline.expired():
+            _stage(ctx, "agentmw.deadline.exceeded", **{"agentmw.timeout_s": capability.timeout})
             message = f"{capability.name} did not finish within {capability.timeout:g} seconds and was stopped."
             return Outcome(status=Status.FAILED, content=[Text(message + " Retry later.")], message=message,
                            retryable=True, code="timeout")

@@ -238,8 +238,11 @@ class McpTestClient:
                    "mcp-protocol-version": self.era}
         if self.era == MODERN:
             headers["mcp-method"] = method
-            name = (params or {}).get("uri" if method == "resources/read" else "name")
-            if method in ("tools/call", "prompts/get", "resources/read") and isinstance(name, str):
+            key = {"resources/read": "uri", "tasks/get": "taskId", "tasks/update": "taskId",
+                   "tasks/cancel": "taskId"}.get(method, "name")
+            name = (params or {}).get(key)
+            if method in ("tools/call", "prompts/get", "resources/read", "tasks/get", "tasks/update",
+                          "tasks/cancel") and isinstance(name, str):
                 headers["mcp-name"] = name
         elif self.session_id:
             headers["mcp-session-id"] = self.session_id

@@ -23,6 +23,7 @@ from agentmw import (
     Image,
     ListRoots,
     PromptMessage,
+    Rejected,
     Sample,
     Text,
 )
@@ -71,6 +72,38 @@ async def test_multiple_content_types() -> list[Text | Image | EmbeddedResource]
         EmbeddedResource("test://mixed-content-resource", text='{"test":"data","value":123}',
                          mime_type="application/json"),
     ]
+
+
+# The json-schema-2020-12 scenario's tool: a hand-written input schema, served exactly as written (SEP-1613,
+# SEP-2106) and enforced on every call.
+JSON_SCHEMA_2020_12 = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                          "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@agent.tool(input_schema=JSON_SCHEMA_2020_12, contract="Tool with JSON Schema 2020-12 features")
+async def json_schema_2020_12_tool(
+    name: str | None = None, address: dict[str, str] | None = None,
+    contactMethod: str | None = None,  # noqa: N803 (the suite's name)
+    phone: str | None = None, email: str | None = None,
+) -> str:
+    how = f"phone {phone}" if contactMethod == "phone" else f"email {email}"
+    return f"{name or 'someone'} is reached by {how}"
 
 
 @agent.tool
@@ -374,6 +407,66 @@ def test_prompt_with_embedded_resource(resourceUri: str) -> list[PromptMessage]:
 def test_prompt_with_image() -> list[PromptMessage]:
     """A prompt with an image."""
     return [PromptMessage("user", Image(PNG, "image/png")), PromptMessage("user", "Please analyze the image above.")]
+
+
+# The tasks extension's fixtures (the suite's tasks-* scenarios; docs/mcp.md, "Tasks").
+
+
+@agent.tool
+async def greet(name: str) -> str:
+    """Greets someone at once (never a task)."""
+    return f"Hello, {name}!"
+
+
+@agent.tool(task="optional")
+async def slow_compute(seconds: float, label: str = "") -> str:
+    """Sleeps ``seconds`` seconds, then answers; a task when the caller takes one."""
+    await asyncio.sleep(seconds)
+    return f"Computed {label or 'result'} after {seconds:g}s"
+
+
+@agent.tool(task="required")
+async def failing_job() -> str:
+    """Fails after about a second, as a tool error."""
+    await asyncio.sleep(1)
+    raise RuntimeError("The job failed")
+
+
+@agent.tool(task="optional")
+async def protocol_error_job() -> str:
+    """Fails with a protocol error (the request is refused), after a moment."""
+    await asyncio.sleep(0.2)
+    raise Rejected("This job always refuses its request")
+
+
+@agent.tool(task="optional")
+async def confirm_delete(filename: str, ctx: Context) -> str:
+    """Asks whether to delete ``filename`` (a question inside the task), then says what it did."""
+    answer = await ctx.ask(f"Delete {filename}?", {"type": "object", "properties": {"confirm": {"type": "boolean"}},
+                                                    "required": ["confirm"]})
+    confirmed = answer.accepted and (answer.content or {}).get("confirm") is True
+    return f"Deleted {filename}" if confirmed else f"Kept {filename}"
+
+
+@agent.tool(task="optional")
+async def multi_input(ctx: Context) -> str:
+    """Asks two things at once; each may be answered on its own."""
+    answers = await ctx.inputs({
+        "name": Ask("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}}),
+        "confirm": Ask("Proceed?", {"type": "object", "properties": {"confirm": {"type": "boolean"}}}),
+    })
+    name = (answers["name"].content or {}).get("name", "someone")
+    return f"{name} answered both questions"
+
+
+@agent.tool(task="required", ask_first=True)
+async def test_tool_with_task(ctx: Context) -> str:
+    """Asks for a name before the task exists (a multi-round-trip request), then works on as a task."""
+    answer = await ctx.ask("What is your name?", {"type": "object", "properties": {"name": {"type": "string"}},
+                                                  "required": ["name"]}, key="user_name")
+    await ctx.continue_as_task()
+    await asyncio.sleep(0.3)
+    return f"Hello, {(answer.content or {}).get('name', 'someone')}!"
 
 
 app = Starlette()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from contextlib import nullcontext
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -128,7 +129,8 @@ class A2AEndpoint:
             return
         except (Unauthenticated, Forbidden) as exc:
             error = identity_error(exc)
-            status = {401: "UNAUTHENTICATED", 429: "RESOURCE_EXHAUSTED"}.get(error.status or 403, "PERMISSION_DENIED")
+            status = {401: "UNAUTHENTICATED", 421: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED",
+                      503: "UNAVAILABLE"}.get(error.status or 403, "PERMISSION_DENIED")
             await send_json(send, error.status or 403,
                             {"error": {"code": error.status, "status": status, "message": error.message}},
                             error.headers)
@@ -152,6 +154,8 @@ class A2AEndpoint:
         card = build_card(self.agent, base_url(scope, headers), extended=extended)
         if self.agent.access is not None:  # the skills this caller may see, the schemes of Agent(auth=...)
             card = await self.agent.access.card(card, scope)
+        if self.agent._hooks is not None:  # listing hooks may filter the skills (docs/observability.md)
+            card = {**card, "skills": self.agent._shown("skills", "a2a", card.get("skills") or [], scope, None)}
         query = scope.get("query_string", b"").decode("latin-1")
         if self.agent.a2a.card_v03 or wants_v03(route_path(scope), headers, query):  # docs/a2a.md, "The card"
             card = with_v03_fields(card)
@@ -203,35 +207,47 @@ class A2AEndpoint:
             method: str = message.method  # type: ignore[assignment]
             version = _version(headers, scope.get("query_string", b"").decode("latin-1"))
             caller = await self._caller(connection)
-            if method in self.methods_v10:
-                if version != "1.0":
-                    raise A2AError(VERSION_NOT_SUPPORTED, f"{method} needs A2A-Version: 1.0 (got {version!r})",
-                                   {"supported": "1.0, 0.3"})
-                params = normalise(OPERATION_OF_METHOD[method], params)  # snake_case spellings, once, here
-                result = await self.methods_v10[method](params, caller)
-                if method in self.streaming:
-                    await _sse(scope, receive, send, request_id, result, v03=False)
-                    return
-            elif method in self.methods_v03:
-                if version != "0.3":
-                    raise A2AError(VERSION_NOT_SUPPORTED, f"{method} is a 0.3 method (got A2A-Version {version!r})",
-                                   {"supported": "1.0, 0.3"})
-                result = await self._v03(method, params, caller)
-                if method in self.streaming:
-                    await _sse(scope, receive, send, request_id, result, v03=True)
-                    return
+            telemetry = self.agent.telemetry
+            if telemetry is not None:  # its server span (docs/observability.md)
+                with telemetry.serving_a2a(scope, method, request_id, params):
+                    await self._rpc(scope, receive, send, request_id, method, params, version, caller)
             else:
-                raise A2AError(METHOD_NOT_FOUND, f"Method not found: {method}")
-            body = _encode_result({"jsonrpc": "2.0", "id": request_id, "result": result}, request_id)
-            await send_bytes(send, 200, body, [(b"content-type", b"application/json")])
+                await self._rpc(scope, receive, send, request_id, method, params, version, caller)
         except ProtocolError as exc:  # A2AError included; a body over the limit is the one non-200 answer
             logger.debug("A2A JSON-RPC request refused: %s", exc.message)
+            if self.agent.telemetry is not None:
+                self.agent.telemetry.protocol_error("a2a", exc.code)
             await send_json(send, 413 if exc.status == 413 else 200, A2AError.of(exc).jsonrpc(request_id))
         except (Unauthenticated, Forbidden, ClientDisconnected):
             raise
         except Exception:
             logger.exception("A2A JSON-RPC request failed")
             await send_json(send, 200, A2AError(INTERNAL_ERROR, "Internal error").jsonrpc(request_id))
+
+    async def _rpc(self, scope: Scope, receive: Receive, send: Send, request_id: Any, method: str,
+                   params: dict[str, Any], version: str, caller: Caller) -> None:
+        """One JSON-RPC method, answered; raises ProtocolError for the caller to answer."""
+        if method in self.methods_v10:
+            if version != "1.0":
+                raise A2AError(VERSION_NOT_SUPPORTED, f"{method} needs A2A-Version: 1.0 (got {version!r})",
+                               {"supported": "1.0, 0.3"})
+            params = normalise(OPERATION_OF_METHOD[method], params)  # snake_case spellings, once, here
+            result = await self.methods_v10[method](params, caller)
+            if method in self.streaming:
+                await _sse(scope, receive, send, request_id, result, v03=False)
+                return
+        elif method in self.methods_v03:
+            if version != "0.3":
+                raise A2AError(VERSION_NOT_SUPPORTED, f"{method} is a 0.3 method (got A2A-Version {version!r})",
+                               {"supported": "1.0, 0.3"})
+            result = await self._v03(method, params, caller)
+            if method in self.streaming:
+                await _sse(scope, receive, send, request_id, result, v03=True)
+                return
+        else:
+            raise A2AError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        body = _encode_result({"jsonrpc": "2.0", "id": request_id, "result": result}, request_id)
+        await send_bytes(send, 200, body, [(b"content-type", b"application/json")])
 
     async def _v03(self, method: str, params: dict[str, Any], caller: Caller) -> Any:
         ops = self.ops
@@ -302,14 +318,18 @@ class A2AEndpoint:
                        "subscribe": self.ops.subscribe, "push_create": self.ops.create_push,
                        "push_get": self.ops.get_push, "push_list": self.ops.list_push,
                        "push_delete": self.ops.delete_push, "card": self._extended_card}[name]
-            result = await handler(params, caller)
-            if name in ("stream", "subscribe"):
-                await _sse(scope, receive, send, None, result, v03=False)
-                return
-            await send_bytes(send, 200, _encode_result(result, None), [(b"content-type", b"application/json")])
+            telemetry = self.agent.telemetry
+            with telemetry.serving_a2a(scope, name, None, params) if telemetry is not None else nullcontext():
+                result = await handler(params, caller)
+                if name in ("stream", "subscribe"):
+                    await _sse(scope, receive, send, None, result, v03=False)
+                    return
+                await send_bytes(send, 200, _encode_result(result, None), [(b"content-type", b"application/json")])
         except ProtocolError as exc:
             logger.debug("A2A HTTP+JSON request refused: %s", exc.message)
             error = A2AError.of(exc)
+            if self.agent.telemetry is not None:
+                self.agent.telemetry.protocol_error("a2a", error.code)
             await send_json(send, error.http_status, error.rest())
         except (Unauthenticated, Forbidden, ClientDisconnected):
             raise

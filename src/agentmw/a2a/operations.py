@@ -122,6 +122,7 @@ class Operations:
         self.tasks.push = self.tasks.registry.push = self.push
         if self.push is not None:
             self.push.registry = self.tasks.registry
+            self.push.agent = agent
         self.store = legacy
 
     # --- messages --------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ class PushSender:
         self.policy = policy
         self.replica = replica
         self.registry: Any = None  # the TaskRegistry: lost tasks are failed through it
+        self.agent: Any = None  # the agent, whose telemetry traces each push (docs/observability.md)
         self.workers: dict[str, asyncio.Task[None]] = {}
         self.delivered = 0
         self.failed = 0
@@ -201,6 +202,14 @@ class PushSender:
                 logger.exception("A2A push sweeper failed; trying again")
 
     async def _deliver(self, config: dict[str, Any], event: dict[str, Any]) -> None:
+        telemetry = self.agent.telemetry if self.agent is not None else None
+        if telemetry is None:
+            await self._send(config, event, None)
+            return
+        with telemetry.pushing(config.get("taskId"), config["url"]) as trace_headers:  # traceparent: the task's
+            await self._send(config, event, trace_headers)
+
+    async def _send(self, config: dict[str, Any], event: dict[str, Any], trace_headers: dict[str, str] | None) -> None:
         import httpx
 
         if self._client is None:
@@ -211,13 +220,17 @@ class PushSender:
             headers["authorization"] = f"{auth['scheme']} {auth.get('credentials', '')}".strip()
         if config.get("token"):
             headers["x-a2a-notification-token"] = config["token"]
+        if trace_headers:
+            headers.update(trace_headers)
         body = None
         if self.policy.signer is not None:  # the JWT vouches for these exact bytes (request_body_sha256)
             from .._transport import dumps
 
             body = dumps(event)
-            signed = await self.policy.signer.sign(self.state, url=config["url"], task_id=config.get("taskId"),
-                                                   body=body, issuer="agentmw")
+            # the key lives in the agent's state, where /.well-known/jwks.json reads it (not A2ASettings.store's)
+            key_state = self.agent.state if self.agent is not None else self.state
+            signed = await self.policy.signer.sign(key_state, url=config["url"], task_id=config.get("taskId"),
+                                                   body=body, issuer=self.agent.name if self.agent else "agentmw")
             headers.setdefault("authorization", f"Bearer {signed}")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.policy.total_seconds

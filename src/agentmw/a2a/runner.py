@@ -13,44 +13,39 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
 from ..capability import Capability
-from ..context import Ask, Context, InputRequest, answer_from
+from ..context import Ask, InputRequest, answer_from
 from ..events import ArtifactUpdate, CoreEvent, TextDelta
 from ..messages import Artifact, Message
-from ..runtime import Outcome, Status, describe_validation_error, invoke
 from ..journal import Journal
-from ..journal import cancel as cancel_execution
-from ..journal import resume as resume_execution
+from ..runtime import Outcome, Status, describe_validation_error
 from ..stores.base import TaskRecord
-from ..stores.sqlite import RESTART_REASON
-from . import registry as _registry
-from .registry import LiveTask, TaskRegistry, task_dict
+from ..tasks.runner import TaskChannelBase
+from ..tasks.runner import TaskRunner as CoreRunner
+from .registry import LiveTask, task_dict
 from .wire import INVALID_PARAMS, UNSUPPORTED_OPERATION, A2AError, message_to_wire, new_id, parts_from_outcome
-
-if TYPE_CHECKING:
-    from ..agent import Agent
 
 __all__ = ["TaskRunner", "TaskChannel"]
 
 logger = logging.getLogger("agentmw")
-_LOST = ("The agent lost this task's execution (it was restarted, or this request reached another replica); "
-         "nothing more will run.")
 
 
-class TaskRunner:
-    def __init__(self, agent: Agent, registry: TaskRegistry) -> None:
-        self.agent = agent
-        self.registry = registry
+class TaskRunner(CoreRunner):
+    """The A2A part of running a task (the rest is the core's, ``agentmw.tasks.runner``)."""
+
+    face = "a2a"
 
     async def advance(self, live: LiveTask, message: dict[str, Any], connection: HTTPConnection | None, *,
                       quiet: bool = False) -> None:
         """Move the task on with a message: answer its parked question, or gather arguments and start it."""
         record = live.record
+        if self.agent.telemetry is not None:  # the span that began the task: follow-ups and pushes link to it
+            self.agent.telemetry.anchor("a2a", record.id, first=True)
         if live.answer is not None and not live.answer.done():
             live.answer.set_result(message)  # the parked coroutine goes on from its question
             return
@@ -63,7 +58,7 @@ class TaskRunner:
                                               name=f"a2a-resume-{record.id}")
             return
         registry = self.registry
-        capability = self._choose(record, message)
+        capability = self._choose(record, message, connection)
         if self.agent.access is not None:  # hidden skills are unknown; missing scopes are 401/403 (docs/auth.md)
             from ..auth.a2a import check_task
 
@@ -98,8 +93,9 @@ class TaskRunner:
                                           name=f"a2a-task-{record.id}")
         registry.publish_later(live)
 
-    def _choose(self, record: TaskRecord, message: dict[str, Any]) -> Capability | None:
-        """The capability the task runs: named in metadata, or the agent's only skill (docs/a2a.md)."""
+    def _choose(self, record: TaskRecord, message: dict[str, Any],
+                connection: HTTPConnection | None = None) -> Capability | None:
+        """The capability the task runs: named in metadata, or the only skill the caller may see (docs/a2a.md)."""
         if record.skill is None:
             meta = message.get("metadata") or {}
             named = meta.get("skill")
@@ -108,8 +104,8 @@ class TaskRunner:
                 if named not in skills:
                     raise A2AError(INVALID_PARAMS, f"Unknown skill {named!r}; the agent card lists the skills")
                 record.skill = named
-            elif len(skills) == 1:
-                record.skill = next(iter(skills))
+            elif len(visible := self._visible_skills(connection)) == 1:
+                record.skill = next(iter(visible))
             else:
                 return None
             tool = meta.get("tool")
@@ -144,10 +140,15 @@ class TaskRunner:
             arguments[text_param] = "\n".join(texts)
         return arguments
 
-    def _ask_for_skill(self, live: LiveTask, connection: HTTPConnection | None = None) -> None:
+    def _visible_skills(self, connection: HTTPConnection | None) -> dict[str, Capability]:
+        """The skills this caller may see (all of them without ``Agent(auth=...)``): hidden ones are unknown."""
         skills = self.agent.skills
-        if self.agent.access is not None and connection is not None:  # only those this caller may see
+        if self.agent.access is not None and connection is not None:
             skills = {n: c for n, c in skills.items() if not self.agent.access.hides(c, connection.scope)}
+        return skills
+
+    def _ask_for_skill(self, live: LiveTask, connection: HTTPConnection | None = None) -> None:
+        skills = self._visible_skills(connection)
         lines = [f"- {name}: {cap.summary}" for name, cap in skills.items()]
         text = ("Which skill should handle this? Reply on this task with metadata {\"skill\": <id>}. Skills:\n"
                 + "\n".join(lines)) if skills else "This agent has no skills."
@@ -159,92 +160,25 @@ class TaskRunner:
                    validated: Any = None) -> None:
         """``validated``: the input model ``advance`` made from ``record.arguments`` (not made twice)."""
         record = live.record
-        # the task's journal (docs/durability.md): nothing is written unless the skill takes a journaled step
-        # (a question, ctx.call, ctx.once); then any replica can resume it, or take it over if this one dies
-        # (a function without a Context parameter or a gate takes none: it runs without one, for nothing)
-        journal = Journal(self.agent.state, record.id, lease_seconds=_registry.LEASE_SECONDS) if (
-            capability.params.context_param is not None or capability.gate is not None) else None
-        try:
-            if not live.quiet:
-                self.registry.status(live, "TASK_STATE_WORKING", None)
-            ctx = Context(capability, TaskChannel(self, live), request=connection, caller=record.owner,
-                          agent=self.agent, face="a2a")
-            ctx.messages = live.messages  # the same list: follow-ups that answer a question show up in it
-            key = _hint(record, "idempotencyKey")
-            approval = _hint(record, "approvalId")
-            outcome = await invoke(capability, dict(record.arguments), ctx,
-                                   idempotency_key=key if isinstance(key, str) else None,
-                                   approval_id=approval if isinstance(approval, str) else None, journal=journal,
-                                   validated=validated)
-            if outcome.code == "taken_over":  # resumed by another process, which reports it
-                self.registry.let_go(live)
-                return
-            self.settle(live, outcome)
-        except BaseException as exc:
-            await self._ended_abruptly(live, journal, exc, "")
+        key = _hint(record, "idempotencyKey")
+        approval = _hint(record, "approvalId")
+        await self.execute(live, capability, connection, dict(record.arguments),
+                           idempotency_key=key if isinstance(key, str) else None,
+                           approval_id=approval if isinstance(approval, str) else None, validated=validated)
 
-    async def _ended_abruptly(self, live: LiveTask, journal: Journal | None, exc: BaseException,
-                              doing: str) -> None:
-        """A run or a resume stopped by cancellation or by a bug of ours: the task ends accordingly."""
-        if isinstance(exc, asyncio.CancelledError):
-            await self._canceled(live, journal)
-            return
-        if not isinstance(exc, Exception):
-            raise exc
-        logger.exception("A2A task %s failed inside agentmw%s", live.record.id, doing, exc_info=exc)
-        self.finish(live, "TASK_STATE_FAILED", "The agent failed while running this task.")
-
-    async def _canceled(self, live: LiveTask, journal: Journal | None) -> None:
-        """The coroutine was cancelled: by CancelTask (the task ends, and so does its journal), or by this
-        process's shutdown (a task with a journal is left as it is, for a replica to resume or take over)."""
-        stored = journal is not None and journal.stored
-        if self.registry.closing and stored:
-            return
-        self.finish(live, "TASK_STATE_CANCELED", "The task was canceled.")
-        if stored:
-            try:
-                await cancel_execution(self.agent, live.record.id)
-            except Exception:
-                logger.exception("the journal of A2A task %s could not be marked canceled", live.record.id)
+    def channel(self, live: LiveTask, journal: Journal | None) -> TaskChannel:
+        return TaskChannel(self, live, journal)
 
     async def resume(self, live: LiveTask, journal: Journal, message: dict[str, Any] | None,
                      connection: HTTPConnection | None) -> None:
-        """Replay, in this process, a task whose coroutine is in no process here (docs/durability.md).
+        """Replay a task whose coroutine is in no process here (``agentmw.tasks.runner.TaskRunner.replay``).
+        ``message``: the follow-up answering its question; None: a take-over of a task whose process died."""
+        def answer(pending: Mapping[str, InputRequest]) -> dict[str, Any]:
+            only = len(pending) == 1
+            return {key: answer_from(_payload(message, key, only), request)  # type: ignore[arg-type]
+                    for key, request in pending.items() if isinstance(request, Ask)}
 
-        ``message``: the follow-up answering its question; the task is claimed first (its record written
-        here with compare-and-set), and the process that parked it is told to let go. None: a take-over of
-        a task whose process died (an orphan): nothing is written until the replay holds its lease.
-        Events the replay makes again are not sent again (``TaskChannel`` mutes them)."""
-        registry = self.registry
-        record = live.record
-        answers: dict[str, Any] | None = None
-        try:
-            if message is not None:
-                holder = record.replica
-                registry.status(live, "TASK_STATE_WORKING", None)
-                await registry.persist(live)  # the claim: of two replicas answering, one writes this
-                if live.superseded:
-                    return
-                await registry.moved(live, holder)
-                pending = journal.pending
-                only = len(pending) == 1
-                answers = {key: answer_from(_payload(message, key, only), request)
-                           for key, request in pending.items() if isinstance(request, Ask)}
-            outcome = await resume_execution(
-                self.agent, record.id, answers=answers, channel=TaskChannel(self, live, journal), request=connection,
-                messages=live.messages, journal=journal, lease_seconds=_registry.LEASE_SECONDS,
-                wait=2.0 if message is not None else 0.0)
-            if outcome.code in ("taken_over", "execution_busy"):  # it goes on elsewhere
-                logger.info("A2A task %s goes on elsewhere (%s)", record.id, outcome.code)
-                registry.let_go(live)
-                return
-            if outcome.code in ("unknown_execution", "unknown_capability"):
-                logger.warning("A2A task %s cannot be resumed here: %s", record.id, outcome.message)
-                self.finish(live, "TASK_STATE_FAILED", RESTART_REASON if message is None else _LOST)
-                return
-            self.settle(live, outcome)
-        except BaseException as exc:
-            await self._ended_abruptly(live, journal, exc, " while resuming")
+        await self.replay(live, journal, connection, answer if message is not None else None)
 
     def settle(self, live: LiveTask, outcome: Outcome) -> None:
         """The task's end (or its question) from the core's outcome (docs/a2a.md, "Tasks and outcomes")."""
@@ -333,24 +267,9 @@ def _payload(message: dict[str, Any], key: str, only: bool) -> Any:
     return data or ("\n".join(texts) if texts else {})
 
 
-class TaskChannel:
+class TaskChannel(TaskChannelBase):
     """The core channel of one A2A task: progress becomes status updates, questions park the coroutine.
     It changes the task only through the registry's public calls."""
-
-    def __init__(self, runner: TaskRunner, live: LiveTask, journal: Journal | None = None) -> None:
-        self.runner = runner
-        self.registry = runner.registry
-        self.live = live
-        self.journal = journal  # a replay: what it does again before its last recorded step is not sent again
-
-    def _muted(self) -> bool:
-        journal = self.journal
-        if journal is None:
-            return False
-        if journal.replaying:
-            return True
-        self.journal = None  # caught up: from here on, everything is new
-        return False
 
     def supports(self, capability: str) -> bool:
         return capability == "elicitation"

@@ -22,20 +22,20 @@ from starlette.requests import HTTPConnection
 
 from .._bounded import BoundedTable
 from ..journal import Journal
-from ..journal import cancel as cancel_execution
 from ..state import State
 from ..stores.base import INTERRUPTED, TERMINAL, TaskRecord, legacy_state
+from ..tasks.manager import TaskManager as CoreManager
+from ..tasks.manager import spawn
+from ..tasks.runner import LOST_REASON
 from .registry import (
     MAX_BACKLOG,
     SETTLED,
-    TASKS,
     LiveTask,
-    TaskRegistry,
+    a2a_registry,
     is_final,
     status_of,
     task_dict,
 )
-from . import registry as _registry
 from .runner import TaskRunner
 from .wire import (
     INVALID_PARAMS,
@@ -56,9 +56,6 @@ if TYPE_CHECKING:
 __all__ = ["TaskManager", "LiveTask", "task_dict", "status_of"]
 
 logger = logging.getLogger("agentmw")
-_background: set[asyncio.Task[Any]] = set()  # fire-and-forget deliveries, held so they are not collected
-_LOST = ("The agent lost this task's execution (it was restarted, or this request reached another replica); "
-         "nothing more will run.")
 
 
 @dataclass(eq=False, slots=True)
@@ -110,8 +107,9 @@ def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) ->
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-class TaskManager:
-    """One per agent.
+class TaskManager(CoreManager):
+    """One per agent: the core's task manager (``agentmw.tasks``), with what A2A adds: messages, follow-ups,
+    repeats, push notifications and streams.
 
     Args:
         state: the state tasks live in (``agent.state`` by default).
@@ -121,28 +119,18 @@ class TaskManager:
 
     def __init__(self, agent: Agent, state: State, push: PushSender | None = None, *, single_process: bool = False,
                  legacy: Any = None) -> None:
-        self.agent = agent
         # an older store keeps its durability: every answer waits for its write
-        self.registry = TaskRegistry(agent, state, single_process=single_process,
-                                     write_behind=agent.a2a.write_behind and legacy is None)
-        self.runner = TaskRunner(agent, self.registry)
+        registry = a2a_registry(agent, state, single_process=single_process,
+                                write_behind=agent.a2a.write_behind and legacy is None)
+        super().__init__(agent, registry, TaskRunner(agent, registry))
         self.push = push
         self.registry.push = push
-        self.registry.take_over = self.take_over
         self._legacy = legacy
         # (owner, messageId) -> {fingerprint: what that message got}: at most a2a_max_message_ids, each for
         # A2ASettings.message_id_ttl_seconds (apart from idempotency keys)
         self._messages: BoundedTable[tuple[str, str], dict[str | tuple[Any, ...], _Seen]] = BoundedTable(
             agent.a2a_max_message_ids, agent.a2a.message_id_ttl_seconds, clock=time.time)
         self.message_repeats = 0  # repeats answered from self._messages
-
-    @property
-    def live(self) -> BoundedTable[str, LiveTask]:
-        return self.registry.live
-
-    @property
-    def state(self) -> State:
-        return self.registry.state
 
     @property
     def store(self) -> Any:
@@ -158,23 +146,21 @@ class TaskManager:
         if self.push is not None:
             self.push.state = state
 
-    async def ready(self) -> None:
-        await self.registry.ready()
+    # --- A2A's errors ----------------------------------------------------------------------------------
+    def invalid_id(self, task_id: Any) -> Exception:
+        return A2AError(INVALID_PARAMS, "id must be a string")
 
-    async def flush(self) -> None:
-        """Wait until every change this process made so far is written to the state."""
-        await self.registry.flush()
+    def not_found(self, task_id: Any) -> Exception:
+        return A2AError(TASK_NOT_FOUND, f"Task {task_id} not found", {"taskId": task_id})
+
+    def not_cancelable(self, task_id: Any, record: TaskRecord) -> Exception:
+        return A2AError(TASK_NOT_CANCELABLE, f"Task {task_id} is {record.state} and cannot be canceled",
+                        {"taskId": task_id})
+
+    def too_busy(self, task_id: Any) -> Exception:
+        return A2AError(TASK_NOT_CANCELABLE, f"Task {task_id} is changing too often to cancel", {"taskId": task_id})
 
     # --- reading -------------------------------------------------------------------------------------
-    async def get(self, task_id: Any, owner: str) -> TaskRecord:
-        if not isinstance(task_id, str):
-            raise A2AError(INVALID_PARAMS, "id must be a string")
-        await self.ready()
-        record = await self.registry.find(task_id)
-        if record is None or record.owner != owner:  # another caller's task does not exist for this one
-            raise A2AError(TASK_NOT_FOUND, f"Task {task_id} not found", {"taskId": task_id})
-        return record
-
     async def list(self, owner: str, *, context_id: str | None = None, state: str | None = None,
                    after: float | None = None, size: int = 50, offset: int = 0) -> tuple[list[TaskRecord], int]:
         await self.ready()
@@ -349,9 +335,7 @@ class TaskManager:
         if record.terminal:
             final = {"statusUpdate": {"taskId": record.id, "contextId": record.context_id,
                                       "status": status_of(record)}}
-            task = asyncio.create_task(self.push._deliver(config, final), name=f"a2a-push-final-{record.id}")
-            _background.add(task)
-            task.add_done_callback(_background.discard)
+            spawn(self.push._deliver(config, final), f"a2a-push-final-{record.id}")
         else:
             self.registry.publish(live)
             self.push.watch(record.id)
@@ -400,21 +384,22 @@ class TaskManager:
             if record.parked or record.replica is not None:
                 # its coroutine is in another process (or was, in one that is gone)
                 if record.parked:
-                    journal = await Journal.load(self.agent.state, task_id, lease_seconds=_registry.LEASE_SECONDS)
+                    journal = await Journal.load(self.agent.state, task_id,
+                                                 lease_seconds=registry.timing.lease_seconds)
                     if journal is not None and not journal.finished and journal.pending:
-                        live = await self._handle(record, version)  # resumed here from its journal
+                        live = await self.adopt(record, version)  # resumed here from its journal
                         live.resume = journal
                         return live
-                    if not await registry.fail_elsewhere(record, version, _LOST):
+                    if not await registry.fail_elsewhere(record, version, LOST_REASON):
                         continue
                     raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} can no longer continue",
                                    {"taskId": task_id})
                 raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} is working and is not waiting for input",
                                {"taskId": task_id})
-            return await self._handle(record, version)
+            return await self.adopt(record, version)
         raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} is changing too often to continue", {"taskId": task_id})
 
-    async def _handle(self, record: TaskRecord, version: int) -> LiveTask:
+    async def adopt(self, record: TaskRecord, version: int) -> LiveTask:
         """A handle here for a stored task: its user messages (ctx.messages) and push sender."""
         registry = self.registry
         live = registry.adopt_handle(record, version)
@@ -429,60 +414,7 @@ class TaskManager:
             self.push.watch(record.id)
         return live
 
-    # --- taking over a task whose process died -------------------------------------------------------
-    def take_over(self, task_id: str) -> None:
-        """Resume here, from its journal, a task whose process died while it ran (found by the orphan sweep,
-        or by a reader that saw its holder gone). Several replicas may try: the journal's lease lets one
-        replay it; the others let go. A task tried here is not tried again for ``RETRY_TAKE_OVER_SECONDS``."""
-        registry = self.registry
-        if registry.closed or registry.closing or registry.local(task_id) is not None:
-            return
-        now = time.monotonic()
-        attempts = registry._attempts
-        if attempts.get(task_id, 0.0) > now:
-            return
-        if len(attempts) > 1000:
-            for key in [k for k, until in attempts.items() if until <= now]:
-                del attempts[key]
-        attempts[task_id] = now + _registry.RETRY_TAKE_OVER_SECONDS
-        task = asyncio.get_running_loop().create_task(self._take_over(task_id), name=f"a2a-take-over-{task_id}")
-        _background.add(task)
-        task.add_done_callback(_background.discard)
-
-    async def _take_over(self, task_id: str) -> None:
-        registry = self.registry
-        try:
-            found = await registry.state.get(TASKS, task_id)
-            if found is None:  # not an A2A task of this state (an AG-UI run, another agent's task)
-                return
-            record = TaskRecord.from_dict(found.value)
-            journal = await Journal.load(self.agent.state, task_id, lease_seconds=_registry.LEASE_SECONDS)
-            if journal is None:
-                return
-            if record.terminal:  # the task ended, its journal did not: nothing to resume
-                if not journal.finished:
-                    await cancel_execution(self.agent, task_id)
-                return
-            if registry.local(task_id) is not None or registry.closing:
-                return
-            live = await self._handle(record, found.version)
-            live.runner = asyncio.get_running_loop().create_task(self.runner.resume(live, journal, None, None),
-                                                                 name=f"a2a-resume-{task_id}")
-            logger.info("taking over A2A task %s (its process is gone)", task_id)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("taking over A2A task %s failed", task_id)
-
     # --- following -----------------------------------------------------------------------------------
-    def subscribe(self, live: LiveTask) -> asyncio.Queue[Any]:
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        live.subscribers.add(queue)
-        return queue
-
-    def unsubscribe(self, live: LiveTask, queue: asyncio.Queue[Any]) -> None:
-        live.subscribers.discard(queue)
-
     async def events(self, live: LiveTask, queue: asyncio.Queue[Any], *, stop_on_interrupt: bool) -> AsyncIterator[dict]:
         """The task's events from ``queue`` until it is terminal (or interrupted, when asked)."""
         try:
@@ -501,46 +433,6 @@ class TaskManager:
     def follow(self, record: TaskRecord) -> AsyncIterator[dict[str, Any]]:
         """The events of a task this process does not hold, from the state's log of it."""
         return self.registry.follow(record)
-
-    # --- canceling -----------------------------------------------------------------------------------
-    async def cancel(self, task_id: Any, owner: str) -> TaskRecord:
-        registry = self.registry
-        for _ in range(10):
-            record = await self.get(task_id, owner)
-            if record.terminal:
-                raise A2AError(TASK_NOT_CANCELABLE, f"Task {task_id} is {record.state} and cannot be canceled",
-                               {"taskId": task_id})
-            live = registry.local(task_id)
-            if live is not None:
-                if live.runner is not None and not live.runner.done():
-                    live.runner.cancel()
-                    try:
-                        await live.runner
-                    except asyncio.CancelledError:
-                        if asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                            raise
-                if not live.record.terminal:
-                    self.runner.finish(live, "TASK_STATE_CANCELED", "The task was canceled.")
-                await registry.persist(live)
-                await self._end_journal(task_id)
-                return live.record
-            loaded = await registry.load(task_id)
-            if loaded is None:
-                continue
-            if loaded[0].terminal:
-                return loaded[0]
-            done = await registry.cancel_elsewhere(*loaded)
-            if done is not None:
-                await self._end_journal(task_id)
-                return done
-        raise A2AError(TASK_NOT_CANCELABLE, f"Task {task_id} is changing too often to cancel", {"taskId": task_id})
-
-    async def _end_journal(self, task_id: str) -> None:
-        """CancelTask ends the task's execution for good: a resume or a take-over finds it canceled."""
-        try:
-            await cancel_execution(self.agent, task_id)
-        except Exception:
-            logger.exception("the journal of A2A task %s could not be marked canceled", task_id)
 
     async def close(self) -> None:
         await self.registry.close()

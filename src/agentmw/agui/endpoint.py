@@ -122,6 +122,20 @@ class AguiEndpoint:
         run_input = await self._parse(receive, send)
         if run_input is None:
             return
+        telemetry = self.agent.telemetry
+        if telemetry is None:
+            await self._start(skill, run_input, scope, receive, send)
+            return
+        with telemetry.serving_agui(scope, skill.name, run_input):  # the run's server span (docs/observability.md)
+            run = await self._start(skill, run_input, scope, receive, send)
+        if run is None:
+            telemetry.protocol_error("agui", "refused")
+        elif run.sequencer.error_code:
+            telemetry.protocol_error("agui", run.sequencer.error_code)
+
+    async def _start(self, skill: Capability, run_input: Any, scope: Scope, receive: Receive,
+                     send: Send) -> Run | None:
+        """Start the run and stream it; None when it was refused."""
         connection = HTTPConnection(scope)
         owner = await resolve_caller(connection, self.agent.identify)
         try:
@@ -129,8 +143,9 @@ class AguiEndpoint:
                                                        self.agent.agui_consumer_limit)
         except Refused as refused:
             await send_json(send, refused.status, {"detail": refused.detail})
-            return
+            return None
         await self._stream(run, consumer, scope, receive, send, cancel_on_disconnect=not run.detached)
+        return run
 
     # --- streaming -------------------------------------------------------------------------------
     async def _stream(self, run: Run, consumer: Consumer, scope: Scope, receive: Receive, send: Send, *,

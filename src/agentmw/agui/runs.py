@@ -443,7 +443,11 @@ class Runs:
         self.runs[run.id] = run  # the table drops the oldest ended runs past agui_max_runs
         consumer = Consumer(limit, owns_run=True)
         run.consumers.add(consumer)
-        run.sequencer.start(run_input.model_dump(mode="json", by_alias=True, exclude_none=True))
+        telemetry = self.agent.telemetry
+        if telemetry is not None:  # the run's span begins the thread's next turn; RUN_STARTED shows its trace
+            telemetry.anchor("agui", thread.id)
+        run.sequencer.start(run_input.model_dump(mode="json", by_alias=True, exclude_none=True),
+                            telemetry.run_metadata() if telemetry is not None else None)
         subscription = state.subscribe(CANCEL + run.id)
         try:
             await subscription.__aenter__()  # live before the record names this run as running

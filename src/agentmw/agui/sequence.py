@@ -48,7 +48,7 @@ class Sequencer:
     """One run's events: makes them valid, numbers them, and keeps the thread's messages up to date."""
 
     __slots__ = ("thread_id", "run_id", "seq", "open", "ended", "text_id", "reasoning_id", "steps", "tools",
-                 "messages", "_text_parts", "out", "activity_id", "artifacts")
+                 "messages", "_text_parts", "out", "activity_id", "artifacts", "error_code")
 
     def __init__(self, thread_id: str, run_id: str, messages: list[dict[str, Any]], first_seq: int = 0) -> None:
         self.thread_id = thread_id
@@ -65,6 +65,7 @@ class Sequencer:
         self.activity_id = _id("activity")
         self.artifacts: set[str] = set()  # activity ids of the artifacts this run has shown
         self.out: list[tuple[int, bytes]] = []
+        self.error_code: str | None = None  # the RUN_ERROR code this run ended with (counted by the telemetry)
 
     @classmethod
     def resumed(cls, thread_id: str, run_id: str, messages: list[dict[str, Any]],
@@ -139,13 +140,16 @@ class Sequencer:
         return frames
 
     # --- run lifecycle -----------------------------------------------------------------------------
-    def start(self, run_input: dict[str, Any] | None = None) -> None:
+    def start(self, run_input: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None) -> None:
+        """``metadata``: the event's own (with telemetry on: the run's trace, docs/observability.md)."""
         if self.open:
             raise SequenceError("RUN_STARTED while a run is open")
         event: dict[str, Any] = {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id,
                                  "protocolVersion": PROTOCOL_VERSION}
         if run_input is not None:
             event["input"] = run_input
+        if metadata:
+            event["metadata"] = metadata
         self._frame(event)
         self.open = True
 
@@ -180,6 +184,7 @@ class Sequencer:
             event["code"] = code
         self._frame(event)
         self.ended = True
+        self.error_code = code or "ERROR"
 
     def snapshot(self, state: dict[str, Any]) -> None:
         self._frame({"type": "STATE_SNAPSHOT", "snapshot": state})

@@ -8,19 +8,28 @@ from starlette.requests import Request
 
 from .a2a import PushSigner
 from .access import Access, Policy
-from .errors import InsufficientScope, RateLimited
+from .errors import AuthUnavailable, InsufficientScope, MisdirectedRequest, RateLimited
 from .principal import Principal, principal_of
 from .ratelimit import RateLimit
 from .resource import ProtectedResource
-from .verifiers import CallableVerifier, IntrospectionVerifier, InvalidToken, JWTVerifier, TokenVerifier
+from .verifiers import (
+    CallableVerifier,
+    IntrospectionVerifier,
+    InvalidToken,
+    JWTVerifier,
+    TokenVerifier,
+    VerifierUnavailable,
+)
 
 __all__ = [
     "Access",
+    "AuthUnavailable",
     "CallableVerifier",
     "InsufficientScope",
     "IntrospectionVerifier",
     "InvalidToken",
     "JWTVerifier",
+    "MisdirectedRequest",
     "Policy",
     "Principal",
     "ProtectedResource",
@@ -28,6 +37,7 @@ __all__ = [
     "RateLimit",
     "RateLimited",
     "TokenVerifier",
+    "VerifierUnavailable",
     "current_principal",
     "principal_of",
 ]

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..identity import Forbidden, Unauthenticated
-from .errors import InsufficientScope, RateLimited
+from ..identity import UNVERIFIED_PREFIX, Forbidden, Unauthenticated
+from .errors import AuthUnavailable, InsufficientScope, MisdirectedRequest, RateLimited
 from .principal import PRINCIPAL_KEY, Principal, principal_of
 from .ratelimit import Limiter, RateLimit
 
@@ -119,11 +119,7 @@ class Access:
 
         from ..identity import resolve_caller
 
-        caller = await resolve_caller(HTTPConnection(scope), self.agent.identify)
-        if caller == "anonymous":  # anonymous callers are told apart by address (one proxy: one caller)
-            client = scope.get("client") or ("", 0)
-            caller = f"anonymous@{client[0]}"
-        return caller
+        return rate_key(await resolve_caller(HTTPConnection(scope), self.agent.identify), scope)
 
     def _insufficient(self, scope: Mapping[str, Any], message: str, scopes: Iterable[str]) -> InsufficientScope:
         scopes = sorted(scopes)
@@ -221,7 +217,7 @@ class Access:
         if self.resource is not None and PRINCIPAL_KEY not in scope:
             try:
                 await self.resource.authenticate(scope)
-            except Unauthenticated:
+            except (Unauthenticated, AuthUnavailable, MisdirectedRequest):
                 scope[PRINCIPAL_KEY] = None  # the card is public: a bad token sees what anonymous callers see
         card = dict(card)
         skills = self.visible_list("skills", card.get("skills", []), scope)
@@ -237,6 +233,17 @@ class Access:
             skills = [skill_requirements(entry, self.agent.skills.get(entry["id"])) for entry in skills]
         card["skills"] = skills
         return card
+
+
+def rate_key(caller: str | None, scope: Mapping[str, Any]) -> str:
+    """Who a rate limit counts: a verified or host-authenticated caller by identity; an anonymous one, or one
+    whose credential nobody verified (the hashed ``Authorization`` of :func:`~agentmw.identity.resolve_caller`,
+    which a client can make up anew per request), by client address (so every caller behind one proxy counts
+    as one)."""
+    if caller and caller != "anonymous" and not caller.startswith(UNVERIFIED_PREFIX):
+        return caller
+    client = scope.get("client") or ("", 0)
+    return f"anonymous@{client[0]}"
 
 
 _TABLES = {"tools": ("tools", "name"), "resources": ("resources", "uri"), "templates": ("templates", "uriTemplate"),
@@ -281,7 +288,7 @@ async def authorize(capability: Capability, ctx: Context) -> Outcome | None:
     limit = policy.rate_limit
     if limit is not None:
         limiter = access.limiter if access is not None else Limiter(lambda: agent.state)
-        who = "*" if limit.shared else (ctx.caller or "anonymous")
+        who = "*" if limit.shared else rate_key(principal.identity if principal is not None else ctx.caller, scope)
         wait = await limiter.take(limit, f"{capability.kind}:{capability.name}|{who}")
         if wait is not None:
             message = f"Rate limit of {limit.describe()} for {capability.name} reached"

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from ..identity import Forbidden
 
-__all__ = ["InsufficientScope", "RateLimited"]
+__all__ = ["AuthUnavailable", "InsufficientScope", "MisdirectedRequest", "RateLimited"]
 
 
 class InsufficientScope(Forbidden):
@@ -31,3 +31,26 @@ class RateLimited(Forbidden):
         super().__init__(message)
         self.retry_after = retry_after
         self.headers = [(b"retry-after", str(max(1, int(-(-retry_after // 1)))).encode())]
+
+
+class AuthUnavailable(Forbidden):
+    """Tokens cannot be checked now (the issuer's JWKS or introspection is down): HTTP 503 with ``Retry-After``,
+    not 401, so a client keeps its token and tries again."""
+
+    status = 503
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.headers = [(b"retry-after", str(max(1, int(-(-retry_after // 1)))).encode())]
+
+
+class MisdirectedRequest(Forbidden):
+    """The request names a ``Host`` this agent does not serve (``Agent(allowed_hosts=...)``): HTTP 421, as the MCP
+    face answers it. With no ``resource=``, the audience a token must name is built from ``Host``, so a foreign
+    one would let a token issued for another resource server be replayed here (RFC 8707)."""
+
+    status = 421
+
+    def __init__(self, message: str = "Invalid Host header") -> None:
+        super().__init__(message)

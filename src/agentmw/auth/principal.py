@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.authentication import BaseUser
 
-__all__ = ["PRINCIPAL_KEY", "Principal", "principal_of", "scopes_of_claims"]
+__all__ = ["PRINCIPAL_KEY", "Principal", "principal_of", "scopes_of_claims", "split_spaced"]
 
 PRINCIPAL_KEY = "agentmw.principal"
 """Where the verified :class:`Principal` (or None, for an anonymous caller) is kept in the ASGI scope."""
@@ -43,7 +43,7 @@ class Principal(BaseUser):
         for part in (roles_claim or "").split("."):
             roles = roles.get(part) if isinstance(roles, Mapping) and part else None
         if isinstance(roles, str):
-            roles = roles.split()
+            roles = split_spaced(roles)
         exp = claims.get("exp")
         return cls(str(subject), scopes=scopes_of_claims(claims),
                    roles=frozenset(str(r) for r in roles) if isinstance(roles, (list, tuple)) else frozenset(),
@@ -70,13 +70,20 @@ class Principal(BaseUser):
         return f"Principal({self.subject!r}, scopes={sorted(self.scopes)}, roles={sorted(self.roles)})"
 
 
+def split_spaced(value: str) -> list[str]:
+    """A space-delimited list (RFC 6749 section 3.3): split on the space character only, empty entries dropped.
+    Not ``str.split()``, which also splits on tabs, ``\x1f`` and Unicode spaces, so one odd scope an
+    authorization server grants would become several."""
+    return [part for part in value.split(" ") if part]
+
+
 def scopes_of_claims(claims: Mapping[str, Any]) -> frozenset[str]:
     """``scope`` (RFC 9068 and 7662: one space-separated string) or ``scp`` (a list, as some servers send)."""
     raw = claims.get("scope", claims.get("scp"))
     if isinstance(raw, str):
-        return frozenset(raw.split())
+        return frozenset(split_spaced(raw))
     if isinstance(raw, (list, tuple)):
-        return frozenset(str(s) for s in raw)
+        return frozenset(str(s) for s in raw if s not in ("", None))
     return frozenset()
 
 

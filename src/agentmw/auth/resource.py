@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..identity import Unauthenticated
+from .errors import AuthUnavailable, MisdirectedRequest
 from .principal import PRINCIPAL_KEY, Principal
-from .verifiers import InvalidToken, TokenVerifier, as_verifier
+from .verifiers import InvalidToken, TokenVerifier, VerifierUnavailable, as_verifier
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -49,8 +50,8 @@ class ProtectedResource:
             object with ``async verify(token, resource)``, or a function ``(token, resource) -> claims``.
         resource: this server's canonical resource URI (the MCP endpoint's URL, RFC 8707), which tokens must
             name as their audience. Default: the URL the request reached, from its scheme, ``Host`` (checked
-            against ``allowed_hosts``) and mount path; forwarded headers are not trusted for it. Behind a
-            proxy that terminates TLS, give it.
+            against ``allowed_hosts`` on every face: 421 otherwise) and mount path; forwarded headers are not
+            trusted for it. Behind a proxy that terminates TLS, or with ``allowed_hosts=["*"]``, give it.
         scopes: scopes every request needs (a token without them gets 403); they are also the ``scope=`` of
             the 401 challenge, so a client asks for them when it logs in.
         scopes_supported: listed in the metadata; default: ``scopes`` and every capability's ``scopes``.
@@ -106,10 +107,20 @@ class ProtectedResource:
         self.agent = agent
 
     # --- where things are ----------------------------------------------------------------------------
+    def check_host(self, scope: Mapping[str, Any]) -> None:
+        """Raise :class:`~agentmw.auth.errors.MisdirectedRequest` (421) for a ``Host`` the agent does not serve
+        (``Agent(allowed_hosts=...)``), on every face, as the MCP face does."""
+        host = _header(scope, b"host")
+        if host is not None and self.agent is not None and not self.agent.host_allowed(host):
+            raise MisdirectedRequest("Invalid Host header")
+
     def resource_url(self, scope: Mapping[str, Any]) -> str:
-        """The resource URI tokens must name: the configured one, else the MCP endpoint's URL as reached."""
+        """The resource URI tokens must name: the configured one, else the MCP endpoint's URL as reached. A
+        ``Host`` outside ``allowed_hosts`` is refused (421) before it can become the audience: otherwise a token
+        issued for another resource server would be accepted here by naming that server in ``Host``."""
         if self.resource is not None:
             return self.resource
+        self.check_host(scope)
         host = _header(scope, b"host")
         if not host:
             server = scope.get("server") or ("localhost", None)
@@ -169,7 +180,8 @@ class ProtectedResource:
     async def authenticate(self, scope: dict[str, Any]) -> Principal | None:
         """The verified caller of this request (None without a token), verified once per request and kept
         in its scope. Raises :class:`~agentmw.identity.Unauthenticated` (401, with the challenge) for a
-        malformed, invalid, expired or wrong-audience token."""
+        malformed, invalid, expired or wrong-audience token, and :class:`~agentmw.auth.errors.AuthUnavailable`
+        (503) when the verifier cannot reach the issuer."""
         if PRINCIPAL_KEY in scope:
             return scope[PRINCIPAL_KEY]  # type: ignore[no-any-return]
         header = _header(scope, b"authorization")
@@ -185,6 +197,8 @@ class ProtectedResource:
             except InvalidToken as exc:
                 raise Unauthenticated(str(exc), challenge=self.challenge(
                     scope, error="invalid_token", description=str(exc))) from None
+            except VerifierUnavailable as exc:
+                raise AuthUnavailable(str(exc), retry_after=exc.retry_after) from None
         scope[PRINCIPAL_KEY] = principal
         if principal is not None and scope.get("user") is None:  # Starlette's request.user and request.auth
             from starlette.authentication import AuthCredentials
@@ -207,7 +221,9 @@ class ProtectedResource:
         if self.roles_claim is not None:
             principal = Principal.from_claims(principal.claims, roles_claim=self.roles_claim)
         if self.identity is not None:
-            principal._identity = str(self.identity(principal))
+            principal._identity = str(self.identity(principal) or "")
+        if not principal.identity:  # every such token would share one caller: sessions, tasks, rate limits
+            raise InvalidToken("The token names no subject (no 'sub' or 'client_id' claim)")
         if self.cache_seconds > 0:
             ttl = self.cache_seconds
             if principal.expires_at is not None:

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidToken",
     "JWTVerifier",
     "TokenVerifier",
+    "VerifierUnavailable",
     "as_verifier",
 ]
 
@@ -35,6 +36,16 @@ _ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "E
 class InvalidToken(Exception):
     """The token is missing something, malformed, expired, for another audience, or not active: HTTP 401
     with ``error="invalid_token"`` and this message as its description."""
+
+
+class VerifierUnavailable(Exception):
+    """The token could not be checked at all: the issuer's keys or its introspection endpoint cannot be reached.
+    Not the caller's fault, so not a 401 (which makes a client drop a good token and log in again): HTTP 503
+    with ``Retry-After: retry_after``."""
+
+    def __init__(self, message: str, *, retry_after: float = 5.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @runtime_checkable
@@ -62,9 +73,14 @@ def audience_matches(claimed: Any, expected: Sequence[str]) -> bool:
 class JWKSCache:
     """The issuer's signing keys, fetched from its JWKS URL and kept for ``ttl`` seconds.
 
-    Key rotation: a token signed with a key id this cache does not hold fetches the set again, at most once
-    per ``refetch_seconds`` (an attacker sending made-up key ids cannot turn every request into a fetch).
-    Bounded: at most ``max_keys`` keys are kept from a set. A failed refresh keeps the keys it had (and logs).
+    Fetches are bounded: at most one attempt per ``refetch_seconds``, whatever the outcome.
+    - Key rotation: a token signed with a key id this cache does not hold fetches the set again, within that
+      bound (an attacker sending made-up key ids cannot turn every request into a fetch).
+    - An outage: a fetch that fails, or a set with no usable key, is remembered for ``refetch_seconds``;
+      meanwhile tokens the cache cannot check answer :class:`VerifierUnavailable` (503) with the seconds left
+      as ``retry_after``, without a fetch. A failed refresh keeps the keys it had (and logs).
+    - Requests waiting for a fetch in progress take its outcome instead of fetching again.
+    At most ``max_keys`` keys are kept from a set.
     """
 
     def __init__(self, url: str | Callable[[], Awaitable[str]], *, ttl: float = 300.0, refetch_seconds: float = 30.0,
@@ -76,22 +92,34 @@ class JWKSCache:
         self.timeout = timeout
         self._http = http
         self._keys: dict[str, tuple[Any, str | None]] = {}  # kid ("" for none) -> (jwt.PyJWK, its "alg")
-        self._fetched = 0.0
+        self._fetched = 0.0  # when a set with keys was last fetched (monotonic)
+        self._attempted = float("-inf")  # when a fetch was last tried, whatever came of it
+        self._attempts = 0  # fetches tried: a request that waited for the lock sees one happened meanwhile
+        self._failing = False  # the last fetch failed: an unknown key id may be a rotation we cannot see
         self._lock = asyncio.Lock()
         self.fetches = 0
 
     async def key(self, kid: str | None) -> tuple[Any, str | None]:
         """The key with this id and the algorithm its JWK names (None when it names none)."""
-        now = time.monotonic()
-        if not self._keys or now - self._fetched > self.ttl:
+        if (not self._keys or time.monotonic() - self._fetched > self.ttl) and self._may_fetch():
             await self._refresh()
         found = self._find(kid)
-        if found is None and time.monotonic() - self._fetched > self.refetch_seconds:
+        if found is None and self._may_fetch():
             await self._refresh()  # a new key id: the issuer may have rotated its keys
             found = self._find(kid)
         if found is None:
+            if self._failing:
+                raise VerifierUnavailable("The issuer's signing keys cannot be fetched now",
+                                          retry_after=self._retry_after())
             raise InvalidToken("The token is signed with a key the issuer does not publish")
         return found
+
+    def _may_fetch(self) -> bool:
+        return time.monotonic() - self._attempted > self.refetch_seconds
+
+    def _retry_after(self) -> float:
+        """Seconds until the next fetch may be tried (at least 1)."""
+        return max(1.0, self.refetch_seconds - (time.monotonic() - self._attempted))
 
     def _find(self, kid: str | None) -> tuple[Any, str | None] | None:
         if kid is not None:
@@ -99,21 +127,34 @@ class JWKSCache:
         return next(iter(self._keys.values())) if len(self._keys) == 1 else None
 
     async def _refresh(self) -> None:
-        stamp = self._fetched
+        attempt = self._attempts
         async with self._lock:
-            if self._fetched != stamp:  # another request refreshed it while this one waited
+            if self._attempts != attempt:  # another request fetched (or failed to) while this one waited
                 return
             try:
                 keys = await self._fetch()
-            except Exception as exc:
-                self._fetched = time.monotonic() if self._keys else 0.0
-                logger.warning("could not fetch the JWKS (%s); %s", exc,
-                               "keeping the keys fetched before" if self._keys else "no key is known")
-                if not self._keys:
-                    raise InvalidToken("The issuer's signing keys cannot be fetched") from exc
+            except Exception as exc:  # noqa: BLE001  (any failure is an outage: remembered, answered 503)
+                self._failed(f"could not fetch the JWKS ({exc})")
                 return
+            if not keys:
+                self._failed("the JWKS has no usable signing key")
+                return
+            self._attempted_now()
             self._keys = keys
             self._fetched = time.monotonic()
+            self._failing = False
+
+    def _attempted_now(self) -> None:
+        """A fetch had an outcome. Counted then, not when it starts: requests arriving meanwhile wait for it
+        (and take its outcome) rather than find no key and no failure yet; a cancelled fetch is no outcome."""
+        self._attempts += 1
+        self._attempted = time.monotonic()
+
+    def _failed(self, why: str) -> None:
+        self._attempted_now()
+        self._failing = True
+        logger.warning("%s; %s; next attempt in %g s", why,
+                       "keeping the keys fetched before" if self._keys else "no key is known", self.refetch_seconds)
 
     async def _fetch(self) -> dict[str, tuple[Any, str | None]]:
         import jwt
@@ -159,14 +200,15 @@ class JWTVerifier:
             with a public key).
         leeway: seconds of clock skew allowed on ``exp``, ``nbf`` and ``iat``.
         jwks_ttl, refetch_seconds, max_keys: the key cache (:class:`JWKSCache`).
-        required: claims a token must have.
+        required: claims a token must have; ``sub`` among them (RFC 9068 requires it), since the subject is who
+            the caller is.
         roles_claim: where roles are (a dotted path); None for none.
         http: an ``httpx.AsyncClient`` to fetch with (tests, proxies); default: a fresh one per fetch.
     """
 
     def __init__(self, *, issuer: str, jwks_url: str | None = None, audience: str | Sequence[str] | None = None,
                  algorithms: Sequence[str] = _ASYMMETRIC, leeway: float = 30.0, jwks_ttl: float = 300.0,
-                 refetch_seconds: float = 30.0, max_keys: int = 16, required: Sequence[str] = ("exp", "iss", "aud"),
+                 refetch_seconds: float = 30.0, max_keys: int = 16, required: Sequence[str] = ("exp", "iss", "aud", "sub"),
                  roles_claim: str | None = "roles", http: Any = None, timeout: float = 5.0) -> None:
         self.issuer = issuer
         self.audience = [audience] if isinstance(audience, str) else list(audience) if audience else None
@@ -178,8 +220,11 @@ class JWTVerifier:
         self.timeout = timeout
         self.jwks = JWKSCache(jwks_url or self._discover_jwks_url, ttl=jwks_ttl, refetch_seconds=refetch_seconds,
                               max_keys=max_keys, timeout=timeout, http=http)
+        self._jwks_uri: str | None = None  # discovered once: the metadata is not fetched again per key fetch
 
     async def _discover_jwks_url(self) -> str:
+        if self._jwks_uri is not None:
+            return self._jwks_uri
         base = self.issuer.rstrip("/")
         last: Exception | None = None
         for suffix in ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"):
@@ -189,7 +234,8 @@ class JWTVerifier:
                 last = exc
                 continue
             if isinstance(metadata, dict) and isinstance(metadata.get("jwks_uri"), str):
-                return metadata["jwks_uri"]
+                self._jwks_uri = metadata["jwks_uri"]
+                return self._jwks_uri
         raise RuntimeError(f"the issuer {self.issuer} publishes no jwks_uri") from last
 
     async def verify(self, token: str, resource: str) -> Principal:
@@ -264,9 +310,9 @@ class IntrospectionVerifier:
                                              auth=auth, headers={"accept": "application/json"})
             response.raise_for_status()
             claims = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
+        except (httpx.HTTPError, ValueError) as exc:  # no verdict on the token: the server is down or broken
             logger.warning("token introspection at %s failed: %s", self.url, exc)
-            raise InvalidToken("The token could not be checked (introspection failed)") from exc
+            raise VerifierUnavailable("The token could not be checked (introspection failed)") from exc
         if not isinstance(claims, dict) or claims.get("active") is not True:
             raise InvalidToken("The token is not active")
         exp = claims.get("exp")

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from .._transport import send_json
 from .._types import Receive, Scope, Send
 from .a2a import JWKS_PATH
+from .errors import MisdirectedRequest
 from .resource import WELL_KNOWN_PRM
 
 if TYPE_CHECKING:
@@ -53,6 +54,11 @@ class WellKnown:
         access = self.agent.access
         resource = access.resource if access is not None else None
         assert resource is not None
+        try:  # a foreign Host must not become the published resource (the document is publicly cacheable)
+            resource.check_host(scope)
+        except MisdirectedRequest as exc:
+            await send_json(send, 421, {"error": "misdirected_request", "error_description": str(exc)})
+            return
         suffix = path[len(WELL_KNOWN_PRM):].rstrip("/")
         root = scope.get("root_path", "").rstrip("/")
         served = urlsplit(resource.resource_url(scope)).path.rstrip("/")  # a configured resource's own path

@@ -73,6 +73,8 @@ class Breaker:
     Calls are counted over the last ``window_seconds``; when at least ``min_calls`` were made and
     ``failure_rate`` of them failed, the breaker opens for ``open_seconds``: calls fail at once as retryable.
     Then one trial call goes through (half-open); its success closes the breaker, its failure opens it again.
+    A trial that never reports (its caller went away) is given up with :meth:`abandon`, and in any case expires
+    after ``open_seconds``, so a lost trial cannot keep the peer cut off for every caller.
     A slow call that succeeds is a success, so a peer that is slow but working is never cut off. The defaults
     are wide on purpose.
     """
@@ -90,6 +92,7 @@ class Breaker:
         self._failures = 0
         self._open_until: float | None = None
         self._trial = False
+        self._trial_at = 0.0
 
     @property
     def state(self) -> str:
@@ -104,10 +107,15 @@ class Breaker:
         now = self._clock()
         if now < self._open_until:
             return self._open_until - now
-        if self._trial:
+        if self._trial and now - self._trial_at < self.open_seconds:
             return 1.0  # one trial call is already out
-        self._trial = True
+        self._trial, self._trial_at = True, now
         return None
+
+    def abandon(self) -> None:
+        """The call let through ended without an answer from the peer (cancelled, or failed on our side): a
+        trial it was is given up, so the next call may try."""
+        self._trial = False
 
     def record(self, ok: bool) -> None:
         now = self._clock()
@@ -160,6 +168,12 @@ class Peer:
         budget_chars: remote text is framed and cut to this many characters (default: the agent's
             ``untrusted_budget_chars``).
         description_budget: remote descriptions (card, tool lists) are framed and cut to this many characters.
+        max_response_bytes: the largest answer (a response body, one stream event) read from an A2A peer; a
+            larger one is refused as a fault of the peer, so a peer cannot exhaust memory. (The ``mcp`` client
+            reads an MCP peer's answers itself.)
+
+    Starting the peer (reading its card or tool lists) has an overall deadline of ``timeout`` seconds, so a peer
+    that answers one byte at a time cannot hold the agent's faces, which wait for the first start.
     """
 
     protocol = "peer"
@@ -167,7 +181,7 @@ class Peer:
     def __init__(self, url: str, *, name: str | None = None, prefix: str = "", credential: Any = None,
                  authorize: Authorize | None = None, allow: Egress | None = None, timeout: float = 30.0,
                  breaker: Breaker | None = None, retries: int = 0, budget_chars: int | None = None,
-                 description_budget: int = 2000) -> None:
+                 description_budget: int = 2000, max_response_bytes: int = 16 * 1024 * 1024) -> None:
         if not isinstance(url, str) or not urlsplit(url).scheme:
             raise ValueError(f"a peer needs an absolute URL, not {url!r}")
         if credential is not None and not isinstance(credential, ServiceAccount) and not callable(credential):
@@ -183,10 +197,12 @@ class Peer:
         self.retries = retries
         self.budget_chars = budget_chars
         self.description_budget = description_budget
+        self.max_response_bytes = max_response_bytes
         self.agent: Agent | None = None
         self.capabilities: list[Capability] = []
         self.error: BaseException | None = None
         self.started = False
+        self.attempted = False
         self._retry_at = 0.0
 
     def __repr__(self) -> str:
@@ -203,9 +219,16 @@ class Peer:
             return
         if self.error is not None and getattr(self.error, "permanent", False):
             raise self.error
+        self.attempted = True
         try:
             await self.allow.acheck(self.url, f"{self.protocol} peer")
-            capabilities = await self._connect()
+            async with asyncio.timeout(self.timeout):
+                capabilities = await self._connect()
+        except TimeoutError as exc:  # a peer that trickles its answer: tried again later, like a down one
+            self.error = BridgeError(f"{self.protocol} peer at {self.url} did not finish answering within "
+                                     f"{self.timeout:g} s")
+            self._retry_at = time.monotonic() + _RETRY_START_SECONDS
+            raise self.error from exc
         except EgressRefused as exc:
             self.error = BridgeError(str(exc))
             self.error.permanent = True
@@ -287,6 +310,9 @@ class Peer:
                 as_whom, headers = f"service account {exchanged.name}", dict(exchanged.headers)
             else:
                 as_whom, headers = f"token exchange ({getattr(credential, '__name__', 'hook')})", dict(exchanged)
+        telemetry = self.agent.telemetry if self.agent is not None else None
+        if telemetry is not None:  # the call continues the caller's trace (docs/observability.md)
+            headers.update(telemetry.outbound_headers())
         logger.info("bridge identity: %s calls as %s to %s peer %s, %s", identity or "anonymous", as_whom,
                     self.protocol, self.name, what,
                     extra={"bridge_caller": identity, "bridge_as": as_whom, "bridge_peer": self.name,
@@ -314,7 +340,7 @@ class _Gate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.bridges.pending:
-            await self.bridges.start(quiet=True)
+            await self.bridges.admit()
         await self.app(scope, receive, send)
 
 
@@ -326,10 +352,22 @@ class Bridges:
         self.peers: list[Peer] = []
         self._lock: asyncio.Lock | None = None
         self._lock_loop: Any = None
+        self._retrying: asyncio.Future[None] | None = None
 
     @property
     def pending(self) -> bool:
         return any(peer.due for peer in self.peers)
+
+    async def admit(self) -> None:
+        """Before a request: a peer never tried yet is started first (bounded by its deadline), so the first
+        request sees its capabilities; a retry after a failure runs in the background, so a peer that is down
+        or slow never holds the requests of the rest of the agent."""
+        if any(peer.due and not peer.attempted for peer in self.peers):
+            await self.start(quiet=True)
+            return
+        retrying = self._retrying
+        if retrying is None or retrying.done() or retrying.get_loop() is not asyncio.get_running_loop():
+            self._retrying = asyncio.ensure_future(self.start(quiet=True))
 
     def add(self, peer: Peer) -> Peer:
         if not isinstance(peer, Peer):

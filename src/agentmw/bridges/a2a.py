@@ -10,18 +10,22 @@ instead of starting another.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import logging
+import re
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
 from ..capability import Capability, build_capability
 from ..content import Text
 from ..context import Context
+from ..egress import EgressRefused
 from ..errors import NeedsInput, Permanent, Rejected, Retryable
 from ..messages import Artifact, Data, File, Message, decode_base64
 from ._peer import BridgeError, Peer, VersionMismatch, safe_name
@@ -43,6 +47,9 @@ _SETTLED = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_C
 _UNSUPPORTED_OPERATION = -32004
 _TASK_NOT_FOUND = -32001
 _MAX_CUTS = 5
+# A remote task, context or artifact id: the peer chooses it, the bridge quotes it to models and keys state by it,
+# so it must be an identifier (UUIDs and the like), not text that could carry instructions.
+_REMOTE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}")
 
 
 class RemoteData(BaseModel):
@@ -53,6 +60,10 @@ class RemoteData(BaseModel):
 
 class _Unreachable(Exception):
     """The peer could not be reached, or broke the connection: a transport failure (the breaker counts it)."""
+
+
+class _Malformed(_Unreachable):
+    """The peer answered something that is not A2A 1.0 (wrong shapes, ids that are not ids, too large)."""
 
 
 class _RpcError(Exception):
@@ -91,14 +102,68 @@ class _Task:
                    reply=data.get("reply"))
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+async def _lines(response: httpx.Response, limit: int) -> AsyncIterator[str]:
+    """The lines of an event stream (CR, LF or CRLF), each at most ``limit`` characters: httpx's own
+    ``aiter_lines`` would gather a line that never ends until memory runs out."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    async for chunk in response.aiter_bytes():
+        pending += decoder.decode(chunk)
+        held = pending.endswith("\r")  # its LF may be in the next chunk: one line end, not two
+        lines = _LINE_END.split(pending[:-1] if held else pending)
+        pending = lines.pop() + ("\r" if held else "")
+        for line in lines:
+            yield line
+        if len(pending) > limit:
+            raise _Malformed(f"an event is too large (over {limit} bytes)")
+    pending += decoder.decode(b"", final=True)
+    for line in _LINE_END.split(pending.rstrip("\r\n")) if pending.rstrip("\r\n") else ():
+        yield line
+
+
+def _obj(value: Any, what: str) -> dict[str, Any]:
+    """A JSON object of the peer's (None: an empty one), or :class:`_Malformed`."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _Malformed(f"its {what} is not a JSON object")
+    return value
+
+
+def _objs(value: Any, what: str) -> Iterator[dict[str, Any]]:
+    """The objects of a JSON array of the peer's (None: none), or :class:`_Malformed`."""
+    if value is None:
+        return
+    if not isinstance(value, list):
+        raise _Malformed(f"its {what} is not a JSON array")
+    for item in value:
+        yield _obj(item, f"{what} entry")
+
+
+def _remote_id(value: Any, what: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or _REMOTE_ID.fullmatch(value) is None:
+        raise _Malformed(f"its {what} is not an identifier")
+    return value
+
+
+def _parts_of(message: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    if not isinstance(message, dict):
+        return []
+    parts = message.get("parts")
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+
+
 def _text_of(message: Mapping[str, Any] | None) -> str:
-    if not message:
-        return ""
-    return "\n".join(p["text"] for p in message.get("parts") or () if isinstance(p.get("text"), str))
+    return "\n".join(p["text"] for p in _parts_of(message) if isinstance(p.get("text"), str))
 
 
 def _data_of(message: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    for part in (message or {}).get("parts") or ():
+    for part in _parts_of(message):
         if isinstance(part.get("data"), dict):
             return part["data"]
     return None
@@ -188,11 +253,26 @@ class A2APeer(Peer):
         import httpx
 
         body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
-        try:
-            response = await self._client().post(self.endpoint, json=body, headers=self._headers(headers))
+        try:  # one answer, whole, within the timeout: a peer trickling bytes trips no per-read timeout
+            async with asyncio.timeout(self.timeout), self._client().stream(
+                    "POST", self.endpoint, json=body, headers=self._headers(headers)) as response:
+                content = await self._read(response)
+        except TimeoutError as exc:
+            raise _Unreachable(f"no whole answer within {self.timeout:g} s") from exc
         except httpx.TransportError as exc:
             raise _Unreachable(f"{type(exc).__name__}: {exc}") from exc
-        return self._rpc_result(response.status_code, response.content)
+        return self._rpc_result(response.status_code, content)
+
+    async def _read(self, response: httpx.Response) -> bytes:
+        """The body, up to ``max_response_bytes``: a larger one is the peer's fault, and is not read further."""
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise _Malformed(f"its answer is too large (over {self.max_response_bytes} bytes)")
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     def _rpc_result(self, status: int, content: bytes) -> dict[str, Any]:
         if status in (401, 403):
@@ -201,16 +281,18 @@ class A2APeer(Peer):
             raise _Unreachable(f"HTTP {status}")
         try:
             answer = json.loads(content)
-        except ValueError as exc:
-            raise _Unreachable(f"HTTP {status}: not JSON") from exc
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the decoder goes
+            raise _Malformed(f"HTTP {status}: not JSON") from exc
         if not isinstance(answer, dict):
-            raise _Unreachable(f"HTTP {status}: not a JSON-RPC response")
+            raise _Malformed(f"HTTP {status}: not a JSON-RPC response")
         error = answer.get("error")
         if isinstance(error, dict):
-            raise _RpcError(int(error.get("code") or 0), str(error.get("message") or ""))
+            code = error.get("code")
+            raise _RpcError(code if isinstance(code, int) and not isinstance(code, bool) else 0,
+                            str(error.get("message") or ""))
         result = answer.get("result")
         if not isinstance(result, dict):
-            raise _Unreachable(f"HTTP {status}: a JSON-RPC response without a result")
+            raise _Malformed(f"HTTP {status}: a JSON-RPC response without a result")
         return result
 
     async def _stream(self, method: str, params: dict[str, Any], headers: Mapping[str, str]
@@ -224,14 +306,18 @@ class A2APeer(Peer):
             async with self._client().stream("POST", self.endpoint, json=body, timeout=timeout,
                                              headers=self._headers(headers, stream=True)) as response:
                 if not response.headers.get("content-type", "").startswith("text/event-stream"):
-                    yield self._rpc_result(response.status_code, await response.aread())
+                    yield self._rpc_result(response.status_code, await self._read(response))
                     return
                 data: list[str] = []
-                async for line in response.aiter_lines():
+                size = 0
+                async for line in _lines(response, self.max_response_bytes):
                     if line.startswith("data:"):
                         data.append(line[5:].lstrip())
+                        size += len(line)
+                        if size > self.max_response_bytes:
+                            raise _Malformed(f"an event is too large (over {self.max_response_bytes} bytes)")
                     elif not line and data:
-                        text, data = "\n".join(data), []
+                        text, data, size = "\n".join(data), [], 0
                         yield self._rpc_result(200, text.encode())
         except httpx.TransportError as exc:
             raise _Unreachable(f"{type(exc).__name__}: {exc}") from exc
@@ -243,14 +329,17 @@ class A2APeer(Peer):
         url = self.url if self.url.endswith(".json") else f"{self.url}/.well-known/agent-card.json"
         await self.allow.acheck(url, "A2A card")
         try:
-            response = await self._client().get(url, headers={"A2A-Version": self.version})
+            async with self._client().stream("GET", url, headers={"A2A-Version": self.version}) as response:
+                content = await self._read(response) if response.status_code == 200 else b""
         except httpx.TransportError as exc:
             raise BridgeError(f"A2A peer at {self.url} could not be reached: {type(exc).__name__}: {exc}") from exc
+        except _Malformed as exc:
+            raise BridgeError(f"A2A peer at {self.url}: {exc}") from exc
         if response.status_code != 200:
             raise BridgeError(f"A2A peer at {self.url}: its card answered HTTP {response.status_code}")
         try:
-            card = response.json()
-        except ValueError as exc:
+            card = json.loads(content)
+        except (ValueError, RecursionError) as exc:
             raise BridgeError(f"A2A peer at {self.url}: its card is not JSON") from exc
         if not isinstance(card, dict):
             raise BridgeError(f"A2A peer at {self.url}: its card is not a JSON object")
@@ -268,7 +357,7 @@ class A2APeer(Peer):
             bindings = sorted({str(i.get("protocolBinding")) for i in pinned})
             raise BridgeError(f"A2A peer {self.name!r} offers A2A {self.version} only over {bindings}; the bridge "
                               "needs the JSONRPC binding")
-        self.endpoint = await self.allow.acheck(jsonrpc[0]["url"], "A2A interface")
+        self.endpoint = await self.allow.acheck(self._same_origin(url, jsonrpc[0]["url"]), "A2A interface")
         self.streaming = bool((card.get("capabilities") or {}).get("streaming"))
         remote = {s["id"]: s for s in card.get("skills") or [] if isinstance(s, dict) and isinstance(s.get("id"), str)}
         chosen = self.skills if self.skills is not None else list(remote)
@@ -281,19 +370,40 @@ class A2APeer(Peer):
         capabilities.append(self._await_capability())
         return capabilities
 
+    def _same_origin(self, card_url: str, interface: str) -> str:
+        """The card's interface URL, if it is where the card came from (scheme, host and port), or its host is
+        one the operator named in ``allow_hosts``. Anything else would send the bridge's credential to a server
+        the card chose; an ``https`` card never sends it over plain ``http``."""
+        try:
+            card, there = urlsplit(card_url), urlsplit(interface)
+            same = (card.scheme, card.hostname, card.port) == (there.scheme, there.hostname, there.port)
+        except ValueError as exc:
+            raise EgressRefused(f"A2A interface url {interface!r} is malformed") from exc
+        if same:
+            return interface
+        if card.scheme == "https" and there.scheme != "https":
+            raise BridgeError(f"A2A peer {self.name!r}: its card (https) names an interface over {there.scheme}; "
+                              "the bridge's credential never goes over plain http")
+        if there.hostname and self.allow.names(there.hostname):
+            return interface
+        raise BridgeError(f"A2A peer {self.name!r}: its card names an interface on another origin "
+                          f"({there.scheme}://{there.netloc}) than the card's own; name that host in "
+                          "Egress(allow_hosts=...) to use it")
+
     def _skill_capabilities(self, skill: Mapping[str, Any]) -> list[Capability]:
         skill_id = skill["id"]
-        what = f"skill {skill_id}"
+        shown = safe_name(skill_id)  # the peer's id, as it may appear in the agent's own words
+        what = f"skill {shown}"
         description = self.describe(str(skill.get("description") or ""), what)
 
         async def remote_skill(ctx: Context, text: str = "", data: RemoteData | None = None) -> Any:
             return await self.run(ctx, skill_id, text, data.model_dump() if data is not None else None)
 
         name = f"{self.prefix}{safe_name(skill_id)}"
-        contract = (f"Runs the skill {skill_id!r} of the remote A2A agent {self.name}. Give the request as `text`, "
+        contract = (f"Runs the skill {shown!r} of the remote A2A agent {self.name}. Give the request as `text`, "
                     f"structured input as `data`. What the agent says of it:\n{description}")
         options = {"name": name, "title": f"{self.name}: {safe_name(str(skill.get('name') or skill_id))}",
-                   "contract": contract, "summary": description or f"{skill_id} (remote A2A agent {self.name})",
+                   "contract": contract, "summary": description or f"{shown} (remote A2A agent {self.name})",
                    "tags": tuple(safe_name(str(t)) for t in skill.get("tags") or () if isinstance(t, str))}
         tool = build_capability("tool", remote_skill, **options)
         tool.meta["agentmw/bridge"] = {"protocol": "A2A", "peer": self.name, "skill": skill_id}
@@ -334,7 +444,7 @@ class A2APeer(Peer):
 
     async def run(self, ctx: Context, skill: str, text: str, data: dict[str, Any] | None) -> Any:
         """One bridged call of ``skill``: send, follow, map the remote task's end onto an outcome."""
-        headers = await self.outbound_headers(ctx, f"skill {skill}")
+        headers = await self.outbound_headers(ctx, f"skill {safe_name(skill)}")
         parts: list[dict[str, Any]] = [{"text": text}] if text else []
         if data:
             parts.append({"data": data})
@@ -381,7 +491,7 @@ class A2APeer(Peer):
             raise Rejected(f"Unknown task {task_id!r}: only a task handle this caller received from the A2A peer "
                            f"{self.name} can be awaited.")
         skill = str(record.get("skill"))
-        headers = await self.outbound_headers(ctx, f"skill {skill} (task {task_id})")
+        headers = await self.outbound_headers(ctx, f"skill {safe_name(skill)} (task {task_id})")
         wait = max(0.0, min(float(wait_seconds), self.max_wait_seconds))
         if answer is not None or data:
             parts = ([{"text": answer}] if answer is not None else []) + ([{"data": data}] if data else [])
@@ -401,22 +511,33 @@ class A2APeer(Peer):
         if self.retries:  # a retried send carries its messageId as the idempotency key: agentmw peers run it once
             message = {**message, "metadata": {**message.get("metadata", {}), "idempotencyKey": message["messageId"]}}
         params: dict[str, Any] = {"message": message, "configuration": {"historyLength": 0}}
+        try:
+            task = await self._attempts(ctx, headers, params, task, wait)
+        except BaseException:
+            self.breaker.abandon()  # cancelled, or failed on our side: a trial call it was is given up
+            raise
+        self.breaker.record(True)  # the peer answered: a failed task is its answer, not a fault of the peer
+        return task.to_json()
+
+    async def _attempts(self, ctx: Context, headers: Mapping[str, str], params: dict[str, Any], task: _Task,
+                        wait: float | None) -> _Task:
         attempt = 0
         while True:
             try:
                 if self.streaming:
-                    task = await self._follow(ctx, headers, task, wait,
+                    return await self._follow(ctx, headers, task, wait,
                                               first=self._stream("SendStreamingMessage", params, headers))
-                else:
-                    params["configuration"]["returnImmediately"] = wait is not None
-                    result = await self._call("SendMessage", params, headers)
-                    if "message" in result:
-                        task.reply, task.state = result["message"], "TASK_STATE_COMPLETED"
-                    else:
-                        await self._apply(ctx, task, {"task": result.get("task") or {}})
-                        if not task.settled:
-                            task = await self._follow(ctx, headers, task, wait)
-                break
+                params["configuration"]["returnImmediately"] = wait is not None
+                result = await self._call("SendMessage", params, headers)
+                if "message" in result:
+                    task.reply, task.state = _obj(result["message"], "message"), "TASK_STATE_COMPLETED"
+                    return task
+                await self._apply(ctx, task, {"task": result.get("task")})
+                return task if task.settled else await self._follow(ctx, headers, task, wait)
+            except _Malformed as exc:  # never retried: the same request gets the same answer
+                self.breaker.record(False)
+                raise Permanent(f"The A2A peer {self.name} answered something that is not A2A {self.version}: "
+                                f"{exc}.") from None
             except _Unreachable as exc:
                 if task.id is None and attempt < self.retries:
                     attempt += 1
@@ -425,10 +546,10 @@ class A2APeer(Peer):
                 self.breaker.record(False)
                 raise Retryable(f"The A2A peer {self.name} could not be reached ({exc}).", retry_after=5) from None
             except _RpcError as exc:
-                self.breaker.record(exc.code in (-32603, -32006))
-                raise self._rpc_failure(exc, message.get("taskId")) from None
-        self.breaker.record(True)  # the peer answered: a failed task is its answer, not a fault of the peer
-        return task.to_json()
+                # only the peer's own faults count against it: a request it refuses (bad params, unknown task,
+                # unsupported content) is the caller's, and must not let one caller cut the peer off for all
+                self.breaker.record(exc.code not in (-32603, -32006))
+                raise self._rpc_failure(exc, params["message"].get("taskId")) from None
 
     def _rpc_failure(self, exc: _RpcError, task_id: str | None) -> Exception:
         text = self.frame(exc.message, "error")
@@ -460,6 +581,8 @@ class A2APeer(Peer):
                 # no stream to follow (or it keeps breaking): read the task back, with backoff
                 try:
                     found = await self._call("GetTask", {"id": task.id}, headers)
+                except _Malformed:
+                    raise
                 except _Unreachable:
                     cuts += 1
                     if cuts > _MAX_CUTS:
@@ -482,6 +605,8 @@ class A2APeer(Peer):
                 else:
                     if not task.settled:
                         raise _Unreachable("the stream ended before the task settled")
+            except _Malformed:
+                raise
             except _Unreachable:
                 cuts += 1
                 if task.id is None or cuts > _MAX_CUTS:
@@ -498,34 +623,39 @@ class A2APeer(Peer):
     async def _apply(self, ctx: Context, task: _Task, event: Mapping[str, Any]) -> None:
         """Fold one StreamResponse into ``task``; status messages not seen before become progress."""
         if "task" in event:
-            snapshot = event["task"] or {}
-            task.id = snapshot.get("id") or task.id
-            task.context_id = snapshot.get("contextId") or task.context_id
-            for message in snapshot.get("history") or ():
+            snapshot = _obj(event["task"], "task")
+            task.id = _remote_id(snapshot.get("id"), "task id") or task.id
+            task.context_id = _remote_id(snapshot.get("contextId"), "context id") or task.context_id
+            for message in _objs(snapshot.get("history"), "task history"):
                 if message.get("role") == "ROLE_AGENT":
                     await self._said(ctx, task, message)
-            for artifact in snapshot.get("artifacts") or ():
-                task.artifacts[artifact.get("artifactId") or str(len(task.artifacts))] = artifact
-            await self._status(ctx, task, snapshot.get("status") or {})
+            for artifact in _objs(snapshot.get("artifacts"), "artifacts"):
+                task.artifacts[_remote_id(artifact.get("artifactId"), "artifact id") or str(len(task.artifacts))] = \
+                    artifact
+            await self._status(ctx, task, _obj(snapshot.get("status"), "task status"))
         elif "statusUpdate" in event:
-            update = event["statusUpdate"]
-            task.id = update.get("taskId") or task.id
-            task.context_id = update.get("contextId") or task.context_id
-            await self._status(ctx, task, update.get("status") or {})
+            update = _obj(event["statusUpdate"], "status update")
+            task.id = _remote_id(update.get("taskId"), "task id") or task.id
+            task.context_id = _remote_id(update.get("contextId"), "context id") or task.context_id
+            await self._status(ctx, task, _obj(update.get("status"), "task status"))
         elif "artifactUpdate" in event:
-            update = event["artifactUpdate"]
-            artifact = update.get("artifact") or {}
-            key = artifact.get("artifactId") or str(len(task.artifacts))
+            update = _obj(event["artifactUpdate"], "artifact update")
+            artifact = _obj(update.get("artifact"), "artifact")
+            key = _remote_id(artifact.get("artifactId"), "artifact id") or str(len(task.artifacts))
             known = task.artifacts.get(key)
             if update.get("append") and known is not None:
-                task.artifacts[key] = {**known, "parts": [*(known.get("parts") or []), *(artifact.get("parts") or [])]}
+                task.artifacts[key] = {**known, "parts": [*_parts_of(known), *_parts_of(artifact)]}
             else:
                 task.artifacts[key] = artifact
         elif "message" in event:
-            task.reply, task.state = event["message"], "TASK_STATE_COMPLETED"
+            task.reply, task.state = _obj(event["message"], "message"), "TASK_STATE_COMPLETED"
+        else:
+            raise _Malformed("it answered neither a task, an update nor a message")
 
     async def _status(self, ctx: Context, task: _Task, status: Mapping[str, Any]) -> None:
         if status.get("state"):
+            if not isinstance(status["state"], str):
+                raise _Malformed("its task state is not a string")
             task.state = status["state"]
         message = status.get("message")
         task.status = message if isinstance(message, dict) else None
@@ -552,7 +682,9 @@ class A2APeer(Peer):
                 out.append(Text(self.frame("".join(text), what)))
                 text.clear()
 
-        for part in parts or ():
+        for part in parts if isinstance(parts, list) else ():
+            if not isinstance(part, dict):
+                continue  # not a part: nothing of it reaches the caller
             if isinstance(part.get("text"), str):
                 text.append(part["text"])
                 continue
@@ -564,15 +696,14 @@ class A2APeer(Peer):
                     raw = decode_base64(part["raw"])
                 except ValueError:
                     continue
-                out.append(File(data=raw, name=part.get("filename") or None, media_type=part.get("mediaType") or None))
+                out.append(File(data=raw, name=_file_name(part), media_type=_media_type(part)))
             elif isinstance(part.get("url"), str):
-                out.append(File(url=part["url"], name=part.get("filename") or None,
-                                media_type=part.get("mediaType") or None))
+                out.append(File(url=part["url"], name=_file_name(part), media_type=_media_type(part)))
         flush()
         return out
 
     async def _settle(self, ctx: Context, skill: str, task: _Task) -> Any:
-        what = f"skill {skill}"
+        what = f"skill {safe_name(skill)}"
         state = task.state
         said = _text_of(task.status)
         if state == "TASK_STATE_COMPLETED":
@@ -625,6 +756,21 @@ class A2APeer(Peer):
         await state.set_key(TASKS_NS, f"{self.name}:{task.id}",
                             {"caller": ctx.caller or "anonymous", "skill": skill, "contextId": task.context_id},
                             _TASK_TTL)
+
+
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+\-]{0,63}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+\-]{0,63}")
+
+
+def _file_name(part: Mapping[str, Any]) -> str | None:
+    """A remote file's name, reduced to safe characters (it reaches models and clients outside any frame)."""
+    name = part.get("filename")
+    return safe_name(name, 128) if isinstance(name, str) and name else None
+
+
+def _media_type(part: Mapping[str, Any]) -> str | None:
+    """A remote media type, if it is one (``type/subtype``, no parameters); anything else is dropped."""
+    value = part.get("mediaType")
+    return value if isinstance(value, str) and _MEDIA_TYPE.fullmatch(value) else None
 
 
 def _major_minor(version: Any) -> str:

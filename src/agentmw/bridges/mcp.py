@@ -51,6 +51,13 @@ class _Unset(str):
 
 _UNSET = _Unset("")
 _JSON_TYPES = ("application/json",)
+# JSON Schema keywords whose values are data (a default, examples), not text about the schema: left as they are
+_SCHEMA_DATA = frozenset({"default", "examples", "const", "enum"})
+_PARAMETER_BUDGET = 500
+# Hint values that ask clients for *less* caution. A peer's word is not enough for them (the MCP spec: hints are
+# untrusted unless the server is): re-served by this agent they would read as its own word, and readOnlyHint
+# would switch off idempotency keys. Values that ask for more caution are kept.
+_REASSURING = {"readOnlyHint": True, "idempotentHint": True, "destructiveHint": False, "openWorldHint": False}
 
 
 def _is_json(mime: str | None) -> bool:
@@ -108,6 +115,9 @@ class McpPeer(Peer):
 
     Args:
         url: the MCP endpoint (ending ``/mcp`` usually).
+        trust_hints: re-serve the peer's tool hints as they are. By default a hint that asks for less caution
+            (``readOnlyHint`` or ``idempotentHint`` true, ``destructiveHint`` or ``openWorldHint`` false) is
+            dropped: the peer's word is not the agent's.
         revision: the MCP revision the peer must speak: ``"2025-11-25"`` or ``"2026-07-28"``
             (:data:`MCP_REVISIONS`). Checked at start; there is no fallback to another one.
         group: ``{"skill_id": ["tool_a", "tool_b"]}``: serve these remote tools as one skill (schedulers think
@@ -123,7 +133,7 @@ class McpPeer(Peer):
 
     def __init__(self, url: str, revision: str, *, group: Mapping[str, list[str]] | None = None,
                  tools: list[str] | None = None, skills: bool = True, resources: bool = True, prompts: bool = True,
-                 **options: Any) -> None:
+                 trust_hints: bool = False, **options: Any) -> None:
         super().__init__(url, **options)
         if revision not in MCP_REVISIONS:
             raise ValueError(f"McpPeer pins one of {list(MCP_REVISIONS)}, not {revision!r}")
@@ -133,6 +143,7 @@ class McpPeer(Peer):
         self.serve_skills = skills
         self.serve_resources = resources
         self.serve_prompts = prompts
+        self.trust_hints = trust_hints
         self.server_info: dict[str, Any] = {}
         self._discover: Any = None
         self._http: Any = None
@@ -265,25 +276,48 @@ class McpPeer(Peer):
         output = tool.output_schema
         # structured data stays data; a result that is only text (an SDK's {"result": "..."} wrapping of a str)
         # is text, and is framed like any other remote text
-        plan = OutputPlan(mode="object", schema=dict(output)) if isinstance(output, dict) and \
-            output.get("type") == "object" and not _wrapped_text(output) else OutputPlan(mode="content")
-        description = self.describe(tool.description or "", f"tool {remote}")
+        shown = safe_name(remote)  # the peer's name, as it may appear in the agent's own words
+        plan = OutputPlan(mode="object", schema=self._schema(output, f"tool {shown} output")) \
+            if isinstance(output, dict) and output.get("type") == "object" and not _wrapped_text(output) \
+            else OutputPlan(mode="content")
+        description = self.describe(tool.description or "", f"tool {shown}")
         strings = [f for f, r in names.items() if (properties.get(r) or {}).get("type") == "string"]
         annotations = None
         if tool.annotations is not None:
             hints = tool.annotations.model_dump(by_alias=True, exclude_none=True)
-            annotations = {k: v for k, v in hints.items() if k.endswith("Hint")} or None
+            annotations = {k: v for k, v in hints.items() if k.endswith("Hint") and (
+                self.trust_hints or k not in _REASSURING or v is not _REASSURING[k])} or None
         return Capability(
             kind="tool", name=f"{self.prefix}{safe_name(remote)}", fn=remote_tool,
-            contract=f"The tool {remote!r} of the remote MCP server {self.name}. What the server says of it:\n"
-                     f"{description}" if description else f"The tool {remote!r} of the remote MCP server {self.name}.",
-            summary=description or f"{remote} (remote MCP server {self.name})",
-            params=ParamPlan(arg_names=tuple(names), context_param="ctx", input_model=model, input_schema=schema),
+            contract=f"The tool {shown!r} of the remote MCP server {self.name}. What the server says of it:\n"
+                     f"{description}" if description else f"The tool {shown!r} of the remote MCP server {self.name}.",
+            summary=description or f"{shown} (remote MCP server {self.name})",
+            params=ParamPlan(arg_names=tuple(names), context_param="ctx", input_model=model,
+                             input_schema=self._schema(schema, f"tool {shown} parameters")),
             output=plan, is_async=True, is_async_gen=False,
-            title=escape(tool.title or f"{self.name}: {remote}")[:200], annotations=annotations,
+            title=escape(tool.title or f"{self.name}: {shown}")[:200], annotations=annotations,
             meta={"agentmw/bridge": {"protocol": "MCP", "peer": self.name, "tool": remote}},
             text_parameter=strings[0] if len(strings) == 1 and set(schema.get("required") or ()) <= {names[strings[0]]}
             else None)
+
+    def _schema(self, schema: Any, what: str) -> Any:
+        """A peer's JSON Schema as served: every ``description`` framed (models read them as they read tool
+        descriptions), ``title`` labels left out; the values of data keywords (``default``, ``enum``...) kept."""
+        if isinstance(schema, list):
+            return [self._schema(item, what) for item in schema]
+        if not isinstance(schema, dict):
+            return schema
+        out: dict[str, Any] = {}
+        for key, value in schema.items():
+            if key == "description" and isinstance(value, str):
+                out[key] = self.frame(value, what, min(self.description_budget, _PARAMETER_BUDGET)) if value else value
+            elif key == "title" and isinstance(value, str):
+                continue  # a label for people, and a channel for text: the peer's is left out
+            elif key in _SCHEMA_DATA:
+                out[key] = value
+            else:
+                out[key] = self._schema(value, what)
+        return out
 
     def _group(self, skill_id: str, tools: list[str]) -> Capability:
         prefixed = [f"{self.prefix}{safe_name(t)}" for t in tools]
@@ -318,8 +352,9 @@ class McpPeer(Peer):
     def _prompt(self, prompt: Any) -> Capability:
         remote = prompt.name
         arguments = list(prompt.arguments or [])
-        properties = {a.name: {"type": "string", **({"description": a.description} if a.description else {})}
-                      for a in arguments}
+        properties = {a.name: {"type": "string", **({"description": self.frame(
+            a.description, f"prompt {safe_name(remote)} argument", min(self.description_budget, _PARAMETER_BUDGET))}
+            if a.description else {})} for a in arguments}
         required = [a.name for a in arguments if a.required]
         model, names = _arguments_model(f"{self.name}_{remote}", properties, required)
 
@@ -330,8 +365,8 @@ class McpPeer(Peer):
         schema = {"type": "object", "properties": properties, "required": required}
         return Capability(
             kind="prompt", name=f"{self.prefix}{safe_name(remote)}", fn=remote_prompt,
-            contract=self.describe(prompt.description or "", f"prompt {remote}"),
-            summary=f"{remote} (remote MCP server {self.name})",
+            contract=self.describe(prompt.description or "", f"prompt {safe_name(remote)}"),
+            summary=f"{safe_name(remote)} (remote MCP server {self.name})",
             params=ParamPlan(arg_names=tuple(names), context_param="ctx", input_model=model, input_schema=schema),
             output=OutputPlan(mode="content"), is_async=True, is_async_gen=False,
             title=escape(prompt.title or remote)[:200],
@@ -418,27 +453,36 @@ class McpPeer(Peer):
         unanswered: list[str] = []
         rounds = [0]
         attempt = 0
-        while True:
-            try:
-                async with self._client(headers, elicitation_callback=on_elicit, logging_callback=on_log) as client:
-                    result = await self._pump(ctx, what, operation(client, on_progress), events, unanswered, rounds)
-                break
-            except (BridgeError, asyncio.CancelledError):
-                raise
-            except MCPError as exc:
-                self.breaker.record(exc.error.code not in (-32603,))
-                text = self.frame(exc.error.message or "", f"{what} error")
-                if exc.error.code in (-32600, -32601, -32602, -32002):
-                    raise Rejected(f"The MCP peer {self.name} refused the request ({exc.error.code}): {text}") from None
-                raise Permanent(f"The MCP peer {self.name} failed ({exc.error.code}): {text}") from None
-            except (httpx2.TransportError, OSError, ExceptionGroup) as exc:
-                if attempt < self.retries:  # only with retries configured: the call carries an idempotency key
-                    attempt += 1
-                    await asyncio.sleep(min(0.25 * 2 ** attempt, 4.0))
-                    continue
-                self.breaker.record(False)
-                raise Retryable(f"The MCP peer {self.name} could not be reached ({type(exc).__name__}).",
-                                retry_after=5) from None
+        try:
+            while True:
+                try:
+                    async with self._client(headers, elicitation_callback=on_elicit,
+                                            logging_callback=on_log) as client:
+                        result = await self._pump(ctx, what, operation(client, on_progress), events, unanswered,
+                                                  rounds)
+                    break
+                except (BridgeError, asyncio.CancelledError):
+                    raise
+                except MCPError as exc:
+                    # only the peer's own faults count against it: a request it refuses is the caller's, and
+                    # must not let one caller cut the peer off for all
+                    self.breaker.record(exc.error.code not in (-32603,))
+                    text = self.frame(exc.error.message or "", f"{what} error")
+                    if exc.error.code in (-32600, -32601, -32602, -32002):
+                        raise Rejected(f"The MCP peer {self.name} refused the request ({exc.error.code}): "
+                                       f"{text}") from None
+                    raise Permanent(f"The MCP peer {self.name} failed ({exc.error.code}): {text}") from None
+                except (httpx2.TransportError, OSError, ExceptionGroup) as exc:
+                    if attempt < self.retries:  # only with retries configured: the call carries an idempotency key
+                        attempt += 1
+                        await asyncio.sleep(min(0.25 * 2 ** attempt, 4.0))
+                        continue
+                    self.breaker.record(False)
+                    raise Retryable(f"The MCP peer {self.name} could not be reached ({type(exc).__name__}).",
+                                    retry_after=5) from None
+        except BaseException:
+            self.breaker.abandon()  # cancelled, or failed on our side: a trial call it was is given up
+            raise
         self.breaker.record(True)
         if unanswered:
             raise NeedsInput(f"The MCP peer {self.name} asked a question this caller cannot answer in place: "

@@ -4,7 +4,9 @@ A request is cancelled by ``notifications/cancelled`` (handshake era) or by the 
 stream (stateless era). Watching for the disconnect needs a task, but only while the call is actually
 waiting: the watcher is scheduled with ``call_soon``, so a call that completes without suspending
 never creates it, and the hot path pays for no task group. The same watcher sends the keep-alive of a
-call that stays silent, so proxies do not cut a long call's stream.
+call that stays silent, so proxies do not cut a long call's stream. A call waiting on a sync function's
+thread starts it only after ``SYNC_DELAY`` seconds: a thread cannot be interrupted, so watching a fast one
+would only cost (``_executor.py``).
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .._executor import running_sync
 from .._types import Receive
 
 __all__ = ["CallGuard"]
 
 
 class CallGuard:
-    __slots__ = ("task", "requested", "done", "_receive", "_handle", "_watcher", "_keepalive")
+    __slots__ = ("task", "requested", "done", "_receive", "_handle", "_watcher", "_keepalive", "_deferred")
 
     KEEPALIVE_SECONDS = 15.0
+    SYNC_DELAY = 1.0
 
     def __init__(self, receive: Receive | None = None,
                  keepalive: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -33,6 +37,7 @@ class CallGuard:
         self._receive = receive
         self._keepalive = keepalive
         self._watcher: asyncio.Task[Any] | None = None
+        self._deferred = False
         self._handle = asyncio.get_running_loop().call_soon(self._start) if receive is not None else None
 
     def cancel(self) -> None:
@@ -42,8 +47,14 @@ class CallGuard:
             self.task.cancel()
 
     def _start(self) -> None:
-        if not self.done:
-            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+        if self.done:
+            return
+        loop = asyncio.get_running_loop()
+        if not self._deferred and running_sync(self.task):
+            self._deferred = True
+            self._handle = loop.call_later(self.SYNC_DELAY, self._start)
+            return
+        self._watcher = loop.create_task(self._watch())
 
     async def _watch(self) -> None:
         assert self._receive is not None

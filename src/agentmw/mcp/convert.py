@@ -23,6 +23,8 @@ def tool_descriptor(cap: Capability) -> dict[str, Any]:
         tool["outputSchema"] = cap.output_schema
     if cap.annotations:
         tool["annotations"] = cap.annotations
+    if cap.task_support is not None:  # the tasks extension (docs/mcp.md, "Tasks")
+        tool["execution"] = {"taskSupport": cap.task_support}
     return tool
 
 

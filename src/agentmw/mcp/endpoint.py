@@ -27,9 +27,10 @@ logger = logging.getLogger("agentmw")
 class Incoming:
     """A parsed POST: its headers and decoded body, or the error response already sent."""
 
-    __slots__ = ("headers", "repeated", "raw_headers", "body", "accept_json", "accept_sse", "credential")
+    __slots__ = ("headers", "repeated", "raw_headers", "body", "accept_json", "accept_sse", "credential", "scope")
 
     def __init__(self, scope: Scope) -> None:
+        self.scope = scope  # where the verified caller is (Agent(auth=...)): what a hidden tool is hidden from
         self.raw_headers = scope["headers"]
         self.headers, self.repeated = header_map(scope)
         accept = self.headers.get("accept", "")
@@ -89,7 +90,7 @@ class McpEndpoint:
         if self.agent.access is not None:  # bearer token, scopes, rate limits: 401/403/429 (docs/auth.md)
             principal = await self.agent.access.admit(scope, "mcp")
             if principal is not None:  # a session outlives a token (refresh, step-up): it is bound to the caller
-                incoming.credential = "principal:" + principal.identity
+                incoming.credential = handshake.VERIFIED + principal.identity
         method = scope["method"]
         if method == "POST" and "application/json" not in headers.get("content-type", "").lower():
             await json_response(send, 400, error_body(None, INVALID_REQUEST,

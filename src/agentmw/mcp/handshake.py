@@ -8,7 +8,9 @@ What only the process that holds it can do (a running call, a question waiting f
 stream) stays local, and the replicas reach it through the store's bus: one channel per agent carries
 list changes and resource updates, the end of a session, changed session records, cancellations, and the
 client's answers to server-to-client requests. Each session is bound to the credential that opened it: a
-request carrying another ``Authorization`` gets 404, exactly as an unknown session does.
+request carrying another ``Authorization`` gets 404, exactly as an unknown session does. With
+``Agent(auth=...)``, a session opened anonymously is claimed, once, by its first verified caller (who logged in
+mid-session): a compare-and-set on the record, after which it is bound to that identity (docs/auth.md).
 """
 
 from __future__ import annotations
@@ -65,6 +67,12 @@ _END = None  # put on a GET stream's queue: the stream ends
 
 def _fingerprint(headers: Mapping[str, str]) -> str:
     return hashlib.sha256(headers.get("authorization", "").encode()).hexdigest()
+
+
+VERIFIED = "principal:"
+"""How the credential of a session bound to a verified caller begins (``principal:<identity>``, endpoint.py)."""
+ANONYMOUS = _fingerprint({})
+"""The credential of a session opened without ``Authorization``: its first verified caller may claim it."""
 
 
 def _put(queue: asyncio.Queue[Any], message: Any) -> None:
@@ -167,6 +175,11 @@ class Session:
         self.subscriptions = {u for u in value.get("subscriptions") or () if isinstance(u, str)}
         caller = value.get("caller")
         self.caller = caller if isinstance(caller, str) else self.caller
+        credential = value.get("credential")
+        if isinstance(credential, str) and credential != self.credential:  # claimed on another replica
+            self.credential = credential
+            self.caller = caller if isinstance(caller, str) else None
+            self.end_stream()
         self.rev = version
         self.checked = time.monotonic()
 
@@ -179,6 +192,10 @@ class Session:
             if not future.done():
                 _on_loop(future.get_loop(), future.cancel)
         self.pending.clear()
+        self.end_stream()
+
+    def end_stream(self) -> None:
+        """End the GET stream, if one is open here (the client may open another)."""
         if self.stream is not None and self.stream_loop is not None:
             _on_loop(self.stream_loop, _put, self.stream, _END)
 
@@ -400,13 +417,37 @@ class SessionStore:
                 session.apply(found.value, found.version)
             else:
                 session.checked = time.monotonic()
-        if session.credential != credential:
+        if session.credential != credential and not await self._claim(session, credential):
             return None
         now = session.last_seen = time.monotonic()
         self.sessions.put(session_id, session)
         if now - session.written > self.touch_every and not await self.touch(session):
             return None
         return session
+
+    async def _claim(self, session: Session, credential: str) -> bool:
+        """A session opened anonymously, taken by its first verified caller (a client that logged in on a 401
+        and retries with its token on the same session, whose id is unguessable). A compare-and-set on the
+        record: of two claims at once, on any replicas, one wins, and the other is refused unless it is the
+        same identity. A GET stream opened before the claim ends here, and on the other replicas when they
+        read the record, so an anonymous listener does not receive the identified session's notifications.
+        A session bound to an identity is never bound to another: False (404, as an unknown session)."""
+        if not credential.startswith(VERIFIED):
+            return False
+        while session.credential == ANONYMOUS:
+            record = {**session.record(), "credential": credential, "caller": None}
+            try:
+                session.rev = await self.state.put(self.ns, session.id, record, expected_version=session.rev)
+            except Conflict:
+                if not await self._refresh(session):  # gone, or changed elsewhere (perhaps claimed): look again
+                    return False
+                continue
+            session.credential, session.caller = credential, None
+            session.written = session.checked = time.monotonic()
+            session.end_stream()
+            await self.publish({"k": "changed", "s": session.id})
+            return True
+        return session.credential == credential
 
     async def _refresh(self, session: Session) -> bool:
         found = await self.state.get(self.ns, session.id)
@@ -497,7 +538,8 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
             return
         session = await _session_or_error(endpoint, incoming, send)
         if session is not None:
-            await _listen(sessions, session, scope, receive, send)
+            credential = incoming.credential or _fingerprint(incoming.headers)
+            await _listen(sessions, session, scope, receive, send, credential)
     elif verb == "DELETE":
         session = await _session_or_error(endpoint, incoming, send)
         if session is not None:
@@ -559,7 +601,7 @@ async def _initialize(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, b
     agent = endpoint.agent
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": server_capabilities(),
+        "capabilities": server_capabilities(agent if version == LATEST_HANDSHAKE else None),
         "serverInfo": {"name": agent.name, "version": agent.version},
     }
     if agent.instructions:
@@ -568,14 +610,22 @@ async def _initialize(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, b
                         [(_SESSION_HEADER, session.id.encode())])
 
 
-def server_capabilities() -> dict[str, Any]:
-    return {
+def server_capabilities(agent: Any = None, *, stateless: bool = False) -> dict[str, Any]:
+    """What the server declares; with task tools, the tasks of the era (docs/mcp.md, "Tasks"): 2025's
+    ``tasks`` capability, 2026's ``io.modelcontextprotocol/tasks`` extension."""
+    capabilities: dict[str, Any] = {
         "tools": {"listChanged": True},
         "resources": {"subscribe": True, "listChanged": True},
         "prompts": {"listChanged": True},
         "logging": {},
         "completions": {},
     }
+    if agent is not None and any(cap.task_support for cap in agent.tools.values()):
+        if stateless:
+            capabilities["extensions"] = {"io.modelcontextprotocol/tasks": {}}
+        else:
+            capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    return capabilities
 
 
 async def _notification(sessions: SessionStore, session: Session, body: dict[str, Any]) -> None:
@@ -616,7 +666,7 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, receiv
     session.inflight[request_id] = guard
     payload: dict[str, Any] | None = None
     try:
-        payload = {"jsonrpc": "2.0", "id": request_id, "result": await dispatch(call, method, params)}
+        payload = {"jsonrpc": "2.0", "id": request_id, "result": await dispatch(call, method, params, request_id)}
     except JsonRpcError as exc:
         payload = exc.body(request_id)
     except (Unauthenticated, Forbidden):
@@ -730,9 +780,11 @@ _SESSION_METHODS: dict[str, Callable[[SessionStore, Session, dict[str, Any]], Aw
 }
 
 
-async def _listen(sessions: SessionStore, session: Session, scope: Scope, receive: Receive, send: Send) -> None:
+async def _listen(sessions: SessionStore, session: Session, scope: Scope, receive: Receive, send: Send,
+                  credential: str) -> None:
     """The GET stream: list changes and resource updates for this session, until the client leaves or the
-    session ends. One per session across the replicas: it holds a lease on the session while it is open."""
+    session ends (or is claimed by a verified caller). One per session across the replicas: it holds a lease on
+    the session while it is open."""
     if session.stream is not None:
         await plain_response(send, 409, body=b"Conflict: this session already has a GET stream")
         return
@@ -745,6 +797,9 @@ async def _listen(sessions: SessionStore, session: Session, scope: Scope, receiv
                                                     STREAM_LEASE_SECONDS)
         if not leased:
             await plain_response(send, 409, body=b"Conflict: this session already has a GET stream")
+            return
+        if not await sessions._refresh(session) or session.credential != credential:  # claimed meanwhile
+            await json_response(send, 404, error_body(None, SESSION_NOT_FOUND, "Session not found"))
             return
 
         async def frames() -> AsyncIterator[bytes]:

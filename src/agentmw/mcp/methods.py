@@ -6,6 +6,7 @@ channel; the handlers here translate params into an invocation and the outcome i
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,6 +29,7 @@ from ._wire import (
     RESOURCE_NOT_FOUND_2025,
     JsonRpcError,
 )
+from .tasks import TASK_HANDLERS, Detacher, create_result, tasks_of, wants_task
 from .convert import (
     content_block,
     input_request,
@@ -182,19 +184,27 @@ def _no_cursor(params: Mapping[str, Any]) -> None:
         raise JsonRpcError(INVALID_PARAMS, "Invalid cursor: this server returns every item on one page")
 
 
-async def _run(call: Call, cap: Capability, arguments: Any, target: str) -> Outcome | dict[str, Any]:
-    """Invoke ``cap``; a question the caller must answer first becomes an ``input_required`` result (2026)."""
-    connection = HTTPConnection(call.scope)
-    caller = call.caller or await resolve_caller(connection, call.agent.identify)
-    call.caller = caller
-    ctx = Context(cap, McpChannel(call, target), request=connection, caller=caller, agent=call.agent, face="mcp")
+def _hints(call: Call) -> tuple[str | None, str | None]:
+    """The idempotency key and the out-of-band approval id in the request's ``_meta`` (docs/safety.md)."""
     meta = call.params.get("_meta")
     key = approval = None
     if isinstance(meta, dict):
         key = meta.get(META_IDEMPOTENCY_KEY)
         approval = meta.get(META_APPROVAL_ID)
-    outcome = await invoke(cap, arguments, ctx, idempotency_key=key if isinstance(key, str) else None,
-                           approval_id=approval if isinstance(approval, str) else None)
+    return key if isinstance(key, str) else None, approval if isinstance(approval, str) else None
+
+
+async def _run(call: Call, cap: Capability, arguments: Any, target: str,
+               channel: Any = None) -> Outcome | dict[str, Any]:
+    """Invoke ``cap``; a question the caller must answer first becomes an ``input_required`` result (2026).
+    ``channel``: the call's own by default (a task tool's call that may become a task passes its own)."""
+    connection = HTTPConnection(call.scope)
+    caller = call.caller or await resolve_caller(connection, call.agent.identify)
+    call.caller = caller
+    ctx = Context(cap, channel or McpChannel(call, target), request=connection, caller=caller, agent=call.agent,
+                  face="mcp")
+    key, approval = _hints(call)
+    outcome = await invoke(cap, arguments, ctx, idempotency_key=key, approval_id=approval)
     if outcome.code in DENIALS:  # a refused caller is HTTP 401/403 with its challenge, not a tool result
         raise denial(call.agent, outcome, call.scope)
     if outcome.status == "needs_input" and call.stateless and outcome.pending and outcome.code is None:
@@ -242,8 +252,11 @@ async def tools_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 def _visible(call: Call, kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A list as this caller may see it (docs/auth.md); the whole list when no access rule is configured."""
-    access = call.agent.access
-    return items if access is None else access.visible_list(kind, items, call.scope)
+    agent = call.agent
+    access = agent.access
+    if access is not None:
+        items = access.visible_list(kind, items, call.scope)
+    return items if agent._hooks is None else agent._shown(kind, "mcp", items, call.scope, call.caller)
 
 
 def _hidden(call: Call, cap: Capability | None) -> bool:
@@ -267,9 +280,43 @@ def _named(call: Call, table: Mapping[str, Capability], params: dict[str, Any], 
 
 async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     cap, arguments = _named(call, call.agent.tools, params, "tools/call")
+    if cap.task_support is not None and wants_task(call, cap, params):
+        return await _as_task(call, cap, arguments)
     outcome = await _run(call, cap, arguments, f"tools/call:{cap.name}")
     if isinstance(outcome, dict):
         return outcome
+    return tool_result(outcome, call.agent)
+
+
+async def _as_task(call: Call, cap: Capability, arguments: Any) -> dict[str, Any]:
+    """A task tool's call answered with a task handle (docs/mcp.md, "Tasks"): at once; or, for an
+    ``ask_first`` tool, once its questions are answered and it calls ``ctx.continue_as_task()`` (a function
+    that ends before that answers as a plain call would)."""
+    manager = tasks_of(call.agent)
+    call.caller = call.caller or await resolve_caller(HTTPConnection(call.scope), call.agent.identify)
+    if not cap.ask_first:
+        key, approval = _hints(call)
+        live = await manager.start(call, cap, arguments, key, approval)
+        return create_result(live.record, call.stateless)
+    target = f"tools/call:{cap.name}"
+    detacher = Detacher(McpChannel(call, target), manager, call, cap, arguments)
+    running = asyncio.ensure_future(_run(call, cap, arguments, target, channel=detacher))
+    try:
+        await asyncio.wait({running, detacher.detached}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        if detacher.live is None:
+            running.cancel()
+        raise
+    if detacher.live is not None:
+        manager.carry_on(detacher.live, running)
+        return create_result(detacher.live.record, call.stateless)
+    detacher.detached.cancel()
+    outcome = running.result()
+    return outcome if isinstance(outcome, dict) else tool_result(outcome, call.agent)
+
+
+def tool_result(outcome: Outcome, agent: Agent) -> dict[str, Any]:
+    """A tool's outcome as its ``CallToolResult``; raises the JSON-RPC error a call answers instead."""
     status = outcome.status
     if status == "completed":
         result: dict[str, Any] = {"content": [content_block(p) for p in outcome.content]}
@@ -278,7 +325,7 @@ async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         result["isError"] = False
         return result
     if outcome.status == Status.AWAITING_APPROVAL:
-        return _approval_fallback(outcome, call.agent.approvals_path)
+        return _approval_fallback(outcome, agent.approvals_path)
     if status == "needs_input" or outcome.code == "missing_capability":
         return _needs_input_fallback(outcome)
     if status == "rejected" and outcome.code == "rejected":  # the function raised Rejected: a protocol error
@@ -392,16 +439,24 @@ HANDLERS: dict[str, Callable[[Call, dict[str, Any]], Awaitable[dict[str, Any]]]]
     "prompts/list": prompts_list,
     "prompts/get": prompts_get,
     "completion/complete": completion_complete,
+    **TASK_HANDLERS,
 }
 
 INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 
-async def dispatch(call: Call, method: str, params: Any) -> dict[str, Any]:
+async def dispatch(call: Call, method: str, params: Any, request_id: Any = None) -> dict[str, Any]:
+    telemetry = call.agent.telemetry
+    if telemetry is not None:  # its server span, protocol error counts (docs/observability.md)
+        return await telemetry.serve_mcp(call, method, params, request_id, lambda: _dispatch(call, method, params))
+    return await _dispatch(call, method, params)
+
+
+def _dispatch(call: Call, method: str, params: Any) -> Awaitable[dict[str, Any]]:
     handler = HANDLERS.get(method)
     if handler is None:
         raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
-    return await handler(call, _params_object(params))
+    return handler(call, _params_object(params))
 
 
 __all__ += ["dispatch", "INPUT_METHODS", "InputsPending"]

@@ -65,7 +65,8 @@ _REMOVED = frozenset({
 })
 _CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list",
                         "resources/read", "server/discover"})
-_NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+               "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 _ROUTING_HEADERS = ("mcp-protocol-version", "mcp-method", "mcp-name")
 _B64 = re.compile(r"^=\?base64\?(.*)\?=$")
 
@@ -113,10 +114,11 @@ def _param_headers(schema: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str
     return found
 
 
-def _check_param_headers(agent: Agent, params: Mapping[str, Any], raw_headers: list[tuple[bytes, bytes]]) -> str | None:
+def _check_param_headers(agent: Agent, params: Mapping[str, Any], raw_headers: list[tuple[bytes, bytes]],
+                         scope: Mapping[str, Any] | None = None) -> str | None:
     cap = agent.tools.get(params.get("name"))  # type: ignore[arg-type]
-    if cap is None:
-        return None
+    if cap is None or (agent.access is not None and agent.access.hides(cap, scope)):
+        return None  # a hidden tool is unknown: its headers are never read, so no mismatch reveals it
     declared = cap.params.header_params
     if declared is None:
         declared = cap.params.header_params = _param_headers(cap.input_schema)
@@ -232,7 +234,7 @@ def _ladder(agent: Agent, incoming: Incoming, method: str, params: dict[str, Any
         raise JsonRpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
                             {"supported": list(STATELESS_VERSIONS), "requested": version})
     if method == "tools/call":
-        problem = _check_param_headers(agent, params, incoming.raw_headers)
+        problem = _check_param_headers(agent, params, incoming.raw_headers, incoming.scope)
         if problem is not None:
             raise JsonRpcError(HEADER_MISMATCH, problem)
 
@@ -360,7 +362,7 @@ async def _serve(endpoint: McpEndpoint, call: Call, method: str, params: dict[st
         if method == "server/discover":
             result = _discover(agent)
         else:
-            result = await dispatch(call, method, params)
+            result = await dispatch(call, method, params, request_id)
             result.setdefault("resultType", "complete")
             meta = result.get("_meta")
             info = endpoint.server_info
@@ -388,7 +390,8 @@ def _discover(agent: Agent) -> dict[str, Any]:
     result: dict[str, Any] = {
         "resultType": "complete",
         "supportedVersions": list(STATELESS_VERSIONS),
-        "capabilities": {key: value for key, value in server_capabilities().items() if key != "logging"},
+        "capabilities": {key: value for key, value in server_capabilities(agent, stateless=True).items()
+                         if key != "logging"},
         "serverInfo": server_info(agent),
         "ttlMs": 0,
         "cacheScope": "private",

@@ -1,0 +1,98 @@
+"""The business metrics as OpenTelemetry instruments (imported only when a meter provider is configured).
+
+Names follow OpenTelemetry's style (dots, units apart); docs/observability.md pairs each with its Prometheus
+name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.metrics import CallbackOptions, Observation
+
+if TYPE_CHECKING:
+    from .telemetry import Telemetry
+
+__all__ = ["Instruments"]
+
+
+class Instruments:
+    def __init__(self, meter: Any, telemetry: Telemetry) -> None:
+        self.telemetry = telemetry
+        self.duration = meter.create_histogram(
+            "agentmw.invocation.duration",
+            unit="s",
+            description="End-to-end latency of an invocation",
+            explicit_bucket_boundaries_advisory=list(telemetry.duration.buckets),
+        )
+        self.outcomes = meter.create_counter(
+            "agentmw.invocation.outcomes", unit="{invocation}", description="Invocations by final status"
+        )
+        self.protocol_errors = meter.create_counter(
+            "agentmw.protocol.errors", unit="{error}", description="Protocol errors answered, by code"
+        )
+        self.idempotency = meter.create_counter(
+            "agentmw.idempotency.lookups",
+            unit="{call}",
+            description="Calls with an idempotency key: hit or miss",
+        )
+        self.in_flight = meter.create_up_down_counter(
+            "agentmw.in_flight", unit="{invocation}", description="Invocations running now"
+        )
+        self.parked = meter.create_up_down_counter(
+            "agentmw.parked", unit="{invocation}", description="Invocations waiting for an answer"
+        )
+        meter.create_observable_gauge(
+            "agentmw.approvals.pending",
+            [self._approvals],
+            unit="{approval}",
+            description="Out-of-band approvals waiting for a decision",
+        )
+        meter.create_observable_counter(
+            "agentmw.push.delivery_failures",
+            [self._push_failures],
+            unit="{push}",
+            description="A2A push notifications given up on",
+        )
+        meter.create_observable_gauge(
+            "agentmw.bridge.breaker.state",
+            [self._breakers],
+            unit="1",
+            description="Circuit breaker per bridged peer: 0 closed, 1 half-open, 2 open",
+        )
+
+    def record(self, invocation: Any, outcome: Any, elapsed: float, hit: str | None, parked: int) -> None:
+        capability = invocation.capability
+        attributes = {
+            "agentmw.capability.name": capability.name,
+            "agentmw.capability.kind": capability.kind,
+            "agentmw.protocol": invocation.protocol,
+        }
+        self.duration.record(elapsed, attributes)
+        self.outcomes.add(
+            1,
+            {
+                **attributes,
+                "agentmw.outcome.status": str(outcome.status),
+                "agentmw.outcome.code": str(outcome.code or ""),
+            },
+        )
+        self.in_flight.add(-1)
+        if parked:
+            self.parked.add(-parked)
+        if hit is not None:
+            self.idempotency.add(1, {"agentmw.idempotency.result": hit})
+
+    def _approvals(self, options: CallbackOptions) -> Iterator[Observation]:
+        yield Observation(
+            self.telemetry.approvals_pending
+        )  # as last counted (after a gated call, or a scrape)
+
+    def _push_failures(self, options: CallbackOptions) -> Iterator[Observation]:
+        for _, value in self.telemetry._push("failed"):
+            yield Observation(value)
+
+    def _breakers(self, options: CallbackOptions) -> Iterator[Observation]:
+        for (peer, protocol), value in self.telemetry._breakers():
+            yield Observation(value, {"agentmw.bridge.peer": peer, "agentmw.bridge.protocol": protocol})
