@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 
 import httpx
@@ -290,11 +291,15 @@ async def test_example_approval_workflow_waits_for_the_budget_admin(tmp_path, mo
     import examples.fastapi_app.main as example
     from agentmw.stores import SQLiteStore
 
-    assert example.agent._a2a is None, "the example's A2A face must not have started before this test"
-    monkeypatch.setattr(example.agent.a2a, "store", SQLiteStore(tmp_path / "procurement.db"))
+    # The example module is shared by every test that imports it, and another may have started its A2A face
+    # already (tests/test_cli.py does): this test gets a face of its own on its own SQLite file, and the
+    # previous face and store come back after it.
+    store = SQLiteStore(tmp_path / "procurement.db")
+    monkeypatch.setattr(example.agent.a2a, "store", store)
+    monkeypatch.setattr(example.agent, "_a2a", None)
     engineering = example.BUDGETS["engineering"]
     monkeypatch.setattr(engineering, "spent", engineering.spent)  # the approval spends; other tests read it
-    with serve(example.app) as url:
+    with contextlib.closing(store), serve(example.app) as url:
         async with httpx.AsyncClient(timeout=30) as http:
             card = (await http.get(f"{url}/.well-known/agent-card.json")).json()
             assert [s["id"] for s in card["skills"]] == ["approve_purchase", "procurement_assistant"]
@@ -310,4 +315,3 @@ async def test_example_approval_workflow_waits_for_the_budget_admin(tmp_path, mo
             assert done.status.state == TaskState.TASK_STATE_COMPLETED
             decision = done.artifacts[0].parts[0].data.struct_value
             assert decision["approved"] is True and decision["approver_note"] == "ok for on-call"
-    example.agent.a2a.store.close()

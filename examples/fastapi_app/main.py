@@ -12,15 +12,19 @@ Environment (all optional; see examples/fastapi_app/README.md):
 - ``AGENTMW_EXAMPLE_BUDGET_ADMINS``: the subjects who may decide approvals (default ``budget-admin``).
 - ``LEGAL_REVIEW_URL`` / ``SUPPLIER_CATALOG_URL``: bridge the example peers (examples/legal_review, an A2A
   agent; examples/supplier_catalog, an MCP server ending ``/mcp``). Unset: no bridge.
+- ``OTEL_TRACES_EXPORTER=console``: traces, printed to stdout one span a line as each ends, with the
+  OpenTelemetry SDK (``scripts/example`` installs it then); the page shows each run's trace id. Unset: no
+  telemetry, and nothing of OpenTelemetry imported.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -35,6 +39,9 @@ from agentmw.context import ToolCallFailed
 from agentmw.fastapi import RouteContext
 from agentmw.identity import Unauthenticated
 from agentmw.safety import RootedPath, human_gate
+
+if TYPE_CHECKING:
+    from agentmw.observability import Telemetry
 
 app = FastAPI(title="Procurement")
 
@@ -386,6 +393,46 @@ def purchase_justification(sku: str, reason: str) -> list[PromptMessage]:
                                   "Mention the business impact and why a cheaper option will not do.")]
 
 
+# --- traces: OTEL_TRACES_EXPORTER=console (docs/observability.md) -----------------------------------------------
+
+
+def _telemetry() -> Telemetry | None:
+    """The agent's telemetry, as ``OTEL_TRACES_EXPORTER`` asks. ``console``: the OpenTelemetry SDK with a console
+    exporter (one span a JSON line on stdout, as each ends), for the agent's spans only. Unset or ``none``: no
+    telemetry at all. Another exporter, or a global tracer provider already set (``opentelemetry-instrument``):
+    the agent traces with that global provider. Without the SDK the app serves untraced and says why."""
+    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter in ("", "none"):
+        return None
+    log = logging.getLogger("examples.fastapi_app")
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+    except ImportError:
+        log.warning("OTEL_TRACES_EXPORTER=%s: the example needs the OpenTelemetry SDK to trace, and it is not "
+                    "installed; serving without traces. Install it with pip install -e '.[otel,example-otel]' "
+                    "(scripts/example does when the variable is set).", exporter)
+        return None
+    from agentmw.observability import Telemetry
+
+    if exporter != "console":
+        log.warning("OTEL_TRACES_EXPORTER=%s: the example sets up only the console exporter itself; others are "
+                    "configured by opentelemetry-instrument, whose tracer provider the agent then uses.", exporter)
+    if exporter != "console" or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return Telemetry()  # the global provider, configured by whoever set it
+    service = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "procurement-assistant"}
+    provider = TracerProvider(resource=Resource.create(service))
+    # simple, not batched: each span is printed the moment it ends, for a person watching the console
+    provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(
+        formatter=lambda span: span.to_json(indent=None) + os.linesep)))
+    # The agent's own provider, not the global one: FastAPI's own telemetry (recent versions) would trace every
+    # request on a global provider, before agentmw, and a resume would then begin a trace of its own, linked to
+    # its run rather than continuing it (docs/observability.md, "Where the context comes from").
+    return Telemetry(tracer_provider=provider)
+
+
 agent = Agent(
     "procurement-assistant",
     "0.1.0",
@@ -401,6 +448,7 @@ agent = Agent(
     a2a=A2ASettings(
         description="IT purchasing: find assets, check budgets, submit and approve purchase requests.",
     ),
+    telemetry=_telemetry(),  # traces only with OTEL_TRACES_EXPORTER set: the AG-UI runs then carry their trace id
 )
 
 

@@ -25,14 +25,18 @@ try {
   const steps = await page.locator("li.step").allTextContents();
   const message = await page.getByTestId("approval-message").textContent();
   const action = JSON.parse(await page.getByTestId("approval-action").textContent());
+  const traceIds = () => page.locator("li.run code.trace-id").allTextContents();  // one per run, when traced
+  const tracesBefore = await traceIds();
   await page.getByTestId("approve").click();
   const finalText = page.locator("li.text").last();
   await page.waitForFunction(() => [...document.querySelectorAll("li.text")].some((li) => li.textContent.startsWith("Submitted")), null, { timeout: 15000 });
   const answer = await finalText.textContent();
   const state = JSON.parse(await page.getByTestId("state").textContent());
   const toolsAfter = await page.locator("li.tool strong").allTextContents();
+  const traces = await traceIds();
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
-  console.log(JSON.stringify({ tools, toolsAfter, steps, message, action, answer, state, problems }));
+  console.log(JSON.stringify({ tools, toolsAfter, steps, message, action, answer, state, tracesBefore, traces,
+                              problems }));
 } catch (error) {
   console.error(JSON.stringify({ error: String(error && error.message || error).slice(0, 400), problems }));
   process.exitCode = 1;

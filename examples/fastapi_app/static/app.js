@@ -26,6 +26,15 @@ const escape = (text) => String(text).replace(/[&<>"]/g, (c) => ({ "&": "&amp;",
 const subscriber = {
   onEvent({ event }) {
     switch (event.type) {
+      case "RUN_STARTED": {
+        // With telemetry on (OTEL_TRACES_EXPORTER), each run carries its trace: show the id to look it up by.
+        const trace = event.metadata && event.metadata.traceId;
+        if (trace) {
+          add("run", null, `trace <code class="trace-id">${escape(trace)}</code>`)
+            .title = `traceparent ${event.metadata.traceparent || ""}`;
+        }
+        break;
+      }
       case "STEP_STARTED": add("step running", `step-${event.stepName}`, escape(event.stepName)); break;
       case "STEP_FINISHED": { const li = items.get(`step-${event.stepName}`); if (li) li.className = "step done"; break; }
       case "TOOL_CALL_START":
