@@ -145,8 +145,13 @@ def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None
         return
     if error is None:
         future.set_result(value)
-    elif isinstance(error, StopIteration):  # a future cannot carry StopIteration
-        future.set_exception(RuntimeError(f"the function raised {error!r}"))
+    elif isinstance(error, StopIteration) or not isinstance(error, Exception):
+        # A future cannot carry StopIteration; and SystemExit or KeyboardInterrupt (sys.exit() in the function,
+        # or in a library it calls, such as argparse) re-raised in the caller's task would stop the whole event
+        # loop, so the server. Raised on a worker thread they are the function's failure, nothing more.
+        wrapped = RuntimeError(f"the function raised {error!r}")
+        wrapped.__cause__ = error
+        future.set_exception(wrapped)
     else:
         future.set_exception(error)
 

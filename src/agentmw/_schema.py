@@ -34,6 +34,7 @@ __all__ = ["DIALECT", "apply_input_schema"]
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _MAX_ERRORS = 5
 _MAX_MESSAGE = 300
+_TOO_DEEP = "the arguments are nested too deeply to be checked against the input schema"
 
 
 class _SchemaChecked(BaseModel):
@@ -51,10 +52,14 @@ class _SchemaChecked(BaseModel):
 
 def _errors(validator: Any, arguments: Any) -> list[InitErrorDetails]:
     found = []
-    for error in validator.iter_errors(arguments):
-        found.append(error)
-        if len(found) == _MAX_ERRORS:
-            break
+    try:
+        for error in validator.iter_errors(arguments):
+            found.append(error)
+            if len(found) == _MAX_ERRORS:
+                break
+    except RecursionError:  # jsonschema recurses per level of nesting (a recursive $ref, a deep value)
+        kind = PydanticCustomError("json_schema", "{reason}", {"reason": _TOO_DEEP})
+        return [InitErrorDetails(type=kind, loc=(), input=None)]
     if not found:
         return []
     from jsonschema.exceptions import best_match, relevance
@@ -112,7 +117,13 @@ def _compile(schema: dict[str, Any], name: str) -> Any:
         except Unresolvable as exc:
             raise RegistrationError(f"{name!r}: input_schema refers to {ref!r}, which it does not "
                                     "define") from exc
-    return Draft202012Validator(schema, registry=registry)
+    validator = Draft202012Validator(schema, registry=registry)
+    try:  # a reference loop that reads no deeper into the arguments ({"allOf": [{"$ref": "#"}]}) never ends
+        next(validator.iter_errors({}), None)
+    except RecursionError:
+        raise RegistrationError(f"{name!r}: input_schema refers to itself without reading deeper into the "
+                                "arguments (a $ref loop): no call could ever be checked") from None
+    return validator
 
 
 def _agree(schema: Mapping[str, Any], params: ParamPlan, fields: Mapping[str, Any], name: str) -> None:

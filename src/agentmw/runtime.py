@@ -580,6 +580,8 @@ async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, 
         return _unexpected(capability, exc)
     except Exception as exc:
         return _http_exception_outcome(exc) or _unexpected(capability, exc)
+    except SystemExit as exc:  # sys.exit() in the function (argparse, click): re-raised, it would stop the server
+        return _unexpected(capability, exc)
     return completed(capability, value)
 
 

@@ -19,6 +19,8 @@ __all__ = ["EXIT_FAILED", "EXIT_NEEDS_INPUT", "CallResult", "call", "default_pro
 
 EXIT_FAILED = 1  # the capability failed, was rejected or cancelled
 EXIT_NEEDS_INPUT = 3  # it asked a question (or an approval): nobody here can answer it
+ANSWERS_LATER = {"elicitation": {}, "sampling": {}, "roots": {}}
+"""What a call of a task tool declares: its questions park the task (exit 3, the task shows them)."""
 
 
 @dataclass
@@ -44,7 +46,16 @@ def _progress_text(params: Mapping[str, Any]) -> str:
 
 async def _mcp(target: Target, name: str, arguments: Any, headers: Mapping[str, str], progress: Progress) -> CallResult:
     agent = target.agent
-    client = McpTestClient(target.app, path=target.path(agent.mcp_path), headers=headers)
+    # A plain call declares nothing it cannot answer: a gate then gives an out-of-band approval id (which
+    # someone can act on), and a question is refused as needing a capability (exit 3 all the same). A tool that
+    # runs only as a task is called as one, and polled here until it ends or parks on its questions.
+    capabilities: dict[str, Any] = {}
+    tool = agent.tools.get(name)
+    if tool is not None and tool.task_support == "required":
+        from ..mcp.tasks import EXTENSION
+
+        capabilities = {**ANSWERS_LATER, "extensions": {EXTENSION: {}}}
+    client = McpTestClient(target.app, path=target.path(agent.mcp_path), headers=headers, capabilities=capabilities)
 
     def notified(message: dict[str, Any]) -> None:
         params = message.get("params") or {}
@@ -58,6 +69,8 @@ async def _mcp(target: Target, name: str, arguments: Any, headers: Mapping[str, 
             result = await client.request("tools/call", {"name": name, "arguments": arguments,
                                                          "_meta": {"progressToken": "agentmw-cli"}},
                                           on_notification=notified)
+            if result.get("resultType") == "task":
+                return await _until_settled(client, result, progress)
             meta = result.get("_meta") or {}
             asked = meta.get("agentmw/inputRequests") or meta.get("agentmw/approval") or result.get("inputRequests")
             if result.get("resultType") == "input_required" or asked:  # a question, or an approval to decide
@@ -69,8 +82,26 @@ async def _mcp(target: Target, name: str, arguments: Any, headers: Mapping[str, 
         if agent.find_resource(name) is not None:
             return CallResult(await client.request("resources/read", {"uri": name}, on_notification=notified))
     except McpError as exc:
-        return CallResult({"error": {"code": exc.code, "message": exc.message, "data": exc.data}}, EXIT_FAILED)
+        needs = (exc.data or {}).get("requiredCapabilities") if isinstance(exc.data, dict) else None
+        asks = isinstance(needs, dict) and bool(set(needs) & set(ANSWERS_LATER))  # it asked the caller something
+        return CallResult({"error": {"code": exc.code, "message": exc.message, "data": exc.data}},
+                          EXIT_NEEDS_INPUT if asks else EXIT_FAILED)
     raise LookupError(f"no tool, prompt or resource {name!r} is served over MCP")
+
+
+async def _until_settled(client: McpTestClient, task: dict[str, Any], progress: Progress) -> CallResult:
+    """Poll an MCP task (2026) until it ends or waits for input; its status message is the progress."""
+    import asyncio
+
+    while task.get("status") == "working":
+        await asyncio.sleep(min(max(task.get("pollIntervalMs") or 500, 50), 1000) / 1000)
+        task = await client.request("tasks/get", {"taskId": task["taskId"]})
+        if task.get("statusMessage"):
+            progress.update(task["statusMessage"])
+    status = task.get("status")
+    if status == "completed":
+        return CallResult(task, EXIT_FAILED if (task.get("result") or {}).get("isError") else 0)
+    return CallResult(task, EXIT_NEEDS_INPUT if status == "input_required" else EXIT_FAILED)
 
 
 def _message_arguments(arguments: Any) -> dict[str, Any]:

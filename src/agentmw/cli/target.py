@@ -60,7 +60,23 @@ def _import(module_name: str) -> Any:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise TargetError(f"cannot import {module_name!r}: no such module (run from the directory that "
                               f"holds it, or put it on PYTHONPATH)") from exc
-        raise
+        raise TargetError(f"importing {module_name} failed: {_described(exc)}") from exc
+    except SyntaxError as exc:
+        raise TargetError(f"importing {module_name} failed: SyntaxError: {exc.msg} "
+                          f"({exc.filename}:{exc.lineno})") from exc
+    except Exception as exc:  # the module's own code raised: say what and where, without a traceback
+        raise TargetError(f"importing {module_name} failed: {_described(exc)}") from exc
+
+
+def _described(exc: BaseException) -> str:
+    """``Type: message (file:line)``, the line being the innermost frame that raised it."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        text += f" ({tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})"
+    return text
 
 
 def _is_factory(value: Any) -> bool:
@@ -164,9 +180,12 @@ def resolve(spec: str) -> Target:
         except AttributeError:
             raise TargetError(f"{module_name} has no attribute {attr!r}") from None
     if _is_factory(value):
-        value = value()
-        if inspect.isawaitable(value):
-            value = asyncio.run(_awaited(value))
+        try:
+            value = value()
+            if inspect.isawaitable(value):
+                value = asyncio.run(_awaited(value))
+        except Exception as exc:
+            raise TargetError(f"the factory {spec} failed: {_described(exc)}") from exc
     return _from_object(value, spec, module)
 
 

@@ -102,7 +102,10 @@ def wants_task(call: Call, cap: Capability, params: Mapping[str, Any]) -> bool:
             raise JsonRpcError(MISSING_CAPABILITY, f"Tool {cap.name} runs only as a task: declare the {EXTENSION} "
                                "extension in this request's client capabilities", REQUIRED)
         return declared
-    asked = isinstance(params.get("task"), dict)
+    task = params.get("task")
+    if task is not None and not isinstance(task, dict):
+        raise JsonRpcError(INVALID_PARAMS, "params.task must be an object, such as {\"ttl\": 60000}")
+    asked = task is not None
     if asked and support is None:
         raise JsonRpcError(METHOD_NOT_FOUND, f"Tool {cap.name} does not run as a task (execution.taskSupport)")
     if not asked and support == "required":
@@ -355,11 +358,16 @@ class McpTasks(TaskManager):
     async def result(self, task_id: Any, call: Call) -> dict[str, Any]:
         """Wait until the task ends and answer what the call would have; while it waits for input here, its
         questions are asked on this request's stream and the answers delivered."""
+        from .._transport import shutting_down
+
         owner = call.caller or "anonymous"
         while True:
             record = await self.get(task_id, owner)
             if record.terminal:
                 break
+            if shutting_down():  # a wait never holds a shutdown: the task itself is left as a shutdown leaves it
+                raise JsonRpcError(INTERNAL_ERROR, "The server is shutting down before the task ended: call "
+                                   "tasks/result again, or poll tasks/get", {"taskId": task_id})
             live = self.registry.local(task_id)
             if live is None:  # it runs in another process: its record says when it ends
                 await asyncio.sleep(POLL_INTERVAL_MS / 1000)
@@ -388,7 +396,8 @@ class McpTasks(TaskManager):
                            error.get("data"))
 
     async def listing(self, owner: str, cursor: Any) -> dict[str, Any]:
-        if cursor is not None and not (isinstance(cursor, str) and cursor.isdigit()):
+        if cursor is not None and not (isinstance(cursor, str) and cursor.isascii() and cursor.isdigit()
+                                       and len(cursor) <= 18):
             raise JsonRpcError(INVALID_PARAMS, "Invalid cursor")
         offset = int(cursor or 0)
         await self.ready()

@@ -19,10 +19,11 @@ outcome stands; one in ``listing`` shows nothing.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -177,6 +178,14 @@ def _denial(exc: AgentError) -> Outcome:
     )
 
 
+def _hook_failed(invocation: Invocation) -> Outcome:
+    return Outcome(
+        status=Status.FAILED,
+        code="hook_failed",
+        message=f"{invocation.name} was not run: a check before it failed. Nothing was executed.",
+    )
+
+
 class HookChain:
     """The hooks of one agent, and the run of an invocation through them (``agent._hooks``)."""
 
@@ -259,23 +268,38 @@ class HookChain:
             _CURRENT.reset(token)
 
     async def _before_all(self, invocation: Invocation) -> Outcome | None:
+        limit = invocation.capability.timeout  # the call's own deadline bounds its checks too: none may hang it
         for hook, before in self._before:
             try:
                 result = before(invocation)
                 if inspect.isawaitable(result):
-                    result = await result
+                    if limit:
+                        async with asyncio.timeout(limit - invocation.elapsed):
+                            result = await result
+                    else:
+                        result = await result
             except AgentError as exc:
                 self._emit(invocation, "agentmw.hook.denied", {"agentmw.hook": type(hook).__name__})
                 return _denial(exc)
+            except TimeoutError:
+                if not limit or invocation.elapsed < limit:  # the hook's own TimeoutError: a failure like any
+                    logger.exception("hook %r failed before %s %r: the call is refused", hook, invocation.kind,
+                                     invocation.name)
+                    return _hook_failed(invocation)
+                logger.error("hook %r did not finish before %s %r within its %gs deadline: the call is refused",
+                             hook, invocation.kind, invocation.name, limit)
+                return Outcome(
+                    status=Status.FAILED,
+                    code="hook_failed",
+                    message=f"{invocation.name} was not run: a check before it did not finish in time. Nothing "
+                    "was executed.",
+                    retryable=True,
+                )
             except Exception:
                 logger.exception(
                     "hook %r failed before %s %r: the call is refused", hook, invocation.kind, invocation.name
                 )
-                return Outcome(
-                    status=Status.FAILED,
-                    code="hook_failed",
-                    message=f"{invocation.name} was not run: a check before it failed. Nothing was executed.",
-                )
+                return _hook_failed(invocation)
             if isinstance(result, Outcome):
                 self._emit(invocation, "agentmw.hook.denied", {"agentmw.hook": type(hook).__name__})
                 return result
@@ -318,12 +342,35 @@ class HookChain:
         for hook, listing in self._listing:
             try:
                 kept = listing(Listing(kind, protocol, items, scope, caller))
+                if kept is not None:
+                    kept = _filtered(kind, items, kept)
             except Exception:
                 logger.exception("hook %r failed listing %s: an empty list is shown", hook, kind)
                 return []
             if kept is not None:
-                items = list(kept)
+                items = kept
         return items
+
+
+_IDENTITY = {"tools": "name", "prompts": "name", "resources": "uri", "templates": "uriTemplate", "skills": "id"}
+
+
+def _filtered(kind: str, shown: Sequence[dict[str, Any]], kept: Any) -> list[dict[str, Any]]:
+    """What a listing hook returned, checked: a filter of ``shown`` (items may be edited copies, but each names
+    one of them). Anything else would go out on the wire as a broken list, so it raises (an empty list is
+    shown)."""
+    if isinstance(kept, (str, bytes, Mapping)) or not isinstance(kept, Iterable):
+        raise TypeError(f"a listing hook returns a list of the items to show, not {type(kept).__name__}")
+    key = _IDENTITY.get(kind)
+    names = {item.get(key) for item in shown} if key else None
+    out = list(kept)
+    for item in out:
+        if not isinstance(item, dict):
+            raise TypeError(f"a listing hook returned a {type(item).__name__} among the {kind}, not an item")
+        if names is not None and (not isinstance(item.get(key), str) or item[key] not in names):
+            raise ValueError(f"a listing hook returned an item that is not one of the {kind} shown: {key}="
+                             f"{str(item.get(key))[:80]!r}")
+    return out
 
 
 class _ObservedChannel:

@@ -16,6 +16,7 @@ from .._bounded import BoundedTable
 from ..journal import Journal
 from ..journal import cancel as cancel_execution
 from ..state import State
+from ..state.base import MAX_KEY_LENGTH
 from ..stores.base import TaskRecord
 from .registry import LiveTask, TaskRegistry
 from .runner import TaskRunner
@@ -91,6 +92,8 @@ class TaskManager:
         """The task, for its owner only: another caller's task does not exist for this one."""
         if not isinstance(task_id, str):
             raise self.invalid_id(task_id)
+        if not task_id or len(task_id) > MAX_KEY_LENGTH:  # no task has such an id (the state refuses the key)
+            raise self.not_found(task_id)
         await self.ready()
         record = await self.registry.find(task_id)
         if record is None or record.owner != owner:

@@ -546,7 +546,7 @@ class TaskRegistry:
         if live.published:
             return
         live.young = True
-        if self._ticker is None or self._ticker.done():
+        if (self._ticker is None or self._ticker.done()) and not self._ending(self._ticker):
             self._ticker = asyncio.get_running_loop().create_task(self._tick(), name=f"{self._name}-publish-ticker")
 
     async def _tick(self) -> None:
@@ -582,8 +582,17 @@ class TaskRegistry:
                 self._urgent.set()
             await self._idle.wait()
 
+    def _ending(self, task: asyncio.Task[Any] | None) -> bool:
+        """Whether no background task of this registry may start any more: it was closed, or the event loop
+        is ending (it cancelled ``task``, which only :meth:`close` does otherwise). A task started then would
+        never run: asyncio.run and the test runners cancel the loop's tasks once, then close it."""
+        return self.closed or (task is not None and task.cancelled())
+
     def _schedule(self, live: LiveTask) -> None:
         if live.queued:
+            return
+        if (self._writer is None or self._writer.done()) and self._ending(self._writer):
+            live.dirty = True  # unwritten: the task is left as a shutdown leaves it
             return
         live.queued = True
         self.unwritten[live.record.id] = live
