@@ -7,7 +7,9 @@ official ``mcp`` 2.3.0 server). For each, sequential calls of its ``echo`` are t
   with httpx (JSON-RPC, blocking); MCP ``tools/call`` with one long-lived official ``mcp`` client;
 - **bridged**: ``tools/call`` of the bridged ``echo`` on an agentmw agent, driven in-process (no socket between
   the caller and agentmw), so the difference is everything the bridge adds: the MCP face, the pipeline,
-  identity and egress, the translation, framing, and (MCP) the connection each call opens of its own.
+  identity and egress, the translation and framing. MCP peers are timed twice: with the connections the bridge
+  keeps (the default: one shared client at 2026-07-28, a pool of sessions at 2025-11-25), and with
+  ``pool_size=0``, where every call opens a connection of its own (a handshake per call at 2025-11-25).
 
 Run ``python bench/bridge_overhead.py`` (``--calls N``, default 300). Prints a Markdown table of p50 and p99 in
 milliseconds and the overhead (bridged minus direct) at each.
@@ -79,7 +81,7 @@ async def a2a_rows(url: str, calls: int) -> tuple[list[float], list[float]]:
     return direct_samples, bridged_samples
 
 
-async def mcp_rows(url: str, revision: str, calls: int) -> tuple[list[float], list[float]]:
+async def mcp_rows(url: str, revision: str, calls: int, pool_size: int) -> tuple[list[float], list[float]]:
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -96,13 +98,15 @@ async def mcp_rows(url: str, revision: str, calls: int) -> tuple[list[float], li
 
         direct_samples = await timed(direct, calls)
     agent = Agent("bench", store="memory://")
-    agent.bridge(McpPeer(url, revision=revision, name="catalog", tools=["echo"], skills=False, resources=False,
-                         prompts=False, allow=Egress(allow_networks=["127.0.0.0/8"])))
+    peer = agent.bridge(McpPeer(url, revision=revision, name="catalog", tools=["echo"], skills=False,
+                                resources=False, prompts=False, allow=Egress(allow_networks=["127.0.0.0/8"]),
+                                pool_size=pool_size))
     async with McpTestClient(agent.asgi()) as mcp:
         async def bridged() -> None:
             assert (await mcp.call_tool("echo", {"text": "hello"}))["isError"] is False
 
         bridged_samples = await timed(bridged, calls)
+    await peer.aclose()
     return direct_samples, bridged_samples
 
 
@@ -125,7 +129,9 @@ async def main() -> None:
         try:
             rows = [row("A2A peer, `echo` (streamed by the bridge)", *await a2a_rows(a2a.url, args.calls))]
             for revision in ("2026-07-28", "2025-11-25"):
-                rows.append(row(f"MCP peer {revision}, `echo`", *await mcp_rows(mcp_peer.url, revision, args.calls)))
+                for pool_size, how in ((4, "kept connections"), (0, "a connection per call, `pool_size=0`")):
+                    rows.append(row(f"MCP peer {revision}, `echo`, {how}",
+                                    *await mcp_rows(mcp_peer.url, revision, args.calls, pool_size)))
         finally:
             a2a.stop()
             mcp_peer.stop()

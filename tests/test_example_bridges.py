@@ -84,10 +84,9 @@ async def test_the_example_serves_both_peers_over_mcp_and_a2a(legal_review_peer:
             data.struct_value.update({"tool": "get_supplier_item", "arguments": {"sku": "LPT-14"}})
             item = await send(_data_message(data, "supplier_catalog"))
             assert item.status.state == TaskState.TASK_STATE_COMPLETED, item
-            [part] = item.artifacts[0].parts  # the peer's result, framed as untrusted text
-            assert part.text.startswith('<untrusted-data source="MCP peer supplier tool get_supplier_item"')
-            assert json.loads(unescape(part.text).split("\n", 2)[2].rsplit("\n", 1)[0])["supplier"] == \
-                "Northwind Devices"
+            [part] = item.artifacts[0].parts  # the peer's structured result stays data: a data part
+            assert part.WhichOneof("content") == "data" and not part.text
+            assert part.data.struct_value["supplier"] == "Northwind Devices"
 
 
 def _data_message(data: struct_pb2.Value, skill: str) -> Message:

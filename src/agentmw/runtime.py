@@ -25,7 +25,7 @@ from .capability import Capability, text_of
 from .content import Text
 from .context import Ask, ClientCapabilityMissing, Context, InputRequest
 from .errors import AgentError, NeedsInput, Permanent, Rejected, Retryable
-from .messages import Artifact, bind_message_params, framed, is_answer, merge_chunk
+from .messages import Artifact, Data, bind_message_params, framed, is_answer, merge_chunk
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -224,7 +224,7 @@ def completed(capability: Capability, value: Any) -> Outcome:
         return Outcome(status=Status.COMPLETED, value=value)
     output = capability.output
     if output.mode == "content":
-        return Outcome(status=Status.COMPLETED, content=text_of(value), value=value)
+        return Outcome(status=Status.COMPLETED, content=text_of(value), structured=_answer_data(value), value=value)
     try:
         structured = output.structured(value)
         text = dumps(structured).decode()
@@ -238,6 +238,16 @@ def completed(capability: Capability, value: Any) -> Outcome:
         structured=structured,
         value=value,
     )
+
+
+def _answer_data(value: Any) -> Any:
+    """The structured content of an answer (a Message or Artifacts): its one data part, when it has exactly one
+    and it is a JSON object (MCP's structured content is an object), so data stays data on every face."""
+    if not is_answer(value):
+        return None
+    parts = [p for a in value for p in a.parts] if isinstance(value, (list, tuple)) else value.parts
+    data = [p.data for p in parts if isinstance(p, Data)]
+    return data[0] if len(data) == 1 and isinstance(data[0], dict) else None
 
 
 def _output_mismatch(capability: Capability, exc: ValidationError) -> Outcome:

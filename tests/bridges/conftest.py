@@ -24,6 +24,7 @@ in pytest's temporary folder (``peer.logs()``).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,21 @@ MCP_APP = "tests.bridges.peers.mcp_peer:create_app"
 LEGAL_REVIEW_APP = "examples.legal_review.agent:create_app"
 SUPPLIER_CATALOG_APP = "examples.supplier_catalog.server:create_app"
 PEERS_10 = 10
+
+
+async def ask_and_answer(http: Any, skill: str, key: str, name: str) -> dict[str, Any]:
+    """Over the A2A face of an agent (``http``, an httpx client on it): run the bridged ``skill`` (the MCP peer's
+    ``ask_user``), check that it asks the peer's question, answer it with ``name``; the task as it ends."""
+    from agentmw.safety.framing import unescape
+
+    send = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": f"ask-{key}", "role": "ROLE_USER", "parts": [{"data": {}}], "metadata": {"skill": skill}}}}
+    task = (await http.post("/a2a", json=send, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    assert "What is your name?" in unescape(task["status"]["message"]["parts"][0]["text"])
+    answer = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {
+        "messageId": f"answer-{key}", "role": "ROLE_USER", "taskId": task["id"], "parts": [{"data": {"name": name}}]}}}
+    return (await http.post("/a2a", json=answer, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
 
 
 def side_effects(peer: PeerProcess) -> int:

@@ -85,6 +85,7 @@ async def test_files_and_data_artifacts(a2a_peer) -> None:
 
     data = [json.loads(b["text"]) for b in blocks if b["type"] == "text"]
     assert data == [{"total": 42}]  # data stays data: not framed
+    assert result["structuredContent"] == {"total": 42}  # and is the result's structured content
 
 
 async def test_input_required_is_a_normal_result_with_a_handle_then_answered(a2a_peer) -> None:

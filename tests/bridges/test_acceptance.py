@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
 
 import httpx
 import pytest
@@ -29,7 +28,7 @@ from agentmw.bridges import (
 )
 from agentmw.safety.framing import unescape
 from agentmw.testing import McpTestClient
-from tests.bridges.conftest import side_effects
+from tests.bridges.conftest import ask_and_answer, side_effects
 from tests.bridges.peers.a2a_peer import INJECTION as A2A_INJECTION
 from tests.bridges.peers.a2a_peer import SLOW_STEPS
 from tests.bridges.peers.mcp_peer import INJECTION as MCP_INJECTION
@@ -205,21 +204,10 @@ async def test_ten_mcp_peers_each_relay_their_own_questions(mcp_peers_10) -> Non
                                resources=False))  # the ten serve the same resource URI
     await agent.start_bridges()
 
-    async def one(http: httpx.AsyncClient, index: int) -> Any:
-        send = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-            "messageId": f"ask-{index}", "role": "ROLE_USER", "parts": [{"data": {}}],
-            "metadata": {"skill": f"p{index}.ask_user"}}}}
-        task = (await http.post("/a2a", json=send, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
-        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
-        assert "What is your name?" in unescape(task["status"]["message"]["parts"][0]["text"])
-        answer = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {
-            "messageId": f"answer-{index}", "role": "ROLE_USER", "taskId": task["id"],
-            "parts": [{"data": {"name": f"caller-{index}"}}]}}}
-        return (await http.post("/a2a", json=answer, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
-
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1",
                                  timeout=30) as http:
-        done = await asyncio.gather(*(one(http, index) for index in range(10)))
+        done = await asyncio.gather(*(ask_and_answer(http, f"p{index}.ask_user", str(index), f"caller-{index}")
+                                      for index in range(10)))
     for index, task in enumerate(done):
         assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
         assert FRAME.match(task["artifacts"][0]["parts"][0]["text"]).group("body") == f"hello caller-{index}"

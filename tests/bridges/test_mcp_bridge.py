@@ -11,7 +11,7 @@ import pytest
 from agentmw import Agent
 from agentmw.bridges import HANDSHAKE_REVISION, MCP_REVISIONS, STATELESS_REVISION, Egress, McpPeer
 from agentmw.safety.framing import unescape
-from agentmw.testing import McpTestClient
+from agentmw.testing import McpError, McpTestClient
 from tests.bridges.conftest import side_effects
 
 LOOPBACK = Egress(allow_networks=["127.0.0.0/8"])
@@ -46,6 +46,7 @@ async def test_tools_resources_and_prompts_become_capabilities(peer) -> None:
     assert {"echo", "add", "boom", "progress", "ask_user", "inject"} <= set(agent.tools)
     assert {"echo", "add", "boom", "progress", "ask_user", "inject"} <= set(agent.skills)  # served as skills too
     assert "catalog://items" in agent.resources and "summarize" in agent.prompts
+    assert "catalog://items/{sku}" in agent.templates  # a remote template is a local template
     assert agent.tools["add"].output_schema["properties"]["sum"]["type"] == "integer"
 
 
@@ -130,3 +131,41 @@ async def test_grouped_tools_are_one_skill_over_a2a(mcp_peer_2026) -> None:
     task = answer["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert task["artifacts"][0]["parts"][0]["data"] == {"sum": 3}
+
+
+async def test_resource_templates_are_bridged(peer) -> None:
+    process, revision = peer
+    agent = bridged(process.url, revision)
+    async with McpTestClient(agent.asgi()) as mcp:
+        listed = (await mcp.request("resources/templates/list"))["resourceTemplates"]
+        [template] = [t for t in listed if t["uriTemplate"] == "catalog://items/{sku}"]
+        assert template["mimeType"] == "application/json"
+        assert "One item on offer, by its sku." in unescape(template["description"])
+        assert template["description"].startswith('<untrusted-data source="MCP peer catalog resource template item"')
+        read = await mcp.request("resources/read", {"uri": "catalog://items/MON-27"})
+        with pytest.raises(McpError):  # the peer's own error for an item it does not have
+            await mcp.request("resources/read", {"uri": "catalog://items/NOPE"})
+    [content] = read["contents"]
+    assert content["uri"] == "catalog://items/MON-27" and content["mimeType"] == "application/json"
+    assert json.loads(content["text"]) == {"sku": "MON-27", "name": "27-inch monitor", "price": 449.0}
+
+
+async def test_a_grouped_tool_answers_data_as_data(mcp_peer_2026) -> None:
+    """The group skill itself (the tool named in its data) answers the peer's structured content as an A2A data
+    part, not as framed JSON text; text stays framed."""
+    agent = bridged(mcp_peer_2026.url, STATELESS_REVISION, group={"arithmetic": ["add", "echo"]})
+    import httpx
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1") as http:
+        async def send(data: dict) -> dict:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+                "messageId": f"m-{data['tool']}", "role": "ROLE_USER", "parts": [{"data": data}],
+                "metadata": {"skill": "arithmetic"}}}}
+            return (await http.post("/a2a", json=body, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
+
+        added = await send({"tool": "add", "arguments": {"a": 5, "b": 6}})
+        echoed = await send({"tool": "echo", "arguments": {"text": "grouped"}})
+    assert added["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert added["artifacts"][0]["parts"] == [{"data": {"sum": 11}, "mediaType": "application/json"}]
+    [part] = echoed["artifacts"][0]["parts"]
+    assert part["text"].startswith('<untrusted-data source="MCP peer catalog tool echo"')

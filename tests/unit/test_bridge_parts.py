@@ -187,3 +187,56 @@ async def test_a_snapshot_after_a_cut_repeats_nothing_and_loses_nothing() -> Non
     assert task.settled and task.state == "TASK_STATE_COMPLETED"
     assert [p["text"] for p in task.artifacts["a"]["parts"]] == ["chunk 1\n", "chunk 2\n", "chunk 3\n"]
     assert _Task.from_json(task.to_json()).to_json() == task.to_json()  # what the journal keeps comes back
+
+
+# --- MCP connections: routing each call's traffic --------------------------------------------------------
+
+async def test_a_kept_connection_routes_each_message_to_its_own_call() -> None:
+    """A message goes to the call whose request stream carried it (its context), a message on no call's stream
+    to the call holding the session, and nowhere once the call has ended: never to the next call."""
+    import asyncio
+    import contextvars
+    from contextlib import asynccontextmanager
+
+    from agentmw.bridges._mcp_connections import Connections, Relay
+
+    callbacks: list[dict] = []
+
+    @asynccontextmanager
+    async def opener(headers, given):
+        callbacks.append(given)
+        yield object()
+
+    def in_context(context: contextvars.Context, coroutine) -> asyncio.Task:
+        return asyncio.get_running_loop().create_task(coroutine, context=context)
+
+    pool = Connections(opener, shared=False, size=1, idle_seconds=5, spoils=lambda exc: True)
+    first, second = Relay(), Relay()
+    async with pool.lease("key", {}, {}, first):
+        log = callbacks[0]["logging_callback"]
+        first_context = contextvars.copy_context()
+        await log("on its request stream")
+        await in_context(contextvars.Context(), log("on the GET stream"))  # the connection's own task
+    first.close()
+    async with pool.lease("key", {}, {}, second):
+        assert len(callbacks) == 1  # the same session serves the second call
+        await in_context(first_context, log("late, for the first call"))
+        elicit = callbacks[0]["elicitation_callback"]
+        refused = await in_context(first_context, elicit(None, {"message": "late question"}))
+        await log("the second call's own")
+    await in_context(contextvars.Context(), log("while idle"))
+    assert refused.action == "cancel"  # a question of a call that ended is cancelled, never asked of another
+    assert first.events.empty()  # closed: what it had queued was dropped with it
+    assert [second.events.get_nowait()[1] for _ in range(second.events.qsize())] == ["the second call's own"]
+    await pool.aclose()
+    assert pool.open_count == 0
+
+
+async def test_a_relay_that_closed_drops_everything() -> None:
+    from agentmw.bridges._mcp_connections import Relay
+
+    relay = Relay()
+    await relay.log("kept")
+    relay.close()
+    await relay.progress(1, 2, "late")
+    assert relay.events.empty() and (await relay.ask({})).action == "cancel"

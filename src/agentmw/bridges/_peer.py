@@ -290,6 +290,12 @@ class Peer:
     async def outbound_headers(self, ctx: Context, what: str) -> dict[str, str]:
         """The headers of one outbound call for ``ctx``'s caller, after the caller is allowed; logs who calls as
         whom (logger ``agentmw.bridges``). Only the configured credential is sent, never the inbound one."""
+        credential, trace = await self.outbound(ctx, what)
+        return {**credential, **trace}
+
+    async def outbound(self, ctx: Context, what: str) -> tuple[dict[str, str], dict[str, str]]:
+        """:meth:`outbound_headers` in two: the credential's headers (who the bridge calls as) and the trace's
+        (this call's own), for a connection kept per credential."""
         identity = ctx.caller
         if self.authorize is not None:
             allowed: Any = self.authorize(identity, what)
@@ -311,13 +317,13 @@ class Peer:
             else:
                 as_whom, headers = f"token exchange ({getattr(credential, '__name__', 'hook')})", dict(exchanged)
         telemetry = self.agent.telemetry if self.agent is not None else None
-        if telemetry is not None:  # the call continues the caller's trace (docs/observability.md)
-            headers.update(telemetry.outbound_headers())
+        # the call continues the caller's trace (docs/observability.md)
+        trace = telemetry.outbound_headers() if telemetry is not None else {}
         logger.info("bridge identity: %s calls as %s to %s peer %s, %s", identity or "anonymous", as_whom,
                     self.protocol, self.name, what,
                     extra={"bridge_caller": identity, "bridge_as": as_whom, "bridge_peer": self.name,
                            "bridge_target": what})
-        return headers
+        return headers, trace
 
     def check_breaker(self) -> None:
         wait = self.breaker.check()

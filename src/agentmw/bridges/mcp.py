@@ -1,16 +1,17 @@
 """A remote MCP server as capabilities of the agent: its tools, resources and prompts (docs/bridges.md).
 
 The peer is spoken to with the official ``mcp`` client (the ``bridge-mcp`` extra), pinned to one revision:
-``2025-11-25`` (the ``initialize`` handshake) or ``2026-07-28`` (stateless, ``server/discover``). Every call opens
-its own client connection, so a remote question (elicitation, ``input_required``), a progress notification or a
-log message can only belong to the call that caused it: nothing is shared between callers or between peers but
-the HTTP connection pool.
+``2025-11-25`` (the ``initialize`` handshake) or ``2026-07-28`` (stateless, ``server/discover``). Connections are
+kept between calls (``_mcp_connections``): one client serves every call at 2026-07-28, a session serves one call at
+a time at 2025-11-25. Every call's remote questions (elicitation, ``input_required``), progress and log messages
+are routed to that call alone, and nothing is shared between peers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import inspect
+import json
 import keyword
 import logging
 import uuid
@@ -21,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 from pydantic import BaseModel, ConfigDict
 
-from ..capability import Capability, OutputPlan, ParamPlan, build_capability
+from ..capability import _TEMPLATE_VAR, Capability, OutputPlan, ParamPlan, build_capability
 from ..content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text
 from ..context import ClientCapabilityMissing, Context
 from ..errors import NeedsInput, Permanent, Rejected, Retryable
+from ..messages import Artifact, Data
 from ..safety.framing import escape
+from ._mcp_connections import OUTBOUND, Connections, Relay
 from ._peer import BridgeError, Peer, VersionMismatch, safe_name
 
 if TYPE_CHECKING:
@@ -41,8 +44,6 @@ STATELESS_REVISION = "2026-07-28"
 """The stateless MCP revision a bridge can pin (``server/discover``, no sessions)."""
 MCP_REVISIONS = (HANDSHAKE_REVISION, STATELESS_REVISION)
 """Every revision an :class:`McpPeer` can pin. Constants: never "latest"."""
-
-_OUTBOUND: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("agentmw_bridge_outbound")
 
 
 class _Unset(str):
@@ -100,7 +101,7 @@ def _outbound_auth() -> Any:
 
     class Outbound(httpx2.Auth):
         def auth_flow(self, request: Any) -> Any:
-            for key, value in _OUTBOUND.get({}).items():
+            for key, value in OUTBOUND.get({}).items():
                 request.headers[key] = value
             yield request
 
@@ -111,7 +112,8 @@ class McpPeer(Peer):
     """A remote MCP server whose tools, resources and prompts become capabilities of the agent.
 
     Each remote tool becomes a tool, and a skill too (A2A card, AG-UI agent) unless it is grouped; each static
-    resource a resource; each prompt a prompt.
+    resource a resource, each resource template a template; each prompt a prompt. Connections are kept between
+    calls (``pool_size``), and each call's traffic stays its own.
 
     Args:
         url: the MCP endpoint (ending ``/mcp`` usually).
@@ -125,7 +127,12 @@ class McpPeer(Peer):
             (``{"skill": "skill_id", "tool": "tool_a"}``) or as the data part ``{"tool": ..., "arguments": ...}``.
         tools: the remote tool names to bridge (default: all).
         skills: serve the ungrouped tools as skills too (default True).
-        resources, prompts: bridge the peer's static resources and its prompts (default True).
+        resources, prompts: bridge the peer's resources (static ones and templates) and its prompts (default
+            True).
+        pool_size: connections kept open between calls. At 2025-11-25 the most idle sessions kept (a session
+            serves one call at a time; more calls at once open more, closed after); at 2026-07-28 any value
+            above 0 keeps the one client every call shares. 0: every call opens its own connection.
+        pool_idle_seconds: a kept connection unused this long is closed.
         Every other argument is :class:`~agentmw.bridges.Peer`'s.
     """
 
@@ -133,10 +140,13 @@ class McpPeer(Peer):
 
     def __init__(self, url: str, revision: str, *, group: Mapping[str, list[str]] | None = None,
                  tools: list[str] | None = None, skills: bool = True, resources: bool = True, prompts: bool = True,
-                 trust_hints: bool = False, **options: Any) -> None:
+                 trust_hints: bool = False, pool_size: int = 4, pool_idle_seconds: float = 60.0,
+                 **options: Any) -> None:
         super().__init__(url, **options)
         if revision not in MCP_REVISIONS:
             raise ValueError(f"McpPeer pins one of {list(MCP_REVISIONS)}, not {revision!r}")
+        if pool_size < 0 or pool_idle_seconds <= 0:
+            raise ValueError("pool_size is 0 or more, pool_idle_seconds more than 0")
         self.revision = revision
         self.group = {k: list(v) for k, v in (group or {}).items()}
         self.tools = list(tools) if tools is not None else None
@@ -148,6 +158,13 @@ class McpPeer(Peer):
         self._discover: Any = None
         self._http: Any = None
         self._http_loop: Any = None
+        self._text_tools: set[str] = set()  # tools whose structured content is only a wrapped string
+        self.connections = Connections(self._open, shared=revision == STATELESS_REVISION, size=pool_size,
+                                       idle_seconds=pool_idle_seconds, spoils=_spoils)
+
+    async def aclose(self) -> None:
+        """Close the connections kept open to the peer (they also close themselves when idle)."""
+        await self.connections.aclose()
 
     # --- connections ---------------------------------------------------------------------------------
     def _http_client(self) -> Any:
@@ -161,35 +178,32 @@ class McpPeer(Peer):
         return self._http
 
     @asynccontextmanager
-    async def _client(self, headers: Mapping[str, str], **callbacks: Any) -> AsyncIterator[Client]:
-        """One connection to the peer, at the pinned revision, for one call (or the start-up)."""
+    async def _open(self, headers: Mapping[str, str], callbacks: dict[str, Any]) -> AsyncIterator[Client]:
+        """One connection to the peer at the pinned revision (run in the connection's own task, whose context
+        holds the credential's ``headers``)."""
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
-        token = _OUTBOUND.set(dict(headers))
+        stateless = self.revision == STATELESS_REVISION
+        client = Client(streamable_http_client(self.url, http_client=self._http_client()),
+                        mode=STATELESS_REVISION if stateless else "legacy", prior_discover=self._discover,
+                        cache=None, read_timeout_seconds=self.timeout, log_level="info" if stateless else None,
+                        **callbacks)
         try:
-            stateless = self.revision == STATELESS_REVISION
-            client = Client(streamable_http_client(self.url, http_client=self._http_client()),
-                            mode=STATELESS_REVISION if stateless else "legacy", prior_discover=self._discover,
-                            cache=None, read_timeout_seconds=self.timeout, log_level="info" if stateless else None,
-                            **callbacks)
-            try:
-                await client.__aenter__()
-            except RuntimeError as exc:  # the mcp client refuses a revision it does not know at all
-                raise VersionMismatch(self.name or self.url, "MCP", self.revision, str(exc)) from exc
-            except Exception as exc:
-                refused = _unsupported_version(exc)
-                if refused is not None:  # -32022: the peer names the revisions it speaks
-                    raise VersionMismatch(self.name or self.url, "MCP", self.revision, refused) from exc
-                raise
-            try:
-                if not stateless and client.protocol_version != self.revision:
-                    raise VersionMismatch(self.name or self.url, "MCP", self.revision, client.protocol_version)
-                yield client
-            finally:
-                await client.__aexit__(None, None, None)
+            await client.__aenter__()
+        except RuntimeError as exc:  # the mcp client refuses a revision it does not know at all
+            raise VersionMismatch(self.name or self.url, "MCP", self.revision, str(exc)) from exc
+        except Exception as exc:
+            refused = _unsupported_version(exc)
+            if refused is not None:  # -32022: the peer names the revisions it speaks
+                raise VersionMismatch(self.name or self.url, "MCP", self.revision, refused) from exc
+            raise
+        try:
+            if not stateless and client.protocol_version != self.revision:
+                raise VersionMismatch(self.name or self.url, "MCP", self.revision, client.protocol_version)
+            yield client
         finally:
-            _OUTBOUND.reset(token)
+            await client.__aexit__(None, None, None)
 
     async def _start_headers(self) -> dict[str, str]:
         from ._peer import ServiceAccount
@@ -205,8 +219,10 @@ class McpPeer(Peer):
     async def _connect(self) -> list[Capability]:
         from mcp.shared.exceptions import MCPError
 
+        headers = await self._start_headers()
         try:
-            async with self._client(await self._start_headers()) as client:
+            async with self.connections.lease(_key(headers), headers, headers, None) as connection:
+                client = connection.client
                 if self.revision == STATELESS_REVISION:
                     await self._check_discover(client)
                 info = client.server_info
@@ -217,6 +233,8 @@ class McpPeer(Peer):
                 tools = await _all(client.list_tools, "tools") if capabilities.tools is not None else []
                 resources = await _all(client.list_resources, "resources") \
                     if capabilities.resources is not None and self.serve_resources else []
+                templates = await _all(client.list_resource_templates, "resource_templates") \
+                    if capabilities.resources is not None and self.serve_resources else []
                 prompts = await _all(client.list_prompts, "prompts") \
                     if capabilities.prompts is not None and self.serve_prompts else []
         except (BridgeError, asyncio.CancelledError):
@@ -225,7 +243,7 @@ class McpPeer(Peer):
             raise BridgeError(f"MCP peer at {self.url}: {exc}") from exc
         except Exception as exc:
             raise BridgeError(f"MCP peer at {self.url} could not be reached: {type(exc).__name__}: {exc}") from exc
-        return self._build(tools, resources, prompts)
+        return self._build(tools, resources, templates, prompts)
 
     async def _check_discover(self, client: Client) -> None:
         import mcp_types
@@ -243,7 +261,8 @@ class McpPeer(Peer):
         client.session.adopt(result)
         self._discover = result
 
-    def _build(self, tools: list[Any], resources: list[Any], prompts: list[Any]) -> list[Capability]:
+    def _build(self, tools: list[Any], resources: list[Any], templates: list[Any], prompts: list[Any]
+               ) -> list[Capability]:
         by_name = {t.name: t for t in tools}
         chosen = self.tools if self.tools is not None else list(by_name)
         missing = [t for t in chosen if t not in by_name] + \
@@ -260,6 +279,7 @@ class McpPeer(Peer):
         for skill_id, names in self.group.items():
             out.append(self._group(skill_id, names))
         out.extend(self._resource(r) for r in resources)
+        out.extend(c for c in (self._template(t) for t in templates) if c is not None)
         out.extend(self._prompt(p) for p in prompts)
         return out
 
@@ -276,6 +296,8 @@ class McpPeer(Peer):
         output = tool.output_schema
         # structured data stays data; a result that is only text (an SDK's {"result": "..."} wrapping of a str)
         # is text, and is framed like any other remote text
+        if isinstance(output, dict) and _wrapped_text(output):
+            self._text_tools.add(remote)
         shown = safe_name(remote)  # the peer's name, as it may appear in the agent's own words
         plan = OutputPlan(mode="object", schema=self._schema(output, f"tool {shown} output")) \
             if isinstance(output, dict) and output.get("type") == "object" and not _wrapped_text(output) \
@@ -349,6 +371,35 @@ class McpPeer(Peer):
                                                                                     or uri)[:200],
                                 contract=self.describe(resource.description or "", f"resource {uri}"))
 
+    def _template(self, template: Any) -> Capability | None:
+        """A remote resource template as a local one: the same URI template; a read expands it with the
+        variables matched and reads that URI from the peer. A template in a form the agent's matcher does not
+        serve (RFC 6570 beyond ``{var}``, ``{+var}`` and ``{#var}``) is left out."""
+        uri_template = str(template.uri_template)
+        variables = [m.group(2) for m in _TEMPLATE_VAR.finditer(uri_template)]
+        if not variables or len(set(variables)) != len(variables) or uri_template.count("{") != len(variables) \
+                or any(keyword.iskeyword(v) or v.startswith("_") or hasattr(BaseModel, v) for v in variables):
+            logger.info("MCP peer %s: the resource template %r is in a form this agent does not serve; left out",
+                        self.name, uri_template[:200])
+            return None
+
+        async def remote_template(_bridge_context: Context, **values: str) -> Any:
+            return await self.read_resource(_bridge_context, _TEMPLATE_VAR.sub(
+                lambda m: str(values.get(m.group(2), "")), uri_template))
+
+        # the template's variables are the function's parameters (build_capability checks and matches them)
+        remote_template.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter("_bridge_context", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context),
+             *(inspect.Parameter(v, inspect.Parameter.KEYWORD_ONLY, annotation=str) for v in variables)])
+        remote_template.__annotations__ = {"_bridge_context": Context, **dict.fromkeys(variables, str)}
+        shown = safe_name(template.name or uri_template)
+        return build_capability("resource", remote_template, name=f"{self.prefix}{shown}", uri=uri_template,
+                                mime_type=template.mime_type,
+                                title=escape(template.title or template.name or uri_template)[:200],
+                                contract=self.describe(template.description or "", f"resource template {shown}"),
+                                meta={"agentmw/bridge": {"protocol": "MCP", "peer": self.name,
+                                                         "resourceTemplate": uri_template}})
+
     def _prompt(self, prompt: Any) -> Capability:
         remote = prompt.name
         arguments = list(prompt.arguments or [])
@@ -385,10 +436,18 @@ class McpPeer(Peer):
             if meta_out.get("agentmw/retryable"):
                 raise Retryable(message, retry_after=meta_out.get("agentmw/retryAfter"))
             raise Permanent(message)
+        structured = result.structured_content
+        if structured is None or tool in self._text_tools:
+            return [self._content(block, what) for block in result.content]
         capability = ctx.capability
-        if capability is not None and capability.output.mode == "object" and result.structured_content is not None:
-            return result.structured_content  # structured data stays data
-        return [self._content(block, what) for block in result.content]
+        if capability is not None and capability.output.mode == "object":
+            return structured  # structured data stays data: checked against the tool's output schema
+        # a tool without an output schema, or one of a group: the data as a data part (MCP structured content,
+        # an A2A data part, AG-UI's run result), with the content that is not its JSON mirror
+        mirror = json.dumps(structured, sort_keys=True)
+        rest = [self._content(block, what) for block in result.content
+                if not (getattr(block, "type", None) == "text" and _same_json(block.text, mirror))]
+        return Artifact((Data(structured, "application/json"), *rest), name="result")
 
     async def read_resource(self, ctx: Context, uri: str) -> Any:
         what = f"resource {uri}"
@@ -428,42 +487,35 @@ class McpPeer(Peer):
         return Text(self.frame(str(block), what))
 
     async def _exchange(self, ctx: Context, what: str, operation: Callable[[Any, Any], Awaitable[Any]]) -> Any:
-        """Run ``operation`` on a connection of this call's own: the peer's progress, log messages and questions
-        are relayed to ``ctx`` from this task (a question the caller cannot answer in place ends the call)."""
+        """Run ``operation`` on a connection this call leases: the peer's progress, log messages and questions
+        reach this call's :class:`Relay` alone, and are relayed to ``ctx`` from this task (a question the caller
+        cannot answer in place ends the call)."""
         import httpx2
         import mcp_types
         from mcp.shared.exceptions import MCPError
 
-        headers = await self.outbound_headers(ctx, what)
+        credential, trace = await self.outbound(ctx, what)
         self.check_breaker()
-        events: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
-        loop = asyncio.get_running_loop()
-
-        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            events.put_nowait(("progress", progress, total, message))
-
-        async def on_elicit(context: Any, params: Any) -> Any:
-            answered: asyncio.Future[Any] = loop.create_future()
-            events.put_nowait(("ask", params, answered))
-            return await answered
-
-        async def on_log(params: Any) -> None:
-            events.put_nowait(("log", params))
-
+        relay = Relay()
         unanswered: list[str] = []
         rounds = [0]
         attempt = 0
+        fresh = False
         try:
             while True:
+                lease = self.connections.lease(_key(credential), credential, {**credential, **trace}, relay,
+                                               fresh=fresh)
                 try:
-                    async with self._client(headers, elicitation_callback=on_elicit,
-                                            logging_callback=on_log) as client:
-                        result = await self._pump(ctx, what, operation(client, on_progress), events, unanswered,
-                                                  rounds)
+                    async with lease as connection:
+                        result = await self._pump(ctx, what, operation(connection.client, relay.progress), relay,
+                                                  unanswered, rounds)
                     break
                 except (BridgeError, asyncio.CancelledError):
                     raise
                 except MCPError as exc:
+                    if lease.reused and not fresh and _session_gone(exc):
+                        fresh = True  # a kept session the peer has forgotten: it never ran the call; a new one
+                        continue
                     # only the peer's own faults count against it: a request it refuses is the caller's, and
                     # must not let one caller cut the peer off for all
                     self.breaker.record(exc.error.code not in (-32603,))
@@ -483,6 +535,8 @@ class McpPeer(Peer):
         except BaseException:
             self.breaker.abandon()  # cancelled, or failed on our side: a trial call it was is given up
             raise
+        finally:
+            relay.close()
         self.breaker.record(True)
         if unanswered:
             raise NeedsInput(f"The MCP peer {self.name} asked a question this caller cannot answer in place: "
@@ -491,8 +545,9 @@ class McpPeer(Peer):
             raise NeedsInput(f"The MCP peer {self.name} needs input for {what}.")
         return result
 
-    async def _pump(self, ctx: Context, what: str, call: Awaitable[Any], events: asyncio.Queue[tuple[Any, ...]],
-                    unanswered: list[str], rounds: list[int]) -> Any:
+    async def _pump(self, ctx: Context, what: str, call: Awaitable[Any], relay: Relay, unanswered: list[str],
+                    rounds: list[int]) -> Any:
+        events = relay.events
         running = asyncio.ensure_future(call)
         try:
             while True:
@@ -557,6 +612,25 @@ async def _all(method: Callable[..., Awaitable[Any]], attribute: str) -> list[An
     return items
 
 
+def _key(credential: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Kept connections are per credential: a 2025-11-25 session belongs to the credential that opened it."""
+    return tuple(sorted((k.lower(), v) for k, v in credential.items()))
+
+
+def _session_gone(exc: Any) -> bool:
+    """The peer does not know the session (it expired, or the peer restarted): answered before the call ran."""
+    message = (exc.error.message or "").lower()
+    return exc.error.code == -32600 and ("session not found" in message or "session terminated" in message)
+
+
+def _spoils(exc: BaseException) -> bool:
+    """Whether an error ends a connection every call shares (2026-07-28): anything but an answer of the peer's
+    (its JSON-RPC errors are answers; the client's own "connection closed" is not)."""
+    from mcp.shared.exceptions import MCPError
+
+    return not isinstance(exc, MCPError) or exc.error.code == -32000
+
+
 def _unsupported_version(exc: BaseException) -> Any:
     """The versions an UnsupportedProtocolVersion error (-32022) names, wherever it is in an exception group."""
     from mcp.shared.exceptions import MCPError
@@ -571,6 +645,13 @@ def _unsupported_version(exc: BaseException) -> Any:
         data = exc.error.data if isinstance(exc.error.data, dict) else {}
         return data.get("supported") or exc.error.message
     return None
+
+
+def _same_json(text: str, mirror: str) -> bool:
+    try:
+        return json.dumps(json.loads(text), sort_keys=True) == mirror
+    except (ValueError, RecursionError):
+        return False
 
 
 def _wrapped_text(schema: Mapping[str, Any]) -> bool:

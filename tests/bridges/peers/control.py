@@ -35,6 +35,7 @@ class Counter:
 
     count: int = 0
     resumes: int = 0
+    sessions: int = 0  # MCP peers: the sessions the server opened
 
     def as_dict(self) -> dict[str, int]:
         return {"count": self.count, "resumes": self.resumes}

@@ -6,10 +6,12 @@ error (``isError: true``, text "remote failure"); ``progress(steps)``, ``steps``
 "done"; ``ask_user()``, which asks the client for a name and returns "hello <name>" (the SDK's ``Resolve`` +
 ``Elicit`` asks with an ``elicitation/create`` request mid-call at 2025-11-25, and with an ``input_required``
 result at 2026-07-28); ``inject()``, text that tries a prompt injection. **Resource** ``catalog://items``
-(application/json, three items). **Prompt** ``summarize(topic)``.
+(application/json, three items), and the **resource template** ``catalog://items/{sku}`` (application/json, one
+item; an unknown sku is an error). **Prompt** ``summarize(topic)``.
 
-**Counter:** ``GET /_test/counter`` (beside ``/mcp``) is ``{"count": n}``, the number of tool bodies started.
-A tool that asks first (``ask_user``) counts once, when its body runs with the answer.
+**Counter:** ``GET /_test/counter`` (beside ``/mcp``) is ``{"count": n, "sessions": s}``: ``count`` the number of
+tool bodies started (a tool that asks first, ``ask_user``, counts once, when its body runs with the answer),
+``sessions`` the number of sessions the server opened (answers that assigned an ``Mcp-Session-Id``).
 
 **Revisions.** mcp 2.3.0 has no setting for the revisions it serves: one endpoint serves both eras, routed on
 the ``MCP-Protocol-Version`` header (absent or a handshake revision: the ``initialize`` handshake; a modern one:
@@ -126,6 +128,14 @@ def build_server(name: str, counter: Counter) -> MCPServer:
     def catalog() -> str:
         return json.dumps(CATALOG)
 
+    @server.resource("catalog://items/{sku}", name="item", description="One item on offer, by its sku.",
+                     mime_type="application/json")
+    def item(sku: str) -> str:
+        found = [entry for entry in CATALOG if entry["sku"] == sku]
+        if not found:
+            raise ValueError(f"no item {sku}")
+        return json.dumps(found[0])
+
     @server.prompt()
     def summarize(topic: str) -> str:
         """Asks for a short summary of a topic."""
@@ -229,14 +239,36 @@ def _peer_app(name: str, revision: str) -> tuple[Any, MCPServer]:
 
     @server.custom_route("/_test/counter", methods=["GET"])
     async def read_counter(request: Request) -> Response:
-        return JSONResponse({"count": counter.count})
+        return JSONResponse({"count": counter.count, "sessions": counter.sessions})
 
     @server.custom_route("/health", methods=["GET"])
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
 
-    app = server.streamable_http_app()
+    app = SessionCount(server.streamable_http_app(), counter)
     return (app if revision == "both" else RevisionPin(app, revision)), server
+
+
+class SessionCount:
+    """ASGI wrapper that counts the sessions the server opens: answers carrying an ``Mcp-Session-Id`` to a
+    request that had none."""
+
+    def __init__(self, app: Any, counter: Counter) -> None:
+        self.app = app
+        self.counter = counter
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or any(k.lower() == b"mcp-session-id" for k, _ in scope["headers"]):
+            await self.app(scope, receive, send)
+            return
+
+        async def counted(message: dict) -> None:
+            if message["type"] == "http.response.start" and any(
+                    k.lower() == b"mcp-session-id" for k, _ in message.get("headers") or ()):
+                self.counter.sessions += 1
+            await send(message)
+
+        await self.app(scope, receive, counted)
 
 
 def create_app() -> Any:
