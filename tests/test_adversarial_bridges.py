@@ -517,3 +517,101 @@ async def test_one_callers_refused_requests_do_not_open_the_breaker_for_everyone
         result = await alice.call_tool("work", {"text": "hello"})
     assert peer.breaker.state == "closed"
     assert result["isError"] is False, text_of(result)
+
+
+# --- remote endings that are never a success, and retries that never happen implicitly ----------------------------
+
+def ending(state: str, text: str, data: dict[str, Any] | None = None) -> Handler:
+    async def handler(request: Request, body: dict[str, Any]) -> Response:
+        parts: list[dict[str, Any]] = [{"text": text}] + ([{"data": data}] if data is not None else [])
+        task = {"id": "t-1", "contextId": "c-1", "status": {"state": state, "message": {
+            "messageId": "s", "role": "ROLE_AGENT", "parts": parts}}}
+        return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": {"task": task}})
+
+    return handler
+
+
+@pytest.mark.parametrize(("state", "data", "kind"), [
+    ("TASK_STATE_CANCELED", None, "permanent"),
+    ("TASK_STATE_FAILED", None, "permanent"),
+    ("TASK_STATE_FAILED", {"retryable": True, "retryAfterSeconds": 7}, "retryable"),
+])
+async def test_a_remote_ending_is_never_a_success_and_says_whether_to_retry(hostile: HostilePeer, state: str,
+                                                                            data: Any, kind: str) -> None:
+    hostile.rpc = ending(state, f"{INJECTION} (it ended)", data)
+    agent = bridged(hostile.url)
+    async with McpTestClient(agent.asgi()) as mcp:
+        result = await mcp.call_tool("work", {"text": "x"})
+    assert result["isError"] is True
+    text = text_of(result)
+    if kind == "retryable":
+        assert "Retry after 7 seconds." in text and "permanent" not in text
+    else:
+        assert "This failure is permanent" in text and "Retry" not in text
+    assert INJECTION not in outside_frames(text)  # the peer's reason, framed
+    assert '<untrusted-data source="A2A peer hostile skill work"' in text
+
+
+async def test_a_failed_call_is_never_repeated_implicitly(hostile: HostilePeer) -> None:
+    """A peer that fails in transport may have run the call: without ``retries`` nothing is sent twice; with
+    them, every attempt carries the same idempotency key, so a peer that honours it runs the call once."""
+    hostile.rpc = lambda request, body: _status(503)
+    agent = bridged(hostile.url)
+    async with McpTestClient(agent.asgi()) as mcp:
+        await agent.start_bridges()
+        result = await mcp.call_tool("work", {"text": "x"})
+    assert result["isError"] is True and "could not be reached" in text_of(result)
+    assert [path for path, _ in hostile.seen].count("/a2a") == 1
+
+    bodies: list[dict[str, Any]] = []
+
+    async def recording(request: Request, body: dict[str, Any]) -> Response:
+        bodies.append(body)
+        return await _status(503)
+
+    hostile.rpc = recording
+    agent = bridged(hostile.url, retries=2)
+    async with McpTestClient(agent.asgi()) as mcp:
+        await agent.start_bridges()
+        result = await mcp.call_tool("work", {"text": "x"})
+    assert result["isError"] is True and len(bodies) == 3
+    messages = [body["params"]["message"] for body in bodies]
+    assert len({m["messageId"] for m in messages}) == 1
+    assert [m["metadata"]["idempotencyKey"] for m in messages] == [messages[0]["messageId"]] * 3
+
+
+async def _status(code: int) -> Response:
+    return Response("down", status_code=code)
+
+
+async def test_awaiting_a_task_of_a_peer_that_went_away_is_retryable_not_an_internal_error(
+        hostile: HostilePeer) -> None:
+    state = {"down": False}
+
+    async def working(request: Request, body: dict[str, Any]) -> Response:
+        if state["down"]:
+            return Response("down", status_code=503)
+        task = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_WORKING"}}
+        return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": {"task": task} if body["method"] ==
+                             "SendMessage" else task})
+
+    hostile.rpc = working
+    agent = bridged(hostile.url, wait_seconds=0.3)
+    async with McpTestClient(agent.asgi()) as mcp:
+        handle = await mcp.call_tool("work", {"text": "x"})
+        assert handle["isError"] is False and "still working" in text_of(handle)
+        state["down"] = True
+        result = await mcp.call_tool("hostile.await_task", {"task_id": "t-1", "wait_seconds": 20})
+    assert result["isError"] is True
+    assert "could not be reached" in text_of(result) and "internal error" not in text_of(result)
+
+
+def test_the_breaker_defaults_are_wide_and_ignore_latency() -> None:
+    """A slow peer that still answers is never cut off: only errors count, and only many of them."""
+    breaker = Breaker()
+    assert (breaker.failure_rate, breaker.min_calls, breaker.window_seconds, breaker.open_seconds) == \
+        (0.5, 20, 60.0, 30.0)
+    for _ in range(19):
+        breaker.record(False)
+    assert breaker.state == "closed"  # 19 failures in a row are too few calls to judge
+    assert A2APeer("http://127.0.0.1:1", name="p").retries == 0  # and nothing is retried unless asked

@@ -17,8 +17,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from agentmw import Agent, skill, tool
 from agentmw.cli import main
-from agentmw.cli.lint import RULES
+from agentmw.cli.lint import RULES, lint_agent
+from agentmw.safety import RootedPath
 from agentmw.testing import A2ATestClient, AguiTestClient
 from tests.cli_apps import bad_app
 from tests.conftest import free_port
@@ -82,10 +84,80 @@ def test_lint_baseline_catches_a_renamed_capability(capsys, tmp_path: Path) -> N
     assert [f["name"] for f in json.loads(out)["findings"]] == ["retired"]
 
 
+def _summarised(fn, summary: str):
+    """``fn`` with a docstring: its contract, then ``summary`` as its Summary: section."""
+    contract = fn.__name__.replace("_", " ").capitalize() + ", as the tests need it."
+    fn.__doc__ = f"{contract}\n\nSummary:\n    {summary}\n"
+    return fn
+
+
+def _rule_cases(lenient: bool) -> list:
+    """Capabilities meeting AMW004, AMW005, AMW006 and AMW010 each in an allowed way (``lenient``), or not."""
+    if lenient:
+        def charge(amount: int, idempotency_key: str) -> int:
+            return amount
+
+        def resize(path: RootedPath) -> int:
+            return 0
+
+        async def review(a: int, b: int, note: str) -> int:  # more than the one tool it groups
+            return a + b
+    else:
+        def charge(amount: int) -> int:
+            return amount
+
+        def resize(path: Path) -> int:
+            return 0
+
+        async def review(a: int, b: int) -> int:
+            return a + b
+
+    async def transfer(amount: int) -> int:
+        return amount
+
+    async def fetch_text(url: str) -> str:
+        return url
+
+    async def add_up(a: int, b: int) -> int:
+        return a + b
+
+    summed = tool(read_only=True, open_world=False)(_summarised(add_up, "Adds numbers."))
+    return [
+        tool(open_world=False)(_summarised(charge, "Takes payments.")),  # side effects: an idempotency key
+        tool(open_world=False, idempotent=lenient or None)(_summarised(transfer, "Moves money.")),  # declared
+        tool(read_only=True, untrusted=lenient)(_summarised(fetch_text, "Reads the web.")),  # outside text
+        tool(read_only=True, open_world=False)(_summarised(resize, "Measures files.")),  # a RootedPath
+        summed,
+        skill(tools=(summed,))(_summarised(review, "Reviews sums for other agents.")),  # not a copy of add_up
+    ]
+
+
+def test_lint_accepts_every_way_of_meeting_a_rule() -> None:
+    assert lint_agent(Agent("good", include=_rule_cases(lenient=True))) == []
+    caught = {(f.code, f.name) for f in lint_agent(Agent("bad", include=_rule_cases(lenient=False)))}
+    assert caught == {("AMW004", "charge"), ("AMW004", "transfer"), ("AMW005", "fetch_text"),
+                      ("AMW006", "resize"), ("AMW010", "review")}
+
+
 def test_the_example_and_the_demo_lint_clean(capsys) -> None:
     for target in (EXAMPLE, DEMO):
         code, out, _ = run(capsys, "lint", target, "--strict")
         assert code == 0 and out.startswith("0 errors, 0 warnings"), out
+
+
+def test_agentmw_is_a_console_script_whose_exit_status_fails_ci() -> None:
+    from importlib.metadata import entry_points
+
+    [script] = entry_points(group="console_scripts", name="agentmw")
+    assert script.value == "agentmw.cli:main"
+    command = Path(sys.executable).parent / "agentmw"  # what `pip install agentmw` puts beside python
+    env = {**os.environ, "AGENTMW_STORE": "memory://"}
+    bad = subprocess.run([str(command), "lint", "tests.cli_apps.bad_app:app"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 1 and "AMW004 error: tool delete_records" in bad.stdout, bad.stderr
+    clean = subprocess.run([str(command), "lint", DEMO, "--strict"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=60, check=False)
+    assert clean.returncode == 0 and clean.stdout.startswith("0 errors, 0 warnings"), clean.stderr
 
 
 # --- inspect -------------------------------------------------------------------------------------------
@@ -211,6 +283,20 @@ def test_call_over_agui(capsys) -> None:
     assert code == 3 and result["interrupts"][0]["message"] == "Approve phone?"
     code, _, err = run(capsys, "call", DEMO, "add", "{}", "--protocol", "agui")
     assert code == 2 and "no skill 'add' is served over AG-UI" in err
+
+
+def test_call_a_prompt_a_resource_and_a_grouped_tool_over_a2a(capsys) -> None:
+    code, out, _ = run(capsys, "call", EXAMPLE, "purchase_justification", '{"sku": "MON-27", "reason": "reviews"}')
+    assert code == 0 and "buying MON-27: reviews" in json.loads(out)["messages"][0]["content"]["text"]
+    code, out, _ = run(capsys, "call", EXAMPLE, "purchase_justification", '{"sku": "MON-27"}')
+    assert code == 1 and json.loads(out)["error"]["code"] == -32602  # a missing argument, refused
+    code, out, _ = run(capsys, "call", EXAMPLE, "budget://engineering")
+    [content] = json.loads(out)["contents"]
+    assert code == 0 and json.loads(content["text"])["department"] == "engineering"
+    code, out, _ = run(capsys, "call", EXAMPLE, "search_assets", '{"query": "laptop"}', "--protocol", "a2a")
+    task = json.loads(out)["task"]  # through procurement_assistant, the skill that groups it
+    assert code == 0 and task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert {a["sku"] for a in task["artifacts"][0]["parts"][0]["data"]["result"]} >= {"LPT-14", "LPT-13"}
 
 
 def test_call_shows_progress_for_work_longer_than_a_second(capsys) -> None:

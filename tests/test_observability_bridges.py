@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.trace import SpanKind
+from prometheus_client.parser import text_string_to_metric_families
 
 from agentmw import Agent
 from agentmw.bridges import A2A_VERSION, STATELESS_REVISION, A2APeer, Egress, McpPeer
@@ -47,12 +48,14 @@ async def test_a_bridged_call_is_one_trace_across_both_processes(traced_peer, pr
     peer, spans_file = traced_peer
     kit = Kit()
     agent = Agent("front", store="memory://", telemetry=kit.telemetry)
+    bridged: McpPeer | A2APeer
     if protocol == "mcp":
-        agent.bridge(McpPeer(f"{peer.url}/mcp", revision=STATELESS_REVISION, name="peer", allow=LOOPBACK))
+        bridged = McpPeer(f"{peer.url}/mcp", revision=STATELESS_REVISION, name="peer", allow=LOOPBACK)
         tool, arguments, remote = "shout", {"text": "hi"}, "execute_tool shout"
     else:
-        agent.bridge(A2APeer(peer.url, version=A2A_VERSION, name="peer", allow=LOOPBACK))
+        bridged = A2APeer(peer.url, version=A2A_VERSION, name="peer", allow=LOOPBACK)
         tool, arguments, remote = "review", {"text": "nda"}, "invoke_agent review"
+    agent.bridge(bridged)
     await agent.start_bridges()
     before = len(peer_spans(spans_file))
     async with McpTestClient(agent.asgi()) as client:
@@ -85,3 +88,26 @@ async def test_a_bridged_call_is_one_trace_across_both_processes(traced_peer, pr
     while parent.context.span_id != local.context.span_id:
         assert parent.parent is not None
         parent = ours[format(parent.parent.span_id, "016x")]
+    # the breaker gauge: closed after the call; open once the peer failed too often (0 closed, 2 open)
+    assert await breaker_states(kit) == {("peer", protocol): 0.0}
+    for _ in range(bridged.breaker.min_calls):
+        bridged.breaker.record(False)
+    assert bridged.breaker.state == "open" and await breaker_states(kit) == {("peer", protocol): 2.0}
+
+
+async def breaker_states(kit: Kit) -> dict[tuple[str, str], float]:
+    """The breaker gauge as the Prometheus text (parsed by prometheus_client) and OpenTelemetry both report it;
+    they must agree."""
+    text = (await kit.telemetry.registry.exposition()).decode()
+    shown = {
+        (sample.labels["peer"], sample.labels["protocol"]): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "agentmw_bridge_breaker_state"
+        for sample in family.samples
+    }
+    otel = {
+        (point.attributes["agentmw.bridge.peer"], point.attributes["agentmw.bridge.protocol"]): point.value
+        for point in kit.metric("agentmw.bridge.breaker.state")
+    }
+    assert shown == otel, (shown, otel)
+    return shown

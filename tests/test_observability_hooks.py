@@ -213,12 +213,15 @@ async def test_one_log_record_per_invocation_arguments_only_when_asked_and_redac
     assert "hunter2" not in caplog.text
 
 
-def test_an_agent_without_telemetry_imports_neither_opentelemetry_nor_the_observability_package() -> None:
+def one_call_in_a_fresh_interpreter(setup: str, agent_options: str, then: str, report: str) -> str:
+    """What a new Python prints after ``setup``, one MCP call to an agent made with ``agent_options``, ``then``
+    (awaited code, after the call) and ``report`` (an expression printed last)."""
     code = (
         "import asyncio, sys\n"
+        f"{setup}"
         "from agentmw import Agent\n"
         "from agentmw.testing import McpTestClient\n"
-        "agent = Agent('plain', store='memory://')\n"
+        f"agent = Agent('plain', store='memory://'{agent_options})\n"
         "@agent.tool\n"
         "async def add(a: int, b: int) -> int:\n"
         "    '''Add.'''\n"
@@ -227,12 +230,40 @@ def test_an_agent_without_telemetry_imports_neither_opentelemetry_nor_the_observ
         "    async with McpTestClient(agent.asgi()) as c:\n"
         "        r = await c.request('tools/call', {'name': 'add', 'arguments': {'a': 1, 'b': 2}})\n"
         "        assert r['structuredContent'] == {'result': 3}\n"
+        f"{then}"
         "asyncio.run(main())\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('opentelemetry', 'agentmw.observability'))))\n"
+        f"print({report})\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+
+
+def test_an_agent_without_telemetry_imports_neither_opentelemetry_nor_the_observability_package() -> None:
+    out = one_call_in_a_fresh_interpreter(
+        "", "", "", "sorted(m for m in sys.modules if m.startswith(('opentelemetry', 'agentmw.observability')))"
+    )
     assert out.strip() == "[]"
     assert agent_with()._hooks is None
+
+
+def test_without_opentelemetry_a_telemetry_still_counts_and_makes_no_span() -> None:
+    out = one_call_in_a_fresh_interpreter(
+        "sys.modules['opentelemetry'] = None  # as if opentelemetry-api were not installed\n"
+        "from agentmw.observability import Telemetry\n"
+        "telemetry = Telemetry()\n",
+        ", telemetry=telemetry",
+        "    print((await telemetry.registry.exposition()).decode())\n",
+        "(telemetry.tracing, telemetry.otel, sorted(m for m in sys.modules"
+        " if m.startswith('opentelemetry') and sys.modules[m] is not None))",
+    )
+    text, _, last = out.strip().rpartition("\n")
+    assert last == "(None, None, [])"  # no tracer, no OpenTelemetry metrics, nothing of opentelemetry imported
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    key = (("capability", "add"), ("code", ""), ("protocol", "mcp"), ("status", "completed"))
+    assert samples[("agentmw_invocation_outcomes_total", key)] == 1
 
 
 async def test_the_audit_log_example_records_every_call_and_refuses_denied_callers(tmp_path) -> None:

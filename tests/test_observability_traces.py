@@ -158,7 +158,10 @@ def test_mcp_failures_and_idempotency_hits_are_spans_and_metrics(kit: Kit, serve
     assert len(hits) == 1
     server = kit.one("tools/call refuse")
     assert server.attributes["rpc.response.status_code"] == "-32602"
-    assert server.status.status_code is StatusCode.ERROR
+    # the MCP conventions: -32602 is the caller's mistake, not a server error (the invocation span shows it)
+    assert server.status.status_code is StatusCode.UNSET and "error.type" not in server.attributes
+    [refusal] = kit.named("execute_tool refuse")
+    assert refusal.status.status_code is StatusCode.ERROR and refusal.attributes["error.type"] == "rejected"
     samples = prometheus(url)
     assert samples["agentmw_idempotency_lookups_total"] == {(("result", "hit"),): 1, (("result", "miss"),): 1}
     assert samples["agentmw_protocol_errors_total"][(("code", "-32602"), ("protocol", "mcp"))] == 1

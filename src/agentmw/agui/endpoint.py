@@ -126,12 +126,12 @@ class AguiEndpoint:
         if telemetry is None:
             await self._start(skill, run_input, scope, receive, send)
             return
-        with telemetry.serving_agui(scope, skill.name, run_input):  # the run's server span (docs/observability.md)
+        # the run's server span (docs/observability.md)
+        with telemetry.serving_agui(scope, skill.name, run_input) as span:
             run = await self._start(skill, run_input, scope, receive, send)
-        if run is None:
-            telemetry.protocol_error("agui", "refused")
-        elif run.sequencer.error_code:
-            telemetry.protocol_error("agui", run.sequencer.error_code)
+            code = "refused" if run is None else run.sequencer.error_code
+            if code:  # counted, and the run's span failed with the RUN_ERROR code
+                telemetry.run_error(span, code)
 
     async def _start(self, skill: Capability, run_input: Any, scope: Scope, receive: Receive,
                      send: Send) -> Run | None:

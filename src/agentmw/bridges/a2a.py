@@ -85,6 +85,7 @@ class _Task:
     reply: dict[str, Any] | None = None
     seen: set[str] = field(default_factory=set)
     said: int = 0
+    skill: str = ""  # the bridged skill, named in the frame of each remote text (not journaled)
 
     @property
     def settled(self) -> bool:
@@ -95,11 +96,11 @@ class _Task:
                 "artifacts": list(self.artifacts.values()), "reply": self.reply}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> _Task:
+    def from_json(cls, data: Mapping[str, Any], skill: str = "") -> _Task:
         return cls(id=data.get("id"), context_id=data.get("contextId"), state=data.get("state") or "",
                    status=data.get("status"), artifacts={a.get("artifactId") or str(i): a
                                                          for i, a in enumerate(data.get("artifacts") or [])},
-                   reply=data.get("reply"))
+                   reply=data.get("reply"), skill=skill)
 
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
@@ -457,8 +458,8 @@ class A2APeer(Peer):
         message_id = await ctx.once(f"{step}:message", _new_id)
         wait = None if ctx.face in ("a2a", "agui") else self.wait_seconds
         message = {"messageId": message_id, "role": "ROLE_USER", "parts": parts, "metadata": {"skill": skill}}
-        found = await ctx.once(f"{step}:send", self._send, ctx, headers, message, wait)
-        task = _Task.from_json(found)
+        found = await ctx.once(f"{step}:send", self._send, ctx, headers, message, wait, skill)
+        task = _Task.from_json(found, skill)
         rounds = 0
         while True:
             if task.state == "TASK_STATE_INPUT_REQUIRED" and self._can_ask(ctx):
@@ -467,7 +468,8 @@ class A2APeer(Peer):
                 schema = _data_of(task.status) or {}
                 if not (isinstance(schema.get("properties"), dict) and schema.get("type") == "object"):
                     schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-                answer = await ctx.ask(self.frame(question, f"skill {skill}"), schema, key=f"{step}:input-{rounds}")
+                answer = await ctx.ask(self.frame(question, f"skill {safe_name(skill)}"), schema,
+                                       key=f"{step}:input-{rounds}")
                 if not answer.accepted:
                     raise Rejected(f"The question of the remote A2A agent {self.name} was {answer.action}d; its "
                                    f"task {task.id} stays open.")
@@ -475,10 +477,10 @@ class A2APeer(Peer):
                           "role": "ROLE_USER", "parts": _answer_parts(answer.content), "taskId": task.id,
                           "contextId": task.context_id}
                 task = _Task.from_json(await ctx.once(f"{step}:answer-{rounds}", self._send, ctx, headers, follow,
-                                                      wait))
+                                                      wait, skill), skill)
                 continue
             if not task.settled and wait is None:
-                task = await self._follow(ctx, headers, task, None)
+                task = await self._follow_sent(ctx, headers, task, None)
                 continue
             return await self._settle(ctx, skill, task)
 
@@ -497,17 +499,19 @@ class A2APeer(Peer):
             parts = ([{"text": answer}] if answer is not None else []) + ([{"data": data}] if data else [])
             message = {"messageId": await ctx.once(f"bridge:{self.name}:await:{task_id}:id", _new_id),
                        "role": "ROLE_USER", "parts": parts, "taskId": task_id, "contextId": record.get("contextId")}
-            found = await ctx.once(f"bridge:{self.name}:await:{task_id}", self._send, ctx, headers, message, wait)
-            task = _Task.from_json(found)
+            found = await ctx.once(f"bridge:{self.name}:await:{task_id}", self._send, ctx, headers, message, wait,
+                                   skill)
+            task = _Task.from_json(found, skill)
         else:
-            task = await self._follow(ctx, headers, _Task(id=task_id, context_id=record.get("contextId")), wait)
+            task = await self._follow_sent(ctx, headers, _Task(id=task_id, context_id=record.get("contextId"),
+                                                               skill=skill), wait)
         return await self._settle(ctx, skill, task)
 
     async def _send(self, ctx: Context, headers: Mapping[str, str], message: dict[str, Any],
-                    wait: float | None) -> dict[str, Any]:
+                    wait: float | None, skill: str) -> dict[str, Any]:
         """Send ``message`` and follow its task until it settles (or ``wait`` passes); the task as JSON."""
         self.check_breaker()
-        task = _Task(id=message.get("taskId"), context_id=message.get("contextId"))
+        task = _Task(id=message.get("taskId"), context_id=message.get("contextId"), skill=skill)
         if self.retries:  # a retried send carries its messageId as the idempotency key: agentmw peers run it once
             message = {**message, "metadata": {**message.get("metadata", {}), "idempotencyKey": message["messageId"]}}
         params: dict[str, Any] = {"message": message, "configuration": {"historyLength": 0}}
@@ -534,25 +538,44 @@ class A2APeer(Peer):
                     return task
                 await self._apply(ctx, task, {"task": result.get("task")})
                 return task if task.settled else await self._follow(ctx, headers, task, wait)
-            except _Malformed as exc:  # never retried: the same request gets the same answer
-                self.breaker.record(False)
-                raise Permanent(f"The A2A peer {self.name} answered something that is not A2A {self.version}: "
-                                f"{exc}.") from None
             except _Unreachable as exc:
-                if task.id is None and attempt < self.retries:
+                # a malformed answer is never retried: the same request gets the same answer
+                if not isinstance(exc, _Malformed) and task.id is None and attempt < self.retries:
                     attempt += 1
                     await asyncio.sleep(min(0.25 * 2 ** attempt, 4.0))
                     continue
-                self.breaker.record(False)
-                raise Retryable(f"The A2A peer {self.name} could not be reached ({exc}).", retry_after=5) from None
+                raise self._fault(exc, task) from None
             except _RpcError as exc:
-                # only the peer's own faults count against it: a request it refuses (bad params, unknown task,
-                # unsupported content) is the caller's, and must not let one caller cut the peer off for all
-                self.breaker.record(exc.code not in (-32603, -32006))
-                raise self._rpc_failure(exc, params["message"].get("taskId")) from None
+                raise self._fault(exc, task) from None
 
-    def _rpc_failure(self, exc: _RpcError, task_id: str | None) -> Exception:
-        text = self.frame(exc.message, "error")
+    async def _follow_sent(self, ctx: Context, headers: Mapping[str, str], task: _Task, wait: float | None) -> _Task:
+        """:meth:`_follow` for a task sent before (``await_task``, a replayed execution): the peer's faults
+        mapped, and counted by the breaker, as they are for a send."""
+        self.check_breaker()
+        try:
+            task = await self._follow(ctx, headers, task, wait)
+        except (_Unreachable, _RpcError) as exc:
+            raise self._fault(exc, task) from None
+        except BaseException:
+            self.breaker.abandon()  # cancelled, or failed on our side: a trial call it was is given up
+            raise
+        self.breaker.record(True)
+        return task
+
+    def _fault(self, exc: _Unreachable | _RpcError, task: _Task) -> Exception:
+        """A failed exchange with the peer as the caller's outcome; the breaker counts it if it is the peer's."""
+        if isinstance(exc, _RpcError):
+            # only the peer's own faults count against it: a request it refuses (bad params, unknown task,
+            # unsupported content) is the caller's, and must not let one caller cut the peer off for all
+            self.breaker.record(exc.code not in (-32603, -32006))
+            return self._rpc_failure(exc, task.id, task.skill)
+        self.breaker.record(False)
+        if isinstance(exc, _Malformed):
+            return Permanent(f"The A2A peer {self.name} answered something that is not A2A {self.version}: {exc}.")
+        return Retryable(f"The A2A peer {self.name} could not be reached ({exc}).", retry_after=5)
+
+    def _rpc_failure(self, exc: _RpcError, task_id: str | None, skill: str) -> Exception:
+        text = self.frame(exc.message, f"skill {safe_name(skill)} error" if skill else "error")
         if exc.code == _TASK_NOT_FOUND:
             return Rejected(f"The A2A peer {self.name} does not know the task {task_id}: {text}")
         if exc.code in (-32600, -32601, -32602, -32005, -32008, -32009, _UNSUPPORTED_OPERATION):
@@ -670,7 +693,8 @@ class A2APeer(Peer):
         text = _text_of(message)
         if text:
             task.said += 1
-            await ctx.progress(task.said, None, self.frame(text, "status"))
+            await ctx.progress(task.said, None, self.frame(text, f"skill {safe_name(task.skill)} status"
+                                                           if task.skill else "status"))
 
     # --- outcomes ------------------------------------------------------------------------------------
     def _parts(self, parts: Any, what: str) -> list[Any]:

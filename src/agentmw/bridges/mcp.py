@@ -17,6 +17,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pydantic
@@ -55,6 +56,7 @@ _JSON_TYPES = ("application/json",)
 # JSON Schema keywords whose values are data (a default, examples), not text about the schema: left as they are
 _SCHEMA_DATA = frozenset({"default", "examples", "const", "enum"})
 _PARAMETER_BUDGET = 500
+_NO_LOG_CHANNEL = frozenset({"a2a", "agui"})  # the faces whose callers see no log messages, only progress
 # Hint values that ask clients for *less* caution. A peer's word is not enough for them (the MCP spec: hints are
 # untrusted unless the server is): re-served by this agent they would read as its own word, and readOnlyHint
 # would switch off idempotency keys. Values that ask for more caution are kept.
@@ -497,8 +499,7 @@ class McpPeer(Peer):
         credential, trace = await self.outbound(ctx, what)
         self.check_breaker()
         relay = Relay()
-        unanswered: list[str] = []
-        rounds = [0]
+        call = _Call()
         attempt = 0
         fresh = False
         try:
@@ -508,7 +509,7 @@ class McpPeer(Peer):
                 try:
                     async with lease as connection:
                         result = await self._pump(ctx, what, operation(connection.client, relay.progress), relay,
-                                                  unanswered, rounds)
+                                                  call)
                     break
                 except (BridgeError, asyncio.CancelledError):
                     raise
@@ -538,17 +539,16 @@ class McpPeer(Peer):
         finally:
             relay.close()
         self.breaker.record(True)
-        if unanswered:
+        if call.unanswered:
             raise NeedsInput(f"The MCP peer {self.name} asked a question this caller cannot answer in place: "
-                             f"{unanswered[0]}", data={"peer": self.name, "target": what})
+                             f"{call.unanswered[0]}", data={"peer": self.name, "target": what})
         if isinstance(result, mcp_types.InputRequiredResult):
             raise NeedsInput(f"The MCP peer {self.name} needs input for {what}.")
         return result
 
-    async def _pump(self, ctx: Context, what: str, call: Awaitable[Any], relay: Relay, unanswered: list[str],
-                    rounds: list[int]) -> Any:
+    async def _pump(self, ctx: Context, what: str, operation: Awaitable[Any], relay: Relay, call: _Call) -> Any:
         events = relay.events
-        running = asyncio.ensure_future(call)
+        running = asyncio.ensure_future(operation)
         try:
             while True:
                 getter = asyncio.ensure_future(events.get())
@@ -556,9 +556,9 @@ class McpPeer(Peer):
                 if not getter.done():
                     getter.cancel()
                     break
-                await self._relay(ctx, what, getter.result(), unanswered, rounds)
+                await self._relay(ctx, what, getter.result(), call)
             while not events.empty():  # what arrived with the result
-                await self._relay(ctx, what, events.get_nowait(), unanswered, rounds)
+                await self._relay(ctx, what, events.get_nowait(), call)
             return running.result()
         finally:
             if not running.done():
@@ -569,27 +569,32 @@ class McpPeer(Peer):
                 if event[0] == "ask" and not event[2].done():
                     event[2].cancel()
 
-    async def _relay(self, ctx: Context, what: str, event: tuple[Any, ...], unanswered: list[str],
-                     rounds: list[int]) -> None:
+    async def _relay(self, ctx: Context, what: str, event: tuple[Any, ...], call: _Call) -> None:
         import mcp_types
 
         kind = event[0]
         if kind == "progress":
             _, progress, total, message = event
+            call.progress, call.total = progress, total
             await ctx.progress(progress, total, self.frame(message, f"{what} progress") if message else None)
         elif kind == "log":
             params = event[1]
             data = params.data if not isinstance(params.data, str) else self.frame(params.data, f"{what} log")
             await ctx.log(params.level, data, logger=f"{self.name}")
+            if ctx.face in _NO_LOG_CHANNEL and params.level != "debug":
+                # A2A and AG-UI have no log channel: there the peer's message is an update of the call's
+                # progress (an A2A WORKING status, an AG-UI progress activity), its count unchanged
+                text = data if isinstance(data, str) else self.frame(json.dumps(data), f"{what} log")
+                await ctx.progress(call.progress, call.total, text)
         elif kind == "ask":
             _, params, answered = event
-            rounds[0] += 1
+            call.asks += 1
             question = self.frame(getattr(params, "message", "") or "", f"{what} question")
             schema = dict(getattr(params, "requested_schema", None) or {"type": "object", "properties": {}})
             try:
-                answer = await ctx.ask(question, schema, key=f"bridge:{self.name}:{what}:ask-{rounds[0]}")
+                answer = await ctx.ask(question, schema, key=f"bridge:{self.name}:{what}:ask-{call.asks}")
             except ClientCapabilityMissing:
-                unanswered.append(question)
+                call.unanswered.append(question)
                 answered.set_result(mcp_types.ElicitResult(action="cancel"))
                 return
             except BaseException:
@@ -597,6 +602,16 @@ class McpPeer(Peer):
                 raise
             answered.set_result(mcp_types.ElicitResult(action=answer.action, content=answer.content
                                                        if answer.accepted else None))
+
+
+@dataclass(slots=True)
+class _Call:
+    """What one bridged call has seen of the peer: its questions, its last progress."""
+
+    asks: int = 0
+    progress: float = 0.0
+    total: float | None = None
+    unanswered: list[str] = field(default_factory=list)
 
 
 async def _all(method: Callable[..., Awaitable[Any]], attribute: str) -> list[Any]:

@@ -281,6 +281,8 @@ def _named(call: Call, table: Mapping[str, Capability], params: dict[str, Any], 
 async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     cap, arguments = _named(call, call.agent.tools, params, "tools/call")
     if cap.task_support is not None and wants_task(call, cap, params):
+        if call.agent.access is not None:  # a missing scope: HTTP 401/403 before any task exists (auth.md)
+            call.agent.access.check_call(cap, call.scope)
         return await _as_task(call, cap, arguments)
     outcome = await _run(call, cap, arguments, f"tools/call:{cap.name}")
     if isinstance(outcome, dict):

@@ -33,6 +33,13 @@ _A2A_SEND = frozenset(
 )
 
 
+def mcp_server_error(code: Any) -> bool:
+    """Whether a JSON-RPC error code marks an MCP server span as failed: the MCP conventions count only
+    ``-32603`` and the server-error range ``-32000``..``-32099``; a caller's mistake (``-32602`` invalid
+    params, ``-32601``, ``-32002`` resource not found, ``-32700``, ``-32600``) is the request's fault."""
+    return isinstance(code, int) and (code == -32603 or -32099 <= code <= -32000) and code != -32002
+
+
 class Telemetry(Hook):
     """Traces, metrics and logs for one agent.
 
@@ -342,8 +349,9 @@ class Telemetry(Hook):
             except ProtocolError as exc:
                 self.protocol_error("mcp", exc.code)
                 span.set_attribute("rpc.response.status_code", str(exc.code))
-                span.set_attribute("error.type", str(exc.code))
-                tracing.error(span, exc.message)
+                if mcp_server_error(exc.code):
+                    span.set_attribute("error.type", str(exc.code))
+                    tracing.error(span, exc.message)
                 raise
             if result.get("isError") is True:
                 span.set_attribute("error.type", "tool_error")
@@ -415,6 +423,14 @@ class Telemetry(Hook):
                 tracing.error(span, exc.message)
                 raise
 
+    def run_error(self, span: Any, code: str) -> None:
+        """An AG-UI run that ended with ``RUN_ERROR`` ``code`` (or ``refused``, before it started): counted, and
+        its server span (None when not tracing) failed."""
+        self.protocol_error("agui", code)
+        if span is not None:
+            span.set_attribute("error.type", code)
+            self.tracing.error(span, code)
+
     def anchor(self, kind: str, key: str, first: bool = False) -> None:
         """The current span begins task or thread ``key`` (its follow-ups and pushes link back to it)."""
         tracing = self.tracing
@@ -480,6 +496,6 @@ class Telemetry(Hook):
         if bridges is None:
             return []
         return [
-            ((peer.name or peer.url, peer.protocol), _BREAKER.get(peer.breaker.state, 2.0))
+            ((peer.name or peer.url, peer.protocol.lower()), _BREAKER.get(peer.breaker.state, 2.0))
             for peer in bridges.peers
         ]

@@ -622,8 +622,12 @@ class TaskRegistry:
                 await wake.wait()
                 continue
             if not urgent.is_set() and WRITE_DELAY_SECONDS > 0:
+                # asyncio.timeout, not wait_for: no inner task to cancel, so a cancellation (close, or the loop
+                # ending) reaches this task at once; with 3.11's wait_for, one that landed as the wait ended
+                # could leave the writer waiting on a future nobody completes, and the loop's end hanging
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(urgent.wait(), WRITE_DELAY_SECONDS)
+                    async with asyncio.timeout(WRITE_DELAY_SECONDS):
+                        await urgent.wait()
             urgent.clear()
             batch = list(queue)
             queue.clear()

@@ -2,7 +2,7 @@
 streamable HTTP at ``/mcp``.
 
 **Tools:** ``echo(text) -> str``; ``add(a, b)`` with structured output ``{"sum": a + b}``; ``boom()``, a tool
-error (``isError: true``, text "remote failure"); ``progress(steps)``, ``steps`` progress notifications then
+error (``isError: true``, text "remote failure"); ``progress(steps)``, a log message and ``steps`` progress notifications then
 "done"; ``ask_user()``, which asks the client for a name and returns "hello <name>" (the SDK's ``Resolve`` +
 ``Elicit`` asks with an ``elicitation/create`` request mid-call at 2025-11-25, and with an ``input_required``
 result at 2026-07-28); ``inject()``, text that tries a prompt injection. **Resource** ``catalog://items``
@@ -104,8 +104,9 @@ def build_server(name: str, counter: Counter) -> MCPServer:
 
     @server.tool()
     async def progress(steps: int, ctx: Context) -> str:
-        """Reports ``steps`` steps of progress, then returns "done"."""
+        """Reports ``steps`` steps of progress (a log message first), then returns "done"."""
         counter.count += 1
+        await ctx.info(f"starting {steps} steps")
         for step in range(1, steps + 1):
             await ctx.report_progress(step, steps, f"step {step} of {steps}")
             await asyncio.sleep(PROGRESS_PAUSE)
