@@ -14,6 +14,7 @@ import inspect
 import logging
 import re
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -146,7 +147,7 @@ def safe_name(text: str, limit: int = 64) -> str:
     return name or "peer"
 
 
-class Peer:
+class Peer(ABC):
     """Settings every bridged peer takes (see :class:`~agentmw.bridges.A2APeer`, :class:`~agentmw.bridges.McpPeer`).
 
     Args:
@@ -209,9 +210,9 @@ class Peer:
         return f"{type(self).__name__}({self.url!r}, name={self.name!r})"
 
     # --- start-up ------------------------------------------------------------------------------------
+    @abstractmethod
     async def _connect(self) -> list[Capability]:
         """Check the version, read the peer's capabilities and build them (no registration)."""
-        raise NotImplementedError
 
     async def start(self) -> None:
         """Connect, check the pinned version and register the peer's capabilities with the agent."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +63,7 @@ class TaskChannelBase:
         return False
 
 
-class TaskRunner:
+class TaskRunner(ABC):
     """The face-neutral part of running tasks; ``face`` names the face for the function's context."""
 
     face = "a2a"
@@ -72,18 +73,18 @@ class TaskRunner:
         self.registry = registry
 
     # --- what a face says --------------------------------------------------------------------------------
+    @abstractmethod
     def channel(self, live: LiveTask, journal: Journal | None) -> Any:
         """The core channel of one task; ``journal``: a replay, whose events before its last recorded step
         were delivered already."""
-        raise NotImplementedError
 
+    @abstractmethod
     def settle(self, live: LiveTask, outcome: Outcome) -> None:
         """The task's end (or its question) from the core's outcome."""
-        raise NotImplementedError
 
+    @abstractmethod
     def finish(self, live: LiveTask, state: str, text: str, metadata: dict[str, Any] | None = None) -> None:
         """End the task in ``state`` with ``text`` saying why."""
-        raise NotImplementedError
 
     # --- running -----------------------------------------------------------------------------------------
     async def execute(self, live: LiveTask, capability: Capability, connection: HTTPConnection | None,
