@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,33 @@ def wait_healthy(url: str, process: subprocess.Popen | None, log: Path | None, t
         time.sleep(0.1)
 
 
+def wait_all_workers(url: str, workers: int, process: subprocess.Popen, log: Path,
+                     timeout: float = START_TIMEOUT) -> None:
+    """Waits until every one of ``workers`` processes has answered ``/health``. The first worker to finish
+    importing the app serves alone until the others catch up, which on a loaded machine can take seconds: a
+    test that starts at once would see every request land on one worker and prove nothing. Requests go out
+    several at a time on fresh connections, so idle workers race for them."""
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+
+    def ask(_: int) -> str | None:
+        try:
+            response = httpx.get(f"{url}/health", timeout=2)
+        except httpx.HTTPError:
+            return None
+        return response.headers.get(REPLICA_HEADER) if response.status_code == 200 else None
+
+    with ThreadPoolExecutor(max_workers=2 * workers) as pool:
+        while len(seen) < workers:
+            seen.update(r for r in pool.map(ask, range(2 * workers)) if r)
+            if process.poll() is not None:
+                raise RuntimeError(f"{url} exited with {process.returncode} while its workers started:\n{_tail(log)}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {sorted(seen)} of {workers} workers at {url} served /health within "
+                                   f"{timeout:.0f}s:\n{_tail(log)}")
+            time.sleep(0.05)
+
+
 @dataclass
 class Replica:
     index: int
@@ -215,6 +243,8 @@ class Replica:
             self.process = subprocess.Popen(command, cwd=self.folder, env=self.env, stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
         wait_healthy(self.url, self.process, self.log)
+        if self.workers > 1:
+            wait_all_workers(self.url, self.workers, self.process, self.log)
 
     def stop(self) -> None:
         """A graceful stop (SIGTERM), as a rolling deploy does."""
