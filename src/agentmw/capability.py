@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import inspect
 import re
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -323,6 +324,10 @@ class Capability:
     ask_first: bool = False
     """Its questions before ``ctx.continue_as_task()`` are asked before the MCP task exists."""
 
+    never_suspends: bool = False
+    """A coroutine function whose own code has no ``await``, ``async for`` or ``async with``: its coroutine
+    ends in its first step, so a task may run it eagerly, in the request (``agentmw.tasks.runner``)."""
+
     @property
     def input_schema(self) -> dict[str, Any]:
         return self.params.input_schema
@@ -348,6 +353,20 @@ class Capability:
             return None
         match = self.uri_pattern.fullmatch(uri)
         return match.groupdict() if match else None
+
+
+_SUSPENDING = frozenset({"GET_AWAITABLE", "GET_AITER", "GET_ANEXT", "BEFORE_ASYNC_WITH", "YIELD_VALUE"})
+
+
+def _never_suspends(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is a plain coroutine function none of whose own instructions can suspend it. Only its own
+    code counts (what it calls without awaiting cannot suspend it), and only a real function: a callable
+    object or a wrapper whose code is not what runs is assumed to suspend."""
+    if type(fn) is not types.FunctionType or not inspect.iscoroutinefunction(fn):
+        return False
+    import dis
+
+    return not any(instruction.opname in _SUSPENDING for instruction in dis.get_instructions(fn))
 
 
 def _template_pattern(template: str) -> re.Pattern[str]:
@@ -457,6 +476,7 @@ def build_capability(
         output=output,
         is_async=inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(fn),
         is_async_gen=is_async_gen,
+        never_suspends=_never_suspends(fn),
         title=title,
         annotations=clean_annotations,
         uri=uri,

@@ -25,7 +25,7 @@ from ..messages import Artifact, Message
 from ..journal import Journal
 from ..runtime import Outcome, Status, describe_validation_error
 from ..stores.base import TaskRecord
-from ..tasks.runner import TaskChannelBase
+from ..tasks.runner import TaskChannelBase, eager, start
 from ..tasks.runner import TaskRunner as CoreRunner
 from .registry import LiveTask, task_dict
 from .wire import INVALID_PARAMS, UNSUPPORTED_OPERATION, A2AError, message_to_wire, new_id, parts_from_outcome
@@ -89,9 +89,14 @@ class TaskRunner(CoreRunner):
             # It may answer with a message and no task: show nothing until it does something else.
             live.quiet = True
             live.first_view = task_dict(record)
-        live.runner = asyncio.create_task(self._run(live, capability, connection, validated),
-                                          name=f"a2a-task-{record.id}")
-        registry.publish_later(live)
+        # Nobody watching a quiet send's task, a function that cannot suspend, and no idempotency key to look
+        # up: it runs to its end right here, with no task of its own (agentmw.tasks.runner.start).
+        eagerly = quiet and not live.subscribers and eager(self.agent, capability) and (
+            _hint(record, "idempotencyKey") is None or not capability.side_effects)
+        live.runner = start(self._run(live, capability, connection, validated), f"a2a-task-{record.id}",
+                            eagerly=eagerly)
+        if live.runner is not None:  # one that ran eagerly has settled already
+            registry.publish_later(live)
 
     def _choose(self, record: TaskRecord, message: dict[str, Any],
                 connection: HTTPConnection | None = None) -> Capability | None:

@@ -11,9 +11,10 @@ cancellation) is here, once (docs/durability.md).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..capability import Capability
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
     from ..agent import Agent
 
-__all__ = ["LOST_REASON", "RESTART_REASON", "TaskChannelBase", "TaskRunner", "journaled"]
+__all__ = ["LOST_REASON", "RESTART_REASON", "TaskChannelBase", "TaskRunner", "eager", "journaled", "start"]
 
 logger = logging.getLogger("agentmw")
 
@@ -42,6 +43,65 @@ def journaled(capability: Capability) -> bool:
     """Whether its function can take a journaled step at all: it has a Context parameter, or a gate. One
     that cannot runs without a journal, for nothing (docs/durability.md)."""
     return capability.params.context_param is not None or capability.gate is not None
+
+
+def eager(agent: Agent, capability: Capability) -> bool:
+    """Whether a task of ``capability`` may start eagerly, in the request that creates it (:func:`start`): its
+    function never suspends (``Capability.never_suspends``), and nothing the pipeline would do first can
+    (hooks, access rules, roots, a gate, the host app's dependencies, a journal). The caller adds what only it
+    knows: no idempotency key, and nobody watching the task's intermediate states."""
+    return (capability.never_suspends and agent._hooks is None and agent.access is None
+            and capability.policy is None and capability.gate is None and not capability.path_params
+            and not capability.params.host_params and not journaled(capability))
+
+
+def start(run: Coroutine[Any, Any, None], name: str, *, eagerly: bool) -> asyncio.Task[None] | None:
+    """Start a task's coroutine: in an asyncio task of its own, or, ``eagerly``, in the caller until it first
+    suspends (as Python 3.12's eager tasks do). A run that ends without suspending (what :func:`eager`
+    promises) costs no task and no turn of the event loop, and nothing can cancel it halfway; None is
+    returned then. One that suspends after all goes on in a task of its own, from where it stopped.
+
+    The first step runs in a copy of the caller's context, as a task's would, so what it sets in context
+    variables stays its own."""
+    if not eagerly:
+        return asyncio.get_running_loop().create_task(run, name=name)
+    context = contextvars.copy_context()
+    try:
+        waiting_on = context.run(run.send, None)
+    except StopIteration:
+        return None
+    return asyncio.get_running_loop().create_task(_go_on(run, waiting_on), name=name, context=context)
+
+
+async def _go_on(run: Coroutine[Any, Any, None], waiting_on: Any) -> None:
+    await _Suspended(run, waiting_on)
+
+
+class _Suspended:
+    """A coroutine that suspended on ``waiting_on`` in its first step, driven on from there by the task that
+    awaits this: what the task sends or throws in goes to the coroutine, what the coroutine yields to the task."""
+
+    __slots__ = ("run", "waiting_on")
+
+    def __init__(self, run: Coroutine[Any, Any, None], waiting_on: Any) -> None:
+        self.run = run
+        self.waiting_on = waiting_on
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        run, waiting_on = self.run, self.waiting_on
+        while True:
+            try:
+                received = yield waiting_on
+            except BaseException as exc:  # noqa: BLE001  (a cancellation, passed on to where the run waits)
+                try:
+                    waiting_on = run.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    waiting_on = run.send(received)
+                except StopIteration:
+                    return
 
 
 class TaskChannelBase:
