@@ -402,6 +402,24 @@ async def test_put_many_versions_and_conflicts(state: State) -> None:
     assert page.total == 3 and {i.key for i in page.items} == {"a", "old", "c"}
 
 
+async def test_put_many_of_new_records_only(open_store: Open) -> None:
+    """A batch that only creates (SQLite writes it in one statement): each new or expired key gets version 1,
+    each live one is a conflict in its place, and a conflict costs the others nothing."""
+    state = await open_store(limits={"brief": Limits(max_age=0.3)})
+    assert await state.put_many([("tasks", f"n{i}", {"i": i}, None) for i in range(5)]) == [1] * 5
+    await state.put("brief", "gone", {"old": True}, expected_version=None)
+    await asyncio.sleep(0.4)  # past its age: creating it again is allowed
+    await state.put("brief", "live", {"old": True}, expected_version=None)
+    results = await state.put_many([("brief", "new1", {"n": 1}, None), ("brief", "live", {"new": True}, 0),
+                                    ("brief", "gone", {"new": True}, None), ("brief", "new2", {"n": 2}, 0)])
+    assert results[0] == 1 and results[2:] == [1, 1]
+    assert isinstance(results[1], Conflict) and (results[1].expected, results[1].actual) == (0, 1)
+    assert (await state.get("brief", "live")) == ({"old": True}, 1)
+    assert (await state.get("brief", "gone")) == ({"new": True}, 1)
+    assert (await state.get("brief", "new2")) == ({"n": 2}, 1)
+    assert [(await state.get("tasks", f"n{i}")) for i in range(5)] == [({"i": i}, 1) for i in range(5)]
+
+
 async def test_put_many_checks_every_item_before_writing(state: State) -> None:
     bad: list[tuple] = [
         ("bad ns!", "k", {}, None), ("tasks", "", {}, None), ("tasks", "k", {"x": math.nan}, None),

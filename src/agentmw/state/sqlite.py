@@ -367,11 +367,20 @@ class SQLiteState(State):
         counts = collections.Counter(ns for ns, _, _, _ in checked)
         prune = [ns for ns in limits if self._prune_due("records", ns, limits[ns], counts[ns])]
 
+        # New records only (every expected version 0) under distinct keys: one executemany, no row's order
+        # mattering, instead of a statement and a fetch each; any conflict undoes it for the row by row path.
+        fresh = len(checked) > 2 and all(want == 0 for _, _, _, want in checked) and len(
+            {(ns, key) for ns, key, _, _ in checked}) == len(checked)
+
         def write(db: sqlite3.Connection) -> list[int]:
             def run() -> list[int]:
                 now = base.now()
-                out = [_put_row(db, ns, key, raw.decode(), want, now, now - limits[ns].max_age)
-                       for ns, key, raw, want in checked]
+                if fresh and _insert_new(db, [(ns, key, now, raw.decode(), now - limits[ns].max_age)
+                                              for ns, key, raw, _ in checked]):
+                    out = [1] * len(checked)
+                else:
+                    out = [_put_row(db, ns, key, raw.decode(), want, now, now - limits[ns].max_age)
+                           for ns, key, raw, want in checked]
                 for ns in prune:
                     self._prune_records(db, ns, limits[ns])
                 return out
@@ -672,6 +681,11 @@ class SQLiteState(State):
             self._bus_after = None
 
 
+_INSERT_NEW = ("INSERT INTO state_records (ns, key, version, updated, body) VALUES (?, ?, 1, ?, ?) "
+               "ON CONFLICT (ns, key) DO UPDATE SET version = 1, updated = excluded.updated, body = excluded.body "
+               "WHERE state_records.updated < ?")
+
+
 def _put_row(db: sqlite3.Connection, ns: str, key: str, body: str, want: int, now: float, cutoff: float) -> int:
     """One compare-and-set: the new version, or ``-actual - 1`` on a conflict (nothing written then)."""
     if want == ANY:
@@ -681,11 +695,7 @@ def _put_row(db: sqlite3.Connection, ns: str, key: str, body: str, want: int, no
             "ELSE 1 END, updated = excluded.updated, body = excluded.body RETURNING version",
             (ns, key, now, body, cutoff)).fetchone()
     elif want == 0:
-        row = db.execute(
-            "INSERT INTO state_records (ns, key, version, updated, body) VALUES (?, ?, 1, ?, ?) "
-            "ON CONFLICT (ns, key) DO UPDATE SET version = 1, updated = excluded.updated, "
-            "body = excluded.body WHERE state_records.updated < ? RETURNING version",
-            (ns, key, now, body, cutoff)).fetchone()
+        row = db.execute(_INSERT_NEW + " RETURNING version", (ns, key, now, body, cutoff)).fetchone()
     else:
         row = db.execute(
             "UPDATE state_records SET version = version + 1, updated = ?, body = ? "
@@ -696,6 +706,20 @@ def _put_row(db: sqlite3.Connection, ns: str, key: str, body: str, want: int, no
                            (ns, key, cutoff)).fetchone()
         return -(found[0] if found else 0) - 1
     return int(row[0])
+
+
+def _insert_new(db: sqlite3.Connection, rows: list[tuple[str, str, float, str, float]]) -> bool:
+    """Write ``(ns, key, now, body, cutoff)`` rows that expect no live record (``_put_row``'s version 0), all at
+    once; inside a transaction. False when a row found a live record: then nothing of it stays."""
+    db.execute("SAVEPOINT agentmw_new")
+    before = db.total_changes
+    db.executemany(_INSERT_NEW, rows)
+    if db.total_changes - before == len(rows):
+        db.execute("RELEASE agentmw_new")
+        return True
+    db.execute("ROLLBACK TO agentmw_new")
+    db.execute("RELEASE agentmw_new")
+    return False
 
 
 def _append_row(db: sqlite3.Connection, ns: str, log: str, body: str, limits: Limits, now: float) -> int:
