@@ -194,13 +194,49 @@ def _replace_surrogates(value: Any) -> Any:
 
 # --- strict JSON out -----------------------------------------------------------------------------
 
-_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str).encode
-_encode_ascii = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"), default=str).encode
+def compact_encoder(*, ensure_ascii: bool, default: Callable[[Any], Any] | None) -> Callable[[Any], str]:
+    """A compact JSON encoder that refuses NaN and infinities, made once and safe to share between threads.
+
+    It keeps no record of the containers it is inside (``check_circular=False``): that bookkeeping, a dict
+    insert and delete per container, was a sixth of the time of encoding a task. A value that contains itself
+    then fails as one nested too deeply does, with ValueError (not an endless loop): RecursionError, caught
+    and turned into it here. ``default``: what an object JSON cannot hold becomes (None: TypeError).
+    """
+    def refuse(value: Any) -> Any:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is not None:
+        quote = json.encoder.c_encode_basestring_ascii if ensure_ascii else json.encoder.c_encode_basestring
+        chunks = make(None, default or refuse, quote, None, ":", ",", False, False, False)
+
+        def encode_with_c(value: Any) -> str:
+            try:
+                return "".join(chunks(value, 0))
+            except RecursionError as exc:
+                raise ValueError("a value nested too deeply, or one that contains itself, is not JSON") from exc
+
+        return encode_with_c
+    encoder = json.JSONEncoder(ensure_ascii=ensure_ascii, allow_nan=False, separators=(",", ":"), default=default,
+                               check_circular=False)
+
+    def encode_in_python(value: Any) -> str:
+        try:
+            return encoder.encode(value)
+        except RecursionError as exc:
+            raise ValueError("a value nested too deeply, or one that contains itself, is not JSON") from exc
+
+    return encode_in_python
+
+
+_encode = compact_encoder(ensure_ascii=False, default=str)
+_encode_ascii = compact_encoder(ensure_ascii=True, default=str)
 
 
 def dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON. Raises ValueError for NaN or infinities (never writes non-JSON); a lone surrogate
-    from a function's return value is written as its ``\\uXXXX`` escape, which is valid JSON."""
+    """Compact UTF-8 JSON. Raises ValueError for NaN or infinities (never writes non-JSON), and for a value
+    nested too deeply; a lone surrogate from a function's return value is written as its ``\\uXXXX`` escape,
+    which is valid JSON."""
     text = _encode(value)
     try:
         return text.encode("utf-8")

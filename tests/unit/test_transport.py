@@ -17,6 +17,7 @@ from agentmw._transport import (
     ClientDisconnected,
     ProtocolError,
     classify_rpc,
+    compact_encoder,
     dumps,
     dumps_finite,
     loads,
@@ -137,6 +138,34 @@ def test_dumps_escapes_lone_surrogates(value: Any) -> None:
     text = raw.decode("utf-8")  # valid UTF-8: never a UnicodeEncodeError
     assert "\\ud" in text.lower()
     assert json.loads(raw) == value  # the escape round-trips to the very same string
+
+
+def test_dumps_refuses_a_value_that_contains_itself_or_nests_too_deeply() -> None:
+    """The encoder keeps no record of the containers it is in (it is faster so): a cycle must still end in
+    ValueError, as deep nesting does, and never loop or escape as RecursionError."""
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    circle: list[Any] = [{"a": 1}]
+    circle[0]["b"] = circle
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    for value in (loop, circle, deep):
+        with pytest.raises(ValueError, match="contains itself"):
+            dumps(value)
+    assert dumps({"a": [1, {"b": [2]}], "c": loop["self"] is loop}) == b'{"a":[1,{"b":[2]}],"c":true}'
+
+
+@pytest.mark.parametrize("ensure_ascii", [False, True])
+def test_compact_encoder_matches_the_json_module(ensure_ascii: bool) -> None:
+    encode = compact_encoder(ensure_ascii=ensure_ascii, default=None)
+    shared = {"x": "é\n\"", "n": [1, -2.5, 1e300, True, False, None], "t": (1, 2), "k": {"1": {}}}
+    value = {"a": shared, "b": [shared, shared], 7: "int key", 1.5: "float key"}  # shared, not a cycle
+    assert encode(value) == json.dumps(value, ensure_ascii=ensure_ascii, separators=(",", ":"))
+    with pytest.raises(TypeError, match="set"):
+        encode({"s": {1}})
+    with pytest.raises(ValueError):
+        encode([math.nan])
 
 
 def test_dumps_uses_str_for_unknown_objects() -> None:

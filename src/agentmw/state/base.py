@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import abc
 import base64
-import json
 import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Self
 
-from .._transport import dumps, loads
+from .._transport import compact_encoder, dumps, loads
 from ._fanout import Subscription
 
 __all__ = ["ANY", "DEFAULT_LIMITS", "MAX_BATCH", "MAX_KEY_LENGTH", "MAX_PAGE", "Conflict", "Item", "Json", "Limits",
@@ -367,7 +366,7 @@ def check_where(where: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-_strict = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+_strict = compact_encoder(ensure_ascii=False, default=None)
 
 
 def encode(value: Json) -> bytes:
