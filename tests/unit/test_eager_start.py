@@ -208,9 +208,20 @@ def a2a_app() -> tuple[Starlette, dict[str, list[str]]]:
         seen["slow"].append(asyncio.current_task().get_name())
         return f"slow: {text}"
 
+    @agent.skill
+    async def held(text: str) -> str:
+        """Waits for the test's event."""
+        await HELD.wait()
+        seen.setdefault("held", []).append(asyncio.current_task().get_name())
+        return f"held: {text}"
+
+    agent.skills["held"].never_suspends = True  # a wrong promise: the runner must cope when it suspends
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
     return app, seen
+
+
+HELD = asyncio.Event()
 
 
 async def test_a_quiet_blocking_send_runs_a_never_suspending_skill_in_the_request() -> None:
@@ -248,3 +259,21 @@ async def test_a_watched_or_keyed_send_runs_the_skill_in_a_task_of_its_own(how: 
             task_id = (await a2a.send("hi", skill="quick", metadata={"idempotencyKey": "k-1"}))["task"]["id"]
         assert (await a2a.get(task_id))["status"]["state"] == "TASK_STATE_COMPLETED"
     assert seen["quick"] == [f"a2a-task-{task_id}"]
+
+
+async def test_a_skill_that_suspends_after_all_is_working_and_goes_on_in_a_task_of_its_own() -> None:
+    HELD.clear()
+    app, seen = a2a_app()
+    async with A2ATestClient(app) as a2a:
+        sending = asyncio.create_task(a2a.send("hi", skill="held"))
+        for _ in range(200):
+            listed = (await a2a.rpc("ListTasks", {}))["tasks"]
+            if listed:
+                break
+            await asyncio.sleep(0.005)
+        assert [t["status"]["state"] for t in listed] == ["TASK_STATE_WORKING"]
+        HELD.set()
+        task = (await sending)["task"]
+        assert task["id"] == listed[0]["id"] and task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["artifacts"][0]["parts"] == [{"text": "held: hi"}]
+    assert seen["held"] == [f"a2a-task-{task['id']}"]

@@ -89,13 +89,17 @@ class TaskRunner(CoreRunner):
             # It may answer with a message and no task: show nothing until it does something else.
             live.quiet = True
             live.first_view = task_dict(record)
+        key = _hint(record, "idempotencyKey")
         # Nobody watching a quiet send's task, a function that cannot suspend, and no idempotency key to look
-        # up: it runs to its end right here, with no task of its own (agentmw.tasks.runner.start).
+        # up: it runs to its end right here, with no task of its own (agentmw.tasks.runner.start), and its
+        # WORKING status, which nobody could see, is left out.
         eagerly = quiet and not live.subscribers and eager(self.agent, capability) and (
-            _hint(record, "idempotencyKey") is None or not capability.side_effects)
-        live.runner = start(self._run(live, capability, connection, validated), f"a2a-task-{record.id}",
-                            eagerly=eagerly)
+            key is None or not capability.side_effects)
+        live.runner = start(self._run(live, capability, connection, validated, key, announce=not eagerly),
+                            f"a2a-task-{record.id}", eagerly=eagerly)
         if live.runner is not None:  # one that ran eagerly has settled already
+            if eagerly and record.state == "TASK_STATE_SUBMITTED":  # it suspended after all: it is working
+                registry.status(live, "TASK_STATE_WORKING", None)
             registry.publish_later(live)
 
     def _choose(self, record: TaskRecord, message: dict[str, Any],
@@ -162,14 +166,15 @@ class TaskRunner(CoreRunner):
                              "mediaType": "application/json"}])
 
     async def _run(self, live: LiveTask, capability: Capability, connection: HTTPConnection | None,
-                   validated: Any = None) -> None:
-        """``validated``: the input model ``advance`` made from ``record.arguments`` (not made twice)."""
+                   validated: Any, key: Any, *, announce: bool) -> None:
+        """``validated``: the input model ``advance`` made from ``record.arguments`` (not made twice); ``key``:
+        the idempotency key the messages name; ``announce``: whether the task shows WORKING when it starts."""
         record = live.record
-        key = _hint(record, "idempotencyKey")
         approval = _hint(record, "approvalId")
         await self.execute(live, capability, connection, dict(record.arguments),
                            idempotency_key=key if isinstance(key, str) else None,
-                           approval_id=approval if isinstance(approval, str) else None, validated=validated)
+                           approval_id=approval if isinstance(approval, str) else None, validated=validated,
+                           announce=announce)
 
     def channel(self, live: LiveTask, journal: Journal | None) -> TaskChannel:
         return TaskChannel(self, live, journal)

@@ -149,18 +149,20 @@ class TaskRunner(ABC):
     # --- running -----------------------------------------------------------------------------------------
     async def execute(self, live: LiveTask, capability: Capability, connection: HTTPConnection | None,
                       arguments: dict[str, Any], *, idempotency_key: str | None = None,
-                      approval_id: str | None = None, validated: Any = None, channel: Any = None) -> None:
+                      approval_id: str | None = None, validated: Any = None, channel: Any = None,
+                      announce: bool = True) -> None:
         """Run the task's function to its outcome, in the task's own asyncio task.
 
         Its journal (docs/durability.md) writes nothing unless the function takes a journaled step (a
         question, ``ctx.call``, ``ctx.once``); then any replica can resume it, or take it over if this one
-        dies. ``channel``: the one :meth:`channel` would make, when the caller made it already."""
+        dies. ``channel``: the one :meth:`channel` would make, when the caller made it already. ``announce``
+        False: the task does not show WORKING first (nobody could see it: it runs eagerly, ``start``)."""
         record = live.record
         registry = self.registry
         journal = Journal(self.agent.state, record.id, lease_seconds=registry.timing.lease_seconds) if (
             journaled(capability)) else None
         try:
-            if not live.quiet:
+            if announce and not live.quiet:
                 registry.status(live, "TASK_STATE_WORKING", None)
             ctx = Context(capability, channel if channel is not None else self.channel(live, None),
                           request=connection, caller=record.owner, agent=self.agent, face=self.face)
