@@ -320,7 +320,9 @@ async def test_a_push_sender_that_dies_is_taken_over_from_the_last_delivered_eve
     for agent in (a, b):
         agent.a2a.push.lease_seconds = 1.5  # long enough that a loaded CI machine never lets a live sender lapse
     receiver = Receiver()
-    count = 8
+    # enough steps that A cannot have sent them all before it dies: a loaded machine once stalled this test
+    # for the 0.24 s that 8 steps take, and A sent every push, leaving B nothing to take over
+    count = 24
     with serve(receiver.app) as url:
         async with client(app_a) as on_a:
             task = (await rpc(on_a, "SendMessage", {
