@@ -13,6 +13,7 @@ import asyncio
 import json
 import math
 import re
+import sys
 from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any, Final
 
@@ -194,6 +195,9 @@ def _replace_surrogates(value: Any) -> Any:
 
 # --- strict JSON out -----------------------------------------------------------------------------
 
+_SAFE_C_DEPTH = 10_000  # recursion limits up to this keep a cycle's RecursionError far from the C stack's end
+
+
 def compact_encoder(*, ensure_ascii: bool, default: Callable[[Any], Any] | None) -> Callable[[Any], str]:
     """A compact JSON encoder that refuses NaN and infinities, made once and safe to share between threads.
 
@@ -209,8 +213,15 @@ def compact_encoder(*, ensure_ascii: bool, default: Callable[[Any], Any] | None)
     if make is not None:
         quote = json.encoder.c_encode_basestring_ascii if ensure_ascii else json.encoder.c_encode_basestring
         chunks = make(None, default or refuse, quote, None, ":", ",", False, False, False)
+        checked = json.JSONEncoder(ensure_ascii=ensure_ascii, allow_nan=False, separators=(",", ":"),
+                                   default=default).encode
+        # On 3.11 the C encoder's depth follows sys.setrecursionlimit: with a limit raised far enough, a cycle
+        # would overflow the C stack before RecursionError; such a process keeps the circular check.
+        raised = sys.version_info < (3, 12)
 
         def encode_with_c(value: Any) -> str:
+            if raised and sys.getrecursionlimit() > _SAFE_C_DEPTH:
+                return checked(value)
             try:
                 return "".join(chunks(value, 0))
             except RecursionError as exc:

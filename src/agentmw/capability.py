@@ -362,7 +362,9 @@ def _never_suspends(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` is a plain coroutine function none of whose own instructions can suspend it. Only its own
     code counts (what it calls without awaiting cannot suspend it), and only a real function: a callable
     object or a wrapper whose code is not what runs is assumed to suspend."""
-    if type(fn) is not types.FunctionType or not inspect.iscoroutinefunction(fn):
+    # the code's own flag, not iscoroutinefunction: on 3.12+ a plain def marked with markcoroutinefunction
+    # passes that, and the awaitable it returns may suspend
+    if type(fn) is not types.FunctionType or not fn.__code__.co_flags & inspect.CO_COROUTINE:
         return False
     import dis
 

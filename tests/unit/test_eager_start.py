@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 from typing import Any
 
 import pytest
 from starlette.applications import Starlette
 
-from agentmw import Agent, AgentMiddleware
+from agentmw import Agent, AgentMiddleware, Message
 from agentmw.capability import _never_suspends
 from agentmw.tasks.runner import start
 from agentmw.testing import A2ATestClient
@@ -68,6 +69,10 @@ async def wrapper(x: int) -> int:
     return await plain(x)
 
 
+def sync_returning_a_coroutine(x: int) -> Any:
+    return awaits(x)
+
+
 class Callable:
     async def __call__(self, x: int) -> int:
         return x
@@ -85,6 +90,8 @@ class Callable:
     (agen, False),
     (wrapper, False),  # what runs is the wrapper, which awaits
     (Callable(), False),  # not a plain function: assumed to suspend
+    *([(inspect.markcoroutinefunction(sync_returning_a_coroutine), False)]  # 3.12+: a def that says it is async
+      if hasattr(inspect, "markcoroutinefunction") else []),
 ])
 def test_never_suspends(fn: Any, expected: bool) -> None:
     assert _never_suspends(fn) is expected
@@ -193,6 +200,7 @@ async def test_a_run_that_is_not_eager_starts_in_its_own_task() -> None:
 def a2a_app() -> tuple[Starlette, dict[str, list[str]]]:
     """Skills that record the name of the asyncio task they ran in: the request's, or a task of their own."""
     agent = Agent("eager", store="memory://")
+    HELD["event"] = asyncio.Event()
     seen: dict[str, list[str]] = {"quick": [], "slow": [], "side": []}
 
     @agent.skill
@@ -211,17 +219,30 @@ def a2a_app() -> tuple[Starlette, dict[str, list[str]]]:
     @agent.skill
     async def held(text: str) -> str:
         """Waits for the test's event."""
-        await HELD.wait()
+        await HELD["event"].wait()
         seen.setdefault("held", []).append(asyncio.current_task().get_name())
         return f"held: {text}"
 
+    @agent.skill(timeout=5)
+    async def timed(text: str) -> str:
+        """Answers at once, under a deadline."""
+        seen.setdefault("timed", []).append(asyncio.current_task().get_name())
+        return f"timed: {text}"
+
+    @agent.skill
+    async def replies(text: str) -> Message:
+        """Answers with a message and no task, after a wait."""
+        await HELD["event"].wait()
+        return Message(f"replied: {text}")
+
     agent.skills["held"].never_suspends = True  # a wrong promise: the runner must cope when it suspends
+    agent.skills["replies"].never_suspends = True
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
     return app, seen
 
 
-HELD = asyncio.Event()
+HELD: dict[str, asyncio.Event] = {}  # made by each app, in its test's event loop
 
 
 async def test_a_quiet_blocking_send_runs_a_never_suspending_skill_in_the_request() -> None:
@@ -262,7 +283,6 @@ async def test_a_watched_or_keyed_send_runs_the_skill_in_a_task_of_its_own(how: 
 
 
 async def test_a_skill_that_suspends_after_all_is_working_and_goes_on_in_a_task_of_its_own() -> None:
-    HELD.clear()
     app, seen = a2a_app()
     async with A2ATestClient(app) as a2a:
         sending = asyncio.create_task(a2a.send("hi", skill="held"))
@@ -272,8 +292,28 @@ async def test_a_skill_that_suspends_after_all_is_working_and_goes_on_in_a_task_
                 break
             await asyncio.sleep(0.005)
         assert [t["status"]["state"] for t in listed] == ["TASK_STATE_WORKING"]
-        HELD.set()
+        HELD["event"].set()
         task = (await sending)["task"]
         assert task["id"] == listed[0]["id"] and task["status"]["state"] == "TASK_STATE_COMPLETED"
         assert task["artifacts"][0]["parts"] == [{"text": "held: hi"}]
     assert seen["held"] == [f"a2a-task-{task['id']}"]
+
+
+async def test_a_skill_with_a_deadline_runs_in_a_task_of_its_own() -> None:
+    """asyncio.timeout belongs to the task it is entered in: eagerly, that would be the request's."""
+    app, seen = a2a_app()
+    async with A2ATestClient(app) as a2a:
+        task = (await a2a.send("hi", skill="timed"))["task"]
+    assert task["artifacts"][0]["parts"] == [{"text": "timed: hi"}]
+    assert seen["timed"] == [f"a2a-task-{task['id']}"]
+
+
+async def test_a_message_reply_that_suspends_after_all_is_still_a_message() -> None:
+    app, _ = a2a_app()
+    async with A2ATestClient(app) as a2a:
+        sending = asyncio.create_task(a2a.send("hi", skill="replies"))
+        await asyncio.sleep(0.05)
+        HELD["event"].set()
+        answer = await sending
+    assert list(answer) == ["message"], answer
+    assert answer["message"]["parts"] == [{"text": "replied: hi"}]

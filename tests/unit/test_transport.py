@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -154,6 +155,20 @@ def test_dumps_refuses_a_value_that_contains_itself_or_nests_too_deeply() -> Non
         with pytest.raises(ValueError, match="contains itself"):
             dumps(value)
     assert dumps({"a": [1, {"b": [2]}], "c": loop["self"] is loop}) == b'{"a":[1,{"b":[2]}],"c":true}'
+
+
+def test_a_cycle_is_a_value_error_with_a_raised_recursion_limit_too() -> None:
+    """On 3.11 the C encoder recurses as deep as sys.setrecursionlimit allows: far enough to overflow the C
+    stack (a crash) before RecursionError, so a raised limit keeps the circular check."""
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200_000)
+    try:
+        with pytest.raises(ValueError):
+            dumps(loop)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 @pytest.mark.parametrize("ensure_ascii", [False, True])

@@ -98,7 +98,7 @@ class TaskRunner(CoreRunner):
         live.runner = start(self._run(live, capability, connection, validated, key, announce=not eagerly),
                             f"a2a-task-{record.id}", eagerly=eagerly)
         if live.runner is not None:  # one that ran eagerly has settled already
-            if eagerly and record.state == "TASK_STATE_SUBMITTED":  # it suspended after all: it is working
+            if eagerly and not live.quiet and record.state == "TASK_STATE_SUBMITTED":  # it suspended after all
                 registry.status(live, "TASK_STATE_WORKING", None)
             registry.publish_later(live)
 
