@@ -48,12 +48,12 @@ def journaled(capability: Capability) -> bool:
 def eager(agent: Agent, capability: Capability) -> bool:
     """Whether a task of ``capability`` may start eagerly, in the request that creates it (:func:`start`): its
     function never suspends (``Capability.never_suspends``), and nothing the pipeline would do first can
-    (hooks, access rules, roots, a gate, the host app's dependencies, a journal, a deadline). The caller adds what only it
-    knows: no idempotency key, and nobody watching the task's intermediate states."""
+    (hooks, access rules, roots, a gate, the host app's dependencies, a journal, a deadline). The caller adds
+    what only it knows: no idempotency key, and nobody watching the task's intermediate states."""
     # no deadline either: asyncio.timeout belongs to the task it is entered in, which would be the request's
     return (capability.never_suspends and capability.timeout is None and agent._hooks is None
-            and agent.access is None and capability.policy is None and capability.gate is None and not capability.path_params
-            and not capability.params.host_params and not journaled(capability))
+            and agent.access is None and capability.policy is None and capability.gate is None
+            and not capability.path_params and not capability.params.host_params and not journaled(capability))
 
 
 def start(run: Coroutine[Any, Any, None], name: str, *, eagerly: bool) -> asyncio.Task[None] | None:
