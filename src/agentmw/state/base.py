@@ -28,13 +28,13 @@ import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, Self
+from typing import Any, ClassVar, Final, NamedTuple, Self
 
 from .._transport import compact_encoder, dumps, loads
 from ._fanout import Subscription
 
-__all__ = ["ANY", "DEFAULT_LIMITS", "MAX_BATCH", "MAX_KEY_LENGTH", "MAX_PAGE", "Conflict", "Item", "Json", "Limits",
-           "Page", "State", "Subscription", "Versioned"]
+__all__ = ["ANY", "DEFAULT_LIMITS", "MAX_BATCH", "MAX_KEY_LENGTH", "MAX_PAGE", "Conflict", "Encoded", "Item", "Json",
+           "Limits", "Page", "State", "Subscription", "Versioned"]
 
 Json = dict[str, Any]
 
@@ -151,6 +151,10 @@ class State(abc.ABC):
         limits: the bounds of given namespaces; others get ``default``. :meth:`limit` sets one later.
         default: the bounds of any other namespace.
     """
+
+    accepts_encoded: ClassVar[bool] = False
+    """True when ``put`` and ``put_many`` take an :class:`Encoded` value as well as a dict (the built-in
+    backends: they store what :func:`encode` returns)."""
 
     def __init__(self, *, limits: Mapping[str, Limits] | None = None, default: Limits = DEFAULT_LIMITS) -> None:
         self._limits: dict[str, Limits] = {}
@@ -369,10 +373,26 @@ def check_where(where: Mapping[str, Any] | None) -> dict[str, Any]:
 _strict = compact_encoder(ensure_ascii=False, default=None)
 
 
-def encode(value: Json) -> bytes:
+class Encoded:
+    """A value in its stored form already (checked and encoded as :func:`encode` does), for a state whose
+    ``accepts_encoded`` is True: whoever holds a value until a later write keeps these bytes, which the
+    garbage collector never has to walk, instead of the objects it was made of."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, value: Json) -> None:
+        self.raw = encode(value)
+
+    def __repr__(self) -> str:
+        return f"Encoded({self.raw[:60]!r}{'...' if len(self.raw) > 60 else ''})"
+
+
+def encode(value: Json | Encoded) -> bytes:
     """The stored form of a value: strict JSON of a dict. Unlike ``_transport.dumps`` (made for answers,
     where any object becomes its ``str``), a value JSON cannot hold is refused: TypeError (a set, an object),
     ValueError (NaN, infinities), so what is read back is always what was written."""
+    if type(value) is Encoded:
+        return value.raw
     if not isinstance(value, dict):
         raise TypeError(f"a stored value is a JSON object (dict), not {type(value).__name__}")
     text = _strict(value)

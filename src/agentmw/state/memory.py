@@ -55,6 +55,8 @@ class _Waiters:
 class MemoryState(State):
     """All four kinds of state in this process's memory."""
 
+    accepts_encoded = True
+
     def __init__(self, *, limits: Mapping[str, Limits] | None = None,
                  default: Limits = base.DEFAULT_LIMITS) -> None:
         super().__init__(limits=limits, default=default)

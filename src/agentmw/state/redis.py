@@ -214,6 +214,8 @@ class RedisState(State):
             store does not close it.
     """
 
+    accepts_encoded = True
+
     def __init__(self, url: str = "redis://localhost:6379/0", *, prefix: str = "agentmw",
                  client: redis.asyncio.Redis | None = None, limits: Mapping[str, Limits] | None = None,
                  default: Limits = base.DEFAULT_LIMITS) -> None:

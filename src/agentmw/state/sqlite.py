@@ -143,6 +143,8 @@ class SQLiteState(State):
             thread when the write lock is taken); False runs every call on the thread.
     """
 
+    accepts_encoded = True
+
     def __init__(self, path: str | Path, *, limits: Mapping[str, Limits] | None = None,
                  default: Limits = base.DEFAULT_LIMITS, poll: float = 0.05, busy_timeout: float = 10.0,
                  synchronous: Literal["NORMAL", "FULL"] = "NORMAL",

@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._bounded import BoundedTable
 from ..messages import Artifact, Message
-from ..state import Conflict, Limits, State
+from .._transport import loads
+from ..state import Conflict, Encoded, Limits, State
 from ..stores.base import INTERRUPTED, TERMINAL, TaskRecord
 from ..stores.sqlite import RESTART_REASON
 
@@ -157,6 +158,23 @@ class LiveTask:
         return (self.runner is not None and not self.runner.done()) or self.answer is not None
 
 
+@dataclass(eq=False, slots=True)
+class _Final:
+    """The one write of a task that settled for good before anything else was written of it (the fast task of
+    a blocking send), encoded as it settled. Waiting for the writer, it holds these bytes and not the task's
+    handle, record and messages: a backlog of those would outlive the garbage collector's young generations,
+    and every full collection would walk them again."""
+
+    task_id: str
+    body: Encoded
+    handle: LiveTask | None = None  # made when the task is looked up before the write lands (local())
+
+    def live(self) -> LiveTask:
+        if self.handle is None:
+            self.handle = LiveTask(TaskRecord.from_dict(loads(self.body.raw)))
+        return self.handle
+
+
 def status_of(record: TaskRecord) -> dict[str, Any]:
     status: dict[str, Any] = {"state": record.state, "timestamp": record.status_timestamp}
     if record.status_message is not None:
@@ -219,8 +237,9 @@ class TaskRegistry:
             agent.a2a_max_tasks, agent.park_timeout_seconds, touch=True, pinned=lambda live: bool(
                 (live.runner is not None and not live.runner.done()) or live.answer is not None
                 or live.subscribers or live.settle_waiters or live.lock.locked()))
-        self.unwritten: dict[str, LiveTask] = {}  # tasks with changes the writer has not written yet
-        self._queue: deque[LiveTask] = deque()
+        self.unwritten: dict[str, LiveTask | _Final] = {}  # tasks with changes the writer has not written yet
+        self._queue: deque[LiveTask | _Final] = deque()
+        self._encoded = getattr(state, "accepts_encoded", False)
         self._wake: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
         self._urgent: asyncio.Event | None = None
@@ -242,7 +261,18 @@ class TaskRegistry:
     def local(self, task_id: str) -> LiveTask | None:
         """The task's handle in this process: live, or settled with its write still pending."""
         live = self.live.get(task_id)
-        return live if live is not None else self.unwritten.get(task_id)
+        if live is not None:
+            return live
+        pending = self.unwritten.get(task_id)
+        return pending.live() if type(pending) is _Final else pending
+
+    def _held(self, task_id: str) -> LiveTask | None:
+        """The task's handle, if this process has one that may still run (never a settled one's, made anew)."""
+        live = self.live.get(task_id)
+        if live is not None:
+            return live
+        pending = self.unwritten.get(task_id)
+        return pending if type(pending) is LiveTask else None
 
     async def ready(self) -> None:
         """On first use (never at import or start-up), fail the tasks whose holder is gone; callers wait."""
@@ -337,7 +367,7 @@ class TaskRegistry:
         """Whether the process that holds the task's coroutine is gone."""
         holder = record.replica
         if holder is None or holder == self.replica:
-            return holder == self.replica and self.local(record.id) is None and not record.terminal
+            return holder == self.replica and not record.terminal and self._held(record.id) is None
         if self.single_process:
             return True
         now = time.monotonic()
@@ -570,6 +600,8 @@ class TaskRegistry:
         if live.dirty or live.queued:
             self._schedule(live)
             await self.flush()
+        elif type(self.unwritten.get(live.record.id)) is _Final:
+            await self.flush()
 
     @property
     def backlog(self) -> int:
@@ -594,9 +626,18 @@ class TaskRegistry:
         if (self._writer is None or self._writer.done()) and self._ending(self._writer):
             live.dirty = True  # unwritten: the task is left as a shutdown leaves it
             return
-        live.queued = True
-        self.unwritten[live.record.id] = live
-        self._queue.append(live)
+        pending: LiveTask | _Final = live
+        if self._encoded and live.version == 0 and not live.published and live.record.terminal and not (
+                live.events or live.subscribers or live.has_push or live.superseded
+                or live.record.id in self.unwritten):
+            final = self._final(live)
+            if final is not None:
+                live.dirty = False
+                pending = final
+        if pending is live:
+            live.queued = True
+        self.unwritten[live.record.id] = pending
+        self._queue.append(pending)
         self._pending += 1
         if self._writer is None or self._writer.done():
             self._wake = asyncio.Event()
@@ -607,6 +648,15 @@ class TaskRegistry:
         self._wake.set()  # type: ignore[union-attr]
         if live.published and self._urgent is not None:
             self._urgent.set()  # a followed task's changes go out at once
+
+    def _final(self, live: LiveTask) -> _Final | None:
+        """The task's one write, encoded now; None when its record cannot be encoded (the writer says why)."""
+        body = live.record.to_dict()
+        body["replica"] = None
+        try:
+            return _Final(live.record.id, Encoded(body))
+        except (TypeError, ValueError):
+            return None
 
     async def _write_all(self) -> None:
         """Write what is queued, in batches: a settled task waits up to ``WRITE_DELAY_SECONDS`` so that the
@@ -629,12 +679,16 @@ class TaskRegistry:
                     async with asyncio.timeout(WRITE_DELAY_SECONDS):
                         await urgent.wait()
             urgent.clear()
-            batch = list(queue)
+            finals = [item for item in queue if type(item) is _Final]
+            batch = [item for item in queue if type(item) is LiveTask] if finals else list(queue)
             queue.clear()
+            if finals:  # first: a handle made from one of them and changed since is written after it
+                await self._write_finals(finals)  # type: ignore[arg-type]
             for live in batch:
                 live.queued = False
-            if len(batch) == 1:
-                await self._write_one(batch[0])
+            if len(batch) <= 1:
+                if batch:
+                    await self._write_one(batch[0])  # type: ignore[arg-type]
                 continue
             # the records alone (no events to append first) go in one put_many: one transaction on SQLite,
             # one round trip on Redis; the others, and any that changed again meanwhile, one by one
@@ -646,6 +700,42 @@ class TaskRegistry:
                 rest.extend(simple)
             if rest:
                 await asyncio.gather(*(self._write_one(live) for live in rest))
+
+    async def _write_finals(self, finals: list[_Final]) -> None:
+        """The first and only writes of tasks that settled at once, in batches of ``put_many``."""
+        ns = self.spaces.tasks
+        for start in range(0, len(finals), WRITE_BATCH):
+            chunk = finals[start:start + WRITE_BATCH]
+            results: list[int | Conflict | None]
+            try:
+                results = list(await self.state.put_many([(ns, final.task_id, final.body, 0) for final in chunk]))
+            except Exception:
+                logger.exception("a batch of %d %s task records could not be written; writing them one by one",
+                                 len(chunk), self.label)
+                results = [await self._put_final(final) for final in chunk]
+            for final, result in zip(chunk, results, strict=True):
+                self._pending -= 1
+                if self.unwritten.get(final.task_id) is final:
+                    del self.unwritten[final.task_id]
+                if isinstance(result, Conflict):  # its id was written by someone else: theirs stands
+                    logger.warning("%s task %s was already in the state; its record there stands", self.label,
+                                   final.task_id)
+                    if final.handle is not None:
+                        final.handle.superseded = True
+                elif result is not None:
+                    self.writes += 1
+                    if final.handle is not None:
+                        final.handle.version = result
+
+    async def _put_final(self, final: _Final) -> int | Conflict | None:
+        try:
+            return await self._retry(lambda: self.state.put(self.spaces.tasks, final.task_id, final.body,
+                                                            expected_version=0))  # type: ignore[no-any-return]
+        except Conflict as conflict:
+            return conflict
+        except Exception:
+            logger.exception("%s task %s could not be written to the state", self.label, final.task_id)
+            return None
 
     async def _write_many(self, lives: list[LiveTask]) -> list[LiveTask]:
         """Write the records of ``lives`` in batches of ``put_many`` (compare-and-set each); returns those
@@ -809,7 +899,7 @@ class TaskRegistry:
                     if not started.done():
                         started.set_result(None)
                     async for _, message in sub:
-                        live = self.local(str(message.get("task")))
+                        live = self._held(str(message.get("task")))
                         if live is None or live.superseded:
                             continue
                         if message.get("moved"):  # resumed elsewhere: the coroutine parked here yields

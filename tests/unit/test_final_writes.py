@@ -1,0 +1,150 @@
+"""A task that settles for good before anything of it was written waits for its one write as encoded bytes
+(``tasks.registry._Final``), not as its handle, record and messages. Through a real A2A endpoint on every
+built-in state: nothing of the task stays alive, a lookup before the write lands still finds it, a repeat
+is answered from it, a handle looked up and changed is written after it, and a record that cannot be
+encoded takes the handle's path as before."""
+
+from __future__ import annotations
+
+import gc
+import logging
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+
+from agentmw import Agent, AgentMiddleware
+from agentmw.a2a.settings import A2ASettings
+from agentmw.state import Encoded, MemoryState, SQLiteState
+from agentmw.tasks import registry as registry_module
+from agentmw.tasks.registry import LiveTask, TaskRegistry
+from agentmw.testing import A2ATestClient
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    return "memory://" if request.param == "memory" else f"sqlite:///{tmp_path}/final.db"
+
+
+@pytest.fixture
+def slow_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer waits for company far longer than a test takes: only a flush (or a follower) writes."""
+    monkeypatch.setattr(registry_module, "WRITE_DELAY_SECONDS", 30.0)
+
+
+def app_of(store: str, **settings: Any) -> tuple[Starlette, Agent]:
+    agent = Agent("final", store=store, a2a=A2ASettings(**settings))
+
+    @agent.skill
+    async def echo(text: str) -> str:
+        """Echo."""
+        return f"echo: {text}"
+
+    app = Starlette()
+    app.add_middleware(AgentMiddleware, agent=agent)
+    return app, agent
+
+
+def registry_of(agent: Agent) -> TaskRegistry:
+    return agent.a2a_app.ops.tasks.registry  # type: ignore[no-any-return]
+
+
+def handles_of(task_id: str) -> list[LiveTask]:
+    gc.collect()
+    return [o for o in gc.get_objects() if type(o) is LiveTask and o.record.id == task_id]
+
+
+async def test_a_settled_task_waits_for_its_write_as_bytes_alone(store: str, slow_writer: None) -> None:
+    app, agent = app_of(store)
+    async with A2ATestClient(app) as a2a:
+        task = (await a2a.send("hi", skill="echo"))["task"]
+        registry = registry_of(agent)
+        pending = registry.unwritten[task["id"]]
+        assert type(pending).__name__ == "_Final" and type(pending.body) is Encoded  # type: ignore[union-attr]
+        assert handles_of(task["id"]) == []  # nothing of the task is kept for the write
+        assert registry.writes == 0 and await agent.state.get("a2a.tasks", task["id"]) is None
+
+        # a lookup before the write lands finds it, as it was answered
+        assert await a2a.get(task["id"]) == task
+        await registry.flush()
+        stored = await agent.state.get("a2a.tasks", task["id"])
+        assert stored is not None and stored.version == 1 and stored.value["state"] == "TASK_STATE_COMPLETED"
+        assert stored.value["replica"] is None and stored.value["history"][0]["parts"] == [{"text": "hi"}]
+        assert registry.writes == 1 and task["id"] not in registry.unwritten
+        assert await a2a.get(task["id"]) == task
+
+
+async def test_a_repeat_while_the_write_is_pending_gets_the_same_task_written_once(store: str,
+                                                                                     slow_writer: None) -> None:
+    app, agent = app_of(store)
+    async with A2ATestClient(app) as a2a:
+        message = a2a.message("hi", skill="echo")
+        first = (await a2a.send(message=message))["task"]
+        again = (await a2a.send(message=message))["task"]
+        assert again == first
+        registry = registry_of(agent)
+        await registry.flush()
+        assert registry.writes == 1
+        assert (await agent.state.get("a2a.tasks", first["id"])).version == 1  # type: ignore[union-attr]
+
+
+async def test_a_handle_looked_up_and_published_is_written_after_the_pending_write(
+        store: str, slow_writer: None, caplog: pytest.LogCaptureFixture) -> None:
+    app, agent = app_of(store)
+    async with A2ATestClient(app) as a2a:
+        task = (await a2a.send("hi", skill="echo"))["task"]
+        registry = registry_of(agent)
+        handle = registry.local(task["id"])
+        assert handle is not None and handle is registry.local(task["id"])  # made once
+        assert handle.record.state == "TASK_STATE_COMPLETED" and handle.version == 0
+        registry.publish(handle)  # as a push config added now does: written again, after the first write
+        with caplog.at_level(logging.INFO, logger="agentmw"):
+            await registry.flush()
+        assert not handle.superseded and handle.version == 2, caplog.text
+        assert "already in the state" not in caplog.text and "another replica" not in caplog.text
+        assert registry.writes == 2 and not registry.unwritten
+
+
+async def test_an_answer_waits_for_the_write_without_write_behind(store: str, slow_writer: None) -> None:
+    app, agent = app_of(store, write_behind=False)
+    async with A2ATestClient(app) as a2a:
+        task = (await a2a.send("hi", skill="echo"))["task"]
+        stored = await agent.state.get("a2a.tasks", task["id"])
+        assert stored is not None and stored.value["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_record_that_cannot_be_encoded_takes_the_handle_path(store: str, slow_writer: None,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    app, agent = app_of(store)
+    async with A2ATestClient(app):
+        registry = registry_of(agent)
+        await registry.ready()
+        from agentmw.stores.base import TaskRecord
+
+        live = registry.open(TaskRecord(id="bad-1", context_id="c", owner="o", metadata={"tags": {"a", "b"}}))
+        registry.status(live, "TASK_STATE_COMPLETED", None)
+        assert registry.unwritten["bad-1"] is live  # a set is not JSON: the writer says so, as before
+        with caplog.at_level(logging.ERROR, logger="agentmw"):
+            await registry.flush()
+        assert "bad-1 could not be written" in caplog.text
+        assert await agent.state.get("a2a.tasks", "bad-1") is None
+
+
+def test_only_the_built_in_states_take_encoded_values() -> None:
+    from agentmw.state.base import State
+
+    assert State.accepts_encoded is False
+    assert MemoryState.accepts_encoded and SQLiteState.accepts_encoded
+    from agentmw.state.redis import RedisState
+
+    assert RedisState.accepts_encoded
+
+
+async def test_an_encoded_value_is_checked_as_a_dict_is() -> None:
+    with pytest.raises(TypeError):
+        Encoded({"x": {1, 2}})  # type: ignore[dict-item]
+    with pytest.raises(ValueError):
+        Encoded({"x": float("nan")})
+    state = MemoryState()
+    assert await state.put("ns", "k", Encoded({"a": [1, "é"]}), expected_version=0) == 1  # type: ignore[arg-type]
+    assert (await state.get("ns", "k")).value == {"a": [1, "é"]}  # type: ignore[union-attr]
