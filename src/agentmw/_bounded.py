@@ -52,7 +52,9 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
         self.on_evict = on_evict
         self.touch = touch
         self.clock = clock
-        self._entries: collections.OrderedDict[K, list[Any]] = collections.OrderedDict()  # key -> [deadline, value]
+        # key -> (deadline, value): a tuple, which the garbage collector stops tracking once it sees that it
+        # holds no container (a table of plain values costs the collector nothing however long it lives)
+        self._entries: collections.OrderedDict[K, tuple[float, V]] = collections.OrderedDict()
 
     # --- reading ---------------------------------------------------------------------------------------
     def get(self, key: K, default: Any = None) -> Any:
@@ -65,10 +67,10 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
                 del self._entries[key]
                 self._evicted(key, slot[1], False)
                 return default
-            slot[0] = now + self.max_age
+            self._entries[key] = (now + self.max_age, slot[1])
             self._entries.move_to_end(key)
         elif self.touch:
-            slot[0] = now + self.max_age
+            self._entries[key] = (now + self.max_age, slot[1])
             self._entries.move_to_end(key)
         return slot[1]
 
@@ -101,13 +103,11 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
         """Insert or replace ``key`` as the newest entry, living ``ttl`` (default ``max_age``) seconds."""
         now = self.clock()
         entries = self._entries
-        slot = entries.get(key)
-        if slot is not None:
-            slot[0] = now + (self.max_age if ttl is None else ttl)
-            slot[1] = value
+        if key in entries:
+            entries[key] = (now + (self.max_age if ttl is None else ttl), value)
             entries.move_to_end(key)
             return
-        entries[key] = [now + (self.max_age if ttl is None else ttl), value]
+        entries[key] = (now + (self.max_age if ttl is None else ttl), value)
         if len(entries) > self.max_items or next(iter(entries.values()))[0] <= now:
             self._prune(now, key)
 
@@ -152,7 +152,7 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
                 return  # only the entry being inserted is left to look at
             budget -= 1
             if pinned is not None and pinned(slot[1]):
-                slot[0] = max(slot[0], now + self.max_age)
+                entries[key] = (max(slot[0], now + self.max_age), slot[1])
                 entries.move_to_end(key)
                 continue
             del entries[key]

@@ -148,3 +148,17 @@ async def test_an_encoded_value_is_checked_as_a_dict_is() -> None:
     state = MemoryState()
     assert await state.put("ns", "k", Encoded({"a": [1, "é"]}), expected_version=0) == 1  # type: ignore[arg-type]
     assert (await state.get("ns", "k")).value == {"a": [1, "é"]}  # type: ignore[union-attr]
+
+
+async def test_the_message_id_table_holds_nothing_the_collector_walks(store: str) -> None:
+    """Remembered for an hour, a2a_max_message_ids of them: plain tuples, which the collector stops tracking."""
+    app, agent = app_of(store)
+    async with A2ATestClient(app) as a2a:
+        for i in range(3):
+            await a2a.send(f"hi {i}", skill="echo")
+        table = agent.a2a_app.ops.tasks._messages
+        assert len(table) == 3
+        for _ in range(3):  # a tuple is untracked once a collection finds only untracked things in it
+            gc.collect()
+        slots = list(table._entries.values())
+        assert [gc.is_tracked(slot) for slot in slots] == [False] * 3, slots

@@ -10,12 +10,12 @@ runs it (docs/a2a.md, "Stores, restarts and replicas").
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
@@ -58,12 +58,10 @@ __all__ = ["TaskManager", "LiveTask", "task_dict", "status_of"]
 logger = logging.getLogger("agentmw")
 
 
-@dataclass(eq=False, slots=True)
-class _Seen:
-    """What one message got: its task, or its message-only reply."""
-
-    task_id: str
-    reply: dict[str, Any] | None = None
+Fingerprint = str | tuple[Any, ...]
+_Seen = tuple[Fingerprint, str, dict[str, Any] | None]
+"""What one message got: ``(fingerprint, task id, message-only reply or None)``. Tuples of strings, which
+the garbage collector stops tracking: a2a_max_message_ids of them, kept for an hour, cost it nothing."""
 
 
 _PLAIN_TEXT_CHARS = 1024  # a plain message up to this much text is told apart by its text itself
@@ -126,9 +124,9 @@ class TaskManager(CoreManager):
         self.push = push
         self.registry.push = push
         self._legacy = legacy
-        # (owner, messageId) -> {fingerprint: what that message got}: at most a2a_max_message_ids, each for
-        # A2ASettings.message_id_ttl_seconds (apart from idempotency keys)
-        self._messages: BoundedTable[tuple[str, str], dict[str | tuple[Any, ...], _Seen]] = BoundedTable(
+        # (owner, messageId) -> what each message with that id got (usually one): at most a2a_max_message_ids,
+        # each for A2ASettings.message_id_ttl_seconds (apart from idempotency keys)
+        self._messages: BoundedTable[tuple[str, str], tuple[_Seen, ...]] = BoundedTable(
             agent.a2a_max_message_ids, agent.a2a.message_id_ttl_seconds, clock=time.time)
         self.message_repeats = 0  # repeats answered from self._messages
 
@@ -200,13 +198,10 @@ class TaskManager(CoreManager):
             live = registry.open(TaskRecord(id=new_id(), context_id=context_id, owner=owner,
                                             status_timestamp=now_iso(), metadata=dict(metadata or {})))
         if dedupe:  # remembered now, so a repeat that arrives while this one is being sent finds it
-            seen = _Seen(live.record.id)
-            if fresh:
-                live.seen = seen  # a message-only reply is recorded on it
-            entries = self._messages.get(key)
-            if entries is None:
-                entries = self._messages[key] = {}
-            entries[fingerprint] = seen
+            if fresh:  # a message-only reply is recorded with it
+                live.on_reply = functools.partial(self._replied, key, fingerprint)
+            entries = self._messages.get(key, ())
+            self._messages[key] = (*(e for e in entries if e[0] != fingerprint), (fingerprint, live.record.id, None))
         try:
             if push is not None:
                 await self._add_push(live, push)
@@ -271,15 +266,24 @@ class TaskManager(CoreManager):
         if not self.registry.write_behind and live.reply is None:
             await self.registry.persist(live)
 
-    def _forget(self, key: tuple[str, str], fingerprint: str | tuple[Any, ...]) -> None:
+    def _forget(self, key: tuple[str, str], fingerprint: Fingerprint) -> None:
         """A refused message is not remembered: its repeat is refused the same way, not answered."""
         entries = self._messages.get(key)
         if entries is not None:
-            entries.pop(fingerprint, None)
-            if not entries:
+            kept = tuple(e for e in entries if e[0] != fingerprint)
+            if kept:
+                self._messages[key] = kept
+            else:
                 self._messages.pop(key, None)
 
-    async def _repeated(self, key: tuple[str, str], fingerprint: str | tuple[Any, ...], push: dict[str, Any] | None) -> LiveTask | None:
+    def _replied(self, key: tuple[str, str], fingerprint: Fingerprint, reply: dict[str, Any]) -> None:
+        entries = self._messages.get(key)
+        if entries is not None:
+            self._messages[key] = tuple((fp, task_id, reply if fp == fingerprint else old)
+                                        for fp, task_id, old in entries)
+
+    async def _repeated(self, key: tuple[str, str], fingerprint: Fingerprint,
+                        push: dict[str, Any] | None) -> LiveTask | None:
         """What a repeat of the same message (same caller, id and content, so the same taskId) already got.
 
         A reused ``messageId`` with anything different is not a repeat: it is handled as a new message, and
@@ -288,21 +292,21 @@ class TaskManager(CoreManager):
         entries = self._messages.get(key)  # None once expired
         if entries is None:
             return None
-        seen = entries.get(fingerprint)
+        seen = next((e for e in entries if e[0] == fingerprint), None)
         if seen is None:
             logger.warning("A2A messageId %r was reused by caller %r with different content or another task; "
                            "handled as a new message", key[1], key[0])
             return None
-        if seen.reply is not None:
+        _, task_id, reply = seen
+        if reply is not None:
             if push is not None:
                 raise A2AError(INVALID_PARAMS, f"Message {key[1]} was answered with a message and no task, so "
                                "there is no task to send push notifications about", {"messageId": key[1]})
-            reply = seen.reply
             self.message_repeats += 1
-            return LiveTask(TaskRecord(seen.task_id, reply.get("contextId", ""), key[0]), reply=reply)
-        live = self.registry.local(seen.task_id)
+            return LiveTask(TaskRecord(task_id, reply.get("contextId", ""), key[0]), reply=reply)
+        live = self.registry.local(task_id)
         if live is None:
-            loaded = await self.registry.load(seen.task_id)
+            loaded = await self.registry.load(task_id)
             if loaded is None:  # forgotten by the state: nothing to answer with, so it runs as new
                 return None
             live = LiveTask(loaded[0], version=loaded[1])

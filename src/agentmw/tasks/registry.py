@@ -139,7 +139,7 @@ class LiveTask:
     first_view: dict[str, Any] | None = None  # a quiet task as submitted: a stream sends it once it is shown
     reply: dict[str, Any] | None = None  # the skill's message-only answer; then no task exists
     streamed: set[str] = field(default_factory=set)  # ids of the artifacts already sent
-    seen: Any = None  # the messageId record of the message that created it
+    on_reply: Callable[[dict[str, Any]], None] | None = None  # records a message-only reply (A2A messageIds)
     resume: Any = None  # the stored journal a follow-up resumes (its coroutine is in no process here)
     # persistence
     version: int = 0  # of the record in the state; 0: never written
@@ -519,8 +519,8 @@ class TaskRegistry:
         reply = self.shapes.message_to_wire(message, None, record.context_id)
         live.reply = reply
         live.quiet = False
-        if live.seen is not None:
-            live.seen.reply = reply
+        if live.on_reply is not None:
+            live.on_reply(reply)
         for queue in list(live.subscribers):
             queue.put_nowait({"message": reply})
             queue.put_nowait(None)
