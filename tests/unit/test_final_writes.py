@@ -1,8 +1,9 @@
 """A task that settles for good before anything of it was written waits for its one write as encoded bytes
-(``tasks.registry._Final``), not as its handle, record and messages. Through a real A2A endpoint on every
-built-in state: nothing of the task stays alive, a lookup before the write lands still finds it, a repeat
-is answered from it, a handle looked up and changed is written after it, and a record that cannot be
-encoded takes the handle's path as before."""
+(``TaskRegistry._final``), not as its handle, record and messages. Through a real A2A endpoint on the memory
+and SQLite states: nothing of the task stays alive, a lookup before the write lands still finds it, a repeat
+is answered from it, a handle made of it (by a lookup, before or while the write is on its way) is written
+in its place or after it, never twice at version 1, and a record that cannot be encoded takes the handle's
+path as before."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware
 from agentmw.a2a.settings import A2ASettings
-from agentmw.state import Encoded, MemoryState, SQLiteState
+from agentmw._transport import loads
+from agentmw.state import MemoryState, SQLiteState, encode
 from agentmw.tasks import registry as registry_module
 from agentmw.tasks.registry import LiveTask, TaskRegistry
 from agentmw.testing import A2ATestClient
@@ -60,7 +62,7 @@ async def test_a_settled_task_waits_for_its_write_as_bytes_alone(store: str, slo
         task = (await a2a.send("hi", skill="echo"))["task"]
         registry = registry_of(agent)
         pending = registry.unwritten[task["id"]]
-        assert type(pending).__name__ == "_Final" and type(pending.body) is Encoded  # type: ignore[union-attr]
+        assert type(pending) is bytes and loads(pending)["state"] == "TASK_STATE_COMPLETED"
         assert handles_of(task["id"]) == []  # nothing of the task is kept for the write
         assert registry.writes == 0 and await agent.state.get("a2a.tasks", task["id"]) is None
 
@@ -88,8 +90,9 @@ async def test_a_repeat_while_the_write_is_pending_gets_the_same_task_written_on
         assert (await agent.state.get("a2a.tasks", first["id"])).version == 1  # type: ignore[union-attr]
 
 
-async def test_a_handle_looked_up_and_published_is_written_after_the_pending_write(
-        store: str, slow_writer: None, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("publish", [False, True])
+async def test_a_handle_made_before_the_write_is_written_in_its_place(
+        store: str, slow_writer: None, publish: bool, caplog: pytest.LogCaptureFixture) -> None:
     app, agent = app_of(store)
     async with A2ATestClient(app) as a2a:
         task = (await a2a.send("hi", skill="echo"))["task"]
@@ -97,12 +100,45 @@ async def test_a_handle_looked_up_and_published_is_written_after_the_pending_wri
         handle = registry.local(task["id"])
         assert handle is not None and handle is registry.local(task["id"])  # made once
         assert handle.record.state == "TASK_STATE_COMPLETED" and handle.version == 0
-        registry.publish(handle)  # as a push config added now does: written again, after the first write
+        if publish:
+            registry.publish(handle)  # as a push config added now does
         with caplog.at_level(logging.INFO, logger="agentmw"):
             await registry.flush()
-        assert not handle.superseded and handle.version == 2, caplog.text
+        assert not handle.superseded and handle.version == 1 and not handle.dirty, caplog.text
         assert "already in the state" not in caplog.text and "another replica" not in caplog.text
-        assert registry.writes == 2 and not registry.unwritten
+        assert registry.writes == 1 and not registry.unwritten and registry.backlog == 0
+        assert await a2a.get(task["id"]) == task
+
+
+@pytest.mark.parametrize("publish", [False, True])
+async def test_a_handle_made_while_the_write_is_on_its_way_follows_it(
+        store: str, slow_writer: None, publish: bool, caplog: pytest.LogCaptureFixture) -> None:
+    app, agent = app_of(store)
+    async with A2ATestClient(app) as a2a:
+        task = (await a2a.send("hi", skill="echo"))["task"]
+        registry = registry_of(agent)
+        handles: list[LiveTask] = []
+        put_many = agent.state.put_many
+
+        async def looked_up_meanwhile(items: Any) -> Any:
+            handle = registry.local(task["id"])  # a GetTask, or a push config, while the write is on its way
+            assert handle is not None
+            handles.append(handle)
+            if publish:
+                registry.publish(handle)
+            return await put_many(items)
+
+        agent.state.put_many = looked_up_meanwhile  # type: ignore[method-assign]
+        with caplog.at_level(logging.INFO, logger="agentmw"):
+            await registry.flush()
+            await registry.flush()  # the published handle's own write, queued during the first
+        [handle] = handles
+        assert not handle.superseded and not handle.dirty, caplog.text
+        assert handle.version == (2 if publish else 1)
+        assert "already in the state" not in caplog.text and "another replica" not in caplog.text
+        assert registry.writes == (2 if publish else 1) and not registry.unwritten and registry.backlog == 0
+        stored = await agent.state.get("a2a.tasks", task["id"])
+        assert stored is not None and stored.version == handle.version
 
 
 async def test_an_answer_waits_for_the_write_without_write_behind(store: str, slow_writer: None) -> None:
@@ -140,14 +176,17 @@ def test_only_the_built_in_states_take_encoded_values() -> None:
     assert RedisState.accepts_encoded
 
 
-async def test_an_encoded_value_is_checked_as_a_dict_is() -> None:
+async def test_an_encoded_value_is_checked_when_encoded_and_stored_as_it_is(tmp_path: Any) -> None:
     with pytest.raises(TypeError):
-        Encoded({"x": {1, 2}})  # type: ignore[dict-item]
+        encode({"x": {1, 2}})  # type: ignore[dict-item]
     with pytest.raises(ValueError):
-        Encoded({"x": float("nan")})
-    state = MemoryState()
-    assert await state.put("ns", "k", Encoded({"a": [1, "é"]}), expected_version=0) == 1  # type: ignore[arg-type]
-    assert (await state.get("ns", "k")).value == {"a": [1, "é"]}  # type: ignore[union-attr]
+        encode({"x": float("nan")})
+    for state in (MemoryState(), SQLiteState(tmp_path / "encoded.db")):
+        assert await state.put("ns", "k", encode({"a": [1, "é"]}), expected_version=0) == 1  # type: ignore[arg-type]
+        assert await state.put_many([("ns", f"m{i}", encode({"i": i}), 0) for i in range(3)]) == [1, 1, 1]
+        assert (await state.get("ns", "k")).value == {"a": [1, "é"]}  # type: ignore[union-attr]
+        assert (await state.get("ns", "m2")).value == {"i": 2}  # type: ignore[union-attr]
+        await state.close()
 
 
 async def test_the_message_id_table_holds_nothing_the_collector_walks(store: str) -> None:

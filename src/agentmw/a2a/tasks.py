@@ -58,24 +58,34 @@ __all__ = ["TaskManager", "LiveTask", "task_dict", "status_of"]
 logger = logging.getLogger("agentmw")
 
 
-Fingerprint = str | tuple[Any, ...]
-_Seen = tuple[Fingerprint, str, dict[str, Any] | None]
-"""What one message got: ``(fingerprint, task id, message-only reply or None)``. Tuples of strings, which
-the garbage collector stops tracking: a2a_max_message_ids of them, kept for an hour, cost it nothing."""
+_Seen = tuple[str, str, dict[str, Any] | None]
+"""What one message got: ``(fingerprint, task id, message-only reply or None)``. A messageId's entry in the
+table is one of these, or a tuple of them when the id was reused with other content. Flat tuples of strings,
+which the garbage collector stops tracking the first time it sees them: a2a_max_message_ids of them, kept for
+an hour, cost it nothing."""
+
+
+def _entries(value: _Seen | tuple[_Seen, ...]) -> tuple[_Seen, ...]:
+    return (value,) if type(value[0]) is str else value  # type: ignore[return-value]
+
+
+def _packed(entries: tuple[_Seen, ...]) -> _Seen | tuple[_Seen, ...]:
+    return entries[0] if len(entries) == 1 else entries
 
 
 _PLAIN_TEXT_CHARS = 1024  # a plain message up to this much text is told apart by its text itself
 
 
-def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) -> str | tuple[Any, ...]:
+def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) -> str:
     """What makes a repeat the *same* message: everything it says (parts, metadata, taskId, contextId, ...)
     and the request's metadata; the messageId itself is the lookup key. Two messages have equal fingerprints
     exactly when their JSON is the same (keys in any order).
 
     A plain message (no metadata, every field a string, text parts only, up to ``_PLAIN_TEXT_CHARS`` of
-    text; the common case) is its own fingerprint: a tuple of its fields and texts, cheaper than a digest and
-    made of strings only, so nothing can change it later. Any other is the SHA-256 of its canonical JSON. A
-    tuple is never equal to a digest, and a plain message never says the same as one that is not.
+    text; the common case) is its own fingerprint: ``"p"`` and the ``repr`` of its sorted fields and its texts,
+    cheaper than a digest (a string's ``repr`` is unambiguous, so two equal fingerprints come from equal
+    messages). Any other is ``"h"`` and the SHA-256 of its canonical JSON, so a plain message never says the
+    same as one that is not. A string, so the table that keeps it never holds a container.
     """
     if not metadata:
         fields = []
@@ -99,10 +109,10 @@ def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) ->
         else:
             if size <= _PLAIN_TEXT_CHARS:
                 fields.sort()
-                return (*fields, tuple(texts))
+                return "p" + repr((fields, texts))
     body = {k: v for k, v in message.items() if k != "messageId"}
     canonical = json.dumps([body, metadata or {}], sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return "h" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class TaskManager(CoreManager):
@@ -126,7 +136,7 @@ class TaskManager(CoreManager):
         self._legacy = legacy
         # (owner, messageId) -> what each message with that id got (usually one): at most a2a_max_message_ids,
         # each for A2ASettings.message_id_ttl_seconds (apart from idempotency keys)
-        self._messages: BoundedTable[tuple[str, str], tuple[_Seen, ...]] = BoundedTable(
+        self._messages: BoundedTable[tuple[str, str], _Seen | tuple[_Seen, ...]] = BoundedTable(
             agent.a2a_max_message_ids, agent.a2a.message_id_ttl_seconds, clock=time.time)
         self.message_repeats = 0  # repeats answered from self._messages
 
@@ -200,8 +210,10 @@ class TaskManager(CoreManager):
         if dedupe:  # remembered now, so a repeat that arrives while this one is being sent finds it
             if fresh:  # a message-only reply is recorded with it
                 live.on_reply = functools.partial(self._replied, key, fingerprint)
-            entries = self._messages.get(key, ())
-            self._messages[key] = (*(e for e in entries if e[0] != fingerprint), (fingerprint, live.record.id, None))
+            seen: _Seen = (fingerprint, live.record.id, None)
+            entries = self._messages.get(key)
+            self._messages[key] = seen if entries is None else _packed(
+                (*(e for e in _entries(entries) if e[0] != fingerprint), seen))
         try:
             if push is not None:
                 await self._add_push(live, push)
@@ -266,23 +278,23 @@ class TaskManager(CoreManager):
         if not self.registry.write_behind and live.reply is None:
             await self.registry.persist(live)
 
-    def _forget(self, key: tuple[str, str], fingerprint: Fingerprint) -> None:
+    def _forget(self, key: tuple[str, str], fingerprint: str) -> None:
         """A refused message is not remembered: its repeat is refused the same way, not answered."""
         entries = self._messages.get(key)
         if entries is not None:
-            kept = tuple(e for e in entries if e[0] != fingerprint)
+            kept = tuple(e for e in _entries(entries) if e[0] != fingerprint)
             if kept:
-                self._messages[key] = kept
+                self._messages[key] = _packed(kept)
             else:
                 self._messages.pop(key, None)
 
-    def _replied(self, key: tuple[str, str], fingerprint: Fingerprint, reply: dict[str, Any]) -> None:
+    def _replied(self, key: tuple[str, str], fingerprint: str, reply: dict[str, Any]) -> None:
         entries = self._messages.get(key)
         if entries is not None:
-            self._messages[key] = tuple((fp, task_id, reply if fp == fingerprint else old)
-                                        for fp, task_id, old in entries)
+            self._messages[key] = _packed(tuple((fp, task_id, reply if fp == fingerprint else old)
+                                                for fp, task_id, old in _entries(entries)))
 
-    async def _repeated(self, key: tuple[str, str], fingerprint: Fingerprint,
+    async def _repeated(self, key: tuple[str, str], fingerprint: str,
                         push: dict[str, Any] | None) -> LiveTask | None:
         """What a repeat of the same message (same caller, id and content, so the same taskId) already got.
 
@@ -292,7 +304,7 @@ class TaskManager(CoreManager):
         entries = self._messages.get(key)  # None once expired
         if entries is None:
             return None
-        seen = next((e for e in entries if e[0] == fingerprint), None)
+        seen = next((e for e in _entries(entries) if e[0] == fingerprint), None)
         if seen is None:
             logger.warning("A2A messageId %r was reused by caller %r with different content or another task; "
                            "handled as a new message", key[1], key[0])

@@ -33,8 +33,8 @@ from typing import Any, ClassVar, Final, NamedTuple, Self
 from .._transport import compact_encoder, dumps, loads
 from ._fanout import Subscription
 
-__all__ = ["ANY", "DEFAULT_LIMITS", "MAX_BATCH", "MAX_KEY_LENGTH", "MAX_PAGE", "Conflict", "Encoded", "Item", "Json",
-           "Limits", "Page", "State", "Subscription", "Versioned"]
+__all__ = ["ANY", "DEFAULT_LIMITS", "MAX_BATCH", "MAX_KEY_LENGTH", "MAX_PAGE", "Conflict", "Item", "Json", "Limits",
+           "Page", "State", "Subscription", "Versioned", "encode"]
 
 Json = dict[str, Any]
 
@@ -153,8 +153,10 @@ class State(abc.ABC):
     """
 
     accepts_encoded: ClassVar[bool] = False
-    """True when ``put`` and ``put_many`` take an :class:`Encoded` value as well as a dict (the built-in
-    backends: they store what :func:`encode` returns)."""
+    """True when ``put`` and ``put_many`` also take a value in its stored form: the ``bytes`` that
+    :func:`encode` returned for it (the built-in backends, which store exactly that). Whoever holds a value
+    until a later write can then keep these bytes, which the garbage collector never walks, instead of the
+    objects it was made of."""
 
     def __init__(self, *, limits: Mapping[str, Limits] | None = None, default: Limits = DEFAULT_LIMITS) -> None:
         self._limits: dict[str, Limits] = {}
@@ -338,7 +340,13 @@ def check_batch(items: Sequence[Any], width: int) -> None:
 def check_puts(items: Sequence[tuple[str, str, Json, int | None]]) -> list[tuple[str, str, bytes, int]]:
     """The items of ``put_many`` checked before any write: ``(ns, key, encoded value, expected version)``."""
     check_batch(items, 4)
-    return [(check_ns(ns), check_key(key), encode(value), expected(version)) for ns, key, value, version in items]
+    known: set[str] = set()  # a batch is usually of one namespace: checked once
+    out = []
+    for ns, key, value, version in items:
+        if type(ns) is not str or ns not in known:
+            known.add(check_ns(ns))
+        out.append((ns, check_key(key), encode(value), expected(version)))
+    return out
 
 
 def check_appends(items: Sequence[tuple[str, str, Json]]) -> list[tuple[str, str, bytes]]:
@@ -373,26 +381,13 @@ def check_where(where: Mapping[str, Any] | None) -> dict[str, Any]:
 _strict = compact_encoder(ensure_ascii=False, default=None)
 
 
-class Encoded:
-    """A value in its stored form already (checked and encoded as :func:`encode` does), for a state whose
-    ``accepts_encoded`` is True: whoever holds a value until a later write keeps these bytes, which the
-    garbage collector never has to walk, instead of the objects it was made of."""
-
-    __slots__ = ("raw",)
-
-    def __init__(self, value: Json) -> None:
-        self.raw = encode(value)
-
-    def __repr__(self) -> str:
-        return f"Encoded({self.raw[:60]!r}{'...' if len(self.raw) > 60 else ''})"
-
-
-def encode(value: Json | Encoded) -> bytes:
+def encode(value: Json | bytes) -> bytes:
     """The stored form of a value: strict JSON of a dict. Unlike ``_transport.dumps`` (made for answers,
     where any object becomes its ``str``), a value JSON cannot hold is refused: TypeError (a set, an object),
-    ValueError (NaN, infinities), so what is read back is always what was written."""
-    if type(value) is Encoded:
-        return value.raw
+    ValueError (NaN, infinities), so what is read back is always what was written. ``bytes`` are a value
+    encoded already (``State.accepts_encoded``), and returned as they are."""
+    if type(value) is bytes:
+        return value
     if not isinstance(value, dict):
         raise TypeError(f"a stored value is a JSON object (dict), not {type(value).__name__}")
     text = _strict(value)

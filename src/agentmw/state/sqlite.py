@@ -363,22 +363,21 @@ class SQLiteState(State):
         checked = base.check_puts(items)
         if not checked:
             return []
-        limits: dict[str, Limits] = {}
-        for ns, _, _, _ in checked:
-            limits.setdefault(ns, self.limits(ns))
         counts = collections.Counter(ns for ns, _, _, _ in checked)
+        limits = {ns: self.limits(ns) for ns in counts}
         prune = [ns for ns in limits if self._prune_due("records", ns, limits[ns], counts[ns])]
 
-        # New records only (every expected version 0) under distinct keys: one executemany, no row's order
-        # mattering, instead of a statement and a fetch each; any conflict undoes it for the row by row path.
+        # New records only (every expected version 0) under distinct keys: a few multi-row INSERTs, no row's
+        # order mattering, instead of a statement and a fetch each; any conflict undoes them for the row by row
+        # path.
         fresh = len(checked) > 2 and all(want == 0 for _, _, _, want in checked) and len(
             {(ns, key) for ns, key, _, _ in checked}) == len(checked)
 
         def write(db: sqlite3.Connection) -> list[int]:
             def run() -> list[int]:
                 now = base.now()
-                if fresh and _insert_new(db, [(ns, key, now, raw.decode(), now - limits[ns].max_age)
-                                              for ns, key, raw, _ in checked]):
+                if fresh and _insert_new(db, now, {ns: now - limits[ns].max_age for ns in limits},
+                                         [(ns, key, raw.decode()) for ns, key, raw, _ in checked]):
                     out = [1] * len(checked)
                 else:
                     out = [_put_row(db, ns, key, raw.decode(), want, now, now - limits[ns].max_age)
@@ -710,12 +709,37 @@ def _put_row(db: sqlite3.Connection, ns: str, key: str, body: str, want: int, no
     return int(row[0])
 
 
-def _insert_new(db: sqlite3.Connection, rows: list[tuple[str, str, float, str, float]]) -> bool:
-    """Write ``(ns, key, now, body, cutoff)`` rows that expect no live record (``_put_row``'s version 0), all at
-    once; inside a transaction. False when a row found a live record: then nothing of it stays."""
+_INSERT_SIZES = (64, 16, 4, 1)  # rows per multi-row INSERT: a batch of any size takes a few of these statements
+
+
+@functools.cache
+def _insert_values(rows: int) -> str:
+    """``_INSERT_NEW`` for ``rows`` rows at once: one statement to prepare, bind and step instead of one per row
+    (about a microsecond a row less than executemany)."""
+    values, _, upsert = _INSERT_NEW.partition("(?, ?, 1, ?, ?) ")
+    return values + ", ".join(["(?, ?, 1, ?, ?)"] * rows) + " " + upsert
+
+
+def _insert_new(db: sqlite3.Connection, now: float, cutoffs: Mapping[str, float],
+                rows: list[tuple[str, str, str]]) -> bool:
+    """Write ``(ns, key, body)`` rows that expect no live record (``_put_row``'s version 0; a record updated
+    before its namespace's cutoff is expired), all at once; inside a transaction. False when a row found a live
+    record: then nothing of it stays."""
     db.execute("SAVEPOINT agentmw_new")
     before = db.total_changes
-    db.executemany(_INSERT_NEW, rows)
+    by_ns: dict[str, list[Any]] = {}
+    for ns, key, body in rows:
+        by_ns.setdefault(ns, []).append((key, body))
+    for ns, entries in by_ns.items():
+        at = 0
+        while at < len(entries):
+            size = next(size for size in _INSERT_SIZES if size <= len(entries) - at)
+            args: list[Any] = []
+            for key, body in entries[at:at + size]:
+                args += (ns, key, now, body)
+            args.append(cutoffs[ns])
+            db.execute(_insert_values(size), args)
+            at += size
     if db.total_changes - before == len(rows):
         db.execute("RELEASE agentmw_new")
         return True

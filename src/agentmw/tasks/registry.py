@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._bounded import BoundedTable
 from ..messages import Artifact, Message
 from .._transport import loads
-from ..state import Conflict, Encoded, Limits, State
+from ..state import Conflict, Limits, State, encode
 from ..stores.base import INTERRUPTED, TERMINAL, TaskRecord
 from ..stores.sqlite import RESTART_REASON
 
@@ -158,23 +158,6 @@ class LiveTask:
         return (self.runner is not None and not self.runner.done()) or self.answer is not None
 
 
-@dataclass(eq=False, slots=True)
-class _Final:
-    """The one write of a task that settled for good before anything else was written of it (the fast task of
-    a blocking send), encoded as it settled. Waiting for the writer, it holds these bytes and not the task's
-    handle, record and messages: a backlog of those would outlive the garbage collector's young generations,
-    and every full collection would walk them again."""
-
-    task_id: str
-    body: Encoded
-    handle: LiveTask | None = None  # made when the task is looked up before the write lands (local())
-
-    def live(self) -> LiveTask:
-        if self.handle is None:
-            self.handle = LiveTask(TaskRecord.from_dict(loads(self.body.raw)))
-        return self.handle
-
-
 def status_of(record: TaskRecord) -> dict[str, Any]:
     status: dict[str, Any] = {"state": record.state, "timestamp": record.status_timestamp}
     if record.status_message is not None:
@@ -237,8 +220,10 @@ class TaskRegistry:
             agent.a2a_max_tasks, agent.park_timeout_seconds, touch=True, pinned=lambda live: bool(
                 (live.runner is not None and not live.runner.done()) or live.answer is not None
                 or live.subscribers or live.settle_waiters or live.lock.locked()))
-        self.unwritten: dict[str, LiveTask | _Final] = {}  # tasks with changes the writer has not written yet
-        self._queue: deque[LiveTask | _Final] = deque()
+        # tasks with changes the writer has not written yet: their handles, or the one write of a task that
+        # settled at once, encoded (_final)
+        self.unwritten: dict[str, LiveTask | bytes] = {}
+        self._queue: deque[LiveTask | str] = deque()  # handles, and the ids of those final writes
         self._encoded = getattr(state, "accepts_encoded", False)
         self._wake: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
@@ -264,7 +249,9 @@ class TaskRegistry:
         if live is not None:
             return live
         pending = self.unwritten.get(task_id)
-        return pending.live() if type(pending) is _Final else pending
+        if type(pending) is bytes:  # its final write: a handle made of it is written instead (_write_all)
+            pending = self.unwritten[task_id] = LiveTask(TaskRecord.from_dict(loads(pending)), dirty=True)
+        return pending  # type: ignore[return-value]
 
     def _held(self, task_id: str) -> LiveTask | None:
         """The task's handle, if this process has one that may still run (never a settled one's, made anew)."""
@@ -600,7 +587,7 @@ class TaskRegistry:
         if live.dirty or live.queued:
             self._schedule(live)
             await self.flush()
-        elif type(self.unwritten.get(live.record.id)) is _Final:
+        elif live.record.id in self.unwritten:  # its final write (or a handle made of it) is pending
             await self.flush()
 
     @property
@@ -626,18 +613,18 @@ class TaskRegistry:
         if (self._writer is None or self._writer.done()) and self._ending(self._writer):
             live.dirty = True  # unwritten: the task is left as a shutdown leaves it
             return
-        pending: LiveTask | _Final = live
-        if self._encoded and live.version == 0 and not live.published and live.record.terminal and not (
-                live.events or live.subscribers or live.has_push or live.superseded
-                or live.record.id in self.unwritten):
-            final = self._final(live)
-            if final is not None:
-                live.dirty = False
-                pending = final
-        if pending is live:
+        task_id = live.record.id
+        final = self._final(live) if self._encoded and live.version == 0 and not live.published and (
+            live.record.terminal and not (live.events or live.subscribers or live.has_push or live.superseded
+                                          or task_id in self.unwritten)) else None
+        if final is not None:
+            live.dirty = False
+            self.unwritten[task_id] = final
+            self._queue.append(task_id)
+        else:
             live.queued = True
-        self.unwritten[live.record.id] = pending
-        self._queue.append(pending)
+            self.unwritten[task_id] = live
+            self._queue.append(live)
         self._pending += 1
         if self._writer is None or self._writer.done():
             self._wake = asyncio.Event()
@@ -649,12 +636,17 @@ class TaskRegistry:
         if live.published and self._urgent is not None:
             self._urgent.set()  # a followed task's changes go out at once
 
-    def _final(self, live: LiveTask) -> _Final | None:
-        """The task's one write, encoded now; None when its record cannot be encoded (the writer says why)."""
+    @staticmethod
+    def _final(live: LiveTask) -> bytes | None:
+        """The one write of a task that settled for good before anything of it was written (the fast task of a
+        blocking send), encoded now. Waiting for the writer, these bytes are all that is kept of the task, not
+        its handle, record and messages: a backlog of those would outlive the garbage collector's young
+        generations, and every full collection would walk them again. None when the record cannot be encoded
+        (its handle waits instead, and the writer says why)."""
         body = live.record.to_dict()
         body["replica"] = None
         try:
-            return _Final(live.record.id, Encoded(body))
+            return encode(body)
         except (TypeError, ValueError):
             return None
 
@@ -679,16 +671,27 @@ class TaskRegistry:
                     async with asyncio.timeout(WRITE_DELAY_SECONDS):
                         await urgent.wait()
             urgent.clear()
-            finals = [item for item in queue if type(item) is _Final]
-            batch = [item for item in queue if type(item) is LiveTask] if finals else list(queue)
+            finals: list[tuple[str, bytes]] = []
+            batch: list[LiveTask] = []
+            for item in queue:
+                if type(item) is not str:
+                    batch.append(item)  # type: ignore[arg-type]
+                    continue
+                pending = self.unwritten.get(item)
+                if type(pending) is bytes:
+                    finals.append((item, pending))
+                elif pending is not None and not pending.queued:  # type: ignore[union-attr]
+                    batch.append(pending)  # type: ignore[arg-type]  # a handle made of it (local()): written instead
+                else:
+                    self._pending -= 1  # that handle is queued itself
             queue.clear()
-            if finals:  # first: a handle made from one of them and changed since is written after it
-                await self._write_finals(finals)  # type: ignore[arg-type]
+            if finals:
+                await self._write_finals(finals)
             for live in batch:
                 live.queued = False
             if len(batch) <= 1:
                 if batch:
-                    await self._write_one(batch[0])  # type: ignore[arg-type]
+                    await self._write_one(batch[0])
                 continue
             # the records alone (no events to append first) go in one put_many: one transaction on SQLite,
             # one round trip on Redis; the others, and any that changed again meanwhile, one by one
@@ -701,40 +704,49 @@ class TaskRegistry:
             if rest:
                 await asyncio.gather(*(self._write_one(live) for live in rest))
 
-    async def _write_finals(self, finals: list[_Final]) -> None:
-        """The first and only writes of tasks that settled at once, in batches of ``put_many``."""
+    async def _write_finals(self, finals: list[tuple[str, bytes]]) -> None:
+        """The first and only writes of tasks that settled at once (``_final``), in batches of ``put_many``."""
         ns = self.spaces.tasks
         for start in range(0, len(finals), WRITE_BATCH):
             chunk = finals[start:start + WRITE_BATCH]
             results: list[int | Conflict | None]
             try:
-                results = list(await self.state.put_many([(ns, final.task_id, final.body, 0) for final in chunk]))
+                results = list(await self.state.put_many([(ns, task_id, body, 0) for task_id, body in chunk]))
             except Exception:
                 logger.exception("a batch of %d %s task records could not be written; writing them one by one",
                                  len(chunk), self.label)
-                results = [await self._put_final(final) for final in chunk]
-            for final, result in zip(chunk, results, strict=True):
+                results = [await self._put_final(task_id, body) for task_id, body in chunk]
+            for (task_id, body), result in zip(chunk, results, strict=True):
                 self._pending -= 1
-                if self.unwritten.get(final.task_id) is final:
-                    del self.unwritten[final.task_id]
+                pending = self.unwritten.get(task_id)
+                if pending is body:
+                    del self.unwritten[task_id]
+                    pending = None
                 if isinstance(result, Conflict):  # its id was written by someone else: theirs stands
                     logger.warning("%s task %s was already in the state; its record there stands", self.label,
-                                   final.task_id)
-                    if final.handle is not None:
-                        final.handle.superseded = True
-                elif result is not None:
-                    self.writes += 1
-                    if final.handle is not None:
-                        final.handle.version = result
+                                   task_id)
+                    if isinstance(pending, LiveTask):
+                        await self._adopt(pending)
+                    continue
+                if result is None:
+                    continue
+                self.writes += 1
+                if isinstance(pending, LiveTask) and pending.version == 0:
+                    # a handle of the task, made or scheduled while this write was on its way: what it writes
+                    # next comes after this version; unchanged since, it has nothing left to write
+                    pending.version = result
+                    if not pending.queued:
+                        pending.dirty = False
+                        del self.unwritten[task_id]
 
-    async def _put_final(self, final: _Final) -> int | Conflict | None:
+    async def _put_final(self, task_id: str, body: bytes) -> int | Conflict | None:
         try:
-            return await self._retry(lambda: self.state.put(self.spaces.tasks, final.task_id, final.body,
+            return await self._retry(lambda: self.state.put(self.spaces.tasks, task_id, body,  # type: ignore[arg-type]
                                                             expected_version=0))  # type: ignore[no-any-return]
         except Conflict as conflict:
             return conflict
         except Exception:
-            logger.exception("%s task %s could not be written to the state", self.label, final.task_id)
+            logger.exception("%s task %s could not be written to the state", self.label, task_id)
             return None
 
     async def _write_many(self, lives: list[LiveTask]) -> list[LiveTask]:
