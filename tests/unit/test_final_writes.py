@@ -51,6 +51,11 @@ def registry_of(agent: Agent) -> TaskRegistry:
     return agent.a2a_app.ops.tasks.registry  # type: ignore[no-any-return]
 
 
+async def sent(a2a: A2ATestClient, agent: Agent) -> tuple[dict[str, Any], TaskRegistry]:
+    """A blocking send's task, and the registry whose writer still holds its final write."""
+    return (await a2a.send("hi", skill="echo"))["task"], registry_of(agent)
+
+
 def handles_of(task_id: str) -> list[LiveTask]:
     gc.collect()
     return [o for o in gc.get_objects() if type(o) is LiveTask and o.record.id == task_id]
@@ -95,8 +100,7 @@ async def test_a_handle_made_before_the_write_is_written_in_its_place(
         store: str, slow_writer: None, publish: bool, caplog: pytest.LogCaptureFixture) -> None:
     app, agent = app_of(store)
     async with A2ATestClient(app) as a2a:
-        task = (await a2a.send("hi", skill="echo"))["task"]
-        registry = registry_of(agent)
+        task, registry = await sent(a2a, agent)
         handle = registry.local(task["id"])
         assert handle is not None and handle is registry.local(task["id"])  # made once
         assert handle.record.state == "TASK_STATE_COMPLETED" and handle.version == 0
@@ -115,8 +119,7 @@ async def test_a_handle_made_while_the_write_is_on_its_way_follows_it(
         store: str, slow_writer: None, publish: bool, caplog: pytest.LogCaptureFixture) -> None:
     app, agent = app_of(store)
     async with A2ATestClient(app) as a2a:
-        task = (await a2a.send("hi", skill="echo"))["task"]
-        registry = registry_of(agent)
+        task, registry = await sent(a2a, agent)
         handles: list[LiveTask] = []
         put_many = agent.state.put_many
 
