@@ -385,7 +385,8 @@ class TaskRegistry:
         record.history.append(record.status_message)
         record.updated_at = time.time()
         try:
-            version = await self.state.put(self.spaces.tasks, record.id, record.to_dict(), expected_version=version)
+            version = await self.state.put(self.spaces.tasks, record.id, record.to_stored(None),
+                                           expected_version=version)
         except Conflict:
             return None
         self.writes += 1
@@ -643,10 +644,8 @@ class TaskRegistry:
         its handle, record and messages: a backlog of those would outlive the garbage collector's young
         generations, and every full collection would walk them again. None when the record cannot be encoded
         (its handle waits instead, and the writer says why)."""
-        body = live.record.to_dict()
-        body["replica"] = None
         try:
-            return encode(body)
+            return encode(live.record.to_stored(None))
         except (TypeError, ValueError):
             return None
 
@@ -759,16 +758,15 @@ class TaskRegistry:
         for start in range(0, len(lives), WRITE_BATCH):
             chunk = lives[start:start + WRITE_BATCH]
             bodies = []
+            holders: list[str | None] = []
             for live in chunk:
                 record = live.record
                 live.dirty = False
                 if not record.terminal:
                     live.published = True
-                body = record.to_dict()
-                body["replica"] = self.replica if not record.terminal and live.holds() else None
-                body["log_id"] = record.log_id
-                bodies.append(body)
-            if any(body["replica"] is not None for body in bodies):
+                holders.append(self.replica if not record.terminal and live.holds() else None)
+                bodies.append(record.to_stored(holders[-1]))
+            if any(holder is not None for holder in holders):
                 await self._present()
             try:
                 results = await put_many([(self.spaces.tasks, live.record.id, body, live.version)
@@ -780,12 +778,12 @@ class TaskRegistry:
                     live.dirty = True
                 again.extend(chunk)
                 continue
-            for live, body, result in zip(chunk, bodies, results, strict=True):
+            for live, holder, result in zip(chunk, holders, results, strict=True):
                 if isinstance(result, Conflict):
                     await self._adopt(live)
                 else:
                     live.version = result
-                    live.record.replica = body["replica"]
+                    live.record.replica = holder
                     self.writes += 1
                 if live.dirty or live.events:
                     again.append(live)
@@ -813,22 +811,22 @@ class TaskRegistry:
             dirty, live.dirty = live.dirty, False
             if not record.terminal:
                 live.published = True  # what happens from here on is logged
-            body = record.to_dict() if dirty else None
-            if body is not None:
-                body["replica"] = self.replica if not record.terminal and live.holds() else None
-                if body["replica"] is not None:
-                    await self._present()
+            holder = self.replica if dirty and not record.terminal and live.holds() else None
+            body = record.to_stored(holder) if dirty else None  # the record as it is with these events
+            if holder is not None:
+                await self._present()
             for event in events:
                 record.log_id = await self._retry(lambda event=event: self.state.append(self.spaces.events, record.id, event))
             if live.has_push and events and self.push is not None:
                 self.push.watch(record.id)
             if body is None:
                 continue
-            body["log_id"] = record.log_id
+            if record.log_id:
+                body["log_id"] = record.log_id  # the last of the events appended above
             try:
                 live.version = await self._retry(lambda body=body: self.state.put(self.spaces.tasks, record.id, body,
                                                                                   expected_version=live.version))
-                record.replica = body["replica"]
+                record.replica = holder
                 self.writes += 1
             except Conflict:
                 await self._adopt(live)
