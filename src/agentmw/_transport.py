@@ -158,13 +158,13 @@ def loads(raw: bytes | str) -> Any:
     """
     try:
         text = raw.decode("utf-8") if isinstance(raw, (bytes, bytearray)) else raw
-        value, end = _decoder.raw_decode(text, _skip_ws(text, 0))
-        if _skip_ws(text, end) != len(text):
+        value, end = _decoder.raw_decode(text, 0 if text[:1] in "{[" and text else _skip_ws(text, 0))
+        if end != len(text) and _skip_ws(text, end) != len(text):
             raise ValueError("extra data after the JSON value")
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise ProtocolError(PARSE_ERROR, "Parse error: the body is not valid JSON", status=400) from exc
     if isinstance(raw, (bytes, bytearray)):
-        suspect = _SURROGATE_ESCAPE.search(raw) is not None
+        suspect = b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None
     else:
         suspect = _SURROGATE_ESCAPE_TEXT.search(raw) is not None or _LONE_SURROGATE.search(raw) is not None
     if suspect:

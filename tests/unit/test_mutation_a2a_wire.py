@@ -451,7 +451,7 @@ def test_v03_error_messages_follow_one_pattern() -> None:
 
 def test_new_id_is_the_millisecond_a_sequence_and_8_random_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     pool = bytes(range(256)) * 4
-    monkeypatch.setattr(wire, "_random", [])
+    monkeypatch.setattr(wire, "_tails", [])
     monkeypatch.setattr(wire, "_clock", [0, 0, ""])
     monkeypatch.setattr(wire.os, "urandom", lambda n: pool[:n])
     monkeypatch.setattr(wire.time, "time_ns", lambda: 1_700_000_000_123 * 1_000_000 + 999)
@@ -459,7 +459,7 @@ def test_new_id_is_the_millisecond_a_sequence_and_8_random_bytes(monkeypatch: py
     # variant from the first random hex digit, then the next 15 of the pool's 8 bytes for this id
     assert new_id() == "018bcfe5-687b-7000-8001-020304050607"
     assert new_id() == "018bcfe5-687b-7001-8809-0a0b0c0d0e0f"
-    assert wire._random[1] == 32
+    assert len(wire._tails) == 62  # 64 made, 2 used
     ids = [new_id() for _ in range(100)]  # past a refill (the pool repeats): the sequence keeps them distinct
     assert ids[-1] == "018bcfe5-687b-7065-a829-2a2b2c2d2e2f"
     assert len(set(ids)) == 100 and ids == sorted(ids)

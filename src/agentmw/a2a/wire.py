@@ -97,9 +97,15 @@ def now_iso() -> str:
     return f"{_second[1]}.{int((now - whole) * 1000):03d}Z"
 
 
-_random: list[Any] = []  # random hex for 64 ids, and how much of it is used
 _VARIANT = "89ab89ab89ab89ab"
+_tails: list[str] = []  # the random end of the next ids: "-vxxx-xxxxxxxxxxxx", 64 made at a time
 _clock: list[Any] = [0, 0, ""]  # the last id's millisecond, its sequence within it, and its text up to the sequence
+
+
+def _more_tails() -> None:
+    pool = os.urandom(8 * 64).hex()
+    _tails[:] = [f"-{_VARIANT[int(pool[at], 16)]}{pool[at + 1:at + 4]}-{pool[at + 4:at + 16]}"
+                 for at in range(len(pool) - 16, -1, -16)]  # popped from the end: the pool's order
 
 
 def new_id() -> str:
@@ -109,8 +115,8 @@ def new_id() -> str:
     record instead of splitting a page at a random place, which makes a new task's write about three times
     cheaper. 62 random bits (and 12 of sequence within a millisecond, so the ids of one process are strictly
     increasing) keep them unguessable, and a task id is only ever resolved for the caller that owns it. The
-    random bytes come from ``os.urandom`` 64 ids at a time (one system call per 64: a call that releases the
-    GIL is costly when the store's thread wants it)."""
+    random ends are made from ``os.urandom`` 64 ids at a time (one system call per 64: a call that releases the
+    GIL is costly when the store's thread wants it), so an id is one clock read and one format."""
     ms = time.time_ns() // 1_000_000
     clock = _clock
     if ms > clock[0]:
@@ -123,14 +129,9 @@ def new_id() -> str:
             clock[0], clock[1] = clock[0] + 1, 0
             t = f"{clock[0] & 0xFFFFFFFFFFFF:012x}"
             clock[2] = f"{t[:8]}-{t[8:]}-7"
-    if not _random:
-        _random.append(os.urandom(8 * 64).hex())
-        _random.append(0)
-    pool, at = _random
-    _random[1] = at + 16
-    if at + 16 >= len(pool):
-        _random.clear()
-    return f"{clock[2]}{clock[1]:03x}-{_VARIANT[int(pool[at], 16)]}{pool[at + 1:at + 4]}-{pool[at + 4:at + 16]}"
+    if not _tails:
+        _more_tails()
+    return f"{clock[2]}{clock[1]:03x}{_tails.pop()}"
 
 
 def validate_message(message: Any) -> dict[str, Any]:

@@ -389,6 +389,8 @@ class SQLiteState(State):
             return _tx(db, run)
 
         versions = await self._write(write, short=not prune and len(checked) <= _LOOP_BATCH, rows=len(checked))
+        if min(versions) > 0:
+            return versions  # type: ignore[return-value]  # no conflict: the versions as they are
         return [Conflict(ns, key, want, -version - 1) if version < 0 else version
                 for (ns, key, _, want), version in zip(checked, versions, strict=True)]
 
