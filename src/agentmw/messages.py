@@ -74,6 +74,7 @@ class Data:
 
 
 Part = Text | File | Data
+_PART_TYPES = frozenset({Text, File, Data})
 
 
 def _part(value: Any) -> Part:
@@ -97,6 +98,8 @@ def _part(value: Any) -> Part:
 
 
 def _parts(value: Any) -> tuple[Part, ...]:
+    if type(value) is tuple and all(type(v) in _PART_TYPES for v in value):
+        return value  # parts already (a message read off the wire): nothing to convert
     if isinstance(value, (str, Text, File, Data, Image, Audio, ResourceLink, EmbeddedResource, Mapping)):
         return (_part(value),)
     return tuple(_part(v) for v in value)
