@@ -209,7 +209,7 @@ class TaskManager(CoreManager):
                                             status_timestamp=now_iso(), metadata=dict(metadata or {})))
         if dedupe:  # remembered now, so a repeat that arrives while this one is being sent finds it
             if fresh:  # a message-only reply is recorded with it
-                live.on_reply = functools.partial(self._replied, key, fingerprint)
+                live.on_reply = functools.partial(self._replied, key, fingerprint, live.record.id)
             seen: _Seen = (fingerprint, live.record.id, None)
             entries = self._messages.get(key)
             self._messages[key] = seen if entries is None else _packed(
@@ -288,11 +288,13 @@ class TaskManager(CoreManager):
             else:
                 self._messages.pop(key, None)
 
-    def _replied(self, key: tuple[str, str], fingerprint: str, reply: dict[str, Any]) -> None:
+    def _replied(self, key: tuple[str, str], fingerprint: str, task_id: str, reply: dict[str, Any]) -> None:
+        """Record a message-only reply on its message's entry: the one with its content and its task (the entry
+        may have been forgotten meanwhile and made again by a repeat, for another task: that one is not it)."""
         entries = self._messages.get(key)
-        if entries is not None:
-            self._messages[key] = _packed(tuple((fp, task_id, reply if fp == fingerprint else old)
-                                                for fp, task_id, old in _entries(entries)))
+        if entries is not None and any(fp == fingerprint and tid == task_id for fp, tid, _ in _entries(entries)):
+            self._messages[key] = _packed(tuple((fp, tid, reply if fp == fingerprint and tid == task_id else old)
+                                                for fp, tid, old in _entries(entries)))
 
     async def _repeated(self, key: tuple[str, str], fingerprint: str,
                         push: dict[str, Any] | None) -> LiveTask | None:

@@ -10,15 +10,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
-from .base import ANY, DEFAULT_LIMITS, Conflict, Item, Json, Limits, Page, State, Subscription, Versioned, encode
+from .base import (ANY, DEFAULT_LIMITS, Conflict, Encoded, Item, Json, Limits, Page, State, Subscription, Versioned,
+                   encode, encoded, encoded_bytes)
 from .memory import MemoryState
 from .sqlite import SQLiteState
 
 if TYPE_CHECKING:
     from .redis import RedisState
 
-__all__ = ["ANY", "DEFAULT_LIMITS", "Conflict", "Item", "Json", "Limits", "MemoryState", "Page", "RedisState",
-           "SQLiteState", "State", "Subscription", "Versioned", "encode", "open_state", "resolve_state"]
+__all__ = ["ANY", "DEFAULT_LIMITS", "Conflict", "Encoded", "Item", "Json", "Limits", "MemoryState", "Page",
+           "RedisState", "SQLiteState", "State", "Subscription", "Versioned", "encode", "encoded", "encoded_bytes",
+           "open_state", "resolve_state"]
 
 
 def resolve_state(source: Any) -> State:

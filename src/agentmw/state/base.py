@@ -33,8 +33,8 @@ from typing import Any, ClassVar, Final, NamedTuple, Self
 from .._transport import compact_encoder, dumps, loads
 from ._fanout import Subscription
 
-__all__ = ["ANY", "DEFAULT_LIMITS", "MAX_BATCH", "MAX_KEY_LENGTH", "MAX_PAGE", "Conflict", "Item", "Json", "Limits",
-           "Page", "State", "Subscription", "Versioned", "encode"]
+__all__ = ["ANY", "DEFAULT_LIMITS", "MAX_BATCH", "MAX_KEY_LENGTH", "MAX_PAGE", "Conflict", "Encoded", "Item", "Json",
+           "Limits", "Page", "State", "Subscription", "Versioned", "encode", "encoded", "encoded_bytes"]
 
 Json = dict[str, Any]
 
@@ -153,10 +153,15 @@ class State(abc.ABC):
     """
 
     accepts_encoded: ClassVar[bool] = False
-    """True when ``put`` and ``put_many`` also take a value in its stored form: the ``bytes`` that
-    :func:`encode` returned for it (the built-in backends, which store exactly that). Whoever holds a value
-    until a later write can then keep these bytes, which the garbage collector never walks, instead of the
-    objects it was made of."""
+    """True when ``put`` and ``put_many`` also take a value encoded already, as :func:`encoded` made it (the
+    built-in backends, which store its bytes as they are). Whoever holds a value until a later write can then
+    keep that, which the garbage collector never walks, instead of the objects the value was made of. Not
+    inherited: a subclass (which may read the values it is given) says so again in its own body."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "accepts_encoded" not in cls.__dict__:
+            cls.accepts_encoded = False
 
     def __init__(self, *, limits: Mapping[str, Limits] | None = None, default: Limits = DEFAULT_LIMITS) -> None:
         self._limits: dict[str, Limits] = {}
@@ -381,13 +386,31 @@ def check_where(where: Mapping[str, Any] | None) -> dict[str, Any]:
 _strict = compact_encoder(ensure_ascii=False, default=None)
 
 
-def encode(value: Json | bytes) -> bytes:
+_ENCODED = object()  # marks what encoded() made; no other code holds it, so nothing else passes for one
+
+Encoded = tuple[object, bytes]
+"""A value encoded already: made by :func:`encoded` only, its bytes read with :func:`encoded_bytes`."""
+
+
+def encoded(value: Json) -> Encoded:
+    """``value`` checked and encoded now (as :func:`encode` does, with its errors), for a state whose
+    ``accepts_encoded`` is True. A tuple of an untracked marker and bytes: the garbage collector stops
+    tracking it the first time it sees it."""
+    return (_ENCODED, encode(value))
+
+
+def encoded_bytes(value: Any) -> bytes | None:
+    """The bytes of a value :func:`encoded` made; None for anything else."""
+    return value[1] if type(value) is tuple and len(value) == 2 and value[0] is _ENCODED else None
+
+
+def encode(value: Json | Encoded) -> bytes:
     """The stored form of a value: strict JSON of a dict. Unlike ``_transport.dumps`` (made for answers,
     where any object becomes its ``str``), a value JSON cannot hold is refused: TypeError (a set, an object),
-    ValueError (NaN, infinities), so what is read back is always what was written. ``bytes`` are a value
-    encoded already (``State.accepts_encoded``), and returned as they are."""
-    if type(value) is bytes:
-        return value
+    ValueError (NaN, infinities), so what is read back is always what was written. A value :func:`encoded`
+    made was checked then: its bytes are returned as they are."""
+    if type(value) is tuple and len(value) == 2 and value[0] is _ENCODED:
+        return value[1]  # type: ignore[no-any-return]
     if not isinstance(value, dict):
         raise TypeError(f"a stored value is a JSON object (dict), not {type(value).__name__}")
     text = _strict(value)

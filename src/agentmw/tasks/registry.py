@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._bounded import BoundedTable
 from ..messages import Artifact, Message
 from .._transport import loads
-from ..state import Conflict, Limits, State, encode
+from ..state import Conflict, Encoded, Limits, State, encoded, encoded_bytes
 from ..stores.base import INTERRUPTED, TERMINAL, TaskRecord
 from ..stores.sqlite import RESTART_REASON
 
@@ -140,6 +140,7 @@ class LiveTask:
     reply: dict[str, Any] | None = None  # the skill's message-only answer; then no task exists
     streamed: set[str] = field(default_factory=set)  # ids of the artifacts already sent
     on_reply: Callable[[dict[str, Any]], None] | None = None  # records a message-only reply (A2A messageIds)
+    handed_over: bool = False  # settled at once: its one write was encoded and handed to the writer (_final)
     resume: Any = None  # the stored journal a follow-up resumes (its coroutine is in no process here)
     # persistence
     version: int = 0  # of the record in the state; 0: never written
@@ -222,9 +223,8 @@ class TaskRegistry:
                 or live.subscribers or live.settle_waiters or live.lock.locked()))
         # tasks with changes the writer has not written yet: their handles, or the one write of a task that
         # settled at once, encoded (_final)
-        self.unwritten: dict[str, LiveTask | bytes] = {}
+        self.unwritten: dict[str, LiveTask | Encoded] = {}
         self._queue: deque[LiveTask | str] = deque()  # handles, and the ids of those final writes
-        self._encoded = getattr(state, "accepts_encoded", False)
         self._wake: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
         self._urgent: asyncio.Event | None = None
@@ -249,8 +249,9 @@ class TaskRegistry:
         if live is not None:
             return live
         pending = self.unwritten.get(task_id)
-        if type(pending) is bytes:  # its final write: a handle made of it is written instead (_write_all)
-            pending = self.unwritten[task_id] = LiveTask(TaskRecord.from_dict(loads(pending)), dirty=True)
+        raw = encoded_bytes(pending)
+        if raw is not None:  # its final write: a handle made of it is written instead (_write_all)
+            pending = self.unwritten[task_id] = LiveTask(TaskRecord.from_dict(loads(raw)), dirty=True)
         return pending  # type: ignore[return-value]
 
     def _held(self, task_id: str) -> LiveTask | None:
@@ -609,17 +610,19 @@ class TaskRegistry:
         return self.closed or (task is not None and task.cancelled())
 
     def _schedule(self, live: LiveTask) -> None:
-        if live.queued:
+        if live.queued or live.handed_over:
             return
         if (self._writer is None or self._writer.done()) and self._ending(self._writer):
             live.dirty = True  # unwritten: the task is left as a shutdown leaves it
             return
         task_id = live.record.id
-        final = self._final(live) if self._encoded and live.version == 0 and not live.published and (
+        final = self._final(live) if getattr(self.state, "accepts_encoded", False) and live.version == 0 and (
+            not live.published) and (
             live.record.terminal and not (live.events or live.subscribers or live.has_push or live.superseded
                                           or task_id in self.unwritten)) else None
         if final is not None:
             live.dirty = False
+            live.handed_over = True  # its record is final: nothing of this handle is written again
             self.unwritten[task_id] = final
             self._queue.append(task_id)
         else:
@@ -638,14 +641,14 @@ class TaskRegistry:
             self._urgent.set()  # a followed task's changes go out at once
 
     @staticmethod
-    def _final(live: LiveTask) -> bytes | None:
+    def _final(live: LiveTask) -> Encoded | None:
         """The one write of a task that settled for good before anything of it was written (the fast task of a
         blocking send), encoded now. Waiting for the writer, these bytes are all that is kept of the task, not
         its handle, record and messages: a backlog of those would outlive the garbage collector's young
         generations, and every full collection would walk them again. None when the record cannot be encoded
         (its handle waits instead, and the writer says why)."""
         try:
-            return encode(live.record.to_stored(None))
+            return encoded(live.record.to_stored(None))
         except (TypeError, ValueError):
             return None
 
@@ -670,24 +673,24 @@ class TaskRegistry:
                     async with asyncio.timeout(WRITE_DELAY_SECONDS):
                         await urgent.wait()
             urgent.clear()
-            finals: list[tuple[str, bytes]] = []
+            finals: list[tuple[str, Encoded]] = []
             batch: list[LiveTask] = []
             for item in queue:
                 if type(item) is not str:
                     batch.append(item)  # type: ignore[arg-type]
                     continue
                 pending = self.unwritten.get(item)
-                if type(pending) is bytes:
-                    finals.append((item, pending))
+                if encoded_bytes(pending) is not None:
+                    finals.append((item, pending))  # type: ignore[arg-type]
                 elif pending is not None and not pending.queued:  # type: ignore[union-attr]
                     batch.append(pending)  # type: ignore[arg-type]  # a handle made of it (local()): written instead
                 else:
                     self._pending -= 1  # that handle is queued itself
             queue.clear()
-            if finals:
-                await self._write_finals(finals)
             for live in batch:
                 live.queued = False
+            if finals:
+                await self._write_finals(finals)
             if len(batch) <= 1:
                 if batch:
                     await self._write_one(batch[0])
@@ -703,7 +706,7 @@ class TaskRegistry:
             if rest:
                 await asyncio.gather(*(self._write_one(live) for live in rest))
 
-    async def _write_finals(self, finals: list[tuple[str, bytes]]) -> None:
+    async def _write_finals(self, finals: list[tuple[str, Encoded]]) -> None:
         """The first and only writes of tasks that settled at once (``_final``), in batches of ``put_many``."""
         ns = self.spaces.tasks
         for start in range(0, len(finals), WRITE_BATCH):
@@ -721,13 +724,16 @@ class TaskRegistry:
                 if pending is body:
                     del self.unwritten[task_id]
                     pending = None
-                if isinstance(result, Conflict):  # its id was written by someone else: theirs stands
-                    logger.warning("%s task %s was already in the state; its record there stands", self.label,
-                                   task_id)
-                    if isinstance(pending, LiveTask):
-                        await self._adopt(pending)
-                    continue
-                if result is None:
+                if not isinstance(result, int):
+                    # its id was written by someone else (theirs stands), or the write failed (logged): a handle
+                    # made of it meanwhile adopts the stored record, or is dropped as the write was
+                    if isinstance(result, Conflict):
+                        logger.warning("%s task %s was already in the state; its record there stands", self.label,
+                                       task_id)
+                    if isinstance(pending, LiveTask) and not pending.queued:
+                        del self.unwritten[task_id]
+                        if result is not None:
+                            await self._adopt(pending)
                     continue
                 self.writes += 1
                 if isinstance(pending, LiveTask) and pending.version == 0:
@@ -738,7 +744,7 @@ class TaskRegistry:
                         pending.dirty = False
                         del self.unwritten[task_id]
 
-    async def _put_final(self, task_id: str, body: bytes) -> int | Conflict | None:
+    async def _put_final(self, task_id: str, body: Encoded) -> int | Conflict | None:
         try:
             return await self._retry(lambda: self.state.put(self.spaces.tasks, task_id, body,  # type: ignore[arg-type]
                                                             expected_version=0))  # type: ignore[no-any-return]
@@ -846,8 +852,14 @@ class TaskRegistry:
 
     async def _adopt(self, live: LiveTask) -> None:
         """Another replica wrote the task first (it failed or canceled it): that record stands; the
-        coroutine here stops and the followers here get its final status."""
-        found = await self.state.get(self.spaces.tasks, live.record.id)
+        coroutine here stops and the followers here get its final status. A record that cannot be read now
+        leaves this one in its place for them (the writer must not die of it: every flush would wait forever)."""
+        try:
+            found = await self.state.get(self.spaces.tasks, live.record.id)
+        except Exception:
+            logger.exception("%s task %s was written by another replica, whose record could not be read",
+                             self.label, live.record.id)
+            found = None
         live.superseded = True
         if found is not None:
             live.record = TaskRecord.from_dict(found.value)
