@@ -182,6 +182,22 @@ def is_final(event: Mapping[str, Any], stop_on_interrupt: bool = False) -> bool:
     return state in TERMINAL or (stop_on_interrupt and state in INTERRUPTED)
 
 
+def _release_waiters(live: LiveTask) -> None:
+    """The blocking sends waiting for the task to settle go on."""
+    for waiter in live.settle_waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+    live.settle_waiters.clear()
+
+
+def _end_followers(live: LiveTask, last: dict[str, Any]) -> None:
+    """The task's followers here get ``last``, then the end of their stream."""
+    for queue in list(live.subscribers):
+        queue.put_nowait(last)
+        queue.put_nowait(None)
+    live.subscribers.clear()
+
+
 class TaskRegistry:
     """The records, live handles and followers of one face's tasks (one agent's), in ``state``.
 
@@ -462,10 +478,7 @@ class TaskRegistry:
         record.parked = state == "TASK_STATE_INPUT_REQUIRED" and live.answer is not None
         self.emit(live, status_event(record, metadata) if live.subscribers or live.published else None)
         if state in SETTLED:
-            for waiter in live.settle_waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-            live.settle_waiters.clear()
+            _release_waiters(live)
 
     def artifact(self, live: LiveTask, artifact: Artifact) -> None:
         """One artifact, or one chunk of one: an artifact update, and the task's artifacts brought up to date
@@ -510,14 +523,8 @@ class TaskRegistry:
         live.quiet = False
         if live.on_reply is not None:
             live.on_reply(reply)
-        for queue in list(live.subscribers):
-            queue.put_nowait({"message": reply})
-            queue.put_nowait(None)
-        live.subscribers.clear()
-        for waiter in live.settle_waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        live.settle_waiters.clear()
+        _end_followers(live, {"message": reply})
+        _release_waiters(live)
         self.live.pop(record.id, None)
 
     def emit(self, live: LiveTask, event: dict[str, Any] | None) -> None:
@@ -864,14 +871,8 @@ class TaskRegistry:
         if found is not None:
             live.record = TaskRecord.from_dict(found.value)
             live.version = found.version
-        for queue in list(live.subscribers):
-            queue.put_nowait(status_event(live.record))
-            queue.put_nowait(None)
-        live.subscribers.clear()
-        for waiter in live.settle_waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        live.settle_waiters.clear()
+        _end_followers(live, status_event(live.record))
+        _release_waiters(live)
         if live.answer is not None and not live.answer.done():
             live.answer.cancel()
         if live.runner is not None and not live.runner.done():
@@ -1039,10 +1040,7 @@ class TaskRegistry:
         record = live.record
         if self.live.get(record.id) is live:
             self.live.pop(record.id, None)
-        for waiter in live.settle_waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        live.settle_waiters.clear()
+        _release_waiters(live)
         for queue in list(live.subscribers):
             self._spawn(self._hand_over(record, queue), f"{self._name}-follow-{record.id}")
         live.subscribers.clear()
