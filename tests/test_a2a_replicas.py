@@ -47,6 +47,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 Replica = tuple[Agent, Starlette]
+HOLDS: dict[str, tuple[int, asyncio.Event]] = {}  # a ticker's label -> the step after which it waits for the event
 
 
 @pytest.fixture
@@ -74,10 +75,13 @@ async def replicas(backend: str) -> AsyncIterator[Callable[..., list[Replica]]]:
                     Steps, in order.
                 """
                 a2a_app.log.append(f"{label}:started")
+                hold = HOLDS.get(label)
                 try:
                     for step in range(1, count + 1):
                         await asyncio.sleep(TICK)
                         await ctx.progress(step, count, "step")
+                        if hold is not None and step == hold[0]:
+                            await hold[1].wait()
                 except asyncio.CancelledError:
                     a2a_app.log.append(f"{label}:cancelled")
                     raise
@@ -320,13 +324,16 @@ async def test_a_push_sender_that_dies_is_taken_over_from_the_last_delivered_eve
     for agent in (a, b):
         agent.a2a.push.lease_seconds = 1.5  # long enough that a loaded CI machine never lets a live sender lapse
     receiver = Receiver()
-    # enough steps that A cannot have sent them all before it dies: a loaded machine once stalled this test
-    # for the 0.24 s that 8 steps take, and A sent every push, leaving B nothing to take over
+    # the ticker holds after step 4 until A's sender is gone: however slow the machine, B has steps to send
+    # (timing alone once let A send every push before it died, leaving B nothing to take over)
     count = 24
+    label = f"takeover-{uuid.uuid4().hex[:6]}"
+    resume = asyncio.Event()
+    HOLDS[label] = (4, resume)
     with serve(receiver.app) as url:
         async with client(app_a) as on_a:
             task = (await rpc(on_a, "SendMessage", {
-                "message": msg("ticker", data={"count": count, "label": f"takeover-{uuid.uuid4().hex[:6]}"}),
+                "message": msg("ticker", data={"count": count, "label": label}),
                 "configuration": {"returnImmediately": True, "taskPushNotificationConfig": {
                     "url": f"{url}/hook"}}}))["result"]["task"]
             await eventually(lambda: a.a2a_app.ops.push.workers, "A to send the pushes")
@@ -345,6 +352,7 @@ async def test_a_push_sender_that_dies_is_taken_over_from_the_last_delivered_eve
                 await asyncio.sleep(0.001)
             await a.a2a_app.ops.push.close()
             from_a = a.a2a_app.ops.push.delivered
+            resume.set()
             await eventually(lambda: any(e.get("statusUpdate", {}).get("status", {}).get("state") ==
                                          "TASK_STATE_COMPLETED" for e in receiver.events), "the final push",
                              timeout=15)
