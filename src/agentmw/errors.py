@@ -17,6 +17,7 @@ __all__ = [
     "Permanent",
     "Rejected",
     "RegistrationError",
+    "ConfigurationError",
 ]
 
 
@@ -57,3 +58,8 @@ class NeedsInput(AgentError):
 
 class RegistrationError(ValueError):
     """A capability cannot be registered as declared (bad name, duplicate, unsupported signature)."""
+
+
+class ConfigurationError(ValueError):
+    """A setting of the agent cannot work (a store URL of an unknown form, a folder that does not exist): raised
+    when the agent is built, so that nothing fails later on a call."""
