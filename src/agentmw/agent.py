@@ -139,13 +139,16 @@ class Agent:
         self._secret: bytes | None = secret or None
         self._store_spec = store
         self._state: Any = None
+        self._check_store()
         self.max_body_bytes = max_body_bytes
         self.max_sessions = max_sessions
         self.session_idle_seconds = session_idle_seconds
         self.input_state_ttl_seconds = input_state_ttl_seconds
         self.a2a = a2a or A2ASettings()
         self.a2a_path = "/" + a2a_path.strip("/")
-        self.identify = identify
+        from .identity import as_identify
+
+        self.identify = as_identify(identify)  # a hook, or the app's own FastAPI dependency (get_current_user)
         self.park_timeout_seconds = park_timeout_seconds
         self.agui_path = "/" + agui_path.strip("/")
         self.agui_buffer_events = agui_buffer_events
@@ -411,10 +414,22 @@ class Agent:
         ``sqlite://agentmw.db``: the embedded default, shared by the worker processes of one machine.
         """
         if self._state is None:
-            from .state import open_state
+            from .state import DEFAULT_STORE, open_state
 
-            self._state = open_state(self._store_spec or os.environ.get("AGENTMW_STORE") or "sqlite://agentmw.db")
+            self._state = open_state(self._store_spec or os.environ.get("AGENTMW_STORE") or DEFAULT_STORE)
         return self._state
+
+    def _check_store(self) -> None:
+        """Refuse, now, a store that cannot be opened (its URL's form, a SQLite folder that does not exist or
+        is not writable, a missing extra), naming where it came from; nothing is created or opened here."""
+        from .state import DEFAULT_STORE, check_store
+
+        if self._store_spec:
+            check_store(self._store_spec, label="Agent(store=...)")
+        elif os.environ.get("AGENTMW_STORE"):
+            check_store(os.environ["AGENTMW_STORE"], label="$AGENTMW_STORE")
+        else:
+            check_store(DEFAULT_STORE, label="the default store (give Agent(store=...) or set $AGENTMW_STORE)")
 
     @property
     def secret(self) -> bytes:

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = ["NO_APPROVER", "ApprovalsEndpoint"]
 
-NO_APPROVER = ("Out-of-band approval is off: no approver configured. It needs the app's authentication "
-               "(Agent(identify=...) or an authentication middleware that sets the user) to know who decides.")
+NO_APPROVER = ("Out-of-band approval is off: no approver configured. It needs the app's authentication to know "
+               "who decides: the app's current-user dependency (Agent(identify=get_current_user)), an "
+               "identify(connection) hook, or an authentication middleware that sets the user.")
 _MAX_DECISION_BYTES = 65536
 
 

@@ -528,7 +528,8 @@ async def _approval_requester(ctx: Context, lead: str) -> str | Outcome:
     if not has_identity_source(connection.scope if connection is not None else {}, agent.identify):
         return Outcome(status=Status.REJECTED, code="approval_unavailable",
                        message=f"{lead} is off: no approver configured (the server has no authentication to tell "
-                               f"who approves). {nothing}")
+                               f"who approves: pass the app's current-user dependency, "
+                               f"Agent(identify=get_current_user)). {nothing}")
     try:
         identity = await authenticated_identity(connection, agent.identify) if connection is not None else None
     except (Unauthenticated, Forbidden):

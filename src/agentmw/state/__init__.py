@@ -2,25 +2,26 @@
 
 ``open_state`` turns a URL into a store: ``memory://``, ``sqlite:///absolute/path.db`` (or
 ``sqlite://relative/path.db``), ``redis://host:port/db`` (``?prefix=name`` sets the key prefix; the
-``agentmw[redis]`` extra). Nothing is imported from redis until a Redis store is made.
+``agentmw[redis]`` extra); ``check_store`` tells whether one can be opened, opening nothing (``urls.py``).
+Nothing is imported from redis until a Redis store is made.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from .base import (ANY, DEFAULT_LIMITS, Conflict, Encoded, Item, Json, Limits, Page, State, Subscription, Versioned,
                    encode, encoded, encoded_bytes)
 from .memory import MemoryState
 from .sqlite import SQLiteState
+from .urls import DEFAULT_STORE, StoreURL, check_store, parse_store_url
 
 if TYPE_CHECKING:
     from .redis import RedisState
 
-__all__ = ["ANY", "DEFAULT_LIMITS", "Conflict", "Encoded", "Item", "Json", "Limits", "MemoryState", "Page",
-           "RedisState", "SQLiteState", "State", "Subscription", "Versioned", "encode", "encoded", "encoded_bytes",
-           "open_state", "resolve_state"]
+__all__ = ["ANY", "DEFAULT_LIMITS", "DEFAULT_STORE", "Conflict", "Encoded", "Item", "Json", "Limits", "MemoryState",
+           "Page", "RedisState", "SQLiteState", "State", "StoreURL", "Subscription", "Versioned", "check_store",
+           "encode", "encoded", "encoded_bytes", "open_state", "parse_store_url", "resolve_state"]
 
 
 def resolve_state(source: Any) -> State:
@@ -36,33 +37,25 @@ def resolve_state(source: Any) -> State:
 def open_state(target: str | State, **options: Any) -> State:
     """A store from a URL, or ``target`` itself when it is one already.
 
-    ``options`` go to the backend's constructor (``limits=``, ``default=``, ``poll=``...). Raises ValueError
-    for a scheme it does not know.
+    ``options`` go to the backend's constructor (``limits=``, ``default=``, ``poll=``...). Raises
+    :class:`~agentmw.errors.ConfigurationError` (a ValueError) for a URL of a form it does not accept
+    (:func:`agentmw.state.urls.parse_store_url`); :func:`~agentmw.state.urls.check_store` also checks what
+    opening it needs, without opening it.
     """
     if isinstance(target, State):
         return target
     if not isinstance(target, str):
         raise TypeError(f"a state store is a State or a URL, not {type(target).__name__}")
-    parts = urlsplit(target)
-    scheme = parts.scheme.lower()
-    if scheme == "memory":
+    found = parse_store_url(target)
+    if found.kind == "memory":
         return MemoryState(**options)
-    if scheme == "sqlite":
-        path = parts.path if not parts.netloc else parts.netloc + parts.path
-        if not path or path == "/":
-            raise ValueError(f"a SQLite URL names a file: sqlite:///absolute/path.db or sqlite://relative.db, "
-                             f"not {target!r}")
-        return SQLiteState(path, **options)
-    if scheme in ("redis", "rediss", "unix"):
-        from .redis import RedisState
+    if found.kind == "sqlite":
+        return SQLiteState(found.path, **options)
+    from .redis import RedisState
 
-        query = parse_qs(parts.query, keep_blank_values=True)
-        prefix = query.pop("prefix", [None])[-1]
-        if prefix is not None:
-            options.setdefault("prefix", prefix)
-        url = urlunsplit(parts._replace(query=urlencode(query, doseq=True)))
-        return RedisState(url, **options)
-    raise ValueError(f"unknown state URL {target!r}: use memory://, sqlite:///path or redis://host:port/db")
+    if found.prefix is not None:
+        options.setdefault("prefix", found.prefix)
+    return RedisState(found.client_url, **options)
 
 
 def __getattr__(name: str) -> Any:

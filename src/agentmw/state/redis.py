@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ from .._transport import loads
 from . import base
 from ._fanout import Hub
 from .base import ANY, Conflict, Item, Json, Limits, Page, State, Versioned
+from .urls import PREFIX_PATTERN as _PREFIX
 
 if TYPE_CHECKING:
     import redis.asyncio
@@ -42,7 +42,6 @@ __all__ = ["RedisState"]
 
 logger = logging.getLogger("agentmw.state")
 
-_PREFIX = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 _SEQ = 1_000_000
 _MAX_SEQ = 18446744073709551615
 _SCAN_BATCH = 200
