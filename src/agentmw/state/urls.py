@@ -154,6 +154,8 @@ def _redis(parts: Any, label: str, url: str) -> StoreURL:
     prefix = prefixes[-1] if prefixes else None
     if prefix is not None and not PREFIX_PATTERN.fullmatch(prefix):
         raise _refused(label, url, f"a prefix is 1-64 letters, digits, '_', '.' or '-', not {prefix!r}")
+    if prefix is None:
+        return StoreURL("redis", client_url=url)  # as written: urlunsplit would drop unix:///'s empty host
     return StoreURL("redis", client_url=urlunsplit(parts._replace(query=urlencode(query, doseq=True))), prefix=prefix)
 
 
