@@ -59,8 +59,11 @@ class Agent:
             request; the verified caller is the identity every face and the approvals use (docs/auth.md).
         rate_limits: :class:`agentmw.auth.RateLimit` values applied per caller to every request (HTTP 429).
         store: the shared state: a :class:`agentmw.state.State` or a URL (``memory://``, ``sqlite:///path``,
-            ``redis://host:port/db``); default ``$AGENTMW_STORE``, else ``sqlite://agentmw.db``. See
-            ``docs/state.md``.
+            ``redis://host:port/db``); default ``$AGENTMW_STORE``, else ``sqlite://agentmw.db``. The one used is
+            checked here, opening nothing (:class:`agentmw.errors.ConfigurationError`). See ``docs/state.md``.
+        identify: who the caller is: ``identify(connection) -> str | None``, or the app's own FastAPI
+            dependency for the current user (``identify=get_current_user``), solved with the request's
+            headers (``docs/auth.md``).
         max_body_bytes: larger request bodies get 413.
         max_sessions: handshake-era sessions kept at once (per replica: past it, ``initialize`` gets 503; in
             the store: past it, the least recently used session is forgotten).
