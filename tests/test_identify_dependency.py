@@ -19,8 +19,8 @@ import httpx
 import httpx2
 import jwt
 import pytest
-from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.security import OAuth2PasswordBearer, OAuth2PasswordRequestForm
+from fastapi import Depends, FastAPI, HTTPException, Request, Security
+from fastapi.security import OAuth2PasswordBearer, OAuth2PasswordRequestForm, SecurityScopes
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel
@@ -233,6 +233,20 @@ async def test_the_dependency_runs_once_per_request(shop: Shop) -> None:
     assert await identify(other) is None, "OAuth2PasswordBearer's 401 for no token: not authenticated"
 
 
+async def scoped_user(security_scopes: SecurityScopes, token: Annotated[str, Depends(oauth2_scheme)]) -> str:
+    if "approvals" not in security_scopes.scopes:
+        raise HTTPException(403, "Not enough permissions")
+    return f"token-holder-{len(token)}"
+
+
+async def test_security_scopes_reach_the_dependency() -> None:
+    def connection() -> HTTPConnection:
+        return HTTPConnection({"type": "http", "headers": [(b"authorization", b"Bearer abc")]})
+
+    assert await as_identify(Security(scoped_user, scopes=["approvals"]))(connection()) == "token-holder-3"
+    assert await as_identify(scoped_user)(connection()) is None, "its 403: not authenticated"
+
+
 def test_the_no_approver_messages_name_the_option() -> None:
     assert "Agent(identify=get_current_user)" in NO_APPROVER
 
@@ -273,6 +287,8 @@ def test_hooks_stay_hooks_and_dependencies_are_recognised(shop: Shop) -> None:
     assert as_identify(None) is None
     with pytest.raises(TypeError):
         as_identify("alice")
+    with pytest.raises(TypeError, match="would make the credential itself the identity"):
+        as_identify(oauth2_scheme)
 
 
 class _Account:

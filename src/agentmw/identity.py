@@ -193,6 +193,10 @@ def as_identify(identify: Any) -> IdentifyFn | None:
     """
     if identify is None or isinstance(identify, DependencyIdentity):
         return identify
+    security = sys.modules.get("fastapi.security.base")
+    if security is not None and isinstance(identify, security.SecurityBase):
+        raise TypeError(f"identify={type(identify).__name__}(...) would make the credential itself the identity: "
+                        "pass the dependency that turns it into a user (identify=get_current_user)")
     if _is_dependency(identify):
         return DependencyIdentity(identify)
     if not callable(identify):
@@ -202,9 +206,7 @@ def as_identify(identify: Any) -> IdentifyFn | None:
 
 def _is_dependency(fn: Any) -> bool:
     params = sys.modules.get("fastapi.params")  # nothing declares a FastAPI dependency before fastapi is imported
-    if params is None:
-        return False
-    if isinstance(fn, params.Depends):
+    if params is not None and isinstance(fn, params.Depends):
         return True
     if not callable(fn):
         return False
@@ -215,11 +217,12 @@ def _is_dependency(fn: Any) -> bool:
             signature = inspect.signature(fn)
         except (TypeError, ValueError):
             return False
-    markers = (params.Depends, params.Param, params.Body)
-    for parameter in signature.parameters.values():
-        metadata = getattr(parameter.annotation, "__metadata__", ())
-        if isinstance(parameter.default, markers) or any(isinstance(m, markers) for m in metadata):
-            return True
+    if params is not None:
+        markers = (params.Depends, params.Param, params.Body)
+        for parameter in signature.parameters.values():
+            metadata = getattr(parameter.annotation, "__metadata__", ())
+            if isinstance(parameter.default, markers) or any(isinstance(m, markers) for m in metadata):
+                return True
     try:
         signature.bind(None)
     except TypeError:
