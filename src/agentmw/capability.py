@@ -25,7 +25,10 @@ from .content import CONTENT_TYPES, PromptMessage, Text
 from .errors import RegistrationError
 from .messages import MESSAGE_TYPES, Message, MessageParam, content_of, is_answer, message_param_of
 
-__all__ = ["Capability", "CapabilityKind", "OutputPlan", "build_capability", "NAME_RULE"]
+if typing.TYPE_CHECKING:
+    from ._routes import HostRoute
+
+__all__ = ["Capability", "CapabilityKind", "OutputPlan", "build_capability", "NAME_RULE", "route_output_plan"]
 
 CapabilityKind = Literal["tool", "resource", "prompt", "skill"]
 NAME_RULE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
@@ -131,6 +134,69 @@ def _output_plan(annotation: Any) -> OutputPlan:
                       primitive=annotation if annotation in _PRIMITIVES else None)
 
 
+def route_output_plan(route: HostRoute) -> OutputPlan:
+    """The output plan of a host route: the schema of what FastAPI serialises (its ``response_model``, with the
+    route's include/exclude options); the value is the response body as served, never re-validated."""
+    model = route.response_model
+    if model is None or _content_annotation(model):
+        return OutputPlan(mode="content")
+    try:
+        schema = TypeAdapter(model).json_schema(mode="serialization", by_alias=route.by_alias)
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError):
+        return OutputPlan(mode="content")
+    schema = _filtered_schema(_tidy_schema(schema), route)
+    declared = _type_name(model)
+    if _is_object_schema(schema) and _resolves_to_object(schema):
+        return OutputPlan(mode="object", schema=schema, declared=declared)
+    wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    if "$defs" in schema:
+        wrapped["$defs"] = schema.pop("$defs")
+    return OutputPlan(mode="wrapped", schema=wrapped, declared=declared)
+
+
+def _filtered_schema(schema: dict[str, Any], route: HostRoute) -> dict[str, Any]:
+    """The response schema as the route's options shape the value: fields left out are not promised, and fields
+    that ``exclude_unset``/``_defaults``/``_none`` may drop are not required."""
+    include, exclude = route.include, route.exclude
+    relax = route.exclude_unset or route.exclude_defaults or route.exclude_none
+    if include is None and exclude is None and not relax:
+        return schema
+
+    def shape(node: dict[str, Any]) -> None:
+        properties = node.get("properties")
+        if not isinstance(properties, dict):
+            return
+        if include is not None:
+            keep = set(include)
+            node["properties"] = properties = {k: v for k, v in properties.items() if k in keep}
+        if exclude is not None:
+            drop = {k for k in exclude if not isinstance(exclude, dict) or exclude[k] is True or exclude[k] is ...}
+            node["properties"] = properties = {k: v for k, v in properties.items() if k not in drop}
+        if relax:
+            node.pop("required", None)
+        elif "required" in node:
+            node["required"] = [r for r in node["required"] if r in properties]
+
+    def target(node: dict[str, Any]) -> dict[str, Any]:
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"), node)
+        return node
+
+    top = target(schema)
+    if top.get("type") == "array" and isinstance(top.get("items"), dict):
+        top = target(top["items"])
+    if top is not schema and "$defs" in schema:  # a shared definition is shaped for this route's copy only
+        name = schema["$ref"].removeprefix("#/$defs/") if "$ref" in schema else None
+        top = copy.deepcopy(top)
+        if name is not None:
+            schema["$defs"][name] = top
+        elif isinstance(schema.get("items"), dict) and "$ref" in schema["items"]:
+            schema["$defs"][schema["items"]["$ref"].removeprefix("#/$defs/")] = top
+    shape(top)
+    return schema
+
+
 def _type_name(annotation: Any) -> str:
     if isinstance(annotation, type) and not typing.get_args(annotation):
         return annotation.__qualname__
@@ -185,6 +251,15 @@ class ParamPlan:
     header_params: Any = None
 
 
+def _where(fn: Callable[..., Any]) -> str:
+    """``file:line`` of a function's definition, for messages that must point at it."""
+    target = inspect.unwrap(fn)
+    code = getattr(target, "__code__", None)
+    if code is None:
+        return repr(target)
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     """The function's resolved annotations.
 
@@ -211,7 +286,10 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     return hints
 
 
-def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[str, str]) -> ParamPlan:
+def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[str, str],
+                        route: HostRoute | None = None) -> ParamPlan:
+    """The parameters' plan. For a host route (``route``), the arguments are exactly the route's path, query and
+    body inputs, its dependencies' included; everything else of the signature is FastAPI's to inject."""
     signature = inspect.signature(fn)
     hints = _hints(fn)
     plan = ParamPlan()
@@ -219,8 +297,13 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
     host: list[inspect.Parameter] = []
     paths: list[str] = []
     for param in signature.parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if route is not None and param.name not in route.params:
             continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            star = "*" if param.kind is param.VAR_POSITIONAL else "**"
+            raise RegistrationError(
+                f"{name!r} ({_where(fn)}): parameter {star}{param.name} cannot be served: a caller's arguments are "
+                f"named, and {star}{param.name} has no schema. Declare each argument as a named parameter.")
         annotation = hints.get(param.name, param.annotation)
         bare = annotation
         metadata: tuple[Any, ...] = ()
@@ -260,6 +343,10 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
             fields[param.name] = (annotation, pydantic.Field(default, description=description))
         else:
             fields[param.name] = (annotation, default)
+    if route is not None:
+        from ._routes import argument_fields
+
+        fields.update(argument_fields(route, set(signature.parameters)))
     plan.host_params = tuple(host)
     plan.path_params = tuple(paths)
     plan.arg_names = tuple(fields)
@@ -268,6 +355,14 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
         plan.input_model = pydantic.create_model(model_name, __base__=_Arguments, **fields)
         schema = plan.input_model.model_json_schema()
     except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
+        for field_name, (annotation, _default) in fields.items():
+            try:
+                TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True)).json_schema()
+            except Exception:
+                raise RegistrationError(
+                    f"{name!r} ({_where(fn)}): parameter {field_name!r} has the type {_type_name(annotation)}, which "
+                    f"has no JSON schema, so no caller could send it. Use a pydantic model or a JSON type, or have "
+                    f"the value injected (a FastAPI dependency, Context).") from exc
         raise RegistrationError(f"{name!r}: cannot build an input schema from the signature: {exc}") from exc
     schema = _tidy_schema(schema)
     schema.setdefault("properties", {})
@@ -323,6 +418,9 @@ class Capability:
 
     ask_first: bool = False
     """Its questions before ``ctx.continue_as_task()`` are asked before the MCP task exists."""
+
+    route: HostRoute | None = None
+    """The FastAPI route whose endpoint ``fn`` is: a call goes through the app as HTTP would (``_dispatch.py``)."""
 
     never_suspends: bool = False
     """A coroutine function whose own code has no ``await``, ``async for`` or ``async with``: its coroutine
@@ -409,6 +507,7 @@ def build_capability(
     input_schema: Mapping[str, Any] | None = None,
     task: str | None = None,
     ask_first: bool = False,
+    route: HostRoute | None = None,
 ) -> Capability:
     target = inspect.unwrap(fn)
     name = name or getattr(target, "__name__", None) or ""
@@ -421,7 +520,11 @@ def build_capability(
     if ask_first and task is None:
         raise RegistrationError(f"{name!r}: ask_first needs task='optional' or task='required'")
     docs = parse_docstring(inspect.getdoc(target))
-    params = _analyse_parameters(fn, name, docs.params)
+    if route is None and inspect.isgeneratorfunction(target):
+        raise RegistrationError(
+            f"{name!r} ({_where(fn)}) is a generator function: its items would be collected, not streamed. Make it "
+            f"an async generator (async def ... yield) to stream its items, or return the whole value.")
+    params = _analyse_parameters(fn, name, docs.params, route)
     if input_schema is not None:  # hand-written, served as written and checked before the model (_schema.py)
         if kind not in ("tool", "skill"):
             raise RegistrationError(f"{name!r}: input_schema is for tools and skills, not a {kind}")
@@ -431,7 +534,10 @@ def build_capability(
     return_annotation = _hints(target).get("return", inspect.Signature.empty)
     is_async_gen = inspect.isasyncgenfunction(target)
     serves_results = kind in ("tool", "skill") and not is_async_gen
-    output = _output_plan(return_annotation) if serves_results else OutputPlan(mode="content")
+    if route is not None:
+        output = route_output_plan(route) if serves_results else OutputPlan(mode="content")
+    else:
+        output = _output_plan(return_annotation) if serves_results else OutputPlan(mode="content")
 
     uri_template = pattern = None
     if kind == "resource":
@@ -478,7 +584,8 @@ def build_capability(
         output=output,
         is_async=inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(fn),
         is_async_gen=is_async_gen,
-        never_suspends=_never_suspends(fn),
+        never_suspends=route is None and _never_suspends(fn),
+        route=route,
         title=title,
         annotations=clean_annotations,
         uri=uri,

@@ -12,13 +12,18 @@ from typing import Annotated
 from fastapi import Depends
 from starlette.requests import Request
 
+from ._dispatch import CONTEXT_KEY
 from .context import Context
 
 __all__ = ["RouteContext", "http_context"]
 
 
 def http_context(request: Request) -> Context:
-    """The context of a plain HTTP call to a route handler."""
+    """The live context of an agent's call (which agentmw sends through the route), else the context of a plain
+    HTTP call to the route handler."""
+    live = request.scope.get(CONTEXT_KEY)
+    if isinstance(live, Context):
+        return live
     return Context(request=request)
 
 

@@ -387,6 +387,12 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
             async with AsyncExitStack() as stack:
                 denied = await _resolve_host(capability, kwargs, ctx, stack)
                 outcome = denied or await _checked(capability, kwargs, validated, ctx, approval_id)
+        elif capability.route is not None and capability.gate is not None:
+            # the route's dependencies are its authorization: they decide before a person is asked to approve
+            from ._dispatch import authorize_route
+
+            outcome = await authorize_route(capability, kwargs, ctx) or await _checked(
+                capability, kwargs, validated, ctx, approval_id)
         elif capability.path_params or capability.gate is not None:
             outcome = await _checked(capability, kwargs, validated, ctx, approval_id)
         else:
@@ -552,6 +558,8 @@ async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, 
     if params.request_param:
         kwargs[params.request_param] = ctx.request
     deadline = asyncio.timeout(capability.timeout) if capability.timeout is not None else None
+    if capability.route is not None:
+        return await _run_route(capability, kwargs, ctx, deadline)
     try:
         call = _call if host_ready or not params.host_params else _call_with_host
         if deadline is not None:
@@ -594,6 +602,60 @@ async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, 
     except SystemExit as exc:  # sys.exit() in the function (argparse, click): re-raised, it would stop the server
         return _unexpected(capability, exc)
     return completed(capability, value)
+
+
+async def _run_route(capability: Capability, kwargs: dict[str, Any], ctx: Context,
+                     deadline: asyncio.Timeout | None) -> Outcome:
+    """A host route's call, through the host app (``_dispatch.py``): its response is the outcome."""
+    from ._dispatch import RouteCallRefused, call_route, response_outcome
+
+    try:
+        if deadline is not None:
+            async with deadline:
+                response = await call_route(capability, kwargs, ctx)
+        else:
+            response = await call_route(capability, kwargs, ctx)
+        if ctx._emit is not None:
+            await ctx.sync_state()
+    except InputsPending as pending:
+        return Outcome(status=Status.NEEDS_INPUT, pending=pending.requests, data=pending.answered)
+    except RouteCallRefused as exc:
+        return Outcome(status=Status.REJECTED, message=f"Invalid arguments: {exc}", code="invalid_arguments")
+    except TimeoutError as exc:
+        if deadline is not None and deadline.expired():
+            _stage(ctx, "agentmw.deadline.exceeded", **{"agentmw.timeout_s": capability.timeout})
+            message = f"{capability.name} did not finish within {capability.timeout:g} seconds and was stopped."
+            return Outcome(status=Status.FAILED, content=[Text(message + " Retry later.")], message=message,
+                           retryable=True, code="timeout")
+        return _unexpected(capability, exc)
+    except Exception as exc:
+        outcome = _raised_outcome(capability, exc)
+        if outcome is not None:
+            return outcome
+        return _unexpected(capability, exc)
+    except SystemExit as exc:
+        return _unexpected(capability, exc)
+    return response_outcome(capability, response)
+
+
+def _raised_outcome(capability: Capability, exc: Exception) -> Outcome | None:
+    """agentmw's own exceptions, raised by a route handler and not turned into a response by the app."""
+    if isinstance(exc, NeedsInput):
+        return Outcome(status=Status.NEEDS_INPUT, pending={"question": Ask(exc.question, exc.schema)},
+                       message=exc.question, code="raised")
+    if isinstance(exc, Retryable):
+        when = f" Retry after {exc.retry_after:g} seconds." if exc.retry_after is not None else " Retry later."
+        return Outcome(status=Status.FAILED, content=[Text(exc.message + when)], message=exc.message, retryable=True,
+                       retry_after=exc.retry_after, code="retryable", data=exc.data)
+    if isinstance(exc, Rejected):
+        return Outcome(status=Status.REJECTED, message=exc.message, code="rejected", data=exc.data)
+    if isinstance(exc, (Permanent, AgentError)):
+        return Outcome(status=Status.FAILED, content=[Text(f"{exc.message} {_PERMANENT}")], message=exc.message,
+                       code="permanent", data=exc.data)
+    if isinstance(exc, ClientCapabilityMissing):
+        return Outcome(status=Status.REJECTED, message=str(exc), code="missing_capability", data=exc.capability,
+                       pending=exc.requests or None)
+    return None
 
 
 def _unexpected(capability: Capability, exc: BaseException) -> Outcome:

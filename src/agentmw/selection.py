@@ -11,9 +11,9 @@ selection picks becomes a tool whose name, descriptions and hints are derived fr
 
 The default selection is the suggested start: read-only ``GET`` routes. Routes are never exposed in bulk when
 agentmw could not serve them as the app does: plain Starlette endpoints (they read the request themselves),
-routes hidden from the schema (``include_in_schema=False``), and routes with ``dependencies=[...]`` on the route,
-a router or the app (those dependencies, often auth, run for HTTP requests only; declare them as parameters of a
-decorated handler instead). Each such route is logged on the ``agentmw`` logger (a warning for the last kind). ``agentmw lint`` warns
+routes hidden from the schema (``include_in_schema=False``), and routes that take a file upload (logged as a
+warning). A route exposed in bulk is called through the app like a decorated one (``_dispatch.py``): its
+dependencies, the route's, its routers' and the app's, all run. ``agentmw lint`` warns
 about every tool exposed in bulk (AMW011): a derived description is a starting point, not a contract.
 """
 
@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 from ._docstrings import parse_docstring
 from .decorators import specs_of
+from .errors import RegistrationError
 
 if TYPE_CHECKING:
     from .agent import Agent
     from .capability import Capability
 
-__all__ = ["ROUTE_META", "RouteInfo", "RouteSelection", "derived_options", "include_routes", "iter_routes", "refusal",
-           "route_of"]
+__all__ = ["ROUTE_META", "RouteInfo", "RouteSelection", "derived_options", "include_routes", "iter_routes",
+           "log_served", "refusal", "route_of"]
 
 logger = logging.getLogger("agentmw")
 
@@ -155,9 +156,6 @@ def refusal(route: RouteInfo) -> str | None:
         return "a plain Starlette endpoint reads its request itself; decorate a function with declared parameters"
     if not route.include_in_schema:
         return "the route is hidden from the schema (include_in_schema=False)"
-    if route.dependencies:
-        return ("dependencies=[...] on the route, a router or the app run only for HTTP requests; declare them as "
-                "parameters of the handler and decorate it with @tool")
     return None
 
 
@@ -192,22 +190,44 @@ def include_routes(agent: Agent, app: Any, selection: Callable[[RouteInfo], bool
     Returns the tools exposed in bulk. A route that is selected but cannot be served as the app serves it
     (:func:`refusal`) is skipped, with a warning on the ``agentmw`` logger.
     """
+    from ._routes import host_route_of
+
+    agent._include_app(app)  # the decorated handlers, with their own options, bound to their routes
     exposed: list[Capability] = []
     for route in iter_routes(app):
         endpoint = route.endpoint
         if specs_of(endpoint):
-            agent.include(endpoint)
             continue
         if not selection(route) or any(c.fn is endpoint for c in agent.tools.values()):
             continue
         reason = refusal(route)
         if reason is not None:
-            # a route left out for its dependencies is one the author may think is served: say so loudly
-            level = logging.WARNING if route.fastapi and route.dependencies else logging.DEBUG
-            logger.log(level, "agentmw: not exposing %s %s in bulk: %s", route.method_text, route.path, reason)
+            logger.debug("agentmw: not exposing %s %s in bulk: %s", route.method_text, route.path, reason)
             continue
-        exposed.append(agent.add("tool", endpoint, **derived_options(route)))
+        try:
+            host = host_route_of(app, endpoint)
+            exposed.append(agent.add("tool", endpoint, route=host, **derived_options(route)))
+        except RegistrationError as exc:  # a route no agent call can fill (a file upload): said, and left out
+            logger.warning("agentmw: not exposing %s %s in bulk: %s", route.method_text, route.path, exc)
     return exposed
+
+
+def log_served(agent: Agent, app: Any) -> None:
+    """At the first request: one line per face naming what it serves, and a warning for each marked handler
+    of ``app`` that this agent does not serve."""
+    tools = sorted(agent.tools)
+    resources = sorted([*agent.resources, *agent.templates])
+    logger.info("agentmw %s: MCP serves %d tools %s, %d resources %s, %d prompts %s", agent.name, len(tools), tools,
+                len(resources), resources, len(agent.prompts), sorted(agent.prompts))
+    logger.info("agentmw %s: A2A serves %d skills %s; AG-UI serves %s", agent.name, len(agent.skills),
+                sorted(agent.skills), [f"{agent.agui_path}/{s}" for s in sorted(agent.skills)])
+    served = {id(c.fn) for table in (agent.tools, agent.resources, agent.templates, agent.prompts, agent.skills)
+              for c in table.values()}
+    for route in iter_routes(app):
+        if specs_of(route.endpoint) and id(route.endpoint) not in served:
+            logger.warning("agentmw %s: %s %s is marked (%s) but not served by this agent; include it, or remove "
+                           "the decorator", agent.name, route.method_text, route.path,
+                           ", ".join(spec.kind for spec in specs_of(route.endpoint)))
 
 
 def route_of(capability: Capability) -> dict[str, Any] | None:

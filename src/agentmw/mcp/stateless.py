@@ -374,6 +374,7 @@ async def _serve(endpoint: McpEndpoint, call: Call, method: str, params: dict[st
     except JsonRpcError as exc:
         payload = exc.body(request_id)
     except (Unauthenticated, Forbidden):
+        guard.finish()  # its watcher must not outlive this call: on a reused task it would cancel the next one
         raise  # the identity boundary answers 401/403 at the HTTP level (endpoint.py)
     except Exception:  # a bug of ours: the answer still carries the request's id
         logger.exception("agentmw MCP %s failed", method)

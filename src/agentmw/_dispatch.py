@@ -1,0 +1,422 @@
+"""An agent's call of a host route, made through the host app in-process, and its response as an outcome.
+
+Nothing of FastAPI is re-implemented: the call is an HTTP request for the route (its path parameters in the
+URL, its query parameters in the query string, its body parameters as the body, the agent request's own
+headers), sent to the app below ``AgentMiddleware``. So the app's middleware, every dependency of the route,
+its routers and the app, ``response_model`` with its options, ``BackgroundTasks``, exception handlers and
+``dependency_overrides`` all apply exactly as they do for HTTP, and no second network hop is made.
+
+The response becomes the outcome: a 2xx JSON body is the result, as FastAPI serialised it; 401/403 refuse the
+caller with the app's challenge; 404 is not found; 400/409/422 are invalid arguments with the detail; 408, 425,
+429, 502-504 are retryable (``Retry-After`` kept); a redirect is refused; an exception no handler of the app
+turns into a response is a permanent failure that reveals nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+from pydantic_core import to_jsonable_python
+
+from .content import EmbeddedResource, Image, Text
+
+if TYPE_CHECKING:
+    from ._routes import HostRoute
+    from ._types import Message as ASGIMessage
+    from .capability import Capability
+    from .context import Context
+    from .runtime import Outcome
+
+__all__ = ["CONTEXT_KEY", "MAX_ROUTE_RESPONSE_BYTES", "RouteCallRefused", "call_route", "response_outcome"]
+
+logger = logging.getLogger("agentmw")
+
+CONTEXT_KEY = "agentmw.context"
+"""Scope key of a dispatched request: the live context, which ``agentmw.fastapi.RouteContext`` hands the handler."""
+
+MAX_ROUTE_RESPONSE_BYTES = 32 * 1024 * 1024
+"""A route's response body beyond this is not kept: the call fails, saying so."""
+
+# Headers of the agent's own request that describe that request's body or protocol, not the caller.
+_DROPPED_HEADERS = frozenset({
+    b"content-length", b"content-type", b"transfer-encoding", b"accept", b"accept-encoding", b"mcp-session-id",
+    b"mcp-protocol-version", b"last-event-id", b"expect", b"connection", b"upgrade", b"te", b"trailer",
+})
+# Scope keys a request keeps from the agent request: what outer middleware established about the caller.
+_KEPT_SCOPE_KEYS = ("http_version", "scheme", "server", "client", "root_path", "user", "auth", "session",
+                    "extensions")
+_RETRYABLE = frozenset({408, 425, 429, 502, 503, 504})
+_background: set[asyncio.Task[None]] = set()
+
+
+class RouteCallRefused(Exception):
+    """The arguments cannot be sent to the route as HTTP could (a ``/`` in a path segment)."""
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _query_pairs(route: HostRoute, values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    for name, param in route.params.items():
+        if param.location != "query" or name not in values:
+            continue
+        value = values[name]
+        if value is None:
+            continue
+        if param.model_query and isinstance(value, dict):
+            for key, item in value.items():
+                items = item if isinstance(item, list) else [item]
+                pairs.extend((key, _text(i)) for i in items if i is not None)
+        elif isinstance(value, list):
+            pairs.extend((param.alias, _text(item)) for item in value if item is not None)
+        else:
+            pairs.append((param.alias, _text(value)))
+    return pairs
+
+
+def _path(route: HostRoute, values: Mapping[str, Any]) -> str:
+    path = route.path_format
+    for name, param in route.params.items():
+        if param.location != "path":
+            continue
+        value = _text(values.get(name, ""))
+        if not param.path_convertor and ("/" in value or value in ("", ".", "..")):
+            raise RouteCallRefused(f"path parameter {name!r} cannot be {value!r}: it must be one path segment")
+        path = path.replace("{" + param.alias + "}", value)
+    return route.mount_prefix + path
+
+
+def _body(route: HostRoute, values: Mapping[str, Any]) -> tuple[bytes, bytes | None]:
+    body = {p.alias: values[n] for n, p in route.params.items() if p.location == "body" and n in values}
+    if not body:
+        return b"", None
+    if route.form_body:
+        flat = body if route.embed_body or len(body) != 1 else next(iter(body.values()))
+        pairs = [(k, _text(i)) for k, v in (flat or {}).items() for i in (v if isinstance(v, list) else [v])
+                 if i is not None]
+        return urlencode(pairs).encode(), b"application/x-www-form-urlencoded"
+    payload = body if route.embed_body else next(iter(body.values()))
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode(), b"application/json"
+
+
+def _scope(route: HostRoute, values: Mapping[str, Any], ctx: Context, origin: Mapping[str, Any]) -> tuple[
+        dict[str, Any], bytes]:
+    path = _path(route, values)
+    body, content_type = _body(route, values)
+    headers = [(k, v) for k, v in origin.get("headers", ()) if k.lower() not in _DROPPED_HEADERS]
+    headers.append((b"accept", b"application/json"))
+    if content_type is not None:
+        headers.append((b"content-type", content_type))
+        headers.append((b"content-length", str(len(body)).encode()))
+    root = origin.get("root_path", "") or ""
+    scope: dict[str, Any] = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
+                             "http_version": "1.1", "scheme": "http", "root_path": root}
+    for key in _KEPT_SCOPE_KEYS:
+        if key in origin:
+            scope[key] = origin[key]
+    full = root + path if root and not path.startswith(root) else path
+    scope.update({
+        "method": route.method, "path": full, "raw_path": quote(full).encode(),
+        "query_string": urlencode(_query_pairs(route, values)).encode(), "headers": headers,
+        # what outer middleware put on request.state stays visible; what this request's own stack adds stays here
+        "state": dict(origin.get("state") or {}), CONTEXT_KEY: ctx,
+    })
+    return scope, body
+
+
+def route_here(capability: Capability, origin: Mapping[str, Any]) -> HostRoute:
+    """The capability's route as the app serving this request has it. A handler found on a router (or a mounted
+    app) is called as the app that includes it routes it: with that app's prefixes and include-time
+    dependencies, never around them."""
+    route = capability.route
+    assert route is not None
+    app = origin.get("app")
+    if app is not None and app is not route.app:
+        from ._routes import host_route_of
+
+        return host_route_of(app, capability.fn) or route
+    return route
+
+
+def _target(route: HostRoute, origin: Mapping[str, Any]) -> Any:
+    from .middleware import HOST_APP_KEY
+
+    below = origin.get(HOST_APP_KEY)
+    if below is not None and origin.get("app") is route.app:
+        return below  # the app's own stack below AgentMiddleware: outer middleware already ran for this request
+    return route.app
+
+
+class _Response:
+    __slots__ = ("body", "done", "headers", "limit_hit", "status")
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body = bytearray()
+        self.done = asyncio.Event()
+        self.limit_hit = False
+
+    def header(self, name: bytes) -> str | None:
+        for key, value in self.headers:
+            if key.lower() == name:
+                return value.decode("latin-1")
+        return None
+
+
+async def call_route(capability: Capability, values: Mapping[str, Any], ctx: Context) -> _Response:
+    """Send one agent call to its route through the host app; the response, as HTTP would have had it.
+
+    The response is returned as soon as its body is complete; the app's background tasks then go on, once, as
+    they do after an HTTP response. An exception that no handler of the app turned into a response is raised.
+    """
+    connection = ctx.request
+    origin: Mapping[str, Any] = connection.scope if connection is not None else {}
+    route = route_here(capability, origin)
+    scope, body = _scope(route, {k: to_jsonable_python(v) for k, v in values.items()}, ctx, origin)
+    response = _Response()
+    sent = False
+    disconnected = asyncio.Event()
+
+    async def receive() -> ASGIMessage:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await disconnected.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: ASGIMessage) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            response.status = message["status"]
+            response.headers = list(message.get("headers", ()))
+        elif kind == "http.response.body" and not response.done.is_set():
+            chunk = message.get("body", b"")
+            if len(response.body) + len(chunk) > MAX_ROUTE_RESPONSE_BYTES:
+                response.limit_hit = True
+                response.done.set()
+                return
+            response.body += chunk
+            if capability.is_async_gen and chunk and response.status < 300:
+                await ctx.say(chunk.decode("utf-8", "replace"))
+            if not message.get("more_body", False):
+                response.done.set()
+
+    app = _target(route, origin)
+    call = asyncio.ensure_future(app(scope, receive, send))
+    done = asyncio.ensure_future(response.done.wait())
+    try:
+        await asyncio.wait((call, done), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        disconnected.set()
+        call.cancel()
+        done.cancel()
+        await asyncio.gather(call, return_exceptions=True)
+        raise
+    done.cancel()
+    if call.done():
+        call.result()  # an exception of the app, raised here
+    else:  # the body is complete; the app goes on with its background tasks
+        _background.add(call)  # type: ignore[arg-type]
+        call.add_done_callback(_background_done)
+    return response
+
+
+def _background_done(task: asyncio.Future[Any]) -> None:
+    _background.discard(task)  # type: ignore[arg-type]
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("a host route's background work raised", exc_info=task.exception())
+
+
+def _detail(response: _Response) -> tuple[str, Any]:
+    text = response.body.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip(), None
+    detail = data.get("detail", data) if isinstance(data, dict) else data
+    return (detail if isinstance(detail, str) else json.dumps(detail, ensure_ascii=False)), data
+
+
+def _retry_after(response: _Response) -> float | None:
+    raw = response.header(b"retry-after")
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def response_outcome(capability: Capability, response: _Response) -> Outcome:
+    """The outcome of a route's HTTP response (see the module docstring)."""
+    from .runtime import Outcome, Status
+
+    status = response.status
+    route = capability.route
+    assert route is not None
+    if response.limit_hit:
+        message = (f"{capability.name}: the route's response is larger than {MAX_ROUTE_RESPONSE_BYTES} bytes, "
+                   f"which agentmw does not relay.")
+        return Outcome(status=Status.FAILED, content=[Text(message)], message=message, code="permanent")
+    if 200 <= status < 300:
+        return _completed(capability, response)
+    if 300 <= status < 400:
+        where = response.header(b"location") or "another URL"
+        message = (f"{route.label} answered with a redirect ({status}) to {where}; an agent call does not follow "
+                   f"redirects. Nothing else was done.")
+        return Outcome(status=Status.FAILED, content=[Text(message)], message=message, code="permanent",
+                       data={"status": status, "location": where})
+    detail, data = _detail(response)
+    text = f"HTTP {status}: {detail}".rstrip(": ")
+    info = {"status": status, "detail": detail}
+    if status in (401, 403):
+        challenge = response.header(b"www-authenticate")
+        return Outcome(status=Status.REJECTED, content=[Text(text)], message=text,
+                       code="unauthenticated" if status == 401 else "forbidden", data={**info, "challenge": challenge})
+    if status == 404:
+        return Outcome(status=Status.REJECTED, content=[Text(text)], message=text, code="not_found", data=info)
+    if status in _RETRYABLE:
+        after = _retry_after(response)
+        when = f" Retry after {after:g} seconds." if after is not None else " Retry later."
+        return Outcome(status=Status.FAILED, content=[Text(text + when)], message=text, retryable=True,
+                       retry_after=after, code="retryable", data=info)
+    if 400 <= status < 500:
+        return Outcome(status=Status.REJECTED, content=[Text(text)], message=f"Invalid arguments: {text}",
+                       code="invalid_arguments", data={**info, "body": data})
+    return Outcome(status=Status.FAILED, content=[Text(f"{text} This failure is permanent.")], message=text,
+                   code="permanent", data=info)
+
+
+def _completed(capability: Capability, response: _Response) -> Outcome:
+    from .runtime import Outcome, Status
+
+    media = (response.header(b"content-type") or "").split(";")[0].strip().lower()
+    body = bytes(response.body)
+    if media == "application/json" or media.endswith("+json"):
+        try:
+            value = json.loads(body) if body else None
+        except ValueError:
+            value = None
+            media = "text/plain"
+        else:
+            return _json_outcome(capability, value, body)
+    if media.startswith("text/") or not media:
+        text = body.decode("utf-8", "replace")
+        return Outcome(status=Status.COMPLETED, content=[Text(text)] if text else [], value=text)
+    route = capability.route
+    assert route is not None
+    part: Any
+    if media.startswith("image/"):
+        part = Image(body, media)
+    else:
+        part = EmbeddedResource(uri=f"route:{route.path}", blob=body, mime_type=media)
+    return Outcome(status=Status.COMPLETED, content=[part], value=body)
+
+
+def _json_outcome(capability: Capability, value: Any, body: bytes) -> Outcome:
+    from .runtime import Outcome, Status
+
+    if capability.kind in ("resource", "prompt"):
+        return Outcome(status=Status.COMPLETED, value=value)
+    output = capability.output
+    text = body.decode("utf-8")
+    if output.mode == "content":
+        if isinstance(value, str):
+            return Outcome(status=Status.COMPLETED, content=[Text(value)], value=value)
+        structured = value if isinstance(value, dict) else None
+        return Outcome(status=Status.COMPLETED, content=[Text(text)], structured=structured, value=value)
+    structured = {"result": value} if output.mode == "wrapped" else value
+    return Outcome(status=Status.COMPLETED, content=[Text(text)], structured=structured, value=value)
+
+
+async def authorize_route(capability: Capability, values: Mapping[str, Any], ctx: Context) -> Outcome | None:
+    """Run the route's dependencies (its authorization, its validation) without its endpoint: the refusal HTTP
+    would give, or None when the call may go on to its gate. The dependencies run again when the call is made.
+
+    Only gated routes need this: a person must never be asked to approve what the app would refuse anyway.
+    """
+    from contextlib import AsyncExitStack
+
+    from fastapi.dependencies.utils import solve_dependencies
+    from starlette.requests import Request
+
+    from .runtime import _unexpected
+
+    connection = ctx.request
+    origin: Mapping[str, Any] = connection.scope if connection is not None else {}
+    route = route_here(capability, origin)
+    try:
+        scope, body = _scope(route, {k: to_jsonable_python(v) for k, v in values.items()}, ctx, origin)
+    except RouteCallRefused:
+        return None  # the call itself refuses it, with the message
+    scope["app"] = route.app
+    path_params: dict[str, Any] = {}
+    for name, param in route.params.items():
+        if param.location == "path":
+            convertor = route.convertors.get(param.alias)
+            raw = _text(to_jsonable_python(values.get(name, "")))
+            path_params[param.alias] = convertor.convert(raw) if convertor is not None else raw
+    scope["path_params"] = path_params
+    delivered = False
+
+    async def receive() -> ASGIMessage:
+        nonlocal delivered
+        if delivered:
+            return {"type": "http.disconnect"}
+        delivered = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    request = Request(scope, receive)
+    parsed: Any = None
+    if body:
+        parsed = await request.form() if route.form_body else json.loads(body)
+    async with AsyncExitStack() as stack:
+        scope["fastapi_astack"] = scope["fastapi_inner_astack"] = scope["fastapi_function_astack"] = stack
+        try:
+            solved = await solve_dependencies(
+                request=request, dependant=route.route.dependant, body=parsed, async_exit_stack=stack,
+                embed_body_fields=route.embed_body,
+                dependency_overrides_provider=getattr(route.route, "dependency_overrides_provider", None) or route.app)
+        except Exception as exc:
+            refusal = await _handled(route, request, exc)
+            if refusal is None:
+                return _unexpected(capability, exc)
+            return response_outcome(capability, refusal)
+    if solved.errors:
+        response = _Response()
+        response.status = 422
+        response.headers = [(b"content-type", b"application/json")]
+        response.body += json.dumps({"detail": to_jsonable_python(solved.errors)}).encode()
+        return response_outcome(capability, response)
+    return None
+
+
+async def _handled(route: HostRoute, request: Any, exc: Exception) -> _Response | None:
+    """The response the app's exception handlers make of ``exc`` (``HTTPException`` and the app's own), or None."""
+    handlers = getattr(route.app, "exception_handlers", None) or {}
+    handler = None
+    for cls in type(exc).__mro__:
+        if cls in handlers:
+            handler = handlers[cls]
+            break
+    if handler is None or cls is Exception:
+        return None
+    made = handler(request, exc)
+    if hasattr(made, "__await__"):
+        made = await made
+    response = _Response()
+    response.status = made.status_code
+    response.headers = list(made.raw_headers)
+    response.body += made.body
+    return response
