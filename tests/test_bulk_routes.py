@@ -97,11 +97,11 @@ def tools_of(agent: Agent) -> set[str]:
 def test_get_routes_are_the_suggested_start(caplog) -> None:
     with caplog.at_level(logging.DEBUG, logger="agentmw"):
         agent = Agent("bulk", include=[build_app()], routes=RouteSelection())
-    assert tools_of(agent) == {"list_assets", "asset_price", "budget", "categories", "category_count"}
+    # routes with dependencies=[...] are served: an agent call runs them as HTTP does (test_router_dependencies_run)
+    assert tools_of(agent) == {"list_assets", "asset_price", "budget", "categories", "category_count", "guarded",
+                               "mine"}
     warned = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
-    assert "GET /with-dependency in bulk: dependencies=[...]" in warned  # its dependency would not run
-    assert "GET /secure/mine in bulk: dependencies=[...]" in warned  # nor its router's
-    assert warned.count("not exposing") == 2  # FastAPI's own /docs and /openapi.json are skipped quietly
+    assert warned.count("not exposing") == 0  # FastAPI's own /docs and /openapi.json are skipped quietly
     quiet = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
     assert "GET /hidden in bulk: the route is hidden" in quiet and "GET /openapi.json" in quiet
     for name in ("list_assets", "asset_price", "categories"):
@@ -126,7 +126,7 @@ def test_descriptions_are_derived_and_decorated_handlers_keep_their_options() ->
     (RouteSelection(tags="catalog"), {"categories", "category_count"}),
     (RouteSelection(paths="/assets*"), {"list_assets", "asset_price"}),
     (RouteSelection(paths=["/v1/*"], exclude="*/count"), {"categories"}),
-    (RouteSelection(exclude=["asset_*", "/v1/*"]), {"list_assets"}),
+    (RouteSelection(exclude=["asset_*", "/v1/*"]), {"list_assets", "guarded", "mine"}),
     (RouteSelection(methods=("GET", "POST", "DELETE"), paths=("/orders*",)), {"place_order", "cancel_order"}),
     (lambda route: route.path == "/assets/{sku}", {"asset_price"}),
 ])
@@ -193,3 +193,19 @@ def test_iter_routes_sees_prefixes_tags_and_dependencies() -> None:
     assert found["/secure/mine"].dependencies == 1 and found["/with-dependency"].dependencies == 1
     assert found["/assets"].methods == frozenset({"GET"}) and found["/assets"].fastapi
     assert found["/hidden"].include_in_schema is False
+
+
+async def test_router_dependencies_run_for_a_route_exposed_in_bulk() -> None:
+    """The router's ``dependencies=[Depends(who)]`` needs an ``X-User`` header: HTTP answers 422 without it, and
+    so does the agent call (never the handler's value); with it, both serve the route."""
+    from agentmw import AgentMiddleware
+
+    app = build_app()
+    agent = Agent("bulk", include=[app], routes=RouteSelection(), store="memory://")
+    app.add_middleware(AgentMiddleware, agent=agent)
+    async with McpTestClient(app) as client:
+        refused = await client.call_tool("mine", {})
+        assert refused["isError"] is True and "x-user" in refused["content"][0]["text"].lower()
+    async with McpTestClient(app, headers={"x-user": "ada"}) as client:
+        served = await client.call_tool("mine", {})
+        assert served["isError"] is False and served["content"][0]["text"] == "mine"

@@ -231,9 +231,15 @@ def _unwrapped(fn: Any) -> Any:
 _BUILT: weakref.WeakKeyDictionary[Any, dict[Any, HostRoute | None]] = weakref.WeakKeyDictionary()
 
 
-def host_route_of(app: Any, fn: Callable[..., Any], *, fresh: bool = False) -> HostRoute | None:
-    """The route of ``app`` whose endpoint is ``fn``, or None. A function served by several routes is refused:
-    which route's dependencies and response model apply would be a guess."""
+def host_route_of(app: Any, fn: Callable[..., Any], *, fresh: bool = False, path: str | None = None) -> HostRoute | None:
+    """The route of ``app`` whose endpoint is ``fn`` (at ``path``, when the caller knows which), or None. A
+    function served by several routes, none named, is refused: whose dependencies and response model apply
+    would be a guess."""
+    if path is not None:
+        for route, prefix in route_table(app, fresh=fresh).get(_unwrapped(fn), ()):
+            if prefix + route.path == path:
+                return build_host_route(app, route, prefix)
+        return None
     built = None if fresh else _BUILT.get(app)
     key = _unwrapped(fn)
     if built is not None and key in built:

@@ -205,7 +205,7 @@ def include_routes(agent: Agent, app: Any, selection: Callable[[RouteInfo], bool
             logger.debug("agentmw: not exposing %s %s in bulk: %s", route.method_text, route.path, reason)
             continue
         try:
-            host = host_route_of(app, endpoint)
+            host = host_route_of(app, endpoint, path=route.path)
             exposed.append(agent.add("tool", endpoint, route=host, **derived_options(route)))
         except RegistrationError as exc:  # a route no agent call can fill (a file upload): said, and left out
             logger.warning("agentmw: not exposing %s %s in bulk: %s", route.method_text, route.path, exc)
