@@ -29,7 +29,9 @@ async def test_the_official_client_logs_in_and_calls(auth_server: AuthServer, ag
     async with oauth_client(agent_url, mode) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         result = await client.call_tool("search_assets", {"query": "lap"})
-    assert result.is_error is False and [c.text for c in result.content] == ["laptop"]
+    # a route returns data: the JSON array FastAPI serves, as text and as structured content
+    assert result.is_error is False and [c.text for c in result.content] == ['["laptop"]']
+    assert result.structured_content == {"result": ["laptop"]}
     assert tools == {"search_assets", "department_budget", "submit_purchase_request", "quota_probe"}
     assert auth_server.registrations == registrations + 1  # dynamic client registration
     login = auth_server.authorize_requests[asked]

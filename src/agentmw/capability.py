@@ -138,7 +138,8 @@ def route_output_plan(route: HostRoute) -> OutputPlan:
     """The output plan of a host route: the schema of what FastAPI serialises (its ``response_model``, with the
     route's include/exclude options); the value is the response body as served, never re-validated."""
     model = route.response_model
-    if model is None or _content_annotation(model):
+    # A route's value is data, a list of strings included (FastAPI serves it as a JSON array): only text is text
+    if model is None or model in (str, Any, type(None)):
         return OutputPlan(mode="content")
     try:
         schema = TypeAdapter(model).json_schema(mode="serialization", by_alias=route.by_alias)
