@@ -337,7 +337,19 @@ def _json_outcome(capability: Capability, value: Any, body: bytes) -> Outcome:
         structured = value if isinstance(value, dict) else None
         return Outcome(status=Status.COMPLETED, content=[Text(text)], structured=structured, value=value)
     structured = {"result": value} if output.mode == "wrapped" else value
-    return Outcome(status=Status.COMPLETED, content=[Text(text)], structured=structured, value=value)
+    return Outcome(status=Status.COMPLETED, content=[Text(text)], structured=structured, value=_typed(output, value))
+
+
+def _typed(output: Any, value: Any) -> Any:
+    """The value as the route's response model types it (for ``ctx.call``), else as JSON: a body that an
+    ``exclude`` option thinned may no longer fill the model, and is then handed over as served."""
+    adapter = output.adapter
+    if adapter is None:
+        return value
+    try:
+        return adapter.validate_python(value)
+    except ValueError:
+        return value
 
 
 async def authorize_route(capability: Capability, values: Mapping[str, Any], ctx: Context) -> Outcome | None:

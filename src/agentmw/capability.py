@@ -147,12 +147,14 @@ def route_output_plan(route: HostRoute) -> OutputPlan:
         return OutputPlan(mode="content")
     schema = _filtered_schema(_tidy_schema(schema), route)
     declared = _type_name(model)
+    # the adapter only types the value for ``ctx.call``; the structured content is the body as served
+    adapter: TypeAdapter[Any] = TypeAdapter(model)
     if _is_object_schema(schema) and _resolves_to_object(schema):
-        return OutputPlan(mode="object", schema=schema, declared=declared)
+        return OutputPlan(mode="object", schema=schema, adapter=adapter, declared=declared)
     wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
     if "$defs" in schema:
         wrapped["$defs"] = schema.pop("$defs")
-    return OutputPlan(mode="wrapped", schema=wrapped, declared=declared)
+    return OutputPlan(mode="wrapped", schema=wrapped, adapter=adapter, declared=declared)
 
 
 def _filtered_schema(schema: dict[str, Any], route: HostRoute) -> dict[str, Any]:
