@@ -215,6 +215,12 @@ async def call_route(capability: Capability, values: Mapping[str, Any], ctx: Con
                 response.done.set()
 
     app = _target(route, origin)
+    if not route.background:  # nothing runs after its response: called in this task, as a server would
+        try:
+            await app(scope, receive, send)
+        finally:
+            disconnected.set()
+        return response
     call = asyncio.ensure_future(app(scope, receive, send))
     done = asyncio.ensure_future(response.done.wait())
     try:

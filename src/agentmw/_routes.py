@@ -68,6 +68,8 @@ class HostRoute:
     exclude_defaults: bool
     exclude_none: bool
     status_code: int | None
+    background: bool = False
+    """It takes ``BackgroundTasks`` (the handler or a dependency): its response comes before its background work."""
 
     @property
     def label(self) -> str:
@@ -200,6 +202,7 @@ def build_host_route(app: Any, route: Any, prefix: str) -> HostRoute:
         exclude_defaults=bool(getattr(route, "response_model_exclude_defaults", False)),
         exclude_none=bool(getattr(route, "response_model_exclude_none", False)),
         status_code=getattr(route, "status_code", None),
+        background=any(getattr(d, "background_tasks_param_name", None) for d in _walk(route.dependant)),
     )
 
 
