@@ -31,8 +31,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from tests.apps import fullstack
-from tests.apps.differential import BASE_URL, Case, Observed, Route, compare, dump_database, observe
+from tests.apps import fullstack, projects, shop
+from tests.apps.differential import BASE_URL, EMBED, Case, Observed, Route, compare, dump_database, observe
 from tests.waiting import eventually
 
 EXPOSURES = ("decorator", "bulk")
@@ -67,6 +67,36 @@ async def fullstack_identities(app: FastAPI) -> dict[str, dict[str, str]]:
     bearer["forged"] = {"authorization": f"Bearer {forged}"}
     bearer["inactive"] = {"authorization": f"Bearer {fullstack.create_access_token(str(fullstack.INACTIVE_ID))}"}
     return bearer
+
+
+async def projects_identities(app: FastAPI) -> dict[str, dict[str, str]]:
+    """Tokens with each scope set, the tenant header the app's middleware reads, an old client."""
+    def bearer(tenant: str, *scopes: str, header: str | None = None) -> dict[str, str]:
+        token = projects.issue_token(f"{tenant}-user", tenant, list(scopes))
+        return {"authorization": f"Bearer {token}", "x-tenant": header or tenant}
+
+    return {
+        "reader": bearer("acme", "projects:read"),
+        "writer": bearer("acme", "projects:read", "projects:write"),
+        "admin": bearer("acme", "projects:read", "projects:write", "admin"),
+        "globex": bearer("globex", "projects:read"),
+        "crossing": bearer("acme", "projects:read", header="globex"),
+        "no-tenant": {"authorization": bearer("acme", "projects:read", "projects:write")["authorization"]},
+        "old-client": {**bearer("acme", "projects:read"), "x-client-version": "1.4"},
+        "forged": {"authorization": "Bearer not.a.token", "x-tenant": "acme"},
+        "anonymous": {"x-tenant": "acme"},
+    }
+
+
+async def shop_identities(app: FastAPI) -> dict[str, dict[str, str]]:
+    key = shop.API_KEYS
+    return {
+        "alice": {"x-api-key": key["alice"], "cookie": f"cart_id={shop.CART_ALICE}"},
+        "alice-no-cart": {"x-api-key": key["alice"]},
+        "bob": {"x-api-key": key["bob"], "cookie": f"cart_id={shop.CART_ALICE}"},
+        "staff": {"x-api-key": key["staff"]},
+        "bad-key": {"x-api-key": "key-guessed"},
+    }
 
 
 # --- the tables -----------------------------------------------------------------------------------------
@@ -157,7 +187,130 @@ FULLSTACK = CorpusApp(fullstack, fullstack_identities, [
     ]),
 ])
 
-CORPUS = {"fullstack": FULLSTACK}
+ACME, EMPTY, GLOBEX = str(projects.ACME_PROJECT), str(projects.EMPTY_PROJECT), str(projects.GLOBEX_PROJECT)
+NEW_PROJECT = {"name": "Giant magnet", "budget": 5000, "internal_notes": "try on roadrunner first"}
+
+PROJECTS = CorpusApp(projects, projects_identities, [
+    (Route("GET", "/projects", "list_projects", skill=True), [
+        Case("reader", "reader"),
+        Case("second-page", "reader", query={"page": 2, "size": 1}),
+        Case("page-too-big", "reader", query={"size": 500}),
+        Case("anonymous", "anonymous"),
+        Case("forged-token", "forged"),
+        Case("other-tenant-header", "crossing"),
+        Case("no-tenant", "no-tenant"),
+        Case("old-client", "old-client"),
+    ]),
+    (Route("GET", "/projects/{project_id}", "read_project"), [
+        Case("reader", "reader", path={"project_id": ACME}),
+        Case("other-tenant-project", "reader", path={"project_id": GLOBEX}),
+        Case("anonymous", "anonymous", path={"project_id": ACME}),
+        Case("not-a-uuid", "reader", path={"project_id": "rocket-skates"}),
+    ]),
+    (Route("POST", "/projects", "create_project", body="project", skill=True), [
+        Case("writer", "writer", body=NEW_PROJECT),
+        Case("read-scope-only", "reader", body=NEW_PROJECT),
+        Case("anonymous", "anonymous", body=NEW_PROJECT),
+        Case("duplicate-name", "writer", body={**NEW_PROJECT, "name": "Rocket skates"}),
+        Case("negative-budget", "writer", body={**NEW_PROJECT, "budget": -1}),
+        Case("no-tenant", "no-tenant", body=NEW_PROJECT),
+    ]),
+    (Route("PATCH", "/projects/{project_id}", "update_project", body="patch"), [
+        Case("writer", "writer", path={"project_id": ACME}, body={"budget": 15000}),
+        Case("read-scope-only", "reader", path={"project_id": ACME}, body={"budget": 1}),
+        Case("other-tenant-project", "writer", path={"project_id": GLOBEX}, body={"budget": 1}),
+        Case("short-name", "writer", path={"project_id": ACME}, body={"name": "x"}),
+    ]),
+    (Route("DELETE", "/projects/{project_id}", "delete_project"), [
+        Case("admin", "admin", path={"project_id": ACME}),
+        Case("writer-without-admin", "writer", path={"project_id": ACME}),
+        Case("anonymous", "anonymous", path={"project_id": ACME}),
+    ]),
+    (Route("GET", "/projects/{project_id}/tasks", "list_tasks"), [
+        Case("reader", "reader", path={"project_id": ACME}),
+        Case("by-status", "reader", path={"project_id": ACME}, query={"status": "doing"}),
+        Case("unknown-status", "reader", path={"project_id": ACME}, query={"status": "blocked"}),
+        Case("other-tenant-header", "crossing", path={"project_id": GLOBEX}),
+    ]),
+    (Route("GET", "/projects/{project_id}/stats", "project_stats"), [
+        Case("reader", "reader", path={"project_id": ACME}),
+        Case("no-hours-yet", "reader", path={"project_id": EMPTY}, secret="division by zero"),
+        Case("anonymous", "anonymous", path={"project_id": ACME}),
+    ]),
+    (Route("GET", "/tasks/status/{status}", "tasks_by_status"), [
+        Case("reader", "reader", path={"status": "todo"}),
+        Case("globex", "globex", path={"status": "doing"}),
+        Case("unknown-status", "reader", path={"status": "blocked"}),
+        Case("no-tenant", "no-tenant", path={"status": "todo"}),
+    ]),
+    (Route("GET", "/settings", "read_settings"), [
+        Case("reader", "reader"),
+        Case("globex", "globex"),
+        Case("anonymous", "anonymous"),
+    ]),
+    (Route("GET", "/reports/{kind}", "report"), [
+        Case("weekly", "reader", path={"kind": "weekly"}),
+        Case("yearly-is-paused", "reader", path={"kind": "yearly"}),
+        Case("unknown-kind", "reader", path={"kind": "daily"}),
+    ]),
+    (Route("GET", "/legacy/projects", "legacy_projects"), [
+        Case("anonymous", "anonymous"),
+    ]),
+])
+
+SHOP = CorpusApp(shop, shop_identities, [
+    (Route("GET", "/products", "search_products"), [
+        Case("anonymous", query={"q": "r"}),
+        Case("limit", query={"limit": 1}),
+        Case("limit-too-big", query={"limit": 500}),
+    ]),
+    (Route("GET", "/products/{product_id}", "read_product"), [
+        Case("anonymous", path={"product_id": 1}),
+        Case("unknown", path={"product_id": 99}),
+        Case("zero", path={"product_id": 0}),
+    ]),
+    (Route("GET", "/products/{product_id}/tags", "product_tags"), [
+        Case("anonymous", path={"product_id": 1}),
+        Case("no-tags", path={"product_id": 3}),
+    ]),
+    (Route("GET", "/cart", "read_cart"), [
+        Case("alice", "alice"),
+        Case("no-cart-cookie", "alice-no-cart"),
+        Case("another-customer's-cart", "bob"),
+        Case("anonymous"),
+        Case("bad-key", "bad-key"),
+    ]),
+    (Route("POST", "/cart/items", "add_to_cart", body=EMBED), [
+        Case("alice", "alice", body={"product_id": 2, "quantity": 1}),
+        Case("unknown-product", "alice", body={"product_id": 99}),
+        Case("too-many", "alice", body={"product_id": 2, "quantity": 50}),
+        Case("another-customer's-cart", "bob", body={"product_id": 2}),
+        Case("anonymous", body={"product_id": 2}),
+    ]),
+    (Route("POST", "/checkout", "checkout", skill=True), [
+        Case("alice", "alice"),
+        Case("another-customer's-cart", "bob"),
+        Case("anonymous"),
+    ]),
+    (Route("GET", "/orders/{order_id}", "read_order", skill=True), [
+        Case("own", "alice", path={"order_id": str(shop.ORDER_ALICE)}),
+        Case("another-customer's", "alice", path={"order_id": str(shop.ORDER_BOB)}),
+        Case("anonymous", path={"order_id": str(shop.ORDER_ALICE)}),
+    ]),
+    (Route("GET", "/admin/orders", "all_orders"), [
+        Case("staff", "staff"),
+        Case("customer", "alice"),
+        Case("anonymous"),
+    ]),
+    (Route("PUT", "/admin/products/{product_id}/price", "set_price", body="update"), [
+        Case("staff", "staff", path={"product_id": 2}, body={"price": 79.0, "reason": "spring sale"}),
+        Case("customer", "alice", path={"product_id": 2}, body={"price": 0.01, "reason": "mine"}),
+        Case("free", "staff", path={"product_id": 2}, body={"price": 0, "reason": "oops"}),
+        Case("unknown", "staff", path={"product_id": 99}, body={"price": 1, "reason": "x"}),
+    ]),
+])
+
+CORPUS = {"fullstack": FULLSTACK, "projects": PROJECTS, "shop": SHOP}
 
 
 # --- building each app once -----------------------------------------------------------------------------
@@ -235,14 +388,22 @@ async def differences(reference_app: Built, subject: Built, face: str, route: Ro
     expected, expected_rows = http or await exchange(reference_app, "http", route, case)
     observed, rows = await exchange(subject, face, route, case)
     findings = compare(expected, observed, case)
-    if rows != expected_rows:
-        try:  # a background task may still be writing: give it a bounded moment, then compare again
+    if rows != expected_rows and _only_missing(rows, expected_rows):
+        try:  # a background task may still be writing: give it a bounded moment, then read again
             await eventually(lambda: dump_database(subject.database) == expected_rows, "the same side effects",
                              timeout=0.5)
+            rows = expected_rows
         except AssertionError:
-            changed = sorted(t for t in set(rows) | set(expected_rows) if rows.get(t) != expected_rows.get(t))
-            findings.append(f"SIDE_EFFECTS: the database differs from HTTP's in {', '.join(changed)}")
+            rows = dump_database(subject.database)
+    if rows != expected_rows:
+        changed = sorted(t for t in set(rows) | set(expected_rows) if rows.get(t) != expected_rows.get(t))
+        findings.append(f"SIDE_EFFECTS: the database differs from HTTP's in {', '.join(changed)}")
     return findings, expected, observed
+
+
+def _only_missing(rows: dict[str, list[Any]], expected: dict[str, list[Any]]) -> bool:
+    """Whether ``rows`` lack only rows ``expected`` has (what a background task that is late would leave)."""
+    return all(set(rows.get(t, ())) <= set(expected.get(t, ())) for t in set(rows) | set(expected))
 
 
 # --- the differential -----------------------------------------------------------------------------------
@@ -268,3 +429,111 @@ async def test_a_route_answers_an_agent_as_it_answers_http(name: str, exposure: 
     assert not findings, (
         f"{name} ({exposure}) {route} [{case.name}] via {face}:\n  HTTP:  {expected.summary()}\n"
         f"  {face}: {observed.summary()}\n  " + "\n  ".join(findings))
+
+
+# --- the differential cannot pass by comparing nothing -----------------------------------------------------
+
+async def test_the_corpus_answers_every_outcome_class_over_http() -> None:
+    """The tables ask for what they name: over HTTP the corpus answers every class at least once."""
+    seen: dict[str, str] = {}
+    for name, corpus in CORPUS.items():
+        built = await build(name, "bulk")
+        for route, cases in corpus.routes:
+            for case in cases:
+                http, _ = await reference(built, name, "bulk", route, case)
+                seen.setdefault(http.outcome, f"{name} {route} [{case.name}]")
+    assert set(seen) == {"ok", "auth_refused", "not_found", "invalid", "retryable", "failed", "redirect"}, seen
+
+
+def _api_routes(router: Any) -> Iterator[tuple[list[Any], int, APIRoute]]:
+    """Every ``APIRoute`` of a router, with the list that holds it (included routers are kept whole)."""
+    for index, route in enumerate(router.routes):
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from _api_routes(included)
+        elif isinstance(route, APIRoute):
+            yield router.routes, index, route
+
+
+def rebuild_route(endpoint: str, **changes: Any) -> Callable[[FastAPI], None]:
+    """A mutation: the route of handler ``endpoint`` made again with ``changes`` (its other settings kept)."""
+    def mutate(app: FastAPI) -> None:
+        for routes, index, route in _api_routes(app.router):
+            if route.name == endpoint:
+                settings = {key: getattr(route, key) for key in (
+                    "methods", "dependencies", "response_model", "status_code", "tags", "name", "response_class",
+                    "response_model_include", "response_model_exclude", "response_model_by_alias",
+                    "response_model_exclude_unset", "response_model_exclude_defaults", "response_model_exclude_none")}
+                routes[index] = APIRoute(route.path, route.endpoint, **{**settings, **changes})
+                return
+        raise LookupError(f"no route for {endpoint!r}")
+    return mutate
+
+
+def route_and_case(name: str, tool: str, case_name: str) -> tuple[Route, Case]:
+    route, cases = next((r, c) for r, c in CORPUS[name].routes if r.tool == tool)
+    return route, next(c for c in cases if c.name == case_name)
+
+
+@pytest.mark.parametrize("exposure", EXPOSURES)
+async def test_a_dependency_dropped_on_the_agent_side_is_reported_as_a_bypass(exposure: str) -> None:
+    """The agent's copy of the app loses ``dependencies=[Depends(get_current_active_superuser)]`` on one route:
+    a non-admin is then served where HTTP refuses, and the differential must say so."""
+    route, case = route_and_case("fullstack", "read_users", "non-admin")
+    honest = await build("fullstack", exposure)
+    broken = await build("fullstack", exposure, rebuild_route("read_users", dependencies=[]))
+    assert broken.error is None, broken.error
+    mutated_http, _ = await exchange(broken, "http", route, case)
+    assert mutated_http.outcome == "ok"  # the mutation took: the copy itself serves the non-admin
+    for face in MCP_FACES:
+        findings, expected, observed = await differences(honest, broken, face, route, case)
+        assert expected.status == 403 and observed.outcome == "ok", (face, observed.summary())
+        assert findings == ["BYPASS: served where HTTP refuses the caller with 403"], findings
+
+
+@pytest.mark.parametrize("exposure", EXPOSURES)
+async def test_a_response_model_dropped_on_the_agent_side_is_reported_as_a_leak(exposure: str) -> None:
+    """The agent's copy of the app loses ``response_model=UserPublic`` on ``GET /users/me``: the handler's row,
+    ``hashed_password`` and all, then reaches the agent, and the differential must name the field."""
+    route, case = route_and_case("fullstack", "read_user_me", "alice")
+    honest = await build("fullstack", exposure)
+    broken = await build("fullstack", exposure, rebuild_route("read_user_me", response_model=None))
+    assert broken.error is None, broken.error
+    for face in MCP_FACES:
+        findings, _, observed = await differences(honest, broken, face, route, case)
+        assert observed.outcome == "ok" and "hashed_password" in observed.data, observed.summary()
+        assert findings[0] == "LEAK: more data than HTTP: $.hashed_password", findings
+
+
+# --- the comparison itself ---------------------------------------------------------------------------------
+
+def _http(outcome: str, data: Any = None, **fields: Any) -> Observed:
+    return Observed("http", outcome, data, **fields)
+
+
+@pytest.mark.parametrize(("http", "face", "expected"), [
+    (_http("auth_refused", status=401), Observed("mcp-2026", "ok", {"id": 1}),
+     ["BYPASS: served where HTTP refuses the caller with 401"]),
+    (_http("ok", {"data": [{"id": 1}]}), Observed("mcp-2026", "ok", {"data": [{"id": 1, "secret": "x"}]}, '{}',
+                                                 extra={"structured": True}),
+     ["LEAK: more data than HTTP: $.data[0].secret", "STRUCTURED: structuredContent is not the body (or "
+      "{'result': body})", "TEXT: the text content '{}' is not the body's JSON text"]),
+    (_http("ok", [1, 2]), Observed("mcp-2025", "ok", {"result": [1, 2]}, "[1, 2]", extra={"structured": True}), []),
+    (_http("ok", [1, 2]), Observed("a2a", "ok", [2, 1]), ["DATA: the result differs from HTTP's JSON body"]),
+    (_http("failed", status=500), Observed("agui", "failed", text="ZeroDivisionError: division by zero"),
+     ["REVEALS: an internal error's text reaches the caller: 'ZeroDivisionError: division by zero'"]),
+    (_http("redirect", status=308, extra={"location": "/x"}), Observed("mcp-2026", "failed", text="HTTP 308"),
+     ["REDIRECT: HTTP answers 308 to /x; the agent must refuse it with a message naming the redirect"]),
+    (_http("not_found", text="Item not found", status=404), Observed("mcp-2026", "not_found", text="HTTP 404"),
+     ["DETAIL: the app's detail 'Item not found' does not reach the caller"]),
+    (_http("auth_refused", text="no", status=401, challenge='Bearer scope="a"'),
+     Observed("mcp-2026", "auth_refused", text="no", status=401, challenge="Bearer"),
+     ["CHALLENGE: the app's WWW-Authenticate 'Bearer scope=\"a\"' is 'Bearer'"]),
+    (_http("retryable", text="later", status=503, retry_after=120.0),
+     Observed("a2a", "retryable", text="later", retry_after=None),
+     ["RETRY_AFTER: the app's Retry-After 120 is None"]),
+    (_http("invalid", text="bad", status=409), Observed("a2a", "failed", text="bad"),
+     ["CLASS: HTTP is invalid, the face is failed"]),
+])
+def test_the_comparison_names_each_difference(http: Observed, face: Observed, expected: list[str]) -> None:
+    assert compare(http, face, Case("c", secret="division by zero")) == expected

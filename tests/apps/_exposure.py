@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
@@ -16,7 +17,7 @@ from fastapi import FastAPI, Request
 
 from agentmw import Agent, AgentMiddleware, RouteSelection, skill, tool
 
-__all__ = ["ALL_METHODS", "Exposure", "as_skill", "as_tool", "attach_agent", "connect", "database_of"]
+__all__ = ["ALL_METHODS", "Exposure", "app_factory", "as_skill", "as_tool", "attach_agent", "connect", "database_of"]
 
 Exposure = Literal["decorator", "bulk"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -57,14 +58,30 @@ def database_of(app: FastAPI, init: Callable[[str], None]) -> str:
 
 
 def connect(request: Request, init: Callable[[str], None]) -> Iterator[sqlite3.Connection]:
-    """A session per request, committed when the handler succeeds, rolled back when it raises."""
+    """A session per request; a handler commits what it writes (as with SQLModel's ``session.commit()``), and
+    what it did not commit is dropped when the session closes."""
     connection = sqlite3.connect(database_of(request.app, init), check_same_thread=False)
     connection.row_factory = sqlite3.Row
     try:
         yield connection
-        connection.commit()
-    except Exception:
-        connection.rollback()
-        raise
     finally:
         connection.close()
+
+
+def app_factory(create_api: Callable[[Exposure, str | None], FastAPI], build_agent: Callable[[FastAPI, Exposure], Agent],
+                ) -> tuple[Callable[..., FastAPI], Callable[[str], Any]]:
+    """A corpus module's ``create_app(exposure, database)`` (the app and its agent), and a module ``__getattr__``
+    that builds its ``app`` on first use (``uvicorn tests.apps.shop:app``), so that importing it builds nothing."""
+    def create_app(exposure: Exposure = "decorator", database: str | None = None) -> FastAPI:
+        app = create_api(exposure, database)
+        build_agent(app, exposure)
+        return app
+
+    def module_getattr(name: str) -> Any:
+        if name != "app":
+            raise AttributeError(name)
+        created = create_app()
+        setattr(sys.modules[create_api.__module__], "app", created)
+        return created
+
+    return create_app, module_getattr

@@ -18,7 +18,9 @@ from fastapi import APIRouter, BackgroundTasks, Depends, FastAPI, HTTPException,
 from fastapi.security import OAuth2PasswordBearer, OAuth2PasswordRequestForm
 from pydantic import BaseModel, EmailStr, Field
 
-from ._exposure import Exposure, as_skill, as_tool, attach_agent, connect, database_of
+from agentmw import Agent
+
+from ._exposure import Exposure, app_factory, as_skill, as_tool, attach_agent, connect, database_of
 
 __all__ = ["ADMIN_ID", "ALICE_ID", "ALICE_ITEM", "BOB_ID", "BOB_ITEM", "PASSWORDS", "app", "build_agent",
            "create_api", "create_app", "init_db", "new_id"]
@@ -226,6 +228,7 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
         session.execute("INSERT INTO user VALUES (?, ?, ?, ?, ?, ?)",
                         (user_id, user_in.email, get_password_hash(user_in.password, user_in.email),
                          user_in.full_name, int(user_in.is_active), int(user_in.is_superuser)))
+        session.commit()
         return user_row(session.execute("SELECT * FROM user WHERE id = ?", (user_id,)).fetchone())
 
     @users.get("/me", response_model=UserPublic)
@@ -245,6 +248,7 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
         changes = user_in.model_dump(exclude_unset=True)
         for column, value in changes.items():
             session.execute(f"UPDATE user SET {column} = ? WHERE id = ?", (value, current_user["id"]))
+        session.commit()
         return user_row(session.execute("SELECT * FROM user WHERE id = ?", (current_user["id"],)).fetchone())
 
     @users.get("/{user_id}", response_model=UserPublic)
@@ -270,6 +274,7 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
             raise HTTPException(status_code=403, detail="Super users are not allowed to delete themselves")
         session.execute("DELETE FROM item WHERE owner_id = ?", (str(user_id),))
         session.execute("DELETE FROM user WHERE id = ?", (str(user_id),))
+        session.commit()
         return Message(message="User deleted successfully")
 
     items = APIRouter(prefix="/items", tags=["items"])
@@ -303,6 +308,7 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
         item_id = str(new_id())
         session.execute("INSERT INTO item VALUES (?, ?, ?, ?)",
                         (item_id, item_in.title, item_in.description, current_user["id"]))
+        session.commit()
         return dict(session.execute("SELECT * FROM item WHERE id = ?", (item_id,)).fetchone())
 
     @items.put("/{id}", response_model=ItemPublic)
@@ -316,6 +322,7 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
             raise HTTPException(status_code=400, detail="Not enough permissions")
         for column, value in item_in.model_dump(exclude_unset=True).items():
             session.execute(f"UPDATE item SET {column} = ? WHERE id = ?", (value, str(id)))
+        session.commit()
         return dict(session.execute("SELECT * FROM item WHERE id = ?", (str(id),)).fetchone())
 
     @items.delete("/{id}")
@@ -328,6 +335,7 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
         if not current_user["is_superuser"] and item["owner_id"] != current_user["id"]:
             raise HTTPException(status_code=400, detail="Not enough permissions")
         session.execute("DELETE FROM item WHERE id = ?", (str(id),))
+        session.commit()
         return Message(message="Item deleted successfully")
 
     utils = APIRouter(prefix="/utils", tags=["utils"])
@@ -353,19 +361,8 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     return app
 
 
-def build_agent(app: FastAPI, exposure: Exposure = "decorator") -> Any:
+def build_agent(app: FastAPI, exposure: Exposure = "decorator") -> Agent:
     return attach_agent(app, "fullstack", exposure, exclude=(f"{API_V1}/login/*",))
 
 
-def create_app(exposure: Exposure = "decorator", database: str | None = None) -> FastAPI:
-    app = create_api(exposure, database)
-    build_agent(app, exposure)
-    return app
-
-
-def __getattr__(name: str) -> Any:
-    """``app`` (``uvicorn tests.apps.fullstack:app``), built on first use: importing the module builds nothing."""
-    if name == "app":
-        globals()["app"] = created = create_app()
-        return created
-    raise AttributeError(name)
+create_app, __getattr__ = app_factory(create_api, build_agent)
