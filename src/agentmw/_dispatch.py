@@ -48,7 +48,7 @@ _DROPPED_HEADERS = frozenset({
     b"mcp-protocol-version", b"last-event-id", b"expect", b"connection", b"upgrade", b"te", b"trailer",
 })
 # Scope keys a request keeps from the agent request: what outer middleware established about the caller.
-_KEPT_SCOPE_KEYS = ("http_version", "scheme", "server", "client", "root_path", "user", "auth", "session",
+_KEPT_SCOPE_KEYS = ("app", "http_version", "scheme", "server", "client", "root_path", "user", "auth", "session",
                     "extensions")
 _RETRYABLE = frozenset({408, 425, 429, 502, 503, 504})
 _background: set[asyncio.Task[None]] = set()
@@ -56,6 +56,15 @@ _background: set[asyncio.Task[None]] = set()
 
 class RouteCallRefused(Exception):
     """The arguments cannot be sent to the route as HTTP could (a ``/`` in a path segment)."""
+
+
+def wire_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments as an HTTP client would send them: a model only with the fields its caller set, under their
+    aliases, so that FastAPI's own validation (and a handler's ``exclude_unset``) sees what was sent."""
+    from pydantic import BaseModel
+
+    return {k: v.model_dump(mode="json", by_alias=True, exclude_unset=True) if isinstance(v, BaseModel)
+            else to_jsonable_python(v) for k, v in values.items()}
 
 
 def _text(value: Any) -> str:
@@ -184,7 +193,7 @@ async def call_route(capability: Capability, values: Mapping[str, Any], ctx: Con
     connection = ctx.request
     origin: Mapping[str, Any] = connection.scope if connection is not None else {}
     route = route_here(capability, origin)
-    scope, body = _scope(route, {k: to_jsonable_python(v) for k, v in values.items()}, ctx, origin)
+    scope, body = _scope(route, wire_values(values), ctx, origin)
     response = _Response()
     sent = False
     disconnected = asyncio.Event()
@@ -375,7 +384,7 @@ async def authorize_route(capability: Capability, values: Mapping[str, Any], ctx
     origin: Mapping[str, Any] = connection.scope if connection is not None else {}
     route = route_here(capability, origin)
     try:
-        scope, body = _scope(route, {k: to_jsonable_python(v) for k, v in values.items()}, ctx, origin)
+        scope, body = _scope(route, wire_values(values), ctx, origin)
     except RouteCallRefused:
         return None  # the call itself refuses it, with the message
     scope["app"] = route.app

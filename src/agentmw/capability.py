@@ -254,6 +254,19 @@ class ParamPlan:
     header_params: Any = None
 
 
+def _injected_by_fastapi(param: inspect.Parameter, hints: Mapping[str, Any]) -> bool:
+    """A parameter FastAPI fills itself (a dependency, the request, ...), even when a route input shares its name."""
+    annotation = hints.get(param.name, param.annotation)
+    metadata: tuple[Any, ...] = ()
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation, *rest = typing.get_args(annotation)
+        metadata = tuple(rest)
+    if _is_host_param(param.default) or any(_is_host_param(m) for m in metadata):
+        return type(param.default).__name__ in ("Depends", "Security") or any(
+            type(m).__name__ in ("Depends", "Security") for m in metadata)
+    return _is_request_type(annotation) or _is_context_type(annotation)
+
+
 def _where(fn: Callable[..., Any]) -> str:
     """``file:line`` of a function's definition, for messages that must point at it."""
     target = inspect.unwrap(fn)
@@ -300,7 +313,7 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
     host: list[inspect.Parameter] = []
     paths: list[str] = []
     for param in signature.parameters.values():
-        if route is not None and param.name not in route.params:
+        if route is not None and (param.name not in route.params or _injected_by_fastapi(param, hints)):
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             star = "*" if param.kind is param.VAR_POSITIONAL else "**"
@@ -349,7 +362,7 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
     if route is not None:
         from ._routes import argument_fields
 
-        fields.update(argument_fields(route, set(signature.parameters)))
+        fields.update(argument_fields(route, set(fields)))
     plan.host_params = tuple(host)
     plan.path_params = tuple(paths)
     plan.arg_names = tuple(fields)
