@@ -8,6 +8,7 @@ decorator is used as a method of an agent (``@agent.tool``), which registers at 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
@@ -30,6 +31,12 @@ def specs_of(fn: Any) -> tuple[CapabilitySpec, ...]:
     return tuple(getattr(fn, MARK, ()))
 
 
+MARKED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Every function a decorator marked, so that the first request can warn about those no agent serves."""
+SERVED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Every function an agent registered."""
+
+
 def _mark(fn: F, spec: CapabilitySpec) -> F:
     existing = list(getattr(fn, MARK, ()))
     existing.append(spec)
@@ -37,6 +44,10 @@ def _mark(fn: F, spec: CapabilitySpec) -> F:
         setattr(fn, MARK, tuple(existing))
     except (AttributeError, TypeError) as exc:  # builtins, some C callables
         raise TypeError(f"agentmw cannot decorate {fn!r}: it does not accept attributes") from exc
+    try:
+        MARKED.add(fn)
+    except TypeError:  # not weakly referenceable: never warned about
+        pass
     return fn
 
 

@@ -213,21 +213,21 @@ def include_routes(agent: Agent, app: Any, selection: Callable[[RouteInfo], bool
 
 
 def log_served(agent: Agent, app: Any) -> None:
-    """At the first request: one line per face naming what it serves, and a warning for each marked handler
-    of ``app`` that this agent does not serve."""
+    """At the first request: one line per face naming what it serves, and a warning for each marked function
+    that no agent serves."""
     tools = sorted(agent.tools)
     resources = sorted([*agent.resources, *agent.templates])
     logger.info("agentmw %s: MCP serves %d tools %s, %d resources %s, %d prompts %s", agent.name, len(tools), tools,
                 len(resources), resources, len(agent.prompts), sorted(agent.prompts))
     logger.info("agentmw %s: A2A serves %d skills %s; AG-UI serves %s", agent.name, len(agent.skills),
                 sorted(agent.skills), [f"{agent.agui_path}/{s}" for s in sorted(agent.skills)])
-    served = {id(c.fn) for table in (agent.tools, agent.resources, agent.templates, agent.prompts, agent.skills)
-              for c in table.values()}
-    for route in iter_routes(app):
-        if specs_of(route.endpoint) and id(route.endpoint) not in served:
-            logger.warning("agentmw %s: %s %s is marked (%s) but not served by this agent; include it, or remove "
-                           "the decorator", agent.name, route.method_text, route.path,
-                           ", ".join(spec.kind for spec in specs_of(route.endpoint)))
+    from .decorators import MARKED, SERVED
+
+    for fn in list(MARKED):
+        if fn not in SERVED:
+            logger.warning("agentmw: %s.%s is marked (%s) but no agent serves it; include it (Agent(include=[...])) "
+                           "or remove the decorator", getattr(fn, "__module__", "?"), getattr(fn, "__qualname__", fn),
+                           ", ".join(spec.kind for spec in specs_of(fn)))
 
 
 def route_of(capability: Capability) -> dict[str, Any] | None:
