@@ -68,8 +68,10 @@ def corpus(tree: dict[str, Path]) -> list[tuple[str, bool]]:
     for path in HOME_FORMS:
         cases += [(path, False), (enc(path), False), (double(path), False)]
     cases += [(str(outside / "secret.txt"), False), (str(sibling / "file"), False), (f"{root}x/file", False),
-              (str(root), True), (f"{root}/", True), (f"file-in-root-{'..'}", True), ("...", True), ("..foo", True),
-              ("foo..", True), (quote(quote(quote(quote(quote("..")))), safe=""), False)]
+              (str(root), True), (f"{root}/", True), ("..foo", True),
+              (quote(quote(quote(quote(quote("..")))), safe=""), False),
+              # names ending in a dot, which Windows drops (issue 22 item 7, docs/safety.md): refused
+              (f"file-in-root-{'..'}", False), ("...", False), ("foo..", False)]
     return cases
 
 

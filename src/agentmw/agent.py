@@ -65,6 +65,11 @@ class Agent:
             dependency for the current user (``identify=get_current_user``), solved with the request's
             headers (``docs/auth.md``).
         max_body_bytes: larger request bodies get 413.
+        max_body_values, max_body_depth: the JSON values (array items and object members, at every level) and
+            the nesting one A2A or AG-UI request body may hold, counted before it is decoded (at most 128
+            levels); past them, A2A's invalid params or AG-UI's 422 (docs/limits.md, "Request bodies").
+        agui_max_messages, agui_max_state_bytes: the messages one AG-UI run may carry, and the size of its
+            ``state`` as compact JSON; past them, 422.
         max_sessions: handshake-era sessions kept at once (per replica: past it, ``initialize`` gets 503; in
             the store: past it, the least recently used session is forgotten).
         session_idle_seconds: a handshake-era session unused for this long, on every replica, is forgotten.
@@ -99,6 +104,8 @@ class Agent:
         allowed_origins: Sequence[str] = (),
         secret: bytes | str | None = None,
         max_body_bytes: int = 4 * 1024 * 1024,
+        max_body_values: int = 10_000,
+        max_body_depth: int = 64,
         max_sessions: int = 10_000,
         session_idle_seconds: float = 3600.0,
         input_state_ttl_seconds: float = 900.0,
@@ -113,6 +120,8 @@ class Agent:
         agui_run_retention_seconds: float = 3600.0,
         agui_max_threads: int = 10_000,
         agui_thread_idle_seconds: float = 3600.0,
+        agui_max_messages: int = 500,
+        agui_max_state_bytes: int = 256 * 1024,
         a2a_max_tasks: int = 10_000,
         a2a_task_retention_seconds: float = 7 * 24 * 3600.0,
         a2a_max_message_ids: int = 100_000,
@@ -144,6 +153,9 @@ class Agent:
         self._state: Any = None
         self._check_store()
         self.max_body_bytes = max_body_bytes
+        from ._shape import BodyShape
+
+        self.body_shape = BodyShape(max_body_values, max_body_depth)  # checked here: a bad setting fails at once
         self.max_sessions = max_sessions
         self.session_idle_seconds = session_idle_seconds
         self.input_state_ttl_seconds = input_state_ttl_seconds
@@ -160,6 +172,8 @@ class Agent:
         self.agui_run_retention_seconds = agui_run_retention_seconds
         self.agui_max_threads = agui_max_threads
         self.agui_thread_idle_seconds = agui_thread_idle_seconds
+        self.agui_max_messages = agui_max_messages
+        self.agui_max_state_bytes = agui_max_state_bytes
         self.a2a_max_tasks = a2a_max_tasks
         self.a2a_task_retention_seconds = a2a_task_retention_seconds
         self.a2a_max_message_ids = a2a_max_message_ids

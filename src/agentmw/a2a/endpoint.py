@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
+from .._shape import ShapeError, check_shape
 from .._transport import (
     ClientDisconnected,
     ProtocolError,
@@ -18,7 +19,6 @@ from .._transport import (
     identity_error,
     loads,
     read_body,
-    read_json,
     send_bytes,
     send_json,
     sse_data,
@@ -49,6 +49,7 @@ from .wire import (
     VERSION_NOT_SUPPORTED,
     A2AError,
     event_to_v03,
+    limit_parts,
     message_from_v03,
     message_to_v03,
     task_to_v03,
@@ -63,6 +64,17 @@ logger = logging.getLogger("agentmw")
 Handler = Callable[[dict[str, Any], Caller], Awaitable[Any]]
 _CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 _QUERY_EXTRA = frozenset({"A2A-Version"})  # a query-string key of the binding's own, never an unknown filter
+
+
+class _HttpJson:
+    """Where a JSON-RPC request id would go, on the HTTP+JSON binding: answers and events go out bare. Not None,
+    which is a JSON-RPC id a request may carry (``"id": null``), and whose answers are still JSON-RPC."""
+
+    def __repr__(self) -> str:
+        return "HTTP+JSON"
+
+
+HTTP_JSON = _HttpJson()
 
 
 def _authorization(scope: Scope) -> str | None:
@@ -192,6 +204,17 @@ class A2AEndpoint:
             card = await self.agent.access.card(card, caller.connection.scope)
         return card
 
+    def _decode(self, raw: bytes) -> Any:
+        """The body, strictly decoded once its shape is within ``Agent(max_body_values=, max_body_depth=)``
+        (docs/limits.md): past them, invalid params (with the request's id, when a scan found it)."""
+        try:
+            check_shape(raw, self.agent.body_shape)
+        except ShapeError as exc:
+            error = A2AError(INVALID_PARAMS, exc.message, {"limit": exc.limit})
+            error.request_id = exc.request_id
+            raise error from None
+        return loads(raw)
+
     # --- JSON-RPC --------------------------------------------------------------------------------
     async def _jsonrpc(self, scope: Scope, receive: Receive, send: Send, connection: HTTPConnection,
                        headers: dict[str, str]) -> None:
@@ -200,8 +223,8 @@ class A2AEndpoint:
             return
         request_id: Any = None
         try:
-            message = classify_rpc(await read_json(receive, self.agent.max_body_bytes), notifications=False,
-                                   null_id=True)
+            body = self._decode(await read_body(receive, self.agent.max_body_bytes))
+            message = classify_rpc(body, notifications=False, null_id=True)
             request_id = message.id
             params = message.params or {}
             method: str = message.method  # type: ignore[assignment]
@@ -217,6 +240,8 @@ class A2AEndpoint:
             logger.debug("A2A JSON-RPC request refused: %s", exc.message)
             if self.agent.telemetry is not None:
                 self.agent.telemetry.protocol_error("a2a", exc.code)
+            if request_id is None:  # refused before the envelope was read: the id a scan of the body found
+                request_id = exc.request_id
             await send_json(send, 413 if exc.status == 413 else 200, A2AError.of(exc).jsonrpc(request_id))
         except (Unauthenticated, Forbidden, ClientDisconnected):
             raise
@@ -232,6 +257,8 @@ class A2AEndpoint:
                 raise A2AError(VERSION_NOT_SUPPORTED, f"{method} needs A2A-Version: 1.0 (got {version!r})",
                                {"supported": "1.0, 0.3"})
             params = normalise(OPERATION_OF_METHOD[method], params)  # snake_case spellings, once, here
+            if method in ("SendMessage", "SendStreamingMessage"):
+                limit_parts(params.get("message"), self.agent.a2a.max_parts)
             result = await self.methods_v10[method](params, caller)
             if method in self.streaming:
                 await _sse(scope, receive, send, request_id, result, v03=False)
@@ -252,6 +279,7 @@ class A2AEndpoint:
     async def _v03(self, method: str, params: dict[str, Any], caller: Caller) -> Any:
         ops = self.ops
         if method in ("message/send", "message/stream"):
+            limit_parts(params.get("message"), self.agent.a2a.max_parts)
             configuration = _object(params.get("configuration"), "configuration")
             converted = {"message": message_from_v03(params.get("message")), "metadata": params.get("metadata"),
                          "configuration": {
@@ -303,10 +331,12 @@ class A2AEndpoint:
             if verb in ("POST", "PUT"):
                 raw = await read_body(receive, self.agent.max_body_bytes)
                 if raw.strip():
-                    params = loads(raw)
+                    params = self._decode(raw)
                     if not isinstance(params, dict):
                         raise A2AError(INVALID_PARAMS, "The body must be a JSON object")
                 params = normalise(name, params)  # snake_case spellings, once, here
+                if name in ("send", "stream"):
+                    limit_parts(params.get("message"), self.agent.a2a.max_parts)
             else:
                 params = normalise(name, query, extra=_QUERY_EXTRA)
                 if params.get("includeArtifacts") in ("true", "false"):
@@ -322,9 +352,10 @@ class A2AEndpoint:
             with telemetry.serving_a2a(scope, name, None, params) if telemetry is not None else nullcontext():
                 result = await handler(params, caller)
                 if name in ("stream", "subscribe"):
-                    await _sse(scope, receive, send, None, result, v03=False)
+                    await _sse(scope, receive, send, HTTP_JSON, result, v03=False)
                     return
-                await send_bytes(send, 200, _encode_result(result, None), [(b"content-type", b"application/json")])
+                await send_bytes(send, 200, _encode_result(result, HTTP_JSON),
+                                 [(b"content-type", b"application/json")])
         except ProtocolError as exc:
             logger.debug("A2A HTTP+JSON request refused: %s", exc.message)
             error = A2AError.of(exc)
@@ -398,18 +429,19 @@ def _object(value: Any, name: str) -> dict[str, Any]:
 
 def _encode_result(payload: Any, request_id: Any) -> bytes:
     """The answer's JSON; one that cannot be written (a NaN in a skill's result) is an internal error that keeps
-    the request's id."""
+    the request's id (``HTTP_JSON``: the binding's own error shape)."""
     try:
         return dumps(payload)
     except (ValueError, TypeError):
         logger.warning("A2A result for request %r could not be written as JSON", request_id)
         error = A2AError(INTERNAL_ERROR, "Internal error: the result could not be written as JSON")
-        return dumps(error.jsonrpc(request_id) if request_id is not None else error.rest())
+        return dumps(error.rest() if request_id is HTTP_JSON else error.jsonrpc(request_id))
 
 
 async def _sse(scope: Scope, receive: Receive, send: Send, request_id: Any,
                events: AsyncIterator[dict[str, Any]], *, v03: bool) -> None:
-    """Stream events; JSON-RPC wraps each in a response (request_id given), HTTP+JSON sends them bare.
+    """Stream events; JSON-RPC wraps each in a response with ``request_id`` (which may be None), HTTP+JSON
+    (``request_id`` is ``HTTP_JSON``) sends them bare.
 
     The stream ends with the task, when the client leaves, or when the server shuts down.
     """
@@ -418,7 +450,7 @@ async def _sse(scope: Scope, receive: Receive, send: Send, request_id: Any,
         try:
             async for event in events:
                 payload = event_to_v03(event, TERMINAL) if v03 else event
-                if request_id is not None or v03:
+                if request_id is not HTTP_JSON or v03:
                     payload = {"jsonrpc": "2.0", "id": request_id, "result": payload}
                 try:
                     frame = sse_data(payload)
@@ -427,7 +459,7 @@ async def _sse(scope: Scope, receive: Receive, send: Send, request_id: Any,
                     raise A2AError(INTERNAL_ERROR, "Internal error: an event could not be written as JSON") from None
                 yield frame
         except A2AError as exc:
-            yield sse_data(exc.jsonrpc(request_id), event="error")
+            yield sse_data(exc.rest() if request_id is HTTP_JSON else exc.jsonrpc(request_id), event="error")
         finally:
             await events.aclose()  # type: ignore[attr-defined]
 

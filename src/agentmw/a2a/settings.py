@@ -40,6 +40,8 @@ class A2ASettings:
             (docs/a2a.md). Separate from idempotency keys. ``False`` runs every message.
         message_id_ttl_seconds: how long a ``messageId`` is remembered for that (``Agent(a2a_max_message_ids=)``
             caps how many are).
+        max_parts: the parts one message may hold (``SendMessage``, ``SendStreamingMessage`` and their 0.3 names);
+            past it, the binding's invalid-params error, before anything runs (docs/limits.md, "Request bodies").
         card_v03: serve the card with the 0.3 fields merged in at ``/.well-known/agent-card.json`` too, for 0.3
             clients that send no ``A2A-Version`` (the a2a-sdk server's behaviour). Off by default: that card
             fails a strict A2A 1.0 validator. 0.3 readers always get it at ``/.well-known/agent.json``.
@@ -56,6 +58,7 @@ class A2ASettings:
     push: PushPolicy | None = field(default_factory=lambda: _default_policy())
     dedupe_message_ids: bool = True
     message_id_ttl_seconds: float = 3600.0
+    max_parts: int = 1_000
     card_v03: bool = False  # merge the 0.3 fields into every card, as the a2a-sdk server does (not strict 1.0)
 
     @property

@@ -13,7 +13,7 @@ from ..messages import Artifact, Data, File, Message, decode_base64
 
 __all__ = ["A2AError", "now_iso", "new_id", "parts_from_outcome", "message_from_v03", "task_to_v03",
            "event_to_v03", "message_to_v03", "STATE_TO_V03", "validate_message", "message_from_wire", "message_to_wire",
-           "artifact_to_wire", "parts_to_wire"]
+           "artifact_to_wire", "parts_to_wire", "limit_parts"]
 
 TASK_NOT_FOUND: Final = -32001
 TASK_NOT_CANCELABLE: Final = -32002
@@ -132,6 +132,15 @@ def new_id() -> str:
     if not _tails:
         _more_tails()
     return f"{clock[2]}{clock[1]:03x}{_tails.pop()}"
+
+
+def limit_parts(message: Any, max_parts: int) -> None:
+    """-32602 when ``message`` (1.0 or 0.3) holds more than ``max_parts`` parts: checked before any part is read,
+    so a message of 300,000 parts costs one ``len`` (``A2ASettings.max_parts``)."""
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if isinstance(parts, list) and len(parts) > max_parts:
+        raise A2AError(INVALID_PARAMS, f"message.parts holds {len(parts)} parts; at most {max_parts} are accepted",
+                       {"field": "message.parts", "limit": max_parts})
 
 
 def validate_message(message: Any) -> dict[str, Any]:

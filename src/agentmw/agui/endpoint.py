@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
+from .._shape import ShapeError, check_shape
 from .._transport import (
     PARSE_ERROR,
     ClientDisconnected,
     ProtocolError,
+    dumps,
     identity_error,
-    read_json,
+    loads,
+    read_body,
     send_json,
     stream_sse,
 )
@@ -104,12 +107,26 @@ class AguiEndpoint:
 
     # --- a run -----------------------------------------------------------------------------------
     async def _parse(self, receive: Receive, send: Send) -> Any | None:
-        """The run input, strictly decoded (no NaN or Infinity can reach the state); None after a 422."""
+        """The run input, strictly decoded (no NaN or Infinity can reach the state) and within the body's
+        limits (docs/limits.md, "Request bodies"); None after a 422."""
         if self._input_model is None:
             from ag_ui.core import RunAgentInput
 
             self._input_model = RunAgentInput
-        body = await read_json(receive, self.agent.max_body_bytes)
+        raw = await read_body(receive, self.agent.max_body_bytes)
+        try:
+            check_shape(raw, self.agent.body_shape)  # before decoding: the decoder's time grows with the values
+        except ShapeError as exc:
+            logger.debug("AG-UI request refused: %s", exc.message)
+            kind = "json_too_deep" if exc.kind == "depth" else "too_many_values"
+            await send_json(send, 422, {"detail": [{"loc": ["body"], "msg": exc.message, "type": kind}]})
+            return None
+        body = loads(raw)
+        refused = self._over_limits(body)
+        if refused is not None:
+            logger.debug("AG-UI request refused: %s", refused["msg"])
+            await send_json(send, 422, {"detail": [refused]})
+            return None
         try:
             return self._input_model.model_validate(body)
         except ValidationError as exc:
@@ -117,6 +134,26 @@ class AguiEndpoint:
                       for e in exc.errors(include_url=False)]
             await send_json(send, 422, {"detail": errors})
             return None
+
+    def _over_limits(self, body: Any) -> dict[str, Any] | None:
+        """The 422 detail of a run input past ``agui_max_messages`` or ``agui_max_state_bytes``, checked before
+        it is validated (validating 90,000 messages took seconds); None when within them."""
+        if not isinstance(body, dict):
+            return None  # validation says what is wrong with it
+        messages, limit = body.get("messages"), self.agent.agui_max_messages
+        if isinstance(messages, list) and len(messages) > limit:
+            return {"loc": ["body", "messages"], "type": "too_long",
+                    "msg": f"A run carries at most {limit} messages, not {len(messages)}"}
+        state, most = body.get("state"), self.agent.agui_max_state_bytes
+        if state is not None:
+            try:
+                size = len(dumps(state))
+            except (TypeError, ValueError):
+                return None  # not JSON: validation refuses it
+            if size > most:
+                return {"loc": ["body", "state"], "type": "too_large",
+                        "msg": f"The state is {size} bytes as JSON; at most {most} are accepted"}
+        return None
 
     async def _run(self, skill: Capability, scope: Scope, receive: Receive, send: Send) -> None:
         run_input = await self._parse(receive, send)

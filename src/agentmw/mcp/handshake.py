@@ -28,7 +28,6 @@ from .._bounded import BoundedTable
 from .._transport import classify_rpc, sse_comment, stream_sse, wait_for_exit
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
-from ..errors import Permanent
 from ..identity import Forbidden, Unauthenticated, caller_from_headers
 from ..state.base import Conflict, Limits
 from ._cancel import CallGuard
@@ -47,7 +46,7 @@ from ._wire import (
     sse_frame,
 )
 from .convert import input_request
-from .methods import LOG_RANK, Call, dispatch, parse_input_response
+from .methods import LOG_RANK, Call, ClientNotAnswered, dispatch, parse_input_response
 
 if TYPE_CHECKING:
     from .endpoint import Incoming, McpEndpoint
@@ -651,6 +650,9 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, receiv
             await exchange.finish({"jsonrpc": "2.0", "id": request_id, "result": result})
         except JsonRpcError as exc:
             await exchange.finish(exc.body(request_id))
+        except Exception:  # a bug of ours (or the store failing): the answer still carries the request's id
+            logger.exception("agentmw MCP %s failed", method)
+            await exchange.finish(error_body(request_id, INTERNAL_ERROR, "Internal error"))
         return
 
     async def gather(call: Call, requests: Mapping[str, InputRequest], target: str) -> dict[str, Any]:
@@ -707,17 +709,19 @@ async def _ask_client(session: Session, exchange: Exchange, request: InputReques
         await asyncio.wait({future, gone}, timeout=_CLIENT_ANSWER_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
         if not future.done():
             why = gone.result() if gone.done() else "did not answer in time"
-            raise Permanent(f"the client {why} before answering {wire['method']}")
+            raise ClientNotAnswered(f"the client {why} before answering {wire['method']}")
         reply = future.result()
     finally:
         gone.cancel()
         session.pending.pop(request_id, None)
     if "error" in reply:
         error = reply["error"] if isinstance(reply["error"], dict) else {}
-        raise Permanent(f"the client refused {wire['method']}: {error.get('message', 'error')}")
+        said = error.get("message")
+        said = said[:200] if isinstance(said, str) and said else "error"  # the client's words, bounded
+        raise ClientNotAnswered(f"the client refused {wire['method']}: {said}")
     parsed = parse_input_response(request, reply.get("result"))
     if parsed is None:
-        raise Permanent(f"the client answered {wire['method']} with an invalid result")
+        raise ClientNotAnswered(f"the client answered {wire['method']} with an invalid result")
     return parsed
 
 
@@ -739,8 +743,8 @@ async def _client_gone(receive: Receive) -> str:
 
 async def _set_level(sessions: SessionStore, session: Session, params: dict[str, Any]) -> dict[str, Any]:
     level = params.get("level")
-    if level not in LOG_RANK:
-        raise JsonRpcError(INVALID_PARAMS, f"Unknown log level {level!r}")
+    if not isinstance(level, str) or level not in LOG_RANK:  # a list or an object is not a level (nor hashable)
+        raise JsonRpcError(INVALID_PARAMS, f"Unknown log level {repr(level)[:80]}; one of {', '.join(LOG_RANK)}")
 
     def change(s: Session) -> None:
         s.log_level = level

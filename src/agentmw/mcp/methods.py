@@ -16,6 +16,7 @@ from starlette.requests import HTTPConnection
 
 from ..capability import Capability
 from ..context import Answer, Ask, Context, InputRequest, ListRoots, Root, Sample, Sampled
+from ..errors import Permanent
 from ..events import TextDelta
 from ..auth.access import DENIALS, denial
 from ..identity import resolve_caller
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ._wire import Exchange
 
-__all__ = ["Call", "Catalog", "HANDLERS", "parse_input_response", "LOG_RANK"]
+__all__ = ["Call", "Catalog", "ClientNotAnswered", "HANDLERS", "parse_input_response", "LOG_RANK"]
 
 META_IDEMPOTENCY_KEY = "agentmw/idempotencyKey"
 META_APPROVAL_ID = "agentmw/approvalId"
@@ -54,6 +55,12 @@ logger = logging.getLogger("agentmw")
 
 LOG_RANK = {name: rank for rank, name in enumerate(
     ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"))}
+
+
+class ClientNotAnswered(Permanent):
+    """The client did not answer a server-to-client request usably (an error, a result of the wrong shape, a
+    closed stream, a timeout). Inside the function it is the function's failure; raised by a stage before the
+    function (the gate's confirmation, the roots request), it means nothing ran (:func:`_run`)."""
 
 
 class Catalog:
@@ -204,7 +211,13 @@ async def _run(call: Call, cap: Capability, arguments: Any, target: str,
     ctx = Context(cap, channel or McpChannel(call, target), request=connection, caller=caller, agent=call.agent,
                   face="mcp")
     key, approval = _hints(call)
-    outcome = await invoke(cap, arguments, ctx, idempotency_key=key, approval_id=approval)
+    try:
+        outcome = await invoke(cap, arguments, ctx, idempotency_key=key, approval_id=approval)
+    except ClientNotAnswered as exc:  # the gate's or the roots' question: the function never started
+        logger.debug("MCP %s stopped before it ran: %s", target, exc)
+        why = str(exc)
+        return Outcome(status=Status.REJECTED, code="client_not_answered",
+                       message=f"{why[:1].upper()}{why[1:]}. Nothing was executed and nothing changed.")
     if outcome.code in DENIALS:  # a refused caller is HTTP 401/403 with its challenge, not a tool result
         raise denial(call.agent, outcome, call.scope)
     if outcome.status == "needs_input" and call.stateless and outcome.pending and outcome.code is None:

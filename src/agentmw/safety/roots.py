@@ -60,6 +60,11 @@ _SHORT_NAME = re.compile(r"(?:^|/)[^/.~]{1,6}~[0-9]{1,6}(?:\.[^/.]{0,3})?(?:/|$)
 #: Environment-variable forms that shells and Windows expand: ``$HOME``, ``${HOME}``, ``$(cmd)``, ``%TEMP%``.
 _ENV = re.compile(r"\$[A-Za-z_{(]|%[A-Za-z_][A-Za-z0-9_()]*%")
 _ASCII_CONTROL = re.compile(r"[\x01-\x1f\x7f]")
+#: IIS's non-standard ``%uXXXX`` escape (``%u2215`` is a division slash, ``%u002f`` a '/'): no decoder here reads
+#: it, some servers and filters do, so it is refused rather than kept as four literal characters.
+_PERCENT_U = re.compile(r"%[uU][0-9A-Fa-f]{4}")
+#: A name that ends in a dot or a space: Windows drops those (``secret.`` and ``secret `` open ``secret``).
+_TRAILING = re.compile(r"(?:^|/)([^/]*[. ])(?=/|\Z)")
 
 #: The ASCII characters these rules give a meaning to; a non-ASCII lookalike of one is refused.
 _MEANINGFUL = frozenset("./\\:~%")
@@ -215,9 +220,16 @@ def _check_names(text: str) -> None:
                             "with or without an extension")
     if "~" in text and _SHORT_NAME.search(text):
         raise RootViolation("it contains a Windows 8.3 short name (like PROGRA~1), which names another file there")
+    if "%" in text and _PERCENT_U.search(text):  # before %NAME%, which '%u002e%u002e' also looks like
+        raise RootViolation("it contains a %u escape (%u2215, %u002f), IIS's non-standard encoding of a character, "
+                            "which some layers decode and others keep; %u escapes are refused")
     if ("$" in text or "%" in text) and _ENV.search(text):
         raise RootViolation("it contains an environment-variable form ($NAME, ${NAME}, $(cmd), %NAME%) that shells "
                             "and Windows expand; these are refused")
+    for name in _TRAILING.findall(text):
+        if name not in (".", ".."):
+            raise RootViolation(f"the name {name!r} ends with a dot or a space, which Windows drops ('secret.' and "
+                                "'secret ' name 'secret' there); names ending in a dot or a space are refused")
 
 
 # --- resolution ---------------------------------------------------------------------------------------------
@@ -288,7 +300,8 @@ def resolve_in_roots(raw: object, roots: Sequence[str], *, base: str | None = No
     A local ``file://`` URI is parsed as a URI and checked as the path it names. Percent-encoding is
     decoded until stable (so ``%252e`` cannot hide ``..``) and must be valid UTF-8. Ambiguous forms are
     refused with the rule they broke: other URI schemes, ``~`` forms, Windows drives, UNC and device
-    paths, device names, 8.3 short names, environment variables, ``:``, backslashes, NUL and control
+    paths, device names, 8.3 short names, environment variables, ``%u`` escapes, names ending in a dot or a
+    space, ``:``, backslashes, NUL and control
     characters, bidi and invisible characters, and lookalikes of ``.``, ``/``, ``\\``, ``:``, ``~``, ``%``.
     Then ``..`` and symlinks are resolved before the check (a symlink loop is refused), absolute paths
     must be inside a root, a relative path is taken relative to ``base`` (or the first root), and
