@@ -22,6 +22,7 @@ from starlette.routing import Route
 from agentmw.a2a import A2ASettings, PushPolicy
 from agentmw.auth import IntrospectionVerifier, PushSigner, RateLimit
 from tests.auth.app import build
+from tests.auth.clients import a2a_refusal
 from tests.auth.server import AuthServer
 from tests.conftest import serve
 from tests.test_agui_client import types
@@ -115,12 +116,12 @@ async def _a2a(agent_url: str, bearer: str | None, skill: str, path: str = "/a2a
 @pytest.mark.parametrize("path", ["/a2a", "/a2a/message:send"])
 async def test_a2a_401_and_403(auth_server: AuthServer, agent_url: str, path: str) -> None:
     missing = await _a2a(agent_url, None, "chat", path)
-    assert missing.status_code == 401 and missing.json()["error"]["status"] == "UNAUTHENTICATED"
+    assert missing.status_code == 401 and a2a_refusal(missing) == "UNAUTHENTICATED"
     assert 'resource_metadata="' in missing.headers["www-authenticate"]
     # an admin whose token lacks budget:admin: the skill is visible (the role) but its scope is missing
     admin = token(auth_server, agent_url, "root", "mcp", ("admin",))
     refused = await _a2a(agent_url, admin, "set_budget", path)
-    assert refused.status_code == 403 and refused.json()["error"]["status"] == "PERMISSION_DENIED"
+    assert refused.status_code == 403 and a2a_refusal(refused) == "PERMISSION_DENIED"
     assert 'error="insufficient_scope"' in refused.headers["www-authenticate"]
     assert 'scope="mcp budget:admin"' in refused.headers["www-authenticate"]
 

@@ -23,6 +23,7 @@ from agentmw import Agent, skill, tool
 from agentmw.a2a import A2ASettings, PushPolicy
 from agentmw.auth import IntrospectionVerifier, JWTVerifier, Principal, ProtectedResource, PushSigner
 from tests.auth.app import build
+from tests.auth.clients import a2a_refusal
 from tests.auth.server import AuthServer
 from tests.conftest import free_port, serve
 from tests.test_auth_faces import message, sdk_client
@@ -69,7 +70,7 @@ async def test_an_issuer_outage_is_503_with_retry_after(auth_server: AuthServer,
         assert 1 <= int(response.headers["retry-after"]) <= 60
         assert "www-authenticate" not in response.headers  # nothing tells the client to log in again
     assert "cannot be fetched" in mcp.text or "introspection failed" in mcp.text
-    assert a2a.json()["error"]["status"] == "UNAVAILABLE"
+    assert a2a_refusal(a2a) == "UNAVAILABLE"
     assert card.status_code == 200  # the card is public: it is served as anonymous callers see it
     assert anonymous.status_code == 401  # no token is still a login prompt
 

@@ -23,7 +23,7 @@ from agentmw import Agent, AgentMiddleware, skill, tool
 from agentmw.auth import Principal, ProtectedResource, RateLimit, current_principal
 from agentmw.mcp.tasks import EXTENSION
 from agentmw.safety import human_gate
-from tests.auth.clients import bearer_client
+from tests.auth.clients import a2a_refusal, bearer_client
 from tests.auth.server import AuthServer
 from tests.conftest import serve
 
@@ -301,7 +301,7 @@ async def test_the_agents_rate_limit_is_429_on_a2a_and_agui() -> None:
             agui = [await http.post(f"{url}/agui/echo", headers={"authorization": "Bearer writer"},
                                     json=_agui_body()) for _ in range(2)]
     assert a2a[0].status_code == 200 and a2a[1].status_code == 429
-    assert a2a[1].json()["error"]["status"] == "RESOURCE_EXHAUSTED"
+    assert a2a_refusal(a2a[1]) == "RESOURCE_EXHAUSTED"
     assert 1 <= int(a2a[1].headers["retry-after"]) <= 60
     assert agui[0].status_code == 200 and agui[1].status_code == 429
     assert 1 <= int(agui[1].headers["retry-after"]) <= 60

@@ -223,7 +223,7 @@ def _token(kid: str = "k1") -> str:
     def part(data: dict) -> str:
         return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
 
-    return f"{part({'alg': 'RS256', 'kid': kid})}.{part({'sub': 'alice'})}.c2ln"
+    return f"{part({'alg': 'RS256', 'kid': kid, 'typ': 'at+jwt'})}.{part({'sub': 'alice'})}.c2ln"
 
 
 @pytest.mark.parametrize("answer", ["failing", "empty"])

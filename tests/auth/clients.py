@@ -17,7 +17,7 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
-__all__ = ["Storage", "bearer_client", "oauth_client"]
+__all__ = ["Storage", "a2a_refusal", "bearer_client", "oauth_client"]
 
 REDIRECT = "http://127.0.0.1:1/callback"  # never reached: the "browser" reads the code off the redirect
 
@@ -71,3 +71,13 @@ def bearer_client(agent_url: str, mode: str, token: str | None) -> Client:
     headers = {"authorization": f"Bearer {token}"} if token else {}
     http = httpx2.AsyncClient(headers=headers, timeout=30)
     return Client(streamable_http_client(f"{agent_url}/mcp", http_client=http), mode=mode, cache=None)
+
+
+def a2a_refusal(response: httpx.Response, request_id: Any = 1) -> str:
+    """The ``google.rpc`` status name of an A2A refusal: on the JSON-RPC binding a JSON-RPC error with the
+    request's id and an ``ErrorInfo`` naming it, on HTTP+JSON a ``google.rpc.Status``."""
+    body = response.json()
+    if "jsonrpc" in body:
+        assert body["id"] == request_id and set(body["error"]) == {"code", "message", "data"}, body
+        return str(body["error"]["data"][0]["reason"])
+    return str(body["error"]["status"])

@@ -19,26 +19,32 @@ _KEY_NS = "agent.secret"
 _KEY_TTL = 10 * 365 * 24 * 3600.0
 
 
-def security_schemes(resource: ProtectedResource) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+async def security_schemes(resource: ProtectedResource) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The card's ``securitySchemes`` and ``securityRequirements`` (A2A 1.0 shapes) for a protected resource:
-    OAuth 2.0 at its first authorization server (its RFC 8414 metadata URL), and plain bearer tokens."""
-    issuer = resource.authorization_servers[0].rstrip("/")
-    oauth: dict[str, Any] = {"description": "OAuth 2.1 access tokens (authorization code with PKCE) for this agent",
-                             "oauth2MetadataUrl": issuer + "/.well-known/oauth-authorization-server"}
-    schemes = {"oauth2": {"oauth2SecurityScheme": oauth},
-               "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}}
+    OAuth 2.0 at its first authorization server (its RFC 8414 metadata URL and the authorization code ``flows``
+    a2a.proto requires), and plain bearer tokens. While the flows cannot be known (the settings do not name the
+    endpoints and the server's metadata cannot be fetched), only the bearer scheme: a scheme without ``flows``
+    makes SDKs refuse the whole card."""
+    flows = await resource.oauth_flows()
     scopes = list(resource.scopes)
-    requirements = [{"schemes": {"oauth2": {"list": scopes} if scopes else {}}},
-                    {"schemes": {"bearer": {}}}]
+    schemes: dict[str, Any] = {}
+    requirements: list[dict[str, Any]] = []
+    if flows is not None:
+        schemes["oauth2"] = {"oauth2SecurityScheme": {
+            "description": "OAuth 2.1 access tokens (authorization code with PKCE) for this agent",
+            "flows": flows, "oauth2MetadataUrl": resource.server_metadata.url}}
+        requirements.append({"schemes": {"oauth2": {"list": scopes} if scopes else {}}})
+    schemes["bearer"] = {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}
+    requirements.append({"schemes": {"bearer": {"list": scopes} if scopes and flows is None else {}}})
     return schemes, requirements
 
 
-def skill_requirements(entry: dict[str, Any], capability: Capability | None) -> dict[str, Any]:
-    """A card skill with the scopes its function needs, as its ``securityRequirements``."""
+def skill_requirements(entry: dict[str, Any], capability: Capability | None, scheme: str = "oauth2") -> dict[str, Any]:
+    """A card skill with the scopes its function needs, as its ``securityRequirements`` (of ``scheme``)."""
     policy = capability.policy if capability is not None else None
     if policy is None or not policy.scopes:
         return entry
-    return {**entry, "securityRequirements": [{"schemes": {"oauth2": {"list": list(policy.scope_list)}}}]}
+    return {**entry, "securityRequirements": [{"schemes": {scheme: {"list": list(policy.scope_list)}}}]}
 
 
 class PushSigner:

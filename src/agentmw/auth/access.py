@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..identity import UNVERIFIED_PREFIX, Forbidden, Unauthenticated
-from .errors import AuthUnavailable, InsufficientScope, MisdirectedRequest, RateLimited
+from .errors import InsufficientScope, RateLimited
 from .principal import PRINCIPAL_KEY, Principal, principal_of
 from .ratelimit import Limiter, RateLimit
+from .resource import FACE_KEY
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -90,6 +91,7 @@ class Access:
         resource = self.resource
         principal = None
         if resource is not None:
+            scope[FACE_KEY] = face  # the identify hook reads it: a face not in ``faces`` serves anonymous callers
             principal = await resource.authenticate(scope)
             if face in resource.faces:
                 if principal is None:
@@ -217,7 +219,7 @@ class Access:
         if self.resource is not None and PRINCIPAL_KEY not in scope:
             try:
                 await self.resource.authenticate(scope)
-            except (Unauthenticated, AuthUnavailable, MisdirectedRequest):
+            except (Unauthenticated, Forbidden):  # a bad, doubled or uncheckable token; a foreign Host
                 scope[PRINCIPAL_KEY] = None  # the card is public: a bad token sees what anonymous callers see
         card = dict(card)
         skills = self.visible_list("skills", card.get("skills", []), scope)
@@ -229,8 +231,9 @@ class Access:
             if not settings.security_schemes:
                 from .a2a import security_schemes
 
-                card["securitySchemes"], card["securityRequirements"] = security_schemes(resource)
-            skills = [skill_requirements(entry, self.agent.skills.get(entry["id"])) for entry in skills]
+                card["securitySchemes"], card["securityRequirements"] = await security_schemes(resource)
+            scheme = "oauth2" if "oauth2" in card.get("securitySchemes", {}) else "bearer"
+            skills = [skill_requirements(entry, self.agent.skills.get(entry["id"]), scheme) for entry in skills]
         card["skills"] = skills
         return card
 

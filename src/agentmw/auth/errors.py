@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from ..identity import Forbidden
 
-__all__ = ["AuthUnavailable", "InsufficientScope", "MisdirectedRequest", "RateLimited"]
+__all__ = ["AuthUnavailable", "InsufficientScope", "InvalidRequest", "MisdirectedRequest", "RateLimited"]
 
 
 class InsufficientScope(Forbidden):
@@ -18,6 +18,18 @@ class InsufficientScope(Forbidden):
     def __init__(self, message: str, *, scopes: Iterable[str], challenge: str) -> None:
         super().__init__(message)
         self.scopes = tuple(scopes)
+        self.challenge = challenge
+        self.headers = [(b"www-authenticate", challenge.encode("latin-1", "replace"))]
+
+
+class InvalidRequest(Forbidden):
+    """The request carries its credentials in a way no token can be read from (RFC 6750 section 3.1,
+    ``invalid_request``; e.g. two ``Authorization`` headers): HTTP 400 with the challenge, so a client sees why."""
+
+    status = 400
+
+    def __init__(self, message: str, *, challenge: str) -> None:
+        super().__init__(message)
         self.challenge = challenge
         self.headers = [(b"www-authenticate", challenge.encode("latin-1", "replace"))]
 

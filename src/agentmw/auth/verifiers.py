@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from .metadata import AuthorizationServerMetadata, get_json
 from .principal import Principal
 
 __all__ = [
@@ -160,7 +161,7 @@ class JWKSCache:
         import jwt
 
         url = self._url if isinstance(self._url, str) else await self._url()
-        data = await _get_json(self._http, url, self.timeout)
+        data = await get_json(self._http, url, self.timeout)
         self.fetches += 1
         keys: dict[str, tuple[Any, str | None]] = {}
         for entry in data.get("keys", []) if isinstance(data, dict) else []:
@@ -176,16 +177,10 @@ class JWKSCache:
         return keys
 
 
-async def _get_json(http: Any, url: str, timeout: float) -> Any:
-    import httpx
-
-    if http is not None:
-        response = await http.get(url, timeout=timeout)
-    else:
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
-            response = await client.get(url)
-    response.raise_for_status()
-    return response.json()
+def _media_type(typ: str) -> str:
+    """A ``typ`` as compared (RFC 7515 section 4.1.9): lower case, without the optional ``application/``."""
+    typ = typ.strip().lower()
+    return typ.removeprefix("application/")
 
 
 class JWTVerifier:
@@ -194,7 +189,8 @@ class JWTVerifier:
     Args:
         issuer: the ``iss`` every token must carry (the authorization server's issuer identifier).
         jwks_url: where the issuer publishes its keys; default: the ``jwks_uri`` of its RFC 8414 metadata
-            (``<issuer>/.well-known/oauth-authorization-server``, then ``openid-configuration``).
+            (:func:`~agentmw.auth.metadata.metadata_urls`: the RFC 8414 address, ``<issuer>/.well-known/
+            oauth-authorization-server``, then ``openid-configuration``).
         audience: the ``aud`` a token must name; default: this server's resource URI (RFC 8707).
         algorithms: accepted signature algorithms; asymmetric only by default (never ``none``, never HMAC
             with a public key).
@@ -203,14 +199,20 @@ class JWTVerifier:
         required: claims a token must have; ``sub`` among them (RFC 9068 requires it), since the subject is who
             the caller is.
         roles_claim: where roles are (a dotted path); None for none.
+        typ: the JOSE header ``typ`` a token must carry (RFC 9068 section 4: ``at+jwt``, also written
+            ``application/at+jwt``, compared case-insensitively), so an ID token or another JWT the same issuer
+            signs is never taken for an access token. None accepts any ``typ`` (or none): for issuers that
+            write ``JWT`` (Keycloak, Microsoft Entra ID) or a type of their own.
         http: an ``httpx.AsyncClient`` to fetch with (tests, proxies); default: a fresh one per fetch.
     """
 
     def __init__(self, *, issuer: str, jwks_url: str | None = None, audience: str | Sequence[str] | None = None,
                  algorithms: Sequence[str] = _ASYMMETRIC, leeway: float = 30.0, jwks_ttl: float = 300.0,
                  refetch_seconds: float = 30.0, max_keys: int = 16, required: Sequence[str] = ("exp", "iss", "aud", "sub"),
-                 roles_claim: str | None = "roles", http: Any = None, timeout: float = 5.0) -> None:
+                 roles_claim: str | None = "roles", typ: str | None = "at+jwt", http: Any = None,
+                 timeout: float = 5.0) -> None:
         self.issuer = issuer
+        self.typ = _media_type(typ) if typ is not None else None
         self.audience = [audience] if isinstance(audience, str) else list(audience) if audience else None
         self.algorithms = list(algorithms)
         self.leeway = leeway
@@ -220,23 +222,15 @@ class JWTVerifier:
         self.timeout = timeout
         self.jwks = JWKSCache(jwks_url or self._discover_jwks_url, ttl=jwks_ttl, refetch_seconds=refetch_seconds,
                               max_keys=max_keys, timeout=timeout, http=http)
-        self._jwks_uri: str | None = None  # discovered once: the metadata is not fetched again per key fetch
+        # kept: the metadata is not fetched again per key fetch (the A2A card's flows read the same document)
+        self.metadata = AuthorizationServerMetadata(issuer, http=http, timeout=timeout,
+                                                    retry_seconds=refetch_seconds)
 
     async def _discover_jwks_url(self) -> str:
-        if self._jwks_uri is not None:
-            return self._jwks_uri
-        base = self.issuer.rstrip("/")
-        last: Exception | None = None
-        for suffix in ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"):
-            try:
-                metadata = await _get_json(self.http, base + suffix, self.timeout)
-            except Exception as exc:  # noqa: BLE001  (a missing document: try the next well-known name)
-                last = exc
-                continue
-            if isinstance(metadata, dict) and isinstance(metadata.get("jwks_uri"), str):
-                self._jwks_uri = metadata["jwks_uri"]
-                return self._jwks_uri
-        raise RuntimeError(f"the issuer {self.issuer} publishes no jwks_uri") from last
+        found = (await self.metadata.document()).get("jwks_uri")
+        if not isinstance(found, str):
+            raise RuntimeError(f"the issuer {self.issuer} publishes no jwks_uri")
+        return found
 
     async def verify(self, token: str, resource: str) -> Principal:
         import jwt
@@ -248,6 +242,11 @@ class JWTVerifier:
         algorithm = header.get("alg")
         if algorithm not in self.algorithms:
             raise InvalidToken(f"The token's signature algorithm {algorithm!r} is not accepted")
+        if self.typ is not None:
+            found = header.get("typ")
+            if not isinstance(found, str) or _media_type(found) != self.typ:
+                shown = repr(found[:40]) if isinstance(found, str) else "missing"
+                raise InvalidToken(f"The token is not an access token (typ {shown}, not {self.typ!r})")
         key, key_algorithm = await self.jwks.key(header.get("kid"))
         if key_algorithm is not None and key_algorithm != algorithm:
             raise InvalidToken("The token's algorithm does not match its key's")

@@ -54,15 +54,19 @@ class WellKnown:
         access = self.agent.access
         resource = access.resource if access is not None else None
         assert resource is not None
-        try:  # a foreign Host must not become the published resource (the document is publicly cacheable)
+        try:  # a foreign Host, or another port, must not become the published resource
             resource.check_host(scope)
+            served = urlsplit(resource.resource_url(scope)).path.rstrip("/")  # a configured resource's own path
         except MisdirectedRequest as exc:
             await send_json(send, 421, {"error": "misdirected_request", "error_description": str(exc)})
             return
         suffix = path[len(WELL_KNOWN_PRM):].rstrip("/")
         root = scope.get("root_path", "").rstrip("/")
-        served = urlsplit(resource.resource_url(scope)).path.rstrip("/")  # a configured resource's own path
         if suffix not in ("", served, root + self.agent.mcp_path, self.agent.mcp_path):
             await send_json(send, 404, {"error": "not_found"})
             return
-        await send_json(send, 200, resource.metadata(scope), [(b"cache-control", b"public, max-age=3600"), *cors])
+        # A configured resource is the same document for every Host: a shared cache may keep it. One derived from
+        # the request names the Host it came with, and a cache (a CDN keyed on its own origin name, one that drops
+        # the port) may not key on exactly that: it is never stored.
+        cache = b"no-store" if resource.derived else b"public, max-age=3600"
+        await send_json(send, 200, resource.metadata(scope), [(b"cache-control", cache), *cors])
