@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._types import Receive, Scope, Send
+from .bounds import MAX_SERIES, OTHER, label
 
 if TYPE_CHECKING:
     from .telemetry import Telemetry
@@ -62,6 +63,17 @@ def _labels(names: Sequence[str], values: Sequence[str], extra: str = "") -> str
     return "{" + ",".join(parts) + "}" if parts else ""
 
 
+def _series(table: dict[Labels, Any], values: Labels) -> Labels:
+    """The key a new label set is counted under: its bounded values (``bounds.label``), or all ``_OTHER`` once the
+    metric holds ``MAX_SERIES`` sets, so no traffic can grow a metric without limit (docs/observability.md)."""
+    if values in table:
+        return values
+    values = tuple(label(value) for value in values)
+    if values in table or len(table) < MAX_SERIES:
+        return values
+    return (OTHER,) * len(values)
+
+
 class Counter:
     kind = "counter"
 
@@ -72,6 +84,7 @@ class Counter:
         self.values: dict[Labels, float] = {}
 
     def inc(self, values: Labels = (), amount: float = 1.0) -> None:
+        values = _series(self.values, values)
         self.values[values] = self.values.get(values, 0.0) + amount
 
     def value(self, *values: str) -> float:
@@ -100,7 +113,10 @@ class Histogram:
     def observe(self, values: Labels, amount: float) -> None:
         row = self.values.get(values)
         if row is None:
-            row = self.values[values] = [0.0] * (len(self.buckets) + 3)
+            values = _series(self.values, values)
+            row = self.values.get(values)
+            if row is None:
+                row = self.values[values] = [0.0] * (len(self.buckets) + 3)
         row[bisect_left(self.buckets, amount)] += 1
         row[-2] += amount
         row[-1] += 1

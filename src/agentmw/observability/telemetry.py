@@ -8,12 +8,14 @@ tracer: the one given, or the global one once an SDK is installed; the Prometheu
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
+from .bounds import OTHER, attribute, known, label
 from .hooks import Hook, Invocation
 from .logs import InvocationLog
 from .metrics import DEFAULT_BUCKETS, Counter, Gauge, Histogram, Registry
@@ -31,6 +33,19 @@ _BREAKER = {"closed": 0.0, "half-open": 1.0, "open": 2.0}
 _A2A_SEND = frozenset(
     {"SendMessage", "SendStreamingMessage", "message/send", "message/stream", "send", "stream"}
 )
+_A2A_V03 = frozenset({
+    "message/send", "message/stream", "tasks/get", "tasks/cancel", "tasks/resubscribe",
+    "tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get", "tasks/pushNotificationConfig/list",
+    "tasks/pushNotificationConfig/delete", "agent/getAuthenticatedExtendedCard",
+})
+
+
+@functools.cache
+def _a2a_methods() -> frozenset[str]:
+    """Every A2A method name the endpoint serves: 1.0 and 0.3 JSON-RPC methods, HTTP+JSON operations."""
+    from ..a2a.params import OPERATION_OF_METHOD
+
+    return frozenset({*OPERATION_OF_METHOD, *OPERATION_OF_METHOD.values(), *_A2A_V03})
 
 
 def mcp_server_error(code: Any) -> bool:
@@ -295,10 +310,11 @@ class Telemetry(Hook):
     def protocol_error(self, protocol: str, code: Any) -> None:
         """A protocol-level error answered (a JSON-RPC code, an A2A error, an AG-UI ``RUN_ERROR`` code or
         status)."""
-        self.protocol_errors.inc((protocol, str(code)))
+        code = label(code)  # the protocol's own codes; a tool's made-up one is bounded as well
+        self.protocol_errors.inc((protocol, code))
         otel = self.otel
         if otel is not None:
-            otel.protocol_errors.add(1, {"agentmw.protocol": protocol, "agentmw.error.code": str(code)})
+            otel.protocol_errors.add(1, {"agentmw.protocol": protocol, "agentmw.error.code": code})
 
     async def serve_mcp(
         self,
@@ -310,6 +326,7 @@ class Telemetry(Hook):
     ) -> dict[str, Any]:
         """One MCP request (``mcp/methods.dispatch``), under its server span when tracing."""
         from .._transport import ProtocolError
+        from ..mcp.methods import HANDLERS
 
         tracing = self.tracing
         if tracing is None:
@@ -319,25 +336,28 @@ class Telemetry(Hook):
                 self.protocol_error("mcp", exc.code)
                 raise
         params = params if isinstance(params, dict) else {}
+        name = known(method, HANDLERS)  # names of what the server serves only (bounds.py)
         attributes: dict[str, Any] = {
-            "mcp.method.name": method,
+            "mcp.method.name": name if name != OTHER else attribute(method),
             "mcp.protocol.version": call.version,
             "network.transport": "tcp",
             "network.protocol.name": "http",
         }
         if request_id is not None:
-            attributes["jsonrpc.request.id"] = str(request_id)
-        name = method
+            attributes["jsonrpc.request.id"] = attribute(request_id)
         target = params.get("name")
+        agent = call.agent
         if method == "tools/call" and isinstance(target, str):
-            name = f"{method} {target}"
-            attributes["gen_ai.tool.name"] = target
+            if target in agent.tools:
+                name = f"{method} {target}"
+            attributes["gen_ai.tool.name"] = attribute(target)
             attributes["gen_ai.operation.name"] = "execute_tool"
         elif method == "prompts/get" and isinstance(target, str):
-            name = f"{method} {target}"
-            attributes["gen_ai.prompt.name"] = target
+            if target in agent.prompts:
+                name = f"{method} {target}"
+            attributes["gen_ai.prompt.name"] = attribute(target)
         elif method == "resources/read" and isinstance(params.get("uri"), str):
-            attributes["mcp.resource.uri"] = params["uri"]
+            attributes["mcp.resource.uri"] = attribute(params["uri"])
         for key, value in call.scope.get("headers") or ():
             if key == b"mcp-session-id":
                 attributes["mcp.session.id"] = value.decode("latin-1")
@@ -366,22 +386,23 @@ class Telemetry(Hook):
         params = params if isinstance(params, dict) else {}
         message = params.get("message") if isinstance(params.get("message"), dict) else {}
         task_id = message.get("taskId") or params.get("id") or params.get("taskId")
+        name = known(method, _a2a_methods())  # names of what the server serves only (bounds.py)
         attributes: dict[str, Any] = {
-            "a2a.method.name": method,
+            "a2a.method.name": name if name != OTHER else attribute(method),
             "network.protocol.name": "http",
             "gen_ai.agent.name": self.agent.name if self.agent else "",
         }
         if method in _A2A_SEND:
             attributes["gen_ai.operation.name"] = "invoke_agent"
         if request_id is not None:
-            attributes["jsonrpc.request.id"] = str(request_id)
+            attributes["jsonrpc.request.id"] = attribute(request_id)
         follows = None
         if isinstance(task_id, str) and task_id:
-            attributes["a2a.task.id"] = task_id
+            attributes["a2a.task.id"] = attribute(task_id)
             follows = ("a2a", task_id)
         if isinstance(message.get("contextId"), str):
-            attributes["a2a.context.id"] = message["contextId"]
-        return self._served(tracing, "a2a", method, scope, attributes, follows)
+            attributes["a2a.context.id"] = attribute(message["contextId"])
+        return self._served(tracing, "a2a", name, scope, attributes, follows)
 
     def serving_agui(self, scope: Any, skill: str, run_input: Any) -> Any:
         """The server span of one AG-UI run (a context manager; a no-op when not tracing)."""
@@ -391,8 +412,8 @@ class Telemetry(Hook):
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": skill,
-            "agui.thread.id": run_input.thread_id,
-            "agui.run.id": run_input.run_id,
+            "agui.thread.id": attribute(run_input.thread_id),
+            "agui.run.id": attribute(run_input.run_id),
             "network.protocol.name": "http",
         }
         resume = getattr(run_input, "resume", None)
@@ -457,7 +478,8 @@ class Telemetry(Hook):
             return
         follows = ("a2a", task_id) if isinstance(task_id, str) else None
         with tracing.client(
-            "A2A push", follows, {"a2a.task.id": str(task_id), "url.full": url, "http.request.method": "POST"}
+            "A2A push", follows,
+            {"a2a.task.id": str(task_id), "url.full": attribute(url), "http.request.method": "POST"},
         ):
             yield tracing.headers(follows)
 

@@ -16,6 +16,8 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, StatusCode
 
+from .bounds import attribute
+
 __all__ = ["TRACER_NAME", "Tracing"]
 
 TRACER_NAME = "agentmw"
@@ -128,7 +130,7 @@ class Tracing:
         span = trace.get_current_span()
         found = span.get_span_context()
         if found.is_valid:
-            span.set_attribute(f"{kind}.{'task' if kind == 'a2a' else 'thread'}.id", key)
+            span.set_attribute(f"{kind}.{'task' if kind == 'a2a' else 'thread'}.id", attribute(key))
             anchors = self.anchors
             anchors[(kind, key)] = found
             anchors.move_to_end((kind, key))
