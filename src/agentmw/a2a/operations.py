@@ -11,7 +11,7 @@ from starlette.requests import HTTPConnection
 
 from ..state import Limits, State, open_state
 from ..stores.base import legacy_state
-from .push import PushSender, check_push_url
+from .push import PushSender, push_config, with_config
 from .registry import EVENTS, PUSH, TASKS
 from .tasks import TaskManager, task_dict
 from .wire import (
@@ -20,7 +20,6 @@ from .wire import (
     TASK_NOT_FOUND,
     UNSUPPORTED_OPERATION,
     A2AError,
-    new_id,
     validate_message,
 )
 
@@ -131,7 +130,7 @@ class Operations:
         configuration = _configuration(params.get("configuration"))  # all of it checked before any skill runs
         push = configuration.get("taskPushNotificationConfig")
         if push is not None:
-            push = self._push_config(push, None)
+            push = await self._push_config(push, None)
         metadata = params.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
             raise A2AError(INVALID_PARAMS, "metadata must be an object")
@@ -226,25 +225,10 @@ class Operations:
             await events.aclose()  # type: ignore[attr-defined]
 
     # --- push configs ----------------------------------------------------------------------------
-    def _push_config(self, config: Any, task_id: str | None) -> dict[str, Any]:
+    async def _push_config(self, config: Any, task_id: str | None) -> dict[str, Any]:
         if self.push is None:
             raise A2AError(PUSH_NOT_SUPPORTED, "This agent does not send push notifications")
-        if not isinstance(config, dict):
-            raise A2AError(INVALID_PARAMS, "push notification config must be an object")
-        url = check_push_url(config.get("url"), self.agent.a2a.push)  # type: ignore[arg-type]
-        out: dict[str, Any] = {"id": config.get("id") or new_id(), "url": url}
-        if task_id is not None:
-            out["taskId"] = task_id
-        if config.get("token") is not None:
-            if not isinstance(config["token"], str):
-                raise A2AError(INVALID_PARAMS, "token must be a string")
-            out["token"] = config["token"]
-        auth = config.get("authentication")
-        if auth is not None:
-            if not isinstance(auth, dict) or not isinstance(auth.get("scheme"), str):
-                raise A2AError(INVALID_PARAMS, "authentication needs a 'scheme'")
-            out["authentication"] = {k: v for k, v in auth.items() if k in ("scheme", "credentials")}
-        return out
+        return await push_config(config, task_id, self.push.policy)  # the URL resolved off the loop (push.py)
 
     async def _owned_task(self, task_id: Any, caller: Caller) -> str:
         if self.push is None:
@@ -253,7 +237,7 @@ class Operations:
 
     async def create_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         task_id = await self._owned_task(params.get("taskId"), caller)
-        config = self._push_config(params, task_id)
+        config = await self._push_config(params, task_id)
         if not params.get("id"):
             config["id"] = task_id  # as the SDK does, so a second create replaces the first
         registry = self.tasks.registry
@@ -261,9 +245,9 @@ class Operations:
         start = record.log_id if record is not None else 0  # pushes start with the events after this
 
         def put(value: dict[str, Any]) -> dict[str, Any]:
-            configs = [c for c in value.get("configs", []) if c.get("id") != config["id"]]
+            configs = with_config(value.get("configs", []), config, self.push.policy)  # type: ignore[union-attr]
             fresh = not value.get("configs") and not value.get("delivered")
-            return {**value, "configs": configs + [config], "done": bool(record and record.terminal),
+            return {**value, "configs": configs, "done": bool(record and record.terminal),
                     "delivered": start if fresh else value.get("delivered", 0)}
 
         await registry.update_push(task_id, put)

@@ -3,8 +3,12 @@
 Delivery never changes a task: a receiver that is down only costs retries. Per task, events go out in
 the order they happened, from the task's event log, by one sender in the whole deployment (a lease in the
 state; another replica takes over from the last delivered id when its holder dies). Attempts back off
-exponentially with jitter, capped in count and in total time. Targets on private, loopback and link-local addresses are refused unless
-allowed explicitly (SSRF). Needs ``httpx`` (the ``a2a`` extra), imported on first delivery.
+exponentially with jitter, capped in count and in total time. Targets on private, loopback and link-local
+addresses are refused unless allowed explicitly (SSRF): the URL's name is resolved off the loop when the
+config is made and again at every attempt, and the request goes to an address that check allowed (so a name
+that changes its answer in between, DNS rebinding, cannot move it). A config's parts that become headers are
+checked when it is made; one that still fails (a config stored by an older version) fails alone. Needs
+``httpx`` (the ``a2a`` extra), imported on first delivery.
 """
 
 from __future__ import annotations
@@ -12,25 +16,50 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..egress import EgressRefused, check_url
-from .wire import INVALID_PARAMS, A2AError
+from ..egress import RESOLVE_TIMEOUT_SECONDS, Egress, EgressRefused, Target, check_url
+from .wire import INVALID_PARAMS, A2AError, new_id
 
-__all__ = ["PushPolicy", "PushSender", "check_push_url"]
+__all__ = ["PushPolicy", "PushSender", "acheck_push_url", "check_push_url", "push_config", "with_config"]
 
 logger = logging.getLogger("agentmw")
 
+MAX_URL_LENGTH = 2_048  # characters of a push config's url
+MAX_ID_LENGTH = 256  # characters of a push config's id
+MAX_SCHEME_LENGTH = 64  # characters of authentication.scheme
+
 
 class PushPolicy:
-    """Where pushes may go, and how hard to try."""
+    """Where pushes may go, how hard to try, and how many a task may ask for.
 
-    def __init__(self, *, allow_hosts: Sequence[str] = (), allow_private: bool = False, max_attempts: int = 5,
-                 first_delay: float = 0.5, max_delay: float = 8.0, total_seconds: float = 60.0,
-                 timeout_seconds: float = 10.0, lease_seconds: float = 6.0, signer: Any = None) -> None:
+    Args:
+        allow_hosts: host names (or ``*.suffix`` patterns) pushes may go to whatever they resolve to.
+        allow_networks: CIDR networks (``"10.20.0.0/16"``) whose addresses pushes may go to.
+        allow_private: allow private, loopback and link-local addresses everywhere (development only).
+        public_hosts: allow any host whose addresses are all public; ``False`` makes the allowlist (hosts and
+            networks) the only way.
+        resolve_timeout_seconds: how long a push URL's name may take to resolve (at create, and at each
+            attempt) before it is refused.
+        max_configs_per_task: push configs one task may have; one more is ``-32602`` at create.
+        max_token_length: characters of a config's ``token`` and of its ``authentication.credentials``.
+    """
+
+    def __init__(self, *, allow_hosts: Sequence[str] = (), allow_networks: Sequence[str] = (),
+                 allow_private: bool = False, public_hosts: bool = True,
+                 resolve_timeout_seconds: float = RESOLVE_TIMEOUT_SECONDS, max_configs_per_task: int = 10,
+                 max_token_length: int = 4_096, max_attempts: int = 5, first_delay: float = 0.5,
+                 max_delay: float = 8.0, total_seconds: float = 60.0, timeout_seconds: float = 10.0,
+                 lease_seconds: float = 6.0, signer: Any = None) -> None:
         self.allow_hosts = {h.lower() for h in allow_hosts}
+        self.allow_networks = tuple(allow_networks)
         self.allow_private = allow_private
+        self.public_hosts = public_hosts
+        self.resolve_timeout_seconds = resolve_timeout_seconds
+        self.max_configs_per_task = max_configs_per_task
+        self.max_token_length = max_token_length
         self.max_attempts = max_attempts
         self.first_delay = first_delay
         self.max_delay = max_delay
@@ -39,16 +68,92 @@ class PushPolicy:
         self.lease_seconds = lease_seconds  # a task's one sender holds its lease this long, renewed every third
         self.signer = signer  # agentmw.auth.PushSigner: each push carries a JWT signed by the agent (docs/auth.md)
 
+    @property
+    def egress(self) -> Egress:
+        """The egress rule of these settings (built on use: the attributes may be changed after construction)."""
+        return Egress(allow_hosts=self.allow_hosts, allow_networks=self.allow_networks,
+                      allow_private=self.allow_private, public_hosts=self.public_hosts,
+                      resolve_timeout_seconds=self.resolve_timeout_seconds)
+
 
 def check_push_url(url: Any, policy: PushPolicy) -> str:
-    """The URL, if pushes may go there; -32602 otherwise. Names are resolved, so DNS cannot smuggle.
+    """The URL, if pushes may go there; -32602 otherwise. Resolves the name, blocking: on an event loop use
+    :func:`acheck_push_url`.
 
     The rule is the shared egress policy (``agentmw.egress``), the one bridges use too."""
     try:
-        return check_url(url, allow_hosts=policy.allow_hosts, allow_private=policy.allow_private,
+        return check_url(url, allow_hosts=policy.allow_hosts, allow_networks=policy.allow_networks,
+                         allow_private=policy.allow_private, public_hosts=policy.public_hosts,
                          what="push notification")
     except EgressRefused as exc:
         raise A2AError(INVALID_PARAMS, str(exc)) from exc
+
+
+async def acheck_push_url(url: Any, policy: PushPolicy) -> str:
+    """:func:`check_push_url` without blocking the loop: the name resolves on a resolver thread, within
+    ``policy.resolve_timeout_seconds``."""
+    if isinstance(url, str) and (len(url) > MAX_URL_LENGTH or not url.isascii()):
+        raise A2AError(INVALID_PARAMS, f"push notification url must be ASCII (an IDNA host), at most "
+                       f"{MAX_URL_LENGTH} characters", {"field": "url"})
+    try:
+        return await policy.egress.acheck(url, "push notification")
+    except EgressRefused as exc:
+        raise A2AError(INVALID_PARAMS, str(exc), {"field": "url"}) from exc
+
+
+_VISIBLE = re.compile(r"[\x21-\x7e]*")  # a header value with no spaces: visible ASCII
+_PRINTABLE = re.compile(r"[\x20-\x7e]*")  # visible ASCII and spaces (credentials may hold auth-params)
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an HTTP token (RFC 9110), as an auth scheme is
+
+
+def _header_value(value: Any, field: str, pattern: re.Pattern[str], limit: int) -> str:
+    """``value``, if it can go in a header as it is: a string of ``pattern``'s characters, at most ``limit``."""
+    if not isinstance(value, str):
+        raise A2AError(INVALID_PARAMS, f"{field} must be a string", {"field": field})
+    if len(value) > limit:
+        raise A2AError(INVALID_PARAMS, f"{field} is {len(value)} characters, more than {limit}", {"field": field})
+    if not pattern.fullmatch(value):
+        raise A2AError(INVALID_PARAMS, f"{field} must be visible ASCII: it is sent in an HTTP header", {"field": field})
+    return value
+
+
+async def push_config(config: Any, task_id: str | None, policy: PushPolicy) -> dict[str, Any]:
+    """A push config as kept: every field that reaches the receiver checked (the URL against the policy,
+    resolved off the loop; the token, scheme and credentials as header values, bounded); -32602 otherwise."""
+    if not isinstance(config, dict):
+        raise A2AError(INVALID_PARAMS, "push notification config must be an object")
+    config_id = config.get("id")
+    if config_id is not None and not (isinstance(config_id, str) and len(config_id) <= MAX_ID_LENGTH):
+        raise A2AError(INVALID_PARAMS, f"id must be a string of at most {MAX_ID_LENGTH} characters", {"field": "id"})
+    url = await acheck_push_url(config.get("url"), policy)
+    out: dict[str, Any] = {"id": config_id or new_id(), "url": url}
+    if task_id is not None:
+        out["taskId"] = task_id
+    if config.get("token") is not None:
+        out["token"] = _header_value(config["token"], "token", _VISIBLE, policy.max_token_length)
+    auth = config.get("authentication")
+    if auth is not None:
+        if not isinstance(auth, dict) or not isinstance(auth.get("scheme"), str):
+            raise A2AError(INVALID_PARAMS, "authentication needs a 'scheme'", {"field": "authentication"})
+        if not _TOKEN.fullmatch(auth["scheme"]) or len(auth["scheme"]) > MAX_SCHEME_LENGTH:
+            raise A2AError(INVALID_PARAMS, f"authentication.scheme must be an HTTP token of at most "
+                           f"{MAX_SCHEME_LENGTH} characters", {"field": "authentication.scheme"})
+        out["authentication"] = {"scheme": auth["scheme"]}
+        if auth.get("credentials") is not None:
+            out["authentication"]["credentials"] = _header_value(
+                auth["credentials"], "authentication.credentials", _PRINTABLE, policy.max_token_length)
+    return out
+
+
+def with_config(configs: Sequence[dict[str, Any]], config: dict[str, Any], policy: PushPolicy) -> list[dict[str, Any]]:
+    """A task's configs with ``config`` added (replacing one of the same id); -32602 past
+    ``policy.max_configs_per_task``."""
+    kept = [c for c in configs if c.get("id") != config["id"]]
+    if len(kept) >= policy.max_configs_per_task:
+        raise A2AError(INVALID_PARAMS, f"task {config.get('taskId', '')} has {len(kept)} push notification configs, "
+                       "the most it may have; delete one first",
+                       {"field": "taskPushNotificationConfig", "limit": policy.max_configs_per_task})
+    return [*kept, config]
 
 
 _WORKER_IDLE_SECONDS = 60.0
@@ -202,18 +307,21 @@ class PushSender:
                 logger.exception("A2A push sweeper failed; trying again")
 
     async def _deliver(self, config: dict[str, Any], event: dict[str, Any]) -> None:
-        telemetry = self.agent.telemetry if self.agent is not None else None
-        if telemetry is None:
-            await self._send(config, event, None)
-            return
-        with telemetry.pushing(config.get("taskId"), config["url"]) as trace_headers:  # traceparent: the task's
-            await self._send(config, event, trace_headers)
+        """One event to one config, tried as the policy says. Never raises (but a cancel): a config that
+        cannot be sent to fails alone, and the sender goes on, so no event is sent twice to the others."""
+        try:
+            telemetry = self.agent.telemetry if self.agent is not None else None
+            if telemetry is None:
+                await self._send(config, event, None)
+                return
+            with telemetry.pushing(config.get("taskId"), config["url"]) as trace_headers:  # traceparent: the task's
+                await self._send(config, event, trace_headers)
+        except Exception as exc:  # a config an older version stored unchecked, a signer that fails, ...
+            self.failed += 1
+            logger.warning("could not push an event of task %s to config %r: %s: %s", config.get("taskId"),
+                           config.get("id"), type(exc).__name__, exc)
 
-    async def _send(self, config: dict[str, Any], event: dict[str, Any], trace_headers: dict[str, str] | None) -> None:
-        import httpx
-
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.policy.timeout_seconds, follow_redirects=False)
+    def _headers(self, config: dict[str, Any], trace_headers: dict[str, str] | None) -> dict[str, str]:
         headers = {"content-type": "application/json"}
         auth = config.get("authentication") or {}
         if auth.get("scheme"):
@@ -222,29 +330,69 @@ class PushSender:
             headers["x-a2a-notification-token"] = config["token"]
         if trace_headers:
             headers.update(trace_headers)
-        body = None
-        if self.policy.signer is not None:  # the JWT vouches for these exact bytes (request_body_sha256)
-            from .._transport import dumps
+        for name, value in headers.items():  # checked at create; a stored config may predate that
+            if not _PRINTABLE.fullmatch(value):
+                raise ValueError(f"the {name} header is not visible ASCII")
+        return headers
 
-            body = dumps(event)
+    async def _post(self, target: Target, headers: dict[str, str], body: bytes) -> Any:
+        """POST to an address the policy checked (``target.addresses``), never to what the name resolves to
+        by then: the URL's host becomes that address, with the name kept in ``Host`` and as the TLS server
+        name (so the certificate is checked against the name)."""
+        import httpx
+
+        if not target.addresses:  # allowed by name: connect to it as usual
+            return await self._client.post(target.url, content=body, headers=headers)
+        url = httpx.URL(target.url)
+        if url.host != target.host:
+            raise EgressRefused(f"push notification url {target.url!r} names its host ambiguously")
+        pinned = {**headers, "host": url.netloc.decode("ascii")}
+        extensions: dict[str, Any] = {}
+        if url.scheme == "https":
+            extensions["sni_hostname"] = target.host
+            # connections are pooled by address: one made (and verified) for another name is not reused
+            pinned["connection"] = "close"
+        failure: Exception | None = None
+        for address in target.addresses:
+            try:
+                return await self._client.post(url.copy_with(host=address), content=body, headers=pinned,
+                                               extensions=extensions)
+            except httpx.ConnectError as exc:  # the next address the check allowed, as a client would
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    async def _send(self, config: dict[str, Any], event: dict[str, Any], trace_headers: dict[str, str] | None) -> None:
+        import httpx
+
+        from .._transport import dumps
+
+        if self._client is None:  # trust_env=False: no proxy from the environment, which would connect elsewhere
+            self._client = httpx.AsyncClient(timeout=self.policy.timeout_seconds, follow_redirects=False,
+                                             trust_env=False)
+        headers = self._headers(config, trace_headers)
+        body = dumps(event)
+        if self.policy.signer is not None:  # the JWT vouches for these exact bytes (request_body_sha256)
             # the key lives in the agent's state, where /.well-known/jwks.json reads it (not A2ASettings.store's)
             key_state = self.agent.state if self.agent is not None else self.state
             signed = await self.policy.signer.sign(key_state, url=config["url"], task_id=config.get("taskId"),
                                                    body=body, issuer=self.agent.name if self.agent else "agentmw")
             headers.setdefault("authorization", f"Bearer {signed}")
+        egress = self.policy.egress
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.policy.total_seconds
         delay = self.policy.first_delay
         for attempt in range(1, self.policy.max_attempts + 1):
             try:
-                response = await (self._client.post(config["url"], json=event, headers=headers) if body is None
-                                  else self._client.post(config["url"], content=body, headers=headers))
+                # checked again at each attempt, and sent to the addresses this check allowed (DNS rebinding)
+                target = await egress.resolve(config["url"], "push notification")
+                response = await self._post(target, headers, body)
                 if response.status_code < 300:
                     self.delivered += 1
                     return
                 if 400 <= response.status_code < 500 and response.status_code not in (408, 425, 429):
                     break  # the receiver refuses this event; repeating it will not help
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, EgressRefused) as exc:
                 logger.info("push to %s failed (attempt %d): %s", config["url"], attempt, exc)
             pause = min(delay, self.policy.max_delay) * random.uniform(0.5, 1.5)
             if attempt == self.policy.max_attempts or loop.time() + pause > deadline:

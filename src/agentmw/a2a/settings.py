@@ -32,7 +32,9 @@ class A2ASettings:
         write_behind: a blocking ``SendMessage`` answers as soon as its task settles, and the task's one write
             follows at once, off the request path (docs/a2a.md, "Stores, restarts and replicas"). False: the
             answer waits for the write, so another replica can read the task as soon as the caller has it.
-        push: the push policy; ``None`` turns push notifications off (and says so on the card).
+        push: the push policy (:class:`~agentmw.a2a.PushPolicy`: where pushes may go, its allowlist, configs
+            per task and token length, retries; docs/a2a.md); ``None`` turns push notifications off (and
+            says so on the card).
         park_timeout_seconds: how long a task waits for an answer to its question before it fails.
         dedupe_message_ids: a repeat of the *same* message (same caller, ``messageId``, content and
             ``taskId``) gets the first one's task (or reply) instead of running again; a reused

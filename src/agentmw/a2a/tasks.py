@@ -332,16 +332,19 @@ class TaskManager(CoreManager):
     async def _add_push(self, live: LiveTask, push: dict[str, Any]) -> None:
         """An inline push config: kept on the task; on a repeat, one the task has already is not added twice,
         and a task that already finished sends its final status to the new config at once."""
+        from .push import with_config
+
         record = live.record
         config = {**push, "taskId": record.id}
         same = ("url", "token", "authentication")
+        policy = self.agent.a2a.push  # set: the config was checked against it
 
         def add(value: dict[str, Any]) -> dict[str, Any] | None:
             configs = value.get("configs", [])
             if any(all(c.get(k) == config.get(k) for k in same) for c in configs):
                 return None
-            return {**value, "configs": [c for c in configs if c.get("id") != config["id"]] + [config],
-                    "done": record.terminal}
+            return {**value, "configs": with_config(configs, config, policy),  # type: ignore[arg-type]
+                    "done": record.terminal}  # -32602 past the policy's configs per task
 
         before = await self.registry.push_configs(record.id)
         if add({"configs": before}) is None:
