@@ -57,7 +57,7 @@ def test_lint_text_output_ignores_and_strictness(capsys) -> None:
     assert code == 1
     assert "AMW004 error: tool delete_records may change things" in out
     assert "    fix: @tool(read_only=True) if it changes nothing" in out
-    assert out.rstrip().endswith("10 errors, 7 warnings in bad (tests.cli_apps.bad_app:app)")
+    assert out.rstrip().endswith("9 errors, 7 warnings in bad (tests.cli_apps.bad_app:app)")
     errors = sorted({c for c, level, _ in bad_app.EXPECTED if level == "error"})
     ignores = [arg for c in errors for arg in ("--ignore", c)]
     assert run(capsys, "lint", "tests.cli_apps.bad_app:app", *ignores)[0] == 0  # only warnings left

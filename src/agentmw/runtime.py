@@ -290,6 +290,8 @@ def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Con
     With hooks (``agent.use``, docs/observability.md) the pipeline runs inside them; without, nothing but the
     one check below is added to the call.
     """
+    if capability.route is None and ctx.agent is not None and ctx.request is not None:
+        capability = _bound(capability, ctx)
     if journal is not None:
         from .journal import run_journaled
 
@@ -299,6 +301,19 @@ def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Con
     if agent is not None and agent._hooks is not None:
         return agent._hooks.run(capability, arguments, ctx, idempotency_key, approval_id, validated)
     return _pipeline(capability, arguments, ctx, idempotency_key, approval_id, validated)
+
+
+def _bound(capability: Capability, ctx: Context) -> Capability:
+    """The capability as the app serving this request binds it: a handler included as a function (or served
+    through ``agent.router()``, with no ``AgentMiddleware`` to start the agent) is bound to its route before its
+    first call, so its route's dependencies are never skipped."""
+    agent = ctx.agent
+    assert agent is not None and ctx.request is not None
+    app = ctx.request.scope.get("app")
+    if app is None or app in agent._bound_apps:
+        return capability
+    agent.bind_host(app)
+    return agent.current(capability)
 
 
 def validate(capability: Capability, arguments: Mapping[str, Any] | None, validated: Any = None) -> Any:

@@ -178,7 +178,7 @@ async def get_report(report_id: int) -> dict[str, int]:  # AMW011: exposed in bu
 
 @app.get("/secure/{key}", dependencies=[Depends(token)])
 @tool(read_only=True, open_world=False)
-async def secure_lookup(key: str) -> str:  # AMW012
+async def secure_lookup(key: str) -> str:  # was AMW012: its route's dependency now runs for agent calls
     """Look up a secret by key.
 
     Summary:
@@ -210,6 +210,5 @@ EXPECTED = {
     ("AMW010", "error", "doubled"),
     ("AMW011", "warning", "get_report"),
     ("AMW002", "warning", "get_report"),  # a route exposed in bulk has no summary of its own either
-    ("AMW012", "error", "secure_lookup"),
 }
 """Every (code, level, capability) ``agentmw lint`` must report for this app, and nothing else."""

@@ -13,7 +13,7 @@
 | AMW009 | error (warning for generated-looking names) | names are stable: none collide once case and separators are folded; none of the ``--baseline`` is gone |
 | AMW010 | error | a skill is not a one-to-one copy of the one tool it groups |
 | AMW011 | warning | a route exposed in bulk (no decorator) has derived descriptions |
-| AMW012 | error | a served route handler has no ``dependencies=[...]`` (they do not run for agent calls) |
+| AMW012 | retired | (was: a route's ``dependencies=[...]`` do not run for agent calls; they do now) |
 
 Codes never change meaning; new rules get new codes.
 """
@@ -55,8 +55,9 @@ RULES: dict[str, str] = {
     "AMW009": "names stable",
     "AMW010": "grouped skills are not copies of tools",
     "AMW011": "route exposed in bulk",
-    "AMW012": "route dependencies run for agent calls",
 }
+RETIRED = frozenset({"AMW012"})
+"""Codes no rule reports any more; never given to a new rule."""
 
 _PATH_NAME = re.compile(r"(^|_)(path|paths|file|files|filename|filepath|dir|dirs|directory|folder)$")
 _URL_NAME = re.compile(r"(^|_)(url|urls|uri|link|endpoint)$")
@@ -223,12 +224,6 @@ class _Linter:
                      f"{bulk['path']}: its description and hints are derived from the route",
                      "decorate the handler with @tool and write its contract and summary (or leave it out of the "
                      "selection)")
-        route = self.routes.get(id(fn))
-        if route is not None and route.dependencies:
-            self.add("AMW012", "error", cap, f"serves {route.method_text} {route.path}, whose "
-                     "dependencies=[...] (on the route, a router or the app) run for HTTP requests only, never for "
-                     "agent calls", "declare each as a parameter of the handler "
-                     "(`user: Annotated[User, Depends(current_user)]`), which agentmw resolves for every call")
 
     # --- across capabilities -------------------------------------------------------------------------
     def names(self) -> None:
