@@ -15,6 +15,7 @@ only, and check that the differential reports it: it cannot pass by comparing no
 from __future__ import annotations
 
 import itertools
+import logging
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
@@ -30,6 +31,8 @@ import jwt
 import pytest
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+
+from agentmw import RegistrationError, tool
 
 from tests.apps import fullstack, projects, shop
 from tests.apps.differential import BASE_URL, EMBED, Case, Observed, Route, compare, dump_database, observe
@@ -253,6 +256,11 @@ PROJECTS = CorpusApp(projects, projects_identities, [
         Case("yearly-is-paused", "reader", path={"kind": "yearly"}),
         Case("unknown-kind", "reader", path={"kind": "daily"}),
     ]),
+    (Route("POST", "/projects/{project_id}/exports", "export_project"), [
+        Case("reader", "reader", path={"project_id": ACME}, query={"format": "pdf"}),
+        Case("quota-used-up", "globex", path={"project_id": GLOBEX}),
+        Case("unknown-format", "reader", path={"project_id": ACME}, query={"format": "docx"}),
+    ]),
     (Route("GET", "/legacy/projects", "legacy_projects"), [
         Case("anonymous", "anonymous"),
     ]),
@@ -262,6 +270,7 @@ SHOP = CorpusApp(shop, shop_identities, [
     (Route("GET", "/products", "search_products"), [
         Case("anonymous", query={"q": "r"}),
         Case("limit", query={"limit": 1}),
+        Case("tags", query={"tag": ["hardware", "organic"]}),
         Case("limit-too-big", query={"limit": 500}),
     ]),
     (Route("GET", "/products/{product_id}", "read_product"), [
@@ -301,6 +310,19 @@ SHOP = CorpusApp(shop, shop_identities, [
         Case("staff", "staff"),
         Case("customer", "alice"),
         Case("anonymous"),
+    ]),
+    (Route("POST", "/admin/products", "create_product", body="product"), [
+        Case("staff", "staff", body={"id": 4, "name": "Scale", "price": 25.0, "cost": 9.5, "supplier_notes": "new"}),
+        Case("existing-id", "staff", body={"id": 1, "name": "Beans again", "price": 1.0, "cost": 0.5}),
+        Case("customer", "alice", body={"id": 5, "name": "Free stuff", "price": 0.0, "cost": 0.0}),
+    ]),
+    (Route("GET", "/admin/orders/lines", "stream_order_lines"), [
+        Case("staff", "staff"),
+        Case("customer", "alice"),
+    ]),
+    (Route("GET", "/admin/orders.csv", "orders_csv"), [
+        Case("staff", "staff"),
+        Case("customer", "alice"),
     ]),
     (Route("PUT", "/admin/products/{product_id}/price", "set_price", body="update"), [
         Case("staff", "staff", path={"product_id": 2}, body={"price": 79.0, "reason": "spring sale"}),
@@ -503,6 +525,60 @@ async def test_a_response_model_dropped_on_the_agent_side_is_reported_as_a_leak(
         findings, _, observed = await differences(honest, broken, face, route, case)
         assert observed.outcome == "ok" and "hashed_password" in observed.data, observed.summary()
         assert findings[0] == "LEAK: more data than HTTP: $.hashed_password", findings
+
+
+@pytest.mark.parametrize("exposure", EXPOSURES)
+async def test_the_apps_dependency_overrides_hold_for_agent_calls(exposure: str) -> None:
+    """``app.dependency_overrides`` (what an app's own tests set) replaces the dependency for agents as for HTTP."""
+    stand_in = {"id": str(fullstack.BOB_ID), "email": "bob@example.com", "hashed_password": "-",
+                "full_name": "Bob (override)", "is_active": True, "is_superuser": False}
+
+    def override(app: FastAPI) -> None:
+        app.dependency_overrides[fullstack.get_current_user] = lambda: stand_in
+
+    built = await build("fullstack", exposure, override)
+    assert built.error is None, built.error
+    route, case = route_and_case("fullstack", "read_user_me", "anonymous")
+    for face in MCP_FACES:
+        findings, expected, observed = await differences(built, built, face, route, case)
+        assert expected.data["full_name"] == "Bob (override)" and not findings, (observed.summary(), findings)
+
+
+@pytest.mark.parametrize("exposure", EXPOSURES)
+async def test_a_path_value_of_several_segments_is_refused_as_invalid(exposure: str) -> None:
+    """The documented divergence (docs/fastapi-migration.md, section 4): HTTP cannot send a path parameter with
+    ``/`` (it matches no route: 404), and an agent call of one is refused as invalid, never sent as a path that
+    ``..`` would move to another object."""
+    built = await build("fullstack", exposure)
+    assert built.error is None, built.error
+    route, _ = route_and_case("fullstack", "read_item", "own")
+    case = Case("a-slash", "alice", path={"id": f"{fullstack.ALICE_ITEM}/../{fullstack.BOB_ITEM}"})
+    http, _ = await exchange(built, "http", route, case)
+    assert http.status == 404
+    for face in MCP_FACES:
+        observed, _ = await exchange(built, face, route, case)
+        assert observed.outcome == "invalid" and "Bob" not in observed.text, observed.summary()
+
+
+# --- documented refusals at start ----------------------------------------------------------------------
+
+UPLOAD_ROUTE = "POST /admin/products/{product_id}/image"
+
+
+def test_an_upload_route_is_left_out_of_bulk_exposure_with_a_warning_naming_it(caplog: Any) -> None:
+    with caplog.at_level(logging.WARNING, logger="agentmw"):
+        agent = shop.build_agent(shop.create_api("bulk", str(_folder / "upload-bulk.db")), "bulk")
+    assert "upload_image" not in agent.tools and "set_price" in agent.tools  # the rest of its router is served
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and UPLOAD_ROUTE in r.getMessage()]
+    assert len(warned) == 1 and "parameter 'image' is a file upload" in warned[0], warned
+
+
+def test_a_decorated_upload_route_stops_the_agent_at_start_naming_the_route_and_parameter() -> None:
+    api = shop.create_api("decorator", str(_folder / "upload-decorated.db"))
+    tool(next(route.endpoint for _, _, route in _api_routes(api.router) if route.name == "upload_image"))
+    with pytest.raises(RegistrationError) as refused:
+        shop.build_agent(api, "decorator")
+    assert UPLOAD_ROUTE in str(refused.value) and "parameter 'image' is a file upload" in str(refused.value)
 
 
 # --- the comparison itself ---------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ where HTTP refuses the caller) and ``LEAK`` (more data than HTTP: a key HTTP's b
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import sqlite3
@@ -153,7 +154,9 @@ async def observe_http(app: Any, route: Route, case: Case, headers: Mapping[str,
     return Observed("http", http_status_class(response.status_code), body,
                     detail if isinstance(detail, str) else json.dumps(detail, default=str),
                     response.status_code, response.headers.get("www-authenticate"),
-                    float(retry_after) if retry_after else None, {"location": response.headers.get("location")})
+                    float(retry_after) if retry_after else None,
+                    {"location": response.headers.get("location"),
+                     "json": response.headers.get("content-type", "").startswith("application/json")})
 
 
 # --- reading an agent's error text -------------------------------------------------------------------------
@@ -215,12 +218,21 @@ async def observe_mcp(app: Any, face: str, route: Route, case: Case, headers: Ma
     result = reply["result"]
     text = _content_text(result.get("content"))
     if not result.get("isError"):
-        return Observed(face, "ok", result.get("structuredContent", _parsed(text)), text, 200,
+        body = _parsed(text) if text else _resource_text(result.get("content"))
+        return Observed(face, "ok", result.get("structuredContent", body), text, 200,
                         extra={"structured": "structuredContent" in result, "content": result.get("content")})
     meta = result.get("_meta") or {}
     retryable = bool(meta.get("agentmw/retryable"))
     return Observed(face, classify_error_text(text, retryable=retryable), text=text, status=200,
                     retry_after=meta.get("agentmw/retryAfter"), extra={"meta": meta})
+
+
+def _resource_text(blocks: Any) -> str | None:
+    """The text of the embedded resources a result carries (a file or a stream the route answered with)."""
+    found = [b["resource"] for b in blocks or () if isinstance(b, dict) and b.get("type") == "resource"]
+    if not found:
+        return None
+    return "".join(r["text"] if "text" in r else base64.b64decode(r.get("blob", "")).decode() for r in found)
 
 
 def _parsed(text: str) -> Any:
@@ -370,7 +382,7 @@ def compare(http: Observed, face: Observed, case: Case) -> list[str]:
             findings.append(f"LEAK: more data than HTTP: {', '.join(leaked)}")
         elif value != http.data:
             findings.append("DATA: the result differs from HTTP's JSON body")
-        if face.face in MCP_ERAS and http.data is not None:
+        if face.face in MCP_ERAS and http.data is not None and http.extra.get("json", True):
             if not face.extra.get("structured"):
                 findings.append("STRUCTURED: no structuredContent (it must be the body, or {'result': body})")
             elif face.data != _expected_structured(http.data):

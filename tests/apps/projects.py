@@ -1,9 +1,10 @@
 """A multi-tenant project tracker, written as FastAPI's docs teach: OAuth2 scopes with ``Security(...)`` and
 ``SecurityScopes`` (401 with ``WWW-Authenticate: Bearer scope=...``), a middleware that puts the tenant on
 ``request.state`` for a dependency to read, an app-level ``FastAPI(dependencies=...)``, the app's own exception
-type with its handler, a class dependency with its own query parameters (pagination), UUID and enum path
-parameters, ``Annotated`` parameters, background tasks, ``response_model_exclude``/``_exclude_unset``/aliases,
-a ``JSONResponse(status_code=404)``, a 503 with ``Retry-After`` and a redirect.
+types with their handlers (a 403, a 429 with ``Retry-After``), a class dependency with its own query parameters
+(pagination), UUID and enum path parameters, ``Annotated`` parameters, background tasks,
+``response_model_exclude``/``_exclude_unset``/``_exclude_defaults`` and aliases, a ``JSONResponse(status_code=404)``,
+a 503 with ``Retry-After`` and a redirect.
 """
 
 import sqlite3
@@ -53,6 +54,11 @@ class TaskStatus(str, Enum):
     done = "done"
 
 
+class ExportFormat(str, Enum):
+    csv = "csv"
+    pdf = "pdf"
+
+
 class ReportKind(str, Enum):
     weekly = "weekly"
     yearly = "yearly"
@@ -91,6 +97,14 @@ class TenantSettings(BaseModel):
     max_projects: int
 
 
+class QuotaExceeded(Exception):
+    """The app's own error type for a tenant that used up its exports for now."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"export quota used up, retry in {retry_after} s")
+        self.retry_after = retry_after
+
+
 class TenantError(Exception):
     """The app's own error type: the request names no tenant, or one the token is not for."""
 
@@ -107,14 +121,17 @@ CREATE TABLE task (id INTEGER PRIMARY KEY, project_id TEXT NOT NULL, title TEXT 
                    hours REAL NOT NULL);
 CREATE TABLE audit (id INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, actor TEXT NOT NULL,
                     action TEXT NOT NULL);
-CREATE TABLE tenant (name TEXT PRIMARY KEY, display_name TEXT NOT NULL, max_projects INTEGER NOT NULL);
+CREATE TABLE tenant (name TEXT PRIMARY KEY, display_name TEXT NOT NULL, max_projects INTEGER NOT NULL,
+                     exports_left INTEGER NOT NULL);
+CREATE TABLE export (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, format TEXT NOT NULL, requested_at TEXT NOT NULL);
 """
 
 
 def init_db(path: str) -> None:
     with sqlite3.connect(path) as db:
         db.executescript(SCHEMA)
-        db.executemany("INSERT INTO tenant VALUES (?, ?, ?)", [("acme", "ACME Corp", 10), ("globex", "Globex", 3)])
+        db.executemany("INSERT INTO tenant VALUES (?, ?, ?, ?)",
+                       [("acme", "ACME Corp", 10, 5), ("globex", "Globex", 3, 0)])
         db.executemany("INSERT INTO project VALUES (?, ?, ?, ?, ?, ?)", [
             (str(ACME_PROJECT), "acme", "Rocket skates", 12000.0, "the CEO's pet project", SEEDED_AT),
             (str(EMPTY_PROJECT), "acme", "Anvil audit", 0.0, None, SEEDED_AT),
@@ -212,6 +229,11 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
         request.state.tenant = request.headers.get("x-tenant")
         return await call_next(request)
 
+    @app.exception_handler(QuotaExceeded)
+    async def quota_exceeded(request: Request, exc: QuotaExceeded) -> JSONResponse:
+        return JSONResponse(status_code=429, content={"detail": "Export quota used up"},
+                            headers={"Retry-After": str(exc.retry_after)})
+
     @app.exception_handler(TenantError)
     async def tenant_error(request: Request, exc: TenantError) -> JSONResponse:
         return JSONResponse(status_code=exc.status_code, content={"detail": exc.message})
@@ -297,6 +319,21 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
         done = sum(r["hours"] for r in rows if r["status"] == "done")
         return {"project": project_id, "as_of": utc_now(), "hours": total, "done_share": done / total}
 
+    @projects.post("/{project_id}/exports", status_code=202)
+    @expose
+    async def export_project(project_id: UUID, user: Reader, tenant: Tenant, session: Session,
+                             format: Annotated[ExportFormat, Query()] = ExportFormat.csv) -> dict[str, Any]:
+        """Queue an export of the project; each tenant has a few per day."""
+        same_tenant(user, tenant)
+        if session.execute("SELECT exports_left FROM tenant WHERE name = ?", (tenant,)).fetchone()[0] <= 0:
+            raise QuotaExceeded(retry_after=3600)
+        export = {"id": new_id(), "project_id": project_id, "format": format, "requested_at": utc_now()}
+        session.execute("INSERT INTO export VALUES (?, ?, ?, ?)", (str(export["id"]), str(project_id), format.value,
+                                                                  export["requested_at"].isoformat()))
+        session.execute("UPDATE tenant SET exports_left = exports_left - 1 WHERE name = ?", (tenant,))
+        session.commit()
+        return {**export, "status": "queued"}
+
     tasks = APIRouter(prefix="/tasks", tags=["tasks"], dependencies=[Depends(current_tenant)])
 
     @tasks.get("/status/{status}")
@@ -309,7 +346,7 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
                                "WHERE p.tenant = ? AND t.status = ? ORDER BY t.id", (tenant, status.value)).fetchall()
         return [r["title"] for r in rows]
 
-    @app.get("/settings", response_model=TenantSettings, tags=["settings"])
+    @app.get("/settings", response_model=TenantSettings, response_model_exclude_defaults=True, tags=["settings"])
     @expose
     async def read_settings(user: Reader, tenant: Tenant, session: Session) -> Any:
         same_tenant(user, tenant)

@@ -2,7 +2,8 @@
 read by a dependency, an admin router included with ``include_router(..., dependencies=[...])``, handlers that
 return internal models (cost prices, supplier notes) under a public ``response_model`` or return annotation,
 ``response_model_include`` and ``_exclude_none``, a list of strings, two body parameters (an embedded body),
-``Annotated`` path and query constraints, and a checkout (a ``@skill``) with a background receipt.
+``Annotated`` path and query constraints, a checkout (a ``@skill``) with a background receipt, and an image
+upload that agents are not offered.
 """
 
 import json
@@ -13,7 +14,9 @@ from datetime import datetime, timezone
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, BackgroundTasks, Body, Cookie, Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi import (APIRouter, BackgroundTasks, Body, Cookie, Depends, FastAPI, HTTPException, Path, Query, Request,
+                     Response, UploadFile)
+from fastapi.responses import StreamingResponse
 from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, Field
 
@@ -114,7 +117,11 @@ def init_db(path: str) -> None:
 
 
 def get_db(request: Request) -> Iterator[sqlite3.Connection]:
-    yield from connect(request, init_db)
+    """The session; a write that breaks a constraint is the client's conflict, whichever handler made it."""
+    try:
+        yield from connect(request, init_db)
+    except sqlite3.IntegrityError as exc:
+        raise HTTPException(status_code=409, detail="That conflicts with existing data") from exc
 
 
 Session = Annotated[sqlite3.Connection, Depends(get_db)]
@@ -173,11 +180,14 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
 
     @app.get("/products", tags=["catalog"])
     @expose
-    def search_products(session: Session, q: str | None = None,
+    def search_products(session: Session, q: str | None = None, tag: Annotated[list[str] | None, Query()] = None,
                         limit: Annotated[int, Query(ge=1, le=50)] = 10) -> list[Product]:
-        """Products whose name contains ``q``."""
-        rows = session.execute("SELECT * FROM product WHERE name LIKE ? ORDER BY id LIMIT ?",
-                               (f"%{q or ''}%", limit)).fetchall()
+        """Products whose name contains ``q``, with any of the tags ``tag`` (repeat it: ``?tag=a&tag=b``)."""
+        query, args = "SELECT * FROM product WHERE name LIKE ?", [f"%{q or ''}%"]
+        if tag:
+            query += f" AND id IN (SELECT product_id FROM tag WHERE tag IN ({','.join('?' * len(tag))}))"
+            args += tag
+        rows = session.execute(query + " ORDER BY id LIMIT ?", (*args, limit)).fetchall()
         return [internal_product(r) for r in rows]  # the return annotation keeps the cost out
 
     @app.get("/products/{product_id}", tags=["catalog"], response_model=Product,
@@ -241,11 +251,45 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
 
     admin = APIRouter(tags=["admin"])
 
+    @admin.post("/products/{product_id}/image")
+    def upload_image(product_id: Annotated[int, Path(ge=1)], image: UploadFile) -> dict[str, Any]:
+        """A product photo (not for agents: an agent call cannot send a file upload)."""
+        return {"product_id": product_id, "filename": image.filename, "size": image.size}
+
     @admin.get("/orders", response_model=list[OrderAdmin])
     @expose
     def all_orders(session: Session) -> Any:
         return [{**dict(r), "lines": json.loads(r["lines"]), "placed_at": datetime.fromisoformat(r["placed_at"])}
                 for r in session.execute("SELECT * FROM orders ORDER BY placed_at").fetchall()]
+
+    @admin.post("/products", status_code=201, response_model=Product)
+    @expose
+    def create_product(product: ProductInternal, session: Session) -> Any:
+        session.execute("INSERT INTO product VALUES (:id, :name, :price, :description, :cost, :supplier_notes)",
+                        product.model_dump())
+        session.commit()
+        return product
+
+    @admin.get("/orders.csv")
+    @expose
+    def orders_csv(session: Session) -> Response:
+        """Every order as CSV, for the accountants' spreadsheet."""
+        rows = session.execute("SELECT id, customer, total FROM orders ORDER BY placed_at").fetchall()
+        lines = ["id,customer,total", *(f"{r['id']},{r['customer']},{r['total']:.2f}" for r in rows)]
+        return Response("\n".join(lines) + "\n", media_type="text/csv")
+
+    @admin.get("/orders/lines")
+    @expose
+    def stream_order_lines(session: Session) -> StreamingResponse:
+        """Every order line as it is read, one JSON object a line (for a big export)."""
+        rows = session.execute("SELECT id, lines FROM orders ORDER BY placed_at").fetchall()
+
+        def lines() -> Iterator[str]:
+            for row in rows:
+                for line in json.loads(row["lines"]):
+                    yield json.dumps({"order_id": row["id"], **line}) + "\n"
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
 
     @admin.put("/products/{product_id}/price", response_model=Product)
     @expose
