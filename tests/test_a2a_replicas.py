@@ -356,13 +356,21 @@ async def test_a_push_sender_that_dies_is_taken_over_from_the_last_delivered_eve
             await eventually(lambda: any(e.get("statusUpdate", {}).get("status", {}).get("state") ==
                                          "TASK_STATE_COMPLETED" for e in receiver.events), "the final push",
                              timeout=15)
-    steps = [step_of(e) for e in receiver.events if "statusUpdate" in e and step_of(e)]
-    duplicates = len(steps) - len(set(steps))
-    assert sorted(set(steps)) == list(range(1, count + 1)) and steps == sorted(steps), steps
-    assert duplicates <= 1, f"at most the event in flight when A died is sent again: {steps}"
+            # the receiver records an event before it answers, and B counts a push once the answer is back:
+            # B's sender ends after it has counted and recorded the final push (reading B's count as soon as
+            # the receiver had it once found two pushes counted by neither replica: A's in flight, and this one)
+            await eventually(lambda: task["id"] not in b.a2a_app.ops.push.workers, "B's sender to end", timeout=15)
     from_b = b.a2a_app.ops.push.delivered
-    # B sent the rest; A's delivery in flight when it died may have arrived without being counted
-    assert from_a >= 3 and from_b > 0 and len(receiver.events) - from_a - from_b in (0, 1)
+    sent = [json.dumps(e, sort_keys=True) for e in receiver.events]
+    duplicates = len(sent) - len(set(sent))
+    steps = [step_of(e) for e in receiver.events if "statusUpdate" in e and step_of(e)]
+    assert sorted(set(steps)) == list(range(1, count + 1)) and steps == sorted(steps), steps
+    # the documented bound (docs/a2a.md, "Push notifications, once"): the one event in flight when A died may
+    # have reached the receiver without A counting it, and is then sent again by B; nothing else is sent twice
+    assert duplicates <= 1, f"at most the event in flight when A died is sent again: {steps}"
+    assert from_a >= 3 and from_b > 0 and len(receiver.events) - from_a - from_b in (0, 1), (
+        len(receiver.events), from_a, from_b, duplicates)
+    assert len(receiver.events) - from_a - from_b <= duplicates  # an uncounted push is one B sent again
 
 
 async def test_tasks_survive_a_restart_and_a_lost_replica_fails_its_tasks(tmp_path: Path, monkeypatch) -> None:
