@@ -16,7 +16,6 @@ from .._transport import (
     ProtocolError,
     classify_rpc,
     dumps,
-    identity_error,
     loads,
     read_body,
     send_bytes,
@@ -25,6 +24,7 @@ from .._transport import (
     stream_sse,
 )
 from .._types import Receive, Scope, Send
+from ..auth.refusals import PEEK_LIMIT, peek_request_id, send_a2a_refusal
 from ..identity import Forbidden, Unauthenticated, authenticated_identity, caller_from_headers, resolve_caller
 from ..middleware import route_path
 from ..stores.base import TERMINAL
@@ -139,13 +139,11 @@ class A2AEndpoint:
                 await self._rest(scope, receive, send, connection, headers, path[len(self.agent.a2a_path):])
         except ClientDisconnected:
             return
-        except (Unauthenticated, Forbidden) as exc:
-            error = identity_error(exc)
-            status = {401: "UNAUTHENTICATED", 421: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED",
-                      503: "UNAVAILABLE"}.get(error.status or 403, "PERMISSION_DENIED")
-            await send_json(send, error.status or 403,
-                            {"error": {"code": error.status, "status": status, "message": error.message}},
-                            error.headers)
+        except (Unauthenticated, Forbidden) as exc:  # refused at admission, before any body was read (docs/auth.md)
+            jsonrpc = path not in _CARD_PATHS and path.rstrip("/") == self.agent.a2a_path
+            request_id = await peek_request_id(scope, receive, min(PEEK_LIMIT, self.agent.max_body_bytes)) \
+                if jsonrpc else None
+            await send_a2a_refusal(send, exc, jsonrpc=jsonrpc, request_id=request_id)
 
     async def _caller(self, connection: HTTPConnection) -> Caller:
         quick = caller_from_headers(connection.scope, _authorization(connection.scope), self.agent.identify)
@@ -243,7 +241,9 @@ class A2AEndpoint:
             if request_id is None:  # refused before the envelope was read: the id a scan of the body found
                 request_id = exc.request_id
             await send_json(send, 413 if exc.status == 413 else 200, A2AError.of(exc).jsonrpc(request_id))
-        except (Unauthenticated, Forbidden, ClientDisconnected):
+        except (Unauthenticated, Forbidden) as exc:  # after the body was read: the envelope carries its id
+            await send_a2a_refusal(send, exc, jsonrpc=True, request_id=request_id)
+        except ClientDisconnected:
             raise
         except Exception:
             logger.exception("A2A JSON-RPC request failed")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._transport import ClientDisconnected, ProtocolError, identity_error, read_json
 from .._types import Receive, Scope, Send
+from ..auth.refusals import PEEK_LIMIT, peek_body, request_id_of
 from ..identity import Forbidden, Unauthenticated
 from . import handshake, stateless
 from ._wire import HANDSHAKE_VERSIONS, INTERNAL_ERROR, INVALID_REQUEST, error_body, header_map, json_response
@@ -55,14 +56,17 @@ class McpEndpoint:
         self._verdicts: dict[tuple[str, str | None], int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        incoming: Incoming | None = None
         try:
-            await self._serve(scope, receive, send)
+            incoming = Incoming(scope)
+            await self._serve(incoming, scope, receive, send)
         except ClientDisconnected:
             return
         except (Unauthenticated, Forbidden) as exc:
             error = identity_error(exc)
+            request_id = request_id_of(incoming.body if incoming is not None else None)  # docs/auth.md
             try:
-                await json_response(send, error.status or 403, error.body(None), error.headers)
+                await json_response(send, error.status or 403, error.body(request_id), error.headers)
             except Exception:
                 logger.debug("could not answer %s: the response had started", error.status)
         except ProtocolError as exc:  # the request itself is malformed; raised before any response started
@@ -77,8 +81,7 @@ class McpEndpoint:
             except Exception:
                 logger.debug("could not send the internal error: the response had started")
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        incoming = Incoming(scope)
+    async def _serve(self, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:
         headers = incoming.headers
         verdict = self._transport_verdict(headers.get("host", ""), headers.get("origin"))
         if verdict == 421:
@@ -88,7 +91,11 @@ class McpEndpoint:
             await json_response(send, 403, error_body(None, INVALID_REQUEST, "Origin not allowed"))
             return
         if self.agent.access is not None:  # bearer token, scopes, rate limits: 401/403/429 (docs/auth.md)
-            principal = await self.agent.access.admit(scope, "mcp")
+            try:
+                principal = await self.agent.access.admit(scope, "mcp")
+            except (Unauthenticated, Forbidden):  # refused before the body is read: its id, from a small one
+                incoming.body = await peek_body(scope, receive, min(PEEK_LIMIT, self.agent.max_body_bytes))
+                raise
             if principal is not None:  # a session outlives a token (refresh, step-up): it is bound to the caller
                 incoming.credential = handshake.VERIFIED + principal.identity
         method = scope["method"]
