@@ -50,10 +50,12 @@ def require_tool(name: str, found: str | os.PathLike[str] | bool | None, install
 
 
 @contextmanager
-def serve(app: object) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a real loopback socket; yields its base URL."""
+def serve(app: object, **options: object) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a real loopback socket; yields its base URL. ``options`` go to
+    ``uvicorn.Config`` (``ssl_certfile=`` and ``ssl_keyfile=`` serve HTTPS)."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off",
+                                           **options))  # type: ignore[arg-type]
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -62,7 +64,7 @@ def serve(app: object) -> Iterator[str]:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"{'https' if options.get('ssl_certfile') else 'http'}://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -9,11 +9,14 @@ real resolver.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import socket
+import ssl
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -170,6 +173,67 @@ async def test_a_push_goes_to_the_checked_address_with_the_name_as_host(monkeypa
     assert {headers["host"] for _, headers, _ in receiver.got} == {f"hooks.test:{port}"}
     assert {headers["x-a2a-notification-token"] for _, headers, _ in receiver.got} == {"t-1"}
     assert names.lookups["hooks.test"] >= 1 + 3  # checked at create, and again before each push
+
+
+def tls_files(folder: Path, name: str) -> tuple[ssl.SSLContext, Path, Path]:
+    """A CA of the test's own, and a certificate it signed for ``name`` only (no address in it): the client
+    context that trusts the CA, and the certificate and key files for the server."""
+    pytest.importorskip("cryptography")
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def certificate(subject: str, key: Any, issuer: str, signer: Any, *, ca: bool) -> x509.Certificate:
+        builder = (x509.CertificateBuilder()
+                   .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+                   .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(hours=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if not ca:
+            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = certificate("push-tests CA", ca_key, "push-tests CA", ca_key, ca=True)
+    leaf = certificate(name, leaf_key, "push-tests CA", ca_key, ca=False)
+    cert_file, key_file = folder / "leaf.pem", folder / "leaf.key"
+    cert_file.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(leaf_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                serialization.NoEncryption()))
+    trusting = ssl.create_default_context(cadata=ca.public_bytes(serialization.Encoding.PEM).decode())
+    return trusting, cert_file, key_file
+
+
+async def test_an_https_push_to_a_checked_address_verifies_the_certificate_of_the_name(monkeypatch,
+                                                                                        tmp_path: Path) -> None:
+    """Connected to 127.0.0.1, yet the TLS server name and the certificate check are the URL's name: a
+    certificate for another name is refused, though that name resolves to the same address."""
+    Names(monkeypatch, {"hooks.test": lambda n: "127.0.0.1", "other.test": lambda n: "127.0.0.1"})
+    trusting, cert_file, key_file = tls_files(tmp_path, "hooks.test")
+    receiver = Receiver()
+    agent, app = a2a_app.build()
+    agent.a2a.push = PushPolicy(allow_networks=["127.0.0.1/32"], first_delay=0.05, max_attempts=2,
+                                verify=trusting)
+    agent.a2a_app.ops.push.policy = agent.a2a.push
+    sender = agent.a2a_app.ops.push
+    with serve(receiver.app, ssl_certfile=str(cert_file), ssl_keyfile=str(key_file)) as hook:
+        port = hook.rsplit(":", 1)[1]
+        async with client(app) as http:
+            for name in ("hooks.test", "other.test"):
+                done = await rpc(http, "SendMessage", {"message": msg("add", a=2, b=3), "configuration": {
+                    "taskPushNotificationConfig": {"url": f"https://{name}:{port}/{name}"}}})
+                assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", done
+            await eventually(lambda: final(receiver.events("/hooks.test")), "the final push over TLS")
+            await eventually(lambda: sender.delivered + sender.failed >= 6, "both tasks' pushes to be tried",
+                             timeout=15)
+    assert len(receiver.events("/hooks.test")) == 3 and sender.delivered == 3
+    assert {headers["host"] for _, headers, _ in receiver.got} == {f"hooks.test:{port}"}
+    assert receiver.events("/other.test") == [] and sender.failed == 3  # its certificate names hooks.test
 
 
 # --- the allowlist ---------------------------------------------------------------------------------------------

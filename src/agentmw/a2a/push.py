@@ -18,10 +18,13 @@ import logging
 import random
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..egress import RESOLVE_TIMEOUT_SECONDS, Egress, EgressRefused, Target, check_url
 from .wire import INVALID_PARAMS, A2AError, new_id
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["PushPolicy", "PushSender", "acheck_push_url", "check_push_url", "push_config", "with_config"]
 
@@ -45,6 +48,8 @@ class PushPolicy:
             attempt) before it is refused.
         max_configs_per_task: push configs one task may have; one more is ``-32602`` at create.
         max_token_length: characters of a config's ``token`` and of its ``authentication.credentials``.
+        verify: how receivers' TLS certificates are checked: ``True`` (the system's CAs), or an
+            ``ssl.SSLContext`` that trusts an internal CA. Checked against the URL's name, not the address.
     """
 
     def __init__(self, *, allow_hosts: Sequence[str] = (), allow_networks: Sequence[str] = (),
@@ -52,7 +57,7 @@ class PushPolicy:
                  resolve_timeout_seconds: float = RESOLVE_TIMEOUT_SECONDS, max_configs_per_task: int = 10,
                  max_token_length: int = 4_096, max_attempts: int = 5, first_delay: float = 0.5,
                  max_delay: float = 8.0, total_seconds: float = 60.0, timeout_seconds: float = 10.0,
-                 lease_seconds: float = 6.0, signer: Any = None) -> None:
+                 lease_seconds: float = 6.0, signer: Any = None, verify: bool | ssl.SSLContext = True) -> None:
         self.allow_hosts = {h.lower() for h in allow_hosts}
         self.allow_networks = tuple(allow_networks)
         self.allow_private = allow_private
@@ -67,6 +72,7 @@ class PushPolicy:
         self.timeout_seconds = timeout_seconds
         self.lease_seconds = lease_seconds  # a task's one sender holds its lease this long, renewed every third
         self.signer = signer  # agentmw.auth.PushSigner: each push carries a JWT signed by the agent (docs/auth.md)
+        self.verify = verify
 
     @property
     def egress(self) -> Egress:
@@ -369,7 +375,7 @@ class PushSender:
 
         if self._client is None:  # trust_env=False: no proxy from the environment, which would connect elsewhere
             self._client = httpx.AsyncClient(timeout=self.policy.timeout_seconds, follow_redirects=False,
-                                             trust_env=False)
+                                             trust_env=False, verify=self.policy.verify)
         headers = self._headers(config, trace_headers)
         body = dumps(event)
         if self.policy.signer is not None:  # the JWT vouches for these exact bytes (request_body_sha256)
