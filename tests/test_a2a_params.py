@@ -62,7 +62,9 @@ def setup():
 
 
 def client(app) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE, timeout=10)
+    # one caller with a credential: anonymous callers are listed no tasks (docs/auth.md)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE, timeout=10,
+                             headers={"authorization": "Bearer params-test"})
 
 
 async def rpc(http: httpx.AsyncClient, method: str, params: Any) -> dict:

@@ -262,7 +262,9 @@ async def test_another_caller_does_not_see_the_task(made) -> None:
 
 async def test_2025_tasks_get_result_list_and_cancel(made) -> None:
     _, app = made("memory://")
-    async with McpTestClient(app, era="2025-11-25", capabilities={"elicitation": {}}) as mcp:
+    # a caller with a credential: anonymous callers are listed no tasks (docs/auth.md)
+    async with McpTestClient(app, era="2025-11-25", capabilities={"elicitation": {}},
+                             headers={"authorization": "Bearer tasks-test"}) as mcp:
         init_caps = (await mcp.request("tools/list"))["tools"]
         assert any(t.get("execution") == {"taskSupport": "required"} for t in init_caps)
         created = await mcp.request("tools/call", {"name": "crunch", "arguments": {"seconds": 0.1, "label": "v1"},

@@ -1,11 +1,14 @@
-"""Bounded in-memory tables: every table keyed by a client-chosen id is capped in count and in age.
+"""Bounded in-memory tables: every table keyed by a client-chosen id is capped in count, in age and in bytes.
 
 :class:`BoundedTable` is a mapping ordered by insertion (or by last use, with ``touch``). Each entry has
 a deadline; an entry past it reads as absent. Inserting prunes from the oldest end: expired entries in
 one batch, then the oldest ones while the table is over its count. Both stop at the first entry that is
 neither, so an insert costs O(1) amortised and a lookup O(1). An entry the table's ``pinned`` predicate
 holds (a run in progress, a parked question) is never dropped: it counts as used now and moves to the
-newest end. See ``docs/limits.md`` for every table, its limits and their defaults.
+newest end. A table given ``max_bytes`` and a ``size`` function also drops its oldest unpinned entries while
+the sizes of all its entries add up to more than ``max_bytes``. A size is what the code already measured
+(the length of a frame or record it encoded), read by ``size`` when the entry is put or resized (:meth:`resize`),
+never a walk of the value. See ``docs/limits.md`` for every table, its limits and their defaults.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import collections
 import time
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, Generic, TypeVar
+
+from ._memory import LARGE, note
 
 __all__ = ["BoundedTable", "UsedTokens"]
 
@@ -35,17 +40,27 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
             ``del``); ``early`` is True when the count cap dropped it before its deadline.
         touch: a lookup (``get``, ``[]``, ``in``) renews the entry's age and makes it the newest.
         clock: seconds, monotonic (tests pass a fake one).
+        max_bytes: the byte budget: past it the oldest unpinned entries go (pinned ones count towards it).
+        size: ``(key, value) -> bytes``, read at ``put`` and ``resize``; required with ``max_bytes``.
     """
 
-    __slots__ = ("_entries", "clock", "max_age", "max_items", "on_evict", "pinned", "touch")
+    __slots__ = ("_entries", "_sizes", "bytes", "clock", "max_age", "max_bytes", "max_items", "on_evict", "pinned",
+                 "size", "touch")
 
     def __init__(self, max_items: int, max_age: float, *, pinned: Callable[[V], bool] | None = None,
                  on_evict: Callable[[K, V, bool], None] | None = None, touch: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_bytes: int | None = None,
+                 size: Callable[[K, V], int] | None = None) -> None:
         if max_items < 1:
             raise ValueError("max_items must be at least 1")
         if max_age <= 0:
             raise ValueError("max_age must be positive")
+        if (max_bytes is None) != (size is None) or (max_bytes is not None and max_bytes < 1):
+            raise ValueError("max_bytes (at least 1) and size go together")
+        self.max_bytes = max_bytes
+        self.size = size
+        self.bytes = 0  # the sizes of the entries, as last measured
+        self._sizes: dict[K, int] = {}
         self.max_items = max_items
         self.max_age = max_age
         self.pinned = pinned
@@ -65,6 +80,7 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
         if slot[0] <= now:
             if self.pinned is None or not self.pinned(slot[1]):
                 del self._entries[key]
+                self._unsized(key)
                 self._evicted(key, slot[1], False)
                 return default
             self._entries[key] = (now + self.max_age, slot[1])
@@ -106,10 +122,39 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
         if key in entries:
             entries[key] = (now + (self.max_age if ttl is None else ttl), value)
             entries.move_to_end(key)
+            if self.size is not None:
+                self.resize(key)
             return
         entries[key] = (now + (self.max_age if ttl is None else ttl), value)
-        if len(entries) > self.max_items or next(iter(entries.values()))[0] <= now:
+        if self.size is not None:
+            measured = self._sizes[key] = self.size(key, value)
+            self.bytes += measured
+            if measured >= LARGE:
+                note(measured)
+        if len(entries) > self.max_items or next(iter(entries.values()))[0] <= now or self._over():
             self._prune(now, key)
+
+    def resize(self, key: K) -> None:
+        """Measure ``key``'s entry again (its value grew or shrank), then drop the oldest past the budget."""
+        if self.size is None or key not in self._entries:
+            return
+        measured = self.size(key, self._entries[key][1])
+        self.bytes += measured - self._sizes.get(key, 0)
+        self._sizes[key] = measured
+        if measured >= LARGE:
+            note(measured)
+        if self._over():
+            self._prune(self.clock(), key)
+
+    def _over(self) -> bool:
+        return self.max_bytes is not None and self.bytes > self.max_bytes
+
+    def _unsized(self, key: K) -> None:
+        if self.size is not None:
+            measured = self._sizes.pop(key, 0)
+            self.bytes -= measured
+            if measured >= LARGE:
+                note(measured)  # its memory is free once the value goes: give it back when traffic stops
 
     def put_if_absent(self, key: K, value: V, ttl: float | None = None) -> bool:
         """Set-if-absent with an expiry, the claim primitive: True when ``key`` was absent (or expired) and is
@@ -121,6 +166,7 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
 
     def __delitem__(self, key: K) -> None:
         del self._entries[key]
+        self._unsized(key)
 
     def pop(self, key: K, default: Any = _MISSING) -> Any:
         slot = self._entries.pop(key, None)
@@ -128,10 +174,13 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
             if default is _MISSING:
                 raise KeyError(key)
             return default
+        self._unsized(key)
         return slot[1]
 
     def clear(self) -> None:
         self._entries.clear()
+        self._sizes.clear()
+        self.bytes = 0
 
     def prune(self) -> int:
         """Drop what is expired or over the count now (inserts do this on their own); returns how many."""
@@ -146,7 +195,7 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
         while entries and budget:
             key, slot = next(iter(entries.items()))
             expired = slot[0] <= now
-            if not expired and len(entries) <= self.max_items:
+            if not expired and len(entries) <= self.max_items and not self._over():
                 return
             if key is keep or key == keep:
                 return  # only the entry being inserted is left to look at
@@ -156,6 +205,7 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
                 entries.move_to_end(key)
                 continue
             del entries[key]
+            self._unsized(key)
             self._evicted(key, slot[1], not expired)
 
     def _evicted(self, key: K, value: V, early: bool) -> None:

@@ -17,6 +17,7 @@ import sys
 from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any, Final
 
+from . import _memory
 from ._types import Receive, Scope, Send
 
 __all__ = [
@@ -123,6 +124,8 @@ async def read_body(receive: Receive, limit: int) -> bytes:
                                     status=413)
             chunks.append(chunk)
         if not message.get("more_body", False):
+            if size >= _memory.LARGE:
+                _memory.note(size)  # a large body: its memory is given back once such bodies stop (_memory.py)
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 

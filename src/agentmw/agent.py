@@ -41,6 +41,8 @@ class Agent:
         agui_consumer_limit: frames a stream consumer may fall behind before it is disconnected.
         roots: directories path parameters (``RootedPath``) may name; none means no path is allowed.
         max_in_flight: calls running at once across the agent; past it, calls are refused as retryable.
+        budgets: a :class:`agentmw.safety.Budgets`: the byte budgets of the tables kept per client id, the caps
+            per entry, and the cap on parked calls (which hold no ``max_in_flight`` slot while they wait).
         untrusted_budget_chars: text of an ``untrusted`` capability beyond this is truncated, with a marker.
         idempotency_ttl_seconds: how long a repeated idempotency key returns the first outcome.
         approver: ``(identity, approval) -> bool``: who may decide (and so read) out-of-band approvals
@@ -131,6 +133,7 @@ class Agent:
         roots: Sequence[str] = (),
         case_insensitive_paths: bool = False,
         max_in_flight: int | None = None,
+        budgets: Any = None,
         untrusted_budget_chars: int = 20_000,
         idempotency_ttl_seconds: float = 24 * 3600.0,
         approver: Callable[[str, Any], bool] | None = None,
@@ -184,9 +187,10 @@ class Agent:
         self.untrusted_budget_chars = untrusted_budget_chars
         self.approver = approver
         self.approvals_path = "/" + approvals_path.strip("/")
-        from .safety import Approvals, IdempotencyCache, Limits
+        from .safety import Approvals, Budgets, IdempotencyCache, Limits
 
-        self.limits = Limits(max_in_flight)
+        self.budgets: Budgets = budgets or Budgets()
+        self.limits = Limits(max_in_flight, self.budgets.max_parked, self.budgets.parked_bytes)
         # their records live in the shared state, opened on first use (never by a call that needs neither)
         self.idempotency = IdempotencyCache(idempotency_ttl_seconds, idempotency_max_entries, state=lambda: self.state)
         self.approvals = Approvals(max_approvals, state=lambda: self.state)

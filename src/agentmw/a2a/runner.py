@@ -315,17 +315,18 @@ class TaskChannel(TaskChannelBase):
         live = self.live
         registry = self.registry
         registry.show(live)
-        loop = asyncio.get_running_loop()
-        live.answer = loop.create_future()
-        registry.status(live, "TASK_STATE_INPUT_REQUIRED", _question_parts(requests))
-        try:
-            message = await asyncio.wait_for(live.answer, self.runner.agent.park_timeout_seconds)
-        except TimeoutError as exc:
-            from ..errors import Permanent
+        agent = self.runner.agent
+        with agent.limits.parked(live.bytes):  # a parked task holds no in-flight slot (docs/limits.md)
+            live.answer = asyncio.get_running_loop().create_future()
+            registry.status(live, "TASK_STATE_INPUT_REQUIRED", _question_parts(requests))
+            try:
+                message = await asyncio.wait_for(live.answer, agent.park_timeout_seconds)
+            except TimeoutError as exc:
+                from ..errors import Permanent
 
-            raise Permanent("No answer arrived in time; the task was stopped.") from exc
-        finally:
-            live.answer = None
+                raise Permanent("No answer arrived in time; the task was stopped.") from exc
+            finally:
+                live.answer = None
         only = len(requests) == 1
         answers = {key: answer_from(_payload(message, key, only), req)
                    for key, req in requests.items() if isinstance(req, Ask)}

@@ -76,8 +76,9 @@ def _packed(entries: tuple[_Seen, ...]) -> _Seen | tuple[_Seen, ...]:
 _PLAIN_TEXT_CHARS = 1024  # a plain message up to this much text is told apart by its text itself
 
 
-def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) -> str:
-    """What makes a repeat the *same* message: everything it says (parts, metadata, taskId, contextId, ...)
+def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) -> tuple[str, int]:
+    """The message's fingerprint and its size (the length of the JSON measured or encoded on the way: the
+    byte budgets, docs/limits.md). What makes a repeat the *same* message: everything it says (parts, metadata, taskId, contextId, ...)
     and the request's metadata; the messageId itself is the lookup key. Two messages have equal fingerprints
     exactly when their JSON is the same (keys in any order).
 
@@ -98,21 +99,28 @@ def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) ->
                     if type(text) is not str:
                         break
                     texts.append(text)
-                    size += len(text)
+                    size += len(text) + 12  # {"text":""},
                 else:
                     continue
                 break
             if type(value) is not str:
                 break
+            size += len(name) + len(value) + 6
             if name != "messageId":
                 fields.append((name, value))
         else:
             if size <= _PLAIN_TEXT_CHARS:
                 fields.sort()
-                return "p" + repr((fields, texts))
+                return "p" + repr((fields, texts)), size
     body = {k: v for k, v in message.items() if k != "messageId"}
     canonical = json.dumps([body, metadata or {}], sort_keys=True, separators=(",", ":"), default=str)
-    return "h" + hashlib.sha256(canonical.encode()).hexdigest()
+    return "h" + hashlib.sha256(canonical.encode()).hexdigest(), len(canonical)
+
+
+def _seen_bytes(key: tuple[str, str], value: _Seen | tuple[_Seen, ...]) -> int:
+    """A messageId's entry, measured by its strings (a message-only reply counts as a fixed 1 KiB)."""
+    return len(key[0]) + len(key[1]) + sum(len(fp) + len(tid) + 64 + (1024 if reply is not None else 0)
+                                           for fp, tid, reply in _entries(value))
 
 
 class TaskManager(CoreManager):
@@ -137,7 +145,8 @@ class TaskManager(CoreManager):
         # (owner, messageId) -> what each message with that id got (usually one): at most a2a_max_message_ids,
         # each for A2ASettings.message_id_ttl_seconds (apart from idempotency keys)
         self._messages: BoundedTable[tuple[str, str], _Seen | tuple[_Seen, ...]] = BoundedTable(
-            agent.a2a_max_message_ids, agent.a2a.message_id_ttl_seconds, clock=time.time)
+            agent.a2a_max_message_ids, agent.a2a.message_id_ttl_seconds, clock=time.time,
+            max_bytes=agent.budgets.a2a_message_ids_bytes, size=_seen_bytes)
         self.message_repeats = 0  # repeats answered from self._messages
 
     @property
@@ -194,7 +203,13 @@ class TaskManager(CoreManager):
         incoming = message_from_wire(message)  # a part that cannot be read is -32602, before anything runs
         dedupe = self.agent.a2a.dedupe_message_ids
         key = (owner, message["messageId"])
-        fingerprint = _fingerprint(message, metadata) if dedupe else ""
+        fingerprint, size = _fingerprint(message, metadata)
+        cap = self.agent.budgets.a2a_task_bytes
+        if size > cap:  # refused before anything is kept or run (docs/limits.md)
+            raise A2AError(INVALID_PARAMS, f"The message is {size:,} bytes encoded; a task holds at most {cap:,}",
+                           {"messageId": key[1]})
+        if not dedupe:
+            fingerprint = ""
         if dedupe:
             repeated = await self._repeated(key, fingerprint, push)
             if repeated is not None:
@@ -203,6 +218,9 @@ class TaskManager(CoreManager):
         fresh = task_id is None
         if task_id is not None:
             live = await self._existing(task_id, owner, message)
+            if live.bytes + size > cap:
+                raise A2AError(INVALID_PARAMS, f"Task {task_id} holds {live.bytes:,} bytes of messages; with this "
+                               f"one it would pass its limit of {cap:,}", {"taskId": task_id})
         else:
             context_id = message.get("contextId") or new_id()
             live = registry.open(TaskRecord(id=new_id(), context_id=context_id, owner=owner,
@@ -226,6 +244,8 @@ class TaskManager(CoreManager):
         else:
             waiting = asyncio.get_running_loop().create_future()
             live.settle_waiters.append(waiting)
+        live.bytes += size
+        registry.live.resize(live.record.id)
         try:
             if fresh:  # nobody else knows its id yet, so nothing can race this first message: no lock to take
                 await self._advance(live, message, incoming, connection, quiet=push is None and not immediate)

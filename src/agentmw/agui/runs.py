@@ -142,10 +142,37 @@ class Run:
     _writer: asyncio.Task[None] | None = None
     _watcher: asyncio.Task[None] | None = None
     _finishing: bool = False
+    input_bytes: int = 0  # its RUN_STARTED frame, which carries the run's input (the sequencer keeps its messages)
+    buffered: int = 0  # bytes of the frames in ``buffer``
+
+    def __post_init__(self) -> None:
+        self.buffered = sum(len(frame) for _, frame in self.buffer)
 
     @property
     def ended(self) -> bool:
         return self.sequencer.ended
+
+    @property
+    def bytes(self) -> int:
+        """What the run holds, as measured by the frames it encoded (the run table's budget)."""
+        return self.input_bytes + self.buffered
+
+    def _keep(self, made: list[tuple[int, bytes]]) -> None:
+        """Buffer frames for reconnects: at most ``agui_buffer_events`` of them and ``agui_run_buffer_bytes``
+        of bytes (the oldest go first; a reconnect from before them is told some were dropped)."""
+        buffer = self.buffer
+        full = buffer.maxlen
+        for item in made:
+            if full is not None and len(buffer) == full:
+                self.buffered -= len(buffer[0][1])
+            buffer.append(item)
+            self.buffered += len(item[1])
+        runs = self.runs
+        if runs is not None:
+            limit = runs.agent.budgets.agui_run_buffer_bytes
+            while self.buffered > limit and len(buffer) > 1:
+                self.buffered -= len(buffer.popleft()[1])
+            runs.runs.resize(self.id)
 
     def publish(self) -> bool:
         """Send what the sequencer made to the buffer, the log and the consumers; True when one is falling
@@ -154,7 +181,7 @@ class Run:
         made = self.sequencer.take()
         if not made:
             return False
-        self.buffer.extend(made)
+        self._keep(made)
         self._log.extend(made)
         frames = [frame for _, frame in made]
         if self.ended and not self._finishing:
@@ -239,6 +266,7 @@ class Thread:
     execution_id: str | None = None  # the journal of the thread's latest execution (any replica can replay it)
     execution_info: dict[str, Any] | None = None  # while it is parked or resumed: startState, streamedText
     record_version: int = 0  # the version of the thread record this object matches (0: none written)
+    bytes: int = 0  # its latest run's input as RUN_STARTED encoded it: state, messages, props (the table's budget)
 
     def open_interrupt(self, key: str, request: Ask | None, message: str, schema: Mapping[str, Any],
                        timeout: float, *, kind: str = "ask") -> dict[str, Any]:
@@ -356,21 +384,21 @@ class AguiChannel:
         thread = execution.thread
         run = execution.run
         timeout = self.agent.park_timeout_seconds
-        interrupts = []
-        for key, request in requests.items():
-            assert isinstance(request, Ask)
-            interrupts.append(thread.open_interrupt(key, request, request.message, request.schema, timeout))
-        loop = asyncio.get_running_loop()
-        execution.answer = loop.create_future()
-        run.sequencer.interrupt(interrupts, thread.state)
-        run.publish()
-        try:
-            answers = await asyncio.wait_for(execution.answer, timeout)
-        except TimeoutError as exc:
-            thread.interrupts.clear()
-            raise Permanent("No answer arrived before the interrupt expired.") from exc
-        finally:
-            execution.answer = None
+        with self.agent.limits.parked(thread.bytes):  # a parked execution holds no in-flight slot (docs/limits.md)
+            interrupts = []
+            for key, request in requests.items():
+                assert isinstance(request, Ask)
+                interrupts.append(thread.open_interrupt(key, request, request.message, request.schema, timeout))
+            execution.answer = asyncio.get_running_loop().create_future()
+            run.sequencer.interrupt(interrupts, thread.state)
+            run.publish()
+            try:
+                answers = await asyncio.wait_for(execution.answer, timeout)
+            except TimeoutError as exc:
+                thread.interrupts.clear()
+                raise Permanent("No answer arrived before the interrupt expired.") from exc
+            finally:
+                execution.answer = None
         return answers
 
 
@@ -448,6 +476,7 @@ class Runs:
             telemetry.anchor("agui", thread.id)
         run.sequencer.start(run_input.model_dump(mode="json", by_alias=True, exclude_none=True),
                             telemetry.run_metadata() if telemetry is not None else None)
+        await self._measure(run)
         subscription = state.subscribe(CANCEL + run.id)
         try:
             await subscription.__aenter__()  # live before the record names this run as running
@@ -462,6 +491,22 @@ class Runs:
             run._watcher = self._spawn(self._watch(run, subscription), f"agui-watch-{run.id}")
         run.publish()
         return run, consumer
+
+    async def _measure(self, run: Run) -> None:
+        """The run's input, as its RUN_STARTED frame encoded it, is what the run and its thread hold: over
+        ``Budgets.agui_input_bytes`` the run is refused (413) before anything ran, and its id is free again."""
+        out = run.sequencer.out
+        run.input_bytes = len(out[-1][1]) if out else 0
+        cap = self.agent.budgets.agui_input_bytes
+        if run.input_bytes > cap:
+            self.runs.pop(run.id, None)
+            await self.state.delete_key(RUNS, run.id)
+            raise Refused(413, f"The run's input (state, messages and forwardedProps) is {run.input_bytes:,} bytes "
+                               f"encoded; the limit is {cap:,}")
+        self.runs.resize(run.id)
+        thread = run.thread
+        thread.bytes = run.input_bytes
+        self.threads.resize(thread.id)
 
     def _thread(self, thread_id: str, found: Any, owner: str, skill: str) -> Thread | None:
         """The local thread, made or brought up to date from its record."""
@@ -1134,12 +1179,24 @@ def thread_busy(thread: Thread) -> bool:
 
 
 def thread_table(agent: Agent) -> BoundedTable[str, Thread]:
-    """Threads by id: at most ``agui_max_threads`` idle ones, each forgotten ``agui_thread_idle_seconds``
-    after its last run; a busy thread (:func:`thread_busy`) is always kept."""
-    return BoundedTable(agent.agui_max_threads, agent.agui_thread_idle_seconds, pinned=thread_busy, touch=True)
+    """Threads by id: at most ``agui_max_threads`` idle ones and ``Budgets.agui_threads_bytes`` of them, each
+    forgotten ``agui_thread_idle_seconds`` after its last run; a busy thread (:func:`thread_busy`) is always
+    kept. One dropped is read again from its record in the state when it is next used."""
+    return BoundedTable(agent.agui_max_threads, agent.agui_thread_idle_seconds, pinned=thread_busy, touch=True,
+                        max_bytes=agent.budgets.agui_threads_bytes, size=_thread_bytes)
+
+
+def _thread_bytes(_key: str, thread: Thread) -> int:
+    return thread.bytes
+
+
+def _run_bytes(_key: str, run: Run) -> int:
+    return run.bytes
 
 
 def run_table(agent: Agent) -> BoundedTable[str, Run]:
     """Runs by id, for reconnects and cancels: at most ``agui_max_runs`` ended ones, each kept
-    ``agui_run_retention_seconds`` after it started; a run still in progress is always kept."""
-    return BoundedTable(agent.agui_max_runs, agent.agui_run_retention_seconds, pinned=lambda run: not run.ended)
+    ``agui_run_retention_seconds`` after it started, and ``Budgets.agui_runs_bytes`` of their inputs and
+    buffers; a run still in progress is always kept. A reconnect to one dropped replays the shared log."""
+    return BoundedTable(agent.agui_max_runs, agent.agui_run_retention_seconds, pinned=lambda run: not run.ended,
+                        max_bytes=agent.budgets.agui_runs_bytes, size=_run_bytes)

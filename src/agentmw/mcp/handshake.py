@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._bounded import BoundedTable
-from .._transport import classify_rpc, sse_comment, stream_sse, wait_for_exit
+from .._transport import classify_rpc, dumps_finite, sse_comment, stream_sse, wait_for_exit
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
 from ..identity import Forbidden, Unauthenticated, caller_from_headers
@@ -108,6 +108,7 @@ class Session:
     __slots__ = (
         "_ids",
         "_prefix",
+        "bytes",
         "caller",
         "checked",
         "client_capabilities",
@@ -147,6 +148,7 @@ class Session:
         self.rev = 0  # the record's version this copy reflects
         self.checked = self.written = self.last_seen  # when the record was last read / written (monotonic)
         self.closed = False
+        self.bytes = 0  # its clientInfo and capabilities, encoded (SessionStore.oversized; docs/limits.md)
 
     def next_request_id(self) -> str:
         return f"{self._prefix}{next(self._ids)}"
@@ -228,7 +230,8 @@ class SessionStore:
         # unless a call runs or a GET stream is open
         self.sessions: BoundedTable[str, Session] = BoundedTable(
             agent.max_sessions, idle, pinned=lambda s: bool(s.inflight) or s.stream is not None,
-            on_evict=lambda _key, s, _early: s.close())
+            on_evict=lambda _key, s, _early: s.close(), max_bytes=agent.budgets.sessions_bytes,
+            size=lambda _key, s: s.bytes)
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop whose bus listener is running
         self._listeners: dict[asyncio.AbstractEventLoop, tuple[asyncio.Task[None], asyncio.Future[None]]] = {}
         self._state: Any = None
@@ -376,6 +379,17 @@ class SessionStore:
             _on_loop(session.stream_loop, _put, session.stream, message)
 
     # -- sessions -------------------------------------------------------------------------------------
+
+    def oversized(self, session: Session) -> str | None:
+        """Why a new session is refused for its size (``Budgets.session_bytes``), or None; measures it."""
+        try:
+            session.bytes = len(dumps_finite([session.client_capabilities, session.client_info]))
+        except (TypeError, ValueError, RecursionError):
+            return "initialize's 'capabilities' and 'clientInfo' must be JSON"
+        cap = self.agent.budgets.session_bytes
+        if session.bytes > cap:
+            return f"initialize's 'capabilities' and 'clientInfo' are {session.bytes:,} bytes encoded; at most {cap:,}"
+        return None
 
     async def open(self, session: Session) -> bool:
         if len(self.sessions) >= self.sessions.max_items:
@@ -594,6 +608,10 @@ async def _initialize(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, b
     session = Session(version, capabilities, params.get("clientInfo"), incoming.credential or _fingerprint(incoming.headers),
                       replica=sessions.replica)
     session.caller = caller_from_headers(scope, incoming.headers.get("authorization"), endpoint.agent.identify)
+    oversized = sessions.oversized(session)
+    if oversized is not None:
+        await json_response(send, 200, error_body(request_id, INVALID_PARAMS, oversized))
+        return
     if not await sessions.open(session):
         await json_response(send, 503, error_body(request_id, INVALID_REQUEST, "Too many sessions; try again later"))
         return

@@ -174,21 +174,23 @@ class TaskChannel(TaskChannelBase):
         live = self.live
         registry = self.registry
         parked = _Parked(dict(requests))
-        live.face = parked
-        live.answer = asyncio.get_running_loop().create_future()
-        live.record.metadata["inputRequests"] = {key: input_request(r) for key, r in requests.items()}
-        registry.status(live, "TASK_STATE_INPUT_REQUIRED", [{"text": _asking(requests)}])
-        registry.publish(live)
-        try:
-            await asyncio.wait_for(live.answer, self.runner.agent.park_timeout_seconds)
-        except TimeoutError as exc:
-            from ..errors import Permanent
+        agent = self.runner.agent
+        with agent.limits.parked():  # a parked task holds no in-flight slot (docs/limits.md)
+            live.face = parked
+            live.answer = asyncio.get_running_loop().create_future()
+            live.record.metadata["inputRequests"] = {key: input_request(r) for key, r in requests.items()}
+            registry.status(live, "TASK_STATE_INPUT_REQUIRED", [{"text": _asking(requests)}])
+            registry.publish(live)
+            try:
+                await asyncio.wait_for(live.answer, agent.park_timeout_seconds)
+            except TimeoutError as exc:
+                from ..errors import Permanent
 
-            raise Permanent("No answer arrived in time; the task was stopped.") from exc
-        finally:
-            live.answer = None
-            live.face = None
-            live.record.metadata.pop("inputRequests", None)
+                raise Permanent("No answer arrived in time; the task was stopped.") from exc
+            finally:
+                live.answer = None
+                live.face = None
+                live.record.metadata.pop("inputRequests", None)
         registry.status(live, "TASK_STATE_WORKING", None)
         return dict(parked.given)
 

@@ -3,8 +3,8 @@
 from .framing import frame_text
 from .gate import Approval, Approvals, GateSpec, human_gate
 from .idempotency import IdempotencyCache
-from .limits import Limits
+from .limits import Budgets, Limits
 from .roots import RootedPath, RootViolation, resolve_in_roots
 
-__all__ = ["frame_text", "Approval", "Approvals", "GateSpec", "human_gate", "IdempotencyCache", "Limits",
+__all__ = ["frame_text", "Approval", "Approvals", "GateSpec", "human_gate", "IdempotencyCache", "Limits", "Budgets",
            "RootViolation", "RootedPath", "resolve_in_roots"]

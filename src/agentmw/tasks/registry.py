@@ -60,6 +60,7 @@ __all__ = ["LiveTask", "TaskRegistry", "Spaces", "Timing", "RecordShapes", "Push
 logger = logging.getLogger("agentmw")
 
 SETTLED = TERMINAL | INTERRUPTED
+ANONYMOUS = "anonymous"  # the identity of every caller without authentication (agentmw.identity)
 
 MAX_BACKLOG = 256  # writes the writer may be behind before a send waits for it
 WRITE_DELAY_SECONDS = 0.005  # a settled task's write waits this long for others to share the hand-off
@@ -153,10 +154,15 @@ class LiveTask:
     superseded: bool = False  # another replica settled it: this process's changes are dropped
     has_push: bool = False  # push configs exist: the writer wakes the sender after appending
     face: Any = None  # what the face keeps here for the task (an MCP task's parked questions)
+    bytes: int = 0  # its messages, as the face measured them (the handle table's budget, docs/limits.md)
 
     def holds(self) -> bool:
         """This process runs the coroutine, or it is parked here on a question."""
         return (self.runner is not None and not self.runner.done()) or self.answer is not None
+
+
+def _live_bytes(_task_id: str, live: LiveTask) -> int:
+    return live.bytes
 
 
 def status_of(record: TaskRecord) -> dict[str, Any]:
@@ -236,7 +242,8 @@ class TaskRegistry:
         self.live: BoundedTable[str, LiveTask] = BoundedTable(
             agent.a2a_max_tasks, agent.park_timeout_seconds, touch=True, pinned=lambda live: bool(
                 (live.runner is not None and not live.runner.done()) or live.answer is not None
-                or live.subscribers or live.settle_waiters or live.lock.locked()))
+                or live.subscribers or live.settle_waiters or live.lock.locked()),
+            max_bytes=agent.budgets.a2a_tasks_bytes, size=_live_bytes)
         # tasks with changes the writer has not written yet: their handles, or the one write of a task that
         # settled at once, encoded (_final)
         self.unwritten: dict[str, LiveTask | Encoded] = {}
@@ -415,8 +422,12 @@ class TaskRegistry:
         """One page of the owner's tasks, newest update first (then id), and how many match.
 
         The page token stays the offset it always was; the pages are read through the state's ordered scan.
-        This process's own tasks are written first, so a caller sees what it just did.
+        This process's own tasks are written first, so a caller sees what it just did. An anonymous caller
+        (no authentication: every such caller is ``"anonymous"``) is listed nothing: its tasks are reachable
+        only through their own unguessable ids, never through another anonymous caller's list (docs/auth.md).
         """
+        if owner == ANONYMOUS:
+            return [], 0
         for live in self.live.values():
             if not live.published and not live.quiet and live.record.owner == owner and live.holds():
                 self.publish(live)

@@ -1,0 +1,76 @@
+"""Give freed memory back to the operating system once large entries have come and gone.
+
+CPython hands blocks over 512 bytes to the C allocator. glibc keeps what is freed in its arenas, and raises its
+mmap threshold after the first large free, so the megabyte strings of large requests end up in the heap: after
+hostile traffic the tables are small again, yet the process's resident memory stays at its peak. When a table
+keeps or drops an entry of ``LARGE`` bytes or more (:func:`note`), ``malloc_trim(0)`` runs once the process has
+been quiet of them for ``QUIET_SECONDS``, on a worker thread. Elsewhere than glibc this does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import sys
+import time
+from typing import Any
+
+__all__ = ["note", "trim", "LARGE", "QUIET_SECONDS"]
+
+LARGE = 64 * 1024
+QUIET_SECONDS = 2.0
+
+_trimmer: list[Any] = []  # [malloc_trim] once looked up; [None] where there is none
+_last_note = 0.0
+_timer: asyncio.TimerHandle | None = None
+_timer_loop: list[asyncio.AbstractEventLoop | None] = [None]
+
+
+def _malloc_trim() -> Any:
+    if not _trimmer:
+        found = None
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError, AttributeError):
+                found = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+                found.argtypes = [ctypes.c_size_t]
+                found.restype = ctypes.c_int
+        _trimmer.append(found)
+    return _trimmer[0]
+
+
+def trim() -> bool:
+    """Return the allocator's free memory to the system now; False where that cannot be done."""
+    malloc_trim = _malloc_trim()
+    if malloc_trim is None:
+        return False
+    malloc_trim(0)
+    return True
+
+
+def note(size: int) -> None:
+    """A table kept or dropped ``size`` bytes: trim once large entries stop coming (needs a running loop)."""
+    global _last_note, _timer
+    if size < LARGE:
+        return
+    _last_note = time.monotonic()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if _timer is not None and not _timer.cancelled() and _timer_loop[0] is loop:
+        return  # one is set on this loop (a timer of a loop that ended never fires: this one replaces it)
+    _timer_loop[0] = loop
+    _timer = loop.call_later(QUIET_SECONDS, _fire, loop)
+
+
+def _fire(loop: asyncio.AbstractEventLoop) -> None:
+    global _timer
+    quiet = time.monotonic() - _last_note
+    if quiet < QUIET_SECONDS:  # still coming: look again when it has been quiet long enough
+        _timer = loop.call_later(QUIET_SECONDS - quiet, _fire, loop)
+        return
+    _timer = None
+    if not loop.is_closed():
+        loop.run_in_executor(None, trim)
