@@ -73,6 +73,7 @@ class PushPolicy:
         self.lease_seconds = lease_seconds  # a task's one sender holds its lease this long, renewed every third
         self.signer = signer  # agentmw.auth.PushSigner: each push carries a JWT signed by the agent (docs/auth.md)
         self.verify = verify
+        Egress(allow_networks=self.allow_networks)  # a malformed network is a ValueError now, not at a create
 
     @property
     def egress(self) -> Egress:
