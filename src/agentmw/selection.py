@@ -217,8 +217,13 @@ def log_served(agent: Agent, app: Any) -> None:
     that no agent serves."""
     tools = sorted(agent.tools)
     resources = sorted([*agent.resources, *agent.templates])
-    logger.info("agentmw %s: MCP serves %d tools %s, %d resources %s, %d prompts %s", agent.name, len(tools), tools,
-                len(resources), resources, len(agent.prompts), sorted(agent.prompts))
+    served_fns = {id(c.fn) for table in (agent.tools, agent.resources, agent.templates, agent.prompts, agent.skills)
+                  for c in table.values()}
+    hidden = sorted(f"{r.method_text} {r.path}" for r in iter_routes(app)
+                    if r.include_in_schema and id(r.endpoint) not in served_fns)
+    logger.info("agentmw %s: MCP serves %d tools %s, %d resources %s, %d prompts %s; %d routes of the app are not "
+                "served %s", agent.name, len(tools), tools, len(resources), resources, len(agent.prompts),
+                sorted(agent.prompts), len(hidden), hidden)
     logger.info("agentmw %s: A2A serves %d skills %s; AG-UI serves %s", agent.name, len(agent.skills),
                 sorted(agent.skills), [f"{agent.agui_path}/{s}" for s in sorted(agent.skills)])
     from .decorators import MARKED, SERVED
