@@ -14,6 +14,7 @@ only, and check that the differential reports it: it cannot pass by comparing no
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import shutil
@@ -347,7 +348,6 @@ class Built:
     template: str
     error: str | None = None
     headers: dict[str, dict[str, str]] = field(default_factory=dict)
-    ids: Iterator[int] = field(default_factory=itertools.count)
 
     def reset(self) -> None:
         """A fresh database and fresh id and clock sequences: every exchange starts from the same state."""
@@ -360,7 +360,12 @@ class Built:
 
 _built: dict[tuple[str, str], Built] = {}
 _references: dict[tuple[str, str, str, str], tuple[Observed, dict[str, Any]]] = {}
-_folder = Path(tempfile.mkdtemp(prefix="agentmw-fidelity-"))
+
+
+@functools.cache
+def _folder() -> Path:
+    """One temporary folder for this run's databases, made on first use (importing the tests makes nothing)."""
+    return Path(tempfile.mkdtemp(prefix="agentmw-fidelity-"))
 
 
 async def build(name: str, exposure: str, mutate: Callable[[FastAPI], None] | None = None) -> Built:
@@ -369,7 +374,7 @@ async def build(name: str, exposure: str, mutate: Callable[[FastAPI], None] | No
     if mutate is None and key in _built:
         return _built[key]
     module = CORPUS[name].module
-    folder = Path(tempfile.mkdtemp(dir=_folder))
+    folder = Path(tempfile.mkdtemp(dir=_folder()))
     template, database = str(folder / "seed.db"), str(folder / "app.db")
     module.init_db(template)
     shutil.copyfile(template, database)
@@ -567,14 +572,14 @@ UPLOAD_ROUTE = "POST /admin/products/{product_id}/image"
 
 def test_an_upload_route_is_left_out_of_bulk_exposure_with_a_warning_naming_it(caplog: Any) -> None:
     with caplog.at_level(logging.WARNING, logger="agentmw"):
-        agent = shop.build_agent(shop.create_api("bulk", str(_folder / "upload-bulk.db")), "bulk")
+        agent = shop.build_agent(shop.create_api("bulk", str(_folder() / "upload-bulk.db")), "bulk")
     assert "upload_image" not in agent.tools and "set_price" in agent.tools  # the rest of its router is served
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and UPLOAD_ROUTE in r.getMessage()]
     assert len(warned) == 1 and "parameter 'image' is a file upload" in warned[0], warned
 
 
 def test_a_decorated_upload_route_stops_the_agent_at_start_naming_the_route_and_parameter() -> None:
-    api = shop.create_api("decorator", str(_folder / "upload-decorated.db"))
+    api = shop.create_api("decorator", str(_folder() / "upload-decorated.db"))
     tool(next(route.endpoint for _, _, route in _api_routes(api.router) if route.name == "upload_image"))
     with pytest.raises(RegistrationError) as refused:
         shop.build_agent(api, "decorator")

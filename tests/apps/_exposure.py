@@ -68,8 +68,11 @@ def connect(request: Request, init: Callable[[str], None]) -> Iterator[sqlite3.C
         connection.close()
 
 
-def app_factory(create_api: Callable[[Exposure, str | None], FastAPI], build_agent: Callable[[FastAPI, Exposure], Agent],
-                ) -> tuple[Callable[..., FastAPI], Callable[[str], Any]]:
+AppFactory = Callable[..., FastAPI]
+
+
+def app_factory(create_api: Callable[[Exposure, str | None], FastAPI],
+                build_agent: Callable[[FastAPI, Exposure], Agent]) -> tuple[AppFactory, Callable[[str], Any]]:
     """A corpus module's ``create_app(exposure, database)`` (the app and its agent), and a module ``__getattr__``
     that builds its ``app`` on first use (``uvicorn tests.apps.shop:app``), so that importing it builds nothing."""
     def create_app(exposure: Exposure = "decorator", database: str | None = None) -> FastAPI:

@@ -2,15 +2,18 @@
 
 HTTP is the reference. Each answer is reduced to an **outcome class** and, for a success, its data:
 
-| class | HTTP | MCP | A2A | AG-UI |
-|---|---|---|---|---|
-| ``ok`` | 2xx; the JSON body | a result; ``structuredContent`` (``{"result": x}`` unwrapped when the body is no object) | ``COMPLETED``; the artifact's data part | ``RUN_FINISHED``; ``result`` |
-| ``auth_refused`` | 401, 403 | HTTP 401/403, or a tool error reading ``HTTP 401``/``HTTP 403`` | ``AUTH_REQUIRED``, or a refusal reading ``HTTP 401/403`` | HTTP 401/403, or ``RUN_ERROR`` reading so |
-| ``not_found`` | 404 | a tool error reading ``HTTP 404`` or "not found" | the same in the status message | the same in ``RUN_ERROR`` |
-| ``invalid`` | 400, 409, 422 and other 4xx | JSON-RPC -32602, or a tool error reading ``Invalid ...`` or ``HTTP 4xx`` | ``INPUT_REQUIRED`` or ``REJECTED`` | an ``arguments`` interrupt, HTTP 422, ``RUN_ERROR`` reading so |
-| ``retryable`` | 429, 503 | a tool error with ``_meta["agentmw/retryable"]`` | ``FAILED`` with ``retryable`` metadata | ``RUN_ERROR`` code ``RETRYABLE`` |
-| ``failed`` | other 5xx | any other error | any other failure | any other ``RUN_ERROR`` |
-| ``redirect`` | 3xx | (never: a redirect must be refused with a message naming it) | | |
+- ``ok``: HTTP 2xx, with its JSON body; MCP a result, its ``structuredContent`` (``{"result": x}`` unwrapped when
+  the body is no object); A2A ``COMPLETED``, the artifact's data part; AG-UI ``RUN_FINISHED``, its ``result``.
+- ``auth_refused``: HTTP 401/403; MCP the POST answered 401/403, or a tool error reading ``HTTP 401``/``403``;
+  A2A ``AUTH_REQUIRED`` or a refusal reading so; AG-UI HTTP 401/403 or a ``RUN_ERROR`` reading so.
+- ``not_found``: HTTP 404; elsewhere an error reading ``HTTP 404`` or "not found".
+- ``invalid``: HTTP 400, 409, 422 and other 4xx; MCP JSON-RPC -32602 or a tool error reading ``Invalid ...`` or
+  ``HTTP 4xx``; A2A ``INPUT_REQUIRED`` or ``REJECTED``; AG-UI an ``arguments`` interrupt, HTTP 422 or a
+  ``RUN_ERROR`` reading so.
+- ``retryable``: HTTP 429, 503; MCP ``_meta["agentmw/retryable"]``; A2A ``FAILED`` with ``retryable`` metadata;
+  AG-UI ``RUN_ERROR`` code ``RETRYABLE``.
+- ``failed``: HTTP's other 5xx; any other error elsewhere.
+- ``redirect``: HTTP 3xx; an agent must refuse it, with a message naming the redirect.
 
 The wire has no field for "not found" or "invalid" on a tool error, so those are read from the text agentmw writes
 (``HTTP <status>: <detail>``, ``Invalid arguments: ...``); an error text that says nothing lands in ``failed``.

@@ -135,7 +135,8 @@ def init_db(path: str) -> None:
         ]:
             db.execute("INSERT INTO user VALUES (?, ?, ?, ?, ?, ?)",
                        (str(user_id), email, get_password_hash(PASSWORDS[email], email), name, active, superuser))
-        db.execute("INSERT INTO item VALUES (?, 'Alice''s laptop', 'a 14-inch one', ?)", (str(ALICE_ITEM), str(ALICE_ID)))
+        db.execute("INSERT INTO item VALUES (?, 'Alice''s laptop', 'a 14-inch one', ?)",
+                   (str(ALICE_ITEM), str(ALICE_ID)))
         db.execute("INSERT INTO item VALUES (?, 'Bob''s bike', NULL, ?)", (str(BOB_ITEM), str(BOB_ID)))
 
 

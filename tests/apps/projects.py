@@ -282,7 +282,8 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
                              session: Session) -> Any:
         """Change a project; the answer leaves out what the project never had (its archive date)."""
         same_tenant(user, tenant)
-        if not session.execute("SELECT 1 FROM project WHERE id = ? AND tenant = ?", (str(project_id), tenant)).fetchone():
+        found = session.execute("SELECT 1 FROM project WHERE id = ? AND tenant = ?", (str(project_id), tenant))
+        if not found.fetchone():
             raise HTTPException(status_code=404, detail="Project not found")
         for column, value in patch.model_dump(exclude_unset=True).items():
             session.execute(f"UPDATE project SET {column} = ? WHERE id = ?", (value, str(project_id)))

@@ -243,7 +243,8 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     @expose
     def read_order(order_id: UUID, customer: Customer, session: Session) -> Any:
         """One of the caller's orders (another customer's is not found)."""
-        row = session.execute("SELECT * FROM orders WHERE id = ? AND customer = ?", (str(order_id), customer)).fetchone()
+        row = session.execute("SELECT * FROM orders WHERE id = ? AND customer = ?",
+                              (str(order_id), customer)).fetchone()
         if row is None:
             raise HTTPException(status_code=404, detail="Order not found")
         return OrderAdmin(id=row["id"], customer=row["customer"], total=row["total"],
