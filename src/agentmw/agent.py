@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import types
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,6 +27,10 @@ Listener = Callable[[str, Mapping[str, Any]], None]
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 _SECRET_NS = "agent.secret"
 _SECRET_TTL = 10 * 365 * 24 * 3600.0  # kept for good: a replica keeps the secret it read for its lifetime
+
+
+def _qualname(fn: Any) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 class Agent:
@@ -203,6 +208,8 @@ class Agent:
         self.prompts: dict[str, Capability] = {}
         self.skills: dict[str, Capability] = {}
         self.revision = 0
+        self._included_apps: list[tuple[Any, Callable[..., bool] | None]] = []
+        self._bound_apps: weakref.WeakSet[Any] = weakref.WeakSet()
         self._listeners: set[Listener] = set()
         self._mcp: Any = None
         self._a2a: Any = None
@@ -237,12 +244,34 @@ class Agent:
         else:
             table, key = self.resources, cap.uri or ""
         if key in table:
-            raise RegistrationError(f"duplicate {kind} {key!r}: {table[key].fn!r} already has it")
+            from .capability import _where
+
+            raise RegistrationError(
+                f"duplicate {kind} {key!r}: {_qualname(cap.fn)} ({_where(cap.fn)}) and {_qualname(table[key].fn)} "
+                f"({_where(table[key].fn)}) both have it; give one of them another name (name=...)")
         table[key] = cap
+        try:
+            decorators.SERVED.add(cap.fn)
+        except TypeError:
+            pass
         if cap.policy is not None and self.access is None:
             self._guard(None, ())
         self._changed(kind)
         return cap
+
+    def current(self, cap: Capability) -> Capability:
+        """The capability registered now under ``cap``'s kind and key (one that was bound to its route since)."""
+        if cap.kind == "tool":
+            found = self.tools.get(cap.name)
+        elif cap.kind == "prompt":
+            found = self.prompts.get(cap.name)
+        elif cap.kind == "skill":
+            found = self.skills.get(cap.name)
+        elif cap.uri_template is not None:
+            found = self.templates.get(cap.uri_template)
+        else:
+            found = self.resources.get(cap.uri or "")
+        return found if found is not None and found.fn is cap.fn else cap
 
     def remove(self, kind: CapabilityKind, key: str) -> None:
         table = {"tool": self.tools, "prompt": self.prompts, "skill": self.skills}.get(kind)
@@ -266,30 +295,86 @@ class Agent:
                 if callable(value) and specs_of(value) and getattr(value, "__module__", None) == target.__name__:
                     self.include(value)
             return
-        if routes is not None and getattr(target, "routes", None) is not None:
-            from .selection import include_routes
+        if getattr(target, "routes", None) is not None:
+            self._included_apps.append((target, routes))
+            if routes is not None:
+                from .selection import include_routes
 
-            include_routes(self, target, routes)
-            return
-        app_routes = getattr(target, "routes", None)
-        if app_routes is not None:
-            for route in app_routes:
-                endpoint = getattr(route, "endpoint", None)
-                if endpoint is not None and specs_of(endpoint):
-                    self.include(endpoint)
-                # FastAPI >= 0.120 keeps included routers whole; Starlette mounts hold their own routes
-                nested = getattr(route, "original_router", None) or getattr(route, "app", None)
-                if nested is not None and nested is not target and getattr(nested, "routes", None) is not None:
-                    self.include(nested)
+                include_routes(self, target, routes)
+            else:
+                self._include_app(target)
             return
         raise TypeError(f"agent.include() takes marked functions, modules or apps, not {target!r}")
 
-    def _add_spec(self, fn: Callable[..., Any], spec: CapabilitySpec) -> None:
+    def _include_app(self, app: Any) -> None:
+        """The marked handlers of an app or router. A FastAPI route's handler is bound to its route, so an agent
+        call goes through the app as HTTP would (``_dispatch.py``)."""
+        from ._routes import host_route_of, iter_host_routes
+
+        done: set[int] = set()
+        for route, _prefix in iter_host_routes(app):
+            endpoint = route.endpoint
+            if id(endpoint) in done or not specs_of(endpoint):
+                continue
+            done.add(id(endpoint))
+            host = host_route_of(app, endpoint)
+            for spec in specs_of(endpoint):
+                self._add_spec(endpoint, spec, route=host)
+        self._include_plain(app, done)
+
+    def _include_plain(self, app: Any, done: set[int]) -> None:
+        """Marked plain Starlette endpoints (mounted apps' included), served as functions."""
+        for route in getattr(app, "routes", None) or ():
+            endpoint = getattr(route, "endpoint", None)
+            nested = getattr(route, "app", None)
+            if endpoint is None and nested is not None and nested is not app \
+                    and getattr(nested, "routes", None) is not None:
+                self._include_plain(nested, done)
+            elif endpoint is not None and getattr(route, "dependant", None) is None and specs_of(endpoint) \
+                    and id(endpoint) not in done:
+                done.add(id(endpoint))
+                self.include(endpoint)
+
+    def bind_host(self, app: Any) -> None:
+        """Start serving for the host ``app`` (its first request): find the marked handlers of routes included
+        after the agent was built, bind handlers included as functions to their routes, and log what each face
+        serves. Done once per app."""
+        if app in self._bound_apps:
+            return
+        self._bound_apps.add(app)
+        if getattr(app, "routes", None) is None:
+            return
+        from ._routes import route_table
+
+        route_table(app, fresh=True)
+        for included, selection in list(self._included_apps):
+            if selection is not None:
+                from .selection import include_routes
+
+                include_routes(self, included, selection)
+        self._include_app(app)
+        from .selection import log_served
+
+        log_served(self, app)
+
+    def _add_spec(self, fn: Callable[..., Any], spec: CapabilitySpec, route: Any = None) -> None:
         options = dict(spec.options)
         if spec.kind == "tool":
             name = options.get("name") or getattr(fn, "__name__", "")
-            if name in self.tools and self.tools[name].fn is fn:
-                return
+            existing = self.tools.get(name)
+            if existing is not None and existing.fn is fn:
+                if route is None or existing.route is not None:
+                    return
+                self.tools.pop(name)  # included as a function first: now bound to its route
+        elif route is not None:
+            for table in (self.prompts, self.skills, self.resources, self.templates):
+                for key, cap in list(table.items()):
+                    if cap.fn is fn and cap.kind == spec.kind:
+                        if cap.route is not None:
+                            return
+                        table.pop(key)
+        if route is not None:
+            options["route"] = route
         self.add(spec.kind, fn, **options)
 
     def _registering(self, mark: Callable[..., Any], fn: Any, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
@@ -552,16 +637,19 @@ class Agent:
 
     def routes(self) -> list[Any]:
         """Starlette routes for the agent's paths, for ``Router(routes=...)`` or a Starlette app."""
-        from starlette.routing import Mount, Route
+        from starlette.routing import Route
 
+        # Routes, not Mounts, under a prefix: a Mount moves the prefix into root_path, and each face reads its
+        # paths (/agui/<skill>, /a2a/message:send) relative to where the agent itself is mounted.
         return [
             Route(self.mcp_path, endpoint=self.mcp, methods=None, name="agentmw-mcp"),
             Route("/.well-known/agent-card.json", endpoint=self.a2a_app, methods=None, name="agentmw-card"),
             Route("/.well-known/agent.json", endpoint=self.a2a_app, methods=None, name="agentmw-card-v02"),
             Route(self.a2a_path, endpoint=self.a2a_app, methods=None, name="agentmw-a2a"),
-            Mount(self.a2a_path, app=self.a2a_app, name="agentmw-a2a-rest"),
-            Mount(self.agui_path, app=self.agui_app, name="agentmw-agui"),
-            Mount(self.approvals_path, app=self.approvals_app, name="agentmw-approvals"),
+            Route(self.a2a_path + "/{rest:path}", endpoint=self.a2a_app, methods=None, name="agentmw-a2a-rest"),
+            Route(self.agui_path + "/{rest:path}", endpoint=self.agui_app, methods=None, name="agentmw-agui"),
+            Route(self.approvals_path + "/{rest:path}", endpoint=self.approvals_app, methods=None,
+                  name="agentmw-approvals"),
             *self._well_known_routes(),
         ]
 
