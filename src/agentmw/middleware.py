@@ -10,7 +10,10 @@ from .auth.wellknown import serves
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["AgentMiddleware"]
+__all__ = ["HOST_APP_KEY", "AgentMiddleware"]
+
+HOST_APP_KEY = "agentmw.host_app"
+"""Scope key: the ASGI app this middleware wraps, so an agent call of a host route runs what HTTP would."""
 
 _CARD_PATHS = frozenset({"/.well-known/agent-card.json", "/.well-known/agent.json"})
 
@@ -47,6 +50,7 @@ class AgentMiddleware:
         self.a2a_prefix = agent.a2a_path + "/"
         self.agui_prefix = agent.agui_path + "/"
         self.approvals_prefix = agent.approvals_path + "/"
+        self._bound: object = None
         self.well_known = None
         if agent.access is not None or getattr(agent.a2a.push, "signer", None) is not None:
             from .auth.wellknown import WellKnown
@@ -55,6 +59,12 @@ class AgentMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            # a route exposed as a capability is called through the app below this middleware (_dispatch.py)
+            scope[HOST_APP_KEY] = self.app
+            host = scope.get("app")
+            if host is not self._bound and host is not None:  # the app's first request: the agent starts for it
+                self._bound = host
+                self.agent.bind_host(host)
             path = route_path(scope)
             if path.rstrip("/") == self.mcp_path:
                 await self.agent.mcp(scope, receive, send)
