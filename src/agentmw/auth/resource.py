@@ -365,4 +365,5 @@ class ProtectedResource:
             return principal.identity
         if self.anonymous or not self.protects(connection.scope):
             return None
-        raise Unauthenticated("Authentication required: send a bearer token", challenge=self.challenge(connection.scope))
+        raise Unauthenticated("Authentication required: send a bearer token",
+                              challenge=self.challenge(connection.scope))

@@ -208,7 +208,8 @@ class JWTVerifier:
 
     def __init__(self, *, issuer: str, jwks_url: str | None = None, audience: str | Sequence[str] | None = None,
                  algorithms: Sequence[str] = _ASYMMETRIC, leeway: float = 30.0, jwks_ttl: float = 300.0,
-                 refetch_seconds: float = 30.0, max_keys: int = 16, required: Sequence[str] = ("exp", "iss", "aud", "sub"),
+                 refetch_seconds: float = 30.0, max_keys: int = 16,
+                 required: Sequence[str] = ("exp", "iss", "aud", "sub"),
                  roles_claim: str | None = "roles", typ: str | None = "at+jwt", http: Any = None,
                  timeout: float = 5.0) -> None:
         self.issuer = issuer
@@ -325,7 +326,8 @@ class IntrospectionVerifier:
         return Principal.from_claims(claims, roles_claim=self.roles_claim)
 
 
-VerifyFn = Callable[[str, str], "Principal | Mapping[str, Any] | None | Awaitable[Principal | Mapping[str, Any] | None]"]
+VerifyFn = Callable[[str, str],
+                    "Principal | Mapping[str, Any] | None | Awaitable[Principal | Mapping[str, Any] | None]"]
 
 
 class CallableVerifier:
