@@ -11,29 +11,18 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import require_tool, serve
+from tests.chromium import run_browser_script
+from tests.conftest import serve
 from tests.example_process import example_process
 
-SCRIPT = Path(__file__).parent / "agui" / "browser.mjs"
-SETUP = "run `scripts/setup` (or `scripts/test`, which runs it) to install it"
 
 
 def _drive_page(url: str, shot: Path) -> dict[str, Any]:
     """Runs tests/agui/browser.mjs against the page at ``url``; its JSON result."""
-    node = require_tool("Node (>= 20, with npm)", shutil.which("node"),
-                        "install Node >= 20 with npm, then run `scripts/setup`")
-    require_tool("playwright-core", SCRIPT.parent / "node_modules" / "playwright-core", SETUP)
-    chromium = require_tool(
-        "Chromium", os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium",
-        "run `scripts/setup` as root (it installs Debian's chromium package), or set CHROMIUM to a Chromium binary")
-    run = subprocess.run([node, str(SCRIPT), url, str(shot)], capture_output=True, text=True, timeout=120,
-                         cwd=SCRIPT.parent, env={**os.environ, "CHROMIUM": chromium}, check=False)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return run_browser_script("browser.mjs", url, str(shot))
 
 
 def _assert_the_workflow(result: dict[str, Any]) -> None:

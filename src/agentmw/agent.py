@@ -24,7 +24,6 @@ __all__ = ["Agent"]
 F = TypeVar("F", bound=Callable[..., Any])
 Listener = Callable[[str, Mapping[str, Any]], None]
 
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 _SECRET_NS = "agent.secret"
 _SECRET_TTL = 10 * 365 * 24 * 3600.0  # kept for good: a replica keeps the secret it read for its lifetime
 
@@ -56,9 +55,11 @@ class Agent:
             is off ("no approver configured").
         instructions: optional text for MCP clients on how to use the server.
         mcp_path: where the MCP endpoint lives, relative to where the agent is mounted.
-        allowed_hosts: ``Host`` values accepted (DNS-rebinding protection). Local names are always
-            accepted; add your public host names, or ``"*"`` to accept any host.
-        allowed_origins: browser origins accepted besides those whose host is allowed.
+        allowed_hosts: ``Host`` values accepted on every face (DNS-rebinding protection). Local names are always
+            accepted, at any port; ``"api.example.com"`` is that name at the default port (none, 80 or 443),
+            ``"api.example.com:8443"`` at that port, ``"api.example.com:*"`` at any; ``"*"`` accepts any host.
+        allowed_origins: browser origins accepted besides those whose host is allowed and those the host app's
+            ``CORSMiddleware`` lists (docs/fastapi-migration.md, "CORS, Origin and middleware order").
         secret: key that signs the MCP ``requestState``. Without one, the agent takes the one random secret
             kept in its state (made by whichever replica needs it first), so replicas sharing a store agree
             with no configuration; one given here wins.
@@ -215,6 +216,7 @@ class Agent:
         self._a2a: Any = None
         self._agui: Any = None
         self._approvals_app: Any = None
+        self._edge_guard: Any = None  # agentmw._edge.HostGuard: the Host/Origin verdicts every face shares
         self._bridges: Any = None  # agentmw.bridges._peer.Bridges, made by the first agent.bridge()
         self._hooks: Any = None  # agentmw.observability.hooks.HookChain, made by the first agent.use()
         self.telemetry: Any = None  # agentmw.observability.Telemetry, when traces, metrics and logs are on
@@ -577,29 +579,32 @@ class Agent:
         return self._secret
 
     def host_allowed(self, host: str) -> bool:
-        if "*" in self.allowed_hosts:
-            return True
-        host = host.lower()
-        if host.startswith("["):
-            name = host.split("]", 1)[0] + "]"
-        else:
-            name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-        return name in LOCAL_HOSTS or name in self.allowed_hosts or host in self.allowed_hosts
+        """Whether a ``Host`` value is served here (the port compared as ``_edge.py`` documents)."""
+        from ._edge import host_allowed
+
+        return host_allowed(host, self.allowed_hosts)
 
     def origin_allowed(self, origin: str) -> bool:
-        origin = origin.rstrip("/").lower()
-        if origin in self.allowed_origins:
-            return True
-        _, sep, rest = origin.partition("://")
-        return bool(sep) and self.host_allowed(rest)
+        """Whether an ``Origin`` passes on the agent's own settings (the host app's CORS list is the edge's)."""
+        from ._edge import origin_allowed
+
+        return origin_allowed(origin, self.allowed_hosts, self.allowed_origins)
+
+    def _edged(self, app: Any, render: Any, *, body_limit: int | None = None, **rules: Any) -> Any:
+        """``app`` behind the one HTTP edge every face shares (``_edge.py``): Host, Origin, Content-Type, size."""
+        from ._edge import Edge, HostGuard
+
+        if self._edge_guard is None:
+            self._edge_guard = HostGuard(self)
+        return Edge(app, self._edge_guard, render, body_limit=body_limit or self.max_body_bytes, **rules)
 
     @property
     def mcp(self) -> ASGIApp:
         """The MCP endpoint as a bare ASGI app (serves only the MCP path)."""
         if self._mcp is None:
-            from .mcp.endpoint import McpEndpoint
+            from .mcp.endpoint import McpEndpoint, refuse
 
-            self._mcp = self._gated(McpEndpoint(self))
+            self._mcp = self._gated(self._edged(McpEndpoint(self), refuse, json_posts=True, content_type_status=400))
         return self._mcp
 
     @property
@@ -607,26 +612,29 @@ class Agent:
         """The A2A endpoint as a bare ASGI app (the card, JSON-RPC and HTTP+JSON bindings)."""
         if self._a2a is None:
             from .a2a.endpoint import A2AEndpoint
+            from .a2a.refusals import edge_refusal
 
-            self._a2a = self._gated(A2AEndpoint(self))
+            self._a2a = self._gated(self._edged(A2AEndpoint(self), edge_refusal(self.a2a_path)))
         return self._a2a
 
     @property
     def agui_app(self) -> ASGIApp:
         """The AG-UI endpoint as a bare ASGI app (one agent per skill under ``agui_path``)."""
         if self._agui is None:
+            from ._edge import detail_refusal
             from .agui.endpoint import AguiEndpoint
 
-            self._agui = self._gated(AguiEndpoint(self))
+            self._agui = self._gated(self._edged(AguiEndpoint(self), detail_refusal))
         return self._agui
 
     @property
     def approvals_app(self) -> ASGIApp:
         """The out-of-band approvals endpoint as a bare ASGI app."""
         if self._approvals_app is None:
-            from .approvals import ApprovalsEndpoint
+            from ._edge import detail_refusal
+            from .approvals import _MAX_DECISION_BYTES, ApprovalsEndpoint
 
-            self._approvals_app = ApprovalsEndpoint(self)
+            self._approvals_app = self._edged(ApprovalsEndpoint(self), detail_refusal, body_limit=_MAX_DECISION_BYTES)
         return self._approvals_app
 
     def asgi(self) -> ASGIApp:

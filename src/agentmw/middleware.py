@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING
 
+from ._edge import cors_policy
 from ._types import ASGIApp, Receive, Scope, Send
 from .auth.wellknown import serves
 
@@ -39,7 +41,8 @@ class AgentMiddleware:
 
     Needs no lifespan: everything it keeps (sessions, streams) lives in the agent's endpoints and is
     created on first use. Without a wrapped ``app`` it is a standalone app that answers 404 elsewhere,
-    which is what ``agent.asgi()`` mounts.
+    which is what ``agent.asgi()`` mounts. It may be added before or after the app's ``CORSMiddleware``: the
+    app's CORS policy covers the agent's paths either way (docs/fastapi-migration.md).
     """
 
     def __init__(self, app: ASGIApp | None, agent: Agent) -> None:
@@ -56,6 +59,13 @@ class AgentMiddleware:
             from .auth.wellknown import WellKnown
 
             self.well_known = WellKnown(agent)
+        # The app's CORSMiddleware added before this one sits below it, where the agent's paths never reach: a
+        # copy of it serves them (preflights answered, headers on every answer), so either order works.
+        self.cors: ASGIApp | None = None
+        cors = cors_policy(self.app)
+        if cors is not None:
+            self.cors = copy.copy(cors)
+            self.cors.app = self._behind_cors  # type: ignore[attr-defined]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -65,20 +75,28 @@ class AgentMiddleware:
             if host is not self._bound and host is not None:  # the app's first request: the agent starts for it
                 self._bound = host
                 self.agent.bind_host(host)
-            path = route_path(scope)
-            if path.rstrip("/") == self.mcp_path:
-                await self.agent.mcp(scope, receive, send)
-                return
-            if path == self.a2a_path or path.startswith(self.a2a_prefix) or path in _CARD_PATHS:
-                await self.agent.a2a_app(scope, receive, send)
-                return
-            if path.startswith(self.agui_prefix):
-                await self.agent.agui_app(scope, receive, send)
-                return
-            if path.startswith(self.approvals_prefix):
-                await self.agent.approvals_app(scope, receive, send)
-                return
-            if path.startswith("/.well-known/") and self.well_known is not None and serves(self.agent, path):
-                await self.well_known(scope, receive, send)  # docs/auth.md: resource metadata, push JWKS
+            face = self._face(route_path(scope))
+            if face is not None:  # each face is behind the one HTTP edge (_edge.py): Host, Origin, body
+                await (face if self.cors is None else self.cors)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    def _face(self, path: str) -> ASGIApp | None:
+        """The agent's app serving ``path``, or None for a host route."""
+        if path.rstrip("/") == self.mcp_path:
+            return self.agent.mcp
+        if path == self.a2a_path or path.startswith(self.a2a_prefix) or path in _CARD_PATHS:
+            return self.agent.a2a_app
+        if path.startswith(self.agui_prefix):
+            return self.agent.agui_app
+        if path.startswith(self.approvals_prefix):
+            return self.agent.approvals_app
+        if path.startswith("/.well-known/") and self.well_known is not None and serves(self.agent, path):
+            return self.well_known  # docs/auth.md: resource metadata, push JWKS
+        return None
+
+    async def _behind_cors(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """What the adopted CORS policy wraps: the face of the request's path (it only ever sees the agent's)."""
+        face = self._face(route_path(scope))
+        assert face is not None
+        await face(scope, receive, send)

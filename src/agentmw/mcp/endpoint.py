@@ -1,4 +1,4 @@
-"""The MCP endpoint: transport security, then the era each request asks for.
+"""The MCP endpoint: the era each request asks for (transport security is the edge's: ``_edge.py``).
 
 A request whose ``MCP-Protocol-Version`` names a version outside the handshake era is served by the
 stateless (2026-07-28) path, so an unknown version is told which ones exist; anything else is the
@@ -10,20 +10,30 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .._edge import Refusal
 from .._transport import ClientDisconnected, ProtocolError, identity_error, read_json
 from .._types import Receive, Scope, Send
 from ..auth.refusals import PEEK_LIMIT, peek_body, request_id_of
 from ..identity import Forbidden, Unauthenticated
 from . import handshake, stateless
-from ._wire import HANDSHAKE_VERSIONS, INTERNAL_ERROR, INVALID_REQUEST, error_body, header_map, json_response
+from ._wire import HANDSHAKE_VERSIONS, INTERNAL_ERROR, error_body, header_map, json_response
 from .methods import Catalog
 
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["McpEndpoint", "Incoming"]
+__all__ = ["McpEndpoint", "Incoming", "refuse"]
 
 logger = logging.getLogger("agentmw")
+
+
+async def refuse(scope: Scope, receive: Receive, send: Send, refusal: Refusal) -> None:
+    """The edge's refusal (_edge.py) as the MCP SDK answers it: the status with a JSON-RPC error, carrying the
+    request's id when a small body names one (docs/auth.md: the refusal reads at most 64 KiB; past the size
+    limit nothing is read and the id is null)."""
+    request_id = None if refusal.status == 413 else request_id_of(await peek_body(scope, receive, PEEK_LIMIT))
+    await json_response(send, refusal.status, error_body(request_id, refusal.code, refusal.message))
+
 
 class Incoming:
     """A parsed POST: its headers and decoded body, or the error response already sent."""
@@ -53,7 +63,6 @@ class McpEndpoint:
         self.used_states = stateless.UsedStates(agent.input_state_ttl_seconds, agent.max_used_states,
                                                 state=lambda: agent.state)
         self.server_info = {"name": agent.name, "version": agent.version}
-        self._verdicts: dict[tuple[str, str | None], int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         incoming: Incoming | None = None
@@ -82,14 +91,8 @@ class McpEndpoint:
                 logger.debug("could not send the internal error: the response had started")
 
     async def _serve(self, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:
+        # Host, Origin, Content-Type and the declared size were checked at the edge (_edge.py)
         headers = incoming.headers
-        verdict = self._transport_verdict(headers.get("host", ""), headers.get("origin"))
-        if verdict == 421:
-            await json_response(send, 421, error_body(None, INVALID_REQUEST, "Invalid Host header"))
-            return
-        if verdict == 403:
-            await json_response(send, 403, error_body(None, INVALID_REQUEST, "Origin not allowed"))
-            return
         if self.agent.access is not None:  # bearer token, scopes, rate limits: 401/403/429 (docs/auth.md)
             try:
                 principal = await self.agent.access.admit(scope, "mcp")
@@ -98,32 +101,11 @@ class McpEndpoint:
                 raise
             if principal is not None:  # a session outlives a token (refresh, step-up): it is bound to the caller
                 incoming.credential = handshake.VERIFIED + principal.identity
-        method = scope["method"]
-        if method == "POST" and "application/json" not in headers.get("content-type", "").lower():
-            await json_response(send, 400, error_body(None, INVALID_REQUEST,
-                                                      "Content-Type must be application/json"))
-            return
         version = headers.get("mcp-protocol-version")
         if version is not None and version.strip() not in HANDSHAKE_VERSIONS:
             await stateless.handle(self, incoming, scope, receive, send)
         else:
             await handshake.handle(self, incoming, scope, receive, send)
-
-    def _transport_verdict(self, host: str, origin: str | None) -> int:
-        """200, 421 (foreign Host) or 403 (foreign Origin); remembered, since a server sees few distinct pairs."""
-        key = (host, origin)
-        verdict = self._verdicts.get(key)
-        if verdict is None:
-            if not self.agent.host_allowed(host):
-                verdict = 421
-            elif origin is not None and not self.agent.origin_allowed(origin):
-                verdict = 403
-            else:
-                verdict = 200
-            if len(self._verdicts) > 1024:  # bounded: arbitrary Host values must not grow memory
-                self._verdicts.clear()
-            self._verdicts[key] = verdict
-        return verdict
 
     async def read_json(self, incoming: Incoming, receive: Receive) -> Any:
         """The strictly decoded body (kept on ``incoming``); raises ProtocolError (400, 413) for a bad one."""
