@@ -350,3 +350,30 @@ async def test_a_rooted_tool_refuses_a_trailing_dot_before_it_runs(tmp_path) -> 
     result = response.json()["result"]
     assert result["isError"] is True and "ends with a dot" in result["content"][0]["text"]
     assert opened == []
+
+
+# --- what the fuzz run found (tests/test_fuzz_faces.py) ---------------------------------------------------------
+
+@pytest.mark.parametrize("body", [
+    {"jsonrpc": "2.0", "id": "env", "method": True},
+    {"jsonrpc": "1.0", "id": "env", "method": "ping"},
+    {"jsonrpc": "2.0", "id": "env", "method": "ping", "params": [1]},
+])
+async def test_a_malformed_envelope_with_a_valid_id_is_answered_with_that_id(app: Starlette, body: Any) -> None:
+    async with client(app) as http:
+        headers = await _open_session(http)
+        mcp = await http.post("/mcp", headers=headers, json=body)
+        a2a = await http.post("/a2a", json={**body, "method": "GetTask"} if body["method"] == "ping" else body,
+                              headers=A2A)
+    assert mcp.status_code == 400 and mcp.json()["id"] == "env" and mcp.json()["error"]["code"] in (-32600, -32602)
+    assert a2a.status_code == 200 and a2a.json()["id"] == "env" and a2a.json()["error"]["code"] in (-32600, -32602)
+
+
+@pytest.mark.parametrize("arguments", ["text", ["a", "b"], [["k", "v"]], 5])
+async def test_agui_forwarded_arguments_that_are_not_an_object_are_422(app: Starlette, arguments: Any) -> None:
+    """Before: a traceback ("AG-UI run ... failed to start") and a RUN_ERROR; a list of pairs even became a dict."""
+    async with client(app) as http:
+        response = await http.post("/agui/echo", json=run_body(forwardedProps={"arguments": arguments}))
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "forwardedProps", "arguments"]
+    assert ran == []

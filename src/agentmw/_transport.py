@@ -335,28 +335,39 @@ def classify_rpc(body: Any, *, responses: bool = False, notifications: bool = Tr
     """
     if isinstance(body, list):
         raise ProtocolError(INVALID_REQUEST, "Batches are not supported", status=400)
-    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0":
+    if not isinstance(body, dict):
         raise ProtocolError(INVALID_REQUEST, "Expected a JSON-RPC 2.0 message object", status=400)
     has_id = "id" in body
     request_id = body.get("id")
+
+    def refused(code: int, message: str) -> ProtocolError:
+        error = ProtocolError(code, message, status=400)
+        # A request's valid id goes on its error, for the client to match it by. Not a response's: its id is
+        # one of the server's own requests, and the client may have a request of that id in flight.
+        if "method" in body and _valid_id(request_id, null_id):
+            error.request_id = request_id
+        return error
+
+    if body.get("jsonrpc") != "2.0":
+        raise refused(INVALID_REQUEST, "Expected a JSON-RPC 2.0 message object")
     if has_id and not _valid_id(request_id, null_id):
         raise ProtocolError(INVALID_REQUEST, "The id must be a string or an integer", status=400)
     method = body.get("method")
+
     if isinstance(method, str):
         params = body.get("params")
         if params is not None and not isinstance(params, dict):
-            raise ProtocolError(INVALID_PARAMS if has_id else INVALID_REQUEST, "params must be an object",
-                                status=400)
+            raise refused(INVALID_PARAMS if has_id else INVALID_REQUEST, "params must be an object")
         if has_id:
             return RpcMessage("request", request_id, method, params, body)
         if not notifications:
-            raise ProtocolError(INVALID_REQUEST, "Expected a JSON-RPC request with an id", status=400)
+            raise refused(INVALID_REQUEST, "Expected a JSON-RPC request with an id")
         return RpcMessage("notification", None, method, params, body)
     if "method" in body:
-        raise ProtocolError(INVALID_REQUEST, "method must be a string", status=400)
+        raise refused(INVALID_REQUEST, "method must be a string")
     if responses and has_id and request_id is not None and ("result" in body) != ("error" in body):
         return RpcMessage("response", request_id, None, None, body)
-    raise ProtocolError(INVALID_REQUEST, "Expected a JSON-RPC request", status=400)
+    raise refused(INVALID_REQUEST, "Expected a JSON-RPC request")
 
 
 # --- JSON and SSE out ----------------------------------------------------------------------------

@@ -137,9 +137,15 @@ class AguiEndpoint:
 
     def _over_limits(self, body: Any) -> dict[str, Any] | None:
         """The 422 detail of a run input past ``agui_max_messages`` or ``agui_max_state_bytes``, checked before
-        it is validated (validating 90,000 messages took seconds); None when within them."""
+        it is validated (validating 90,000 messages took seconds), or whose ``forwardedProps.arguments`` (the
+        skill's arguments, an agentmw convention the model leaves untyped) is not an object; None when fine."""
         if not isinstance(body, dict):
             return None  # validation says what is wrong with it
+        props = body.get("forwardedProps")
+        arguments = props.get("arguments") if isinstance(props, dict) else None
+        if arguments is not None and not isinstance(arguments, dict):
+            return {"loc": ["body", "forwardedProps", "arguments"], "type": "dict_type",
+                    "msg": "forwardedProps.arguments must be an object: the skill's arguments by name"}
         messages, limit = body.get("messages"), self.agent.agui_max_messages
         if isinstance(messages, list) and len(messages) > limit:
             return {"loc": ["body", "messages"], "type": "too_long",

@@ -80,7 +80,7 @@ class McpEndpoint:
                 logger.debug("could not answer %s: the response had started", error.status)
         except ProtocolError as exc:  # the request itself is malformed; raised before any response started
             logger.debug("MCP request refused: %s", exc.message)
-            await json_response(send, exc.status or 400, exc.body(None), exc.headers)
+            await json_response(send, exc.status or 400, exc.body(exc.request_id), exc.headers)  # null if unknown
         except Exception:
             # A bug of ours must still get a protocol answer, never a traceback. If the response had already
             # started, the server refuses a second start; the client then sees the stream end.
