@@ -1,9 +1,9 @@
-"""The largest request bodies the A2A and AG-UI faces accept, and how long each holds the event loop.
+"""The largest request bodies the MCP, A2A and AG-UI faces accept, and how long each holds the event loop.
 
 For each shape of body that multiplies (parts, messages, content parts, tool calls, state and metadata values,
 tools, context entries), the bench builds the largest body the default limits accept (``Agent(max_body_values=,
-max_body_depth=, agui_max_messages=, agui_max_state_bytes=)``, ``A2ASettings(max_parts=)``, docs/limits.md),
-and a few that they refuse. Each is sent in-process through the ASGI interface while a probe task ticks every
+max_body_depth=, agui_max_messages=, agui_max_state_bytes=, agui_max_values=)``, ``A2ASettings(max_parts=)``,
+docs/limits.md), and a few that they refuse. Each is sent in-process through the ASGI interface while a probe task ticks every
 millisecond: its longest gap is how long the loop could not serve anything else (a ``/health`` behind it would
 have waited as long). Rows are the median and the worst of the rounds, after one warm-up round.
 
@@ -22,6 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 os.environ.setdefault("AGENTMW_STORE", "memory://")
+MODERN = "2026-07-28"
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json",
+               "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "count"}
 
 
 def build() -> tuple[Any, Any]:
@@ -40,6 +43,11 @@ def build() -> tuple[Any, Any]:
         """
         return text[:10]
 
+    @agent.tool
+    async def count(rows: list[Any]) -> int:
+        """Count the rows."""
+        return len(rows)
+
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
     return agent, app
@@ -48,6 +56,12 @@ def build() -> tuple[Any, Any]:
 def a2a(message: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
             "params": {"message": {"messageId": "@ID@", "role": "ROLE_USER", **message}}}
+
+
+def mcp(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "count", "arguments": arguments,
+            "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                      "io.modelcontextprotocol/clientCapabilities": {}}}}
 
 
 def agui(**fields: Any) -> dict[str, Any]:
@@ -66,16 +80,18 @@ def assistant_turns(n: int) -> list[dict[str, Any]]:
 
 # name -> (face, body for a count n, the most n any limit but the values budget allows)
 SHAPES: dict[str, tuple[str, Callable[[int], dict[str, Any]], int]] = {
+    "MCP: tools/call argument values": ("mcp", lambda n: mcp({"rows": list(range(n))}), 1 << 30),
+    "MCP: tools/call argument objects": ("mcp", lambda n: mcp({"rows": [{"a": 1, "b": "x"}] * n}), 1 << 30),
     "A2A: text parts": ("a2a", lambda n: a2a({"parts": [{"text": "x"}] * n}), 1_000),
     "A2A: 1,000 parts of 1.9 KiB": ("a2a", lambda n: a2a({"parts": [{"text": "x" * 1_900}] * min(n, 1_000)}), 1_000),
     "A2A: metadata values": ("a2a", lambda n: a2a({"parts": [{"text": "x"}], "metadata": {"x": list(range(n))}}),
                              1 << 30),
     "A2A: data part objects": ("a2a", lambda n: a2a({"parts": [{"data": {"rows": [{"a": 1, "b": "x"}] * n}}]}),
                                1 << 30),
-    "AG-UI: messages": ("agui", lambda n: agui(messages=user_messages(n, lambda i: f"m{i}")), 500),
+    "AG-UI: messages": ("agui", lambda n: agui(messages=user_messages(n, lambda i: f"m{i}")), 250),
     "AG-UI: messages of 4 content parts": (
-        "agui", lambda n: agui(messages=user_messages(n, lambda i: [{"type": "text", "text": "hi"}] * 4)), 500),
-    "AG-UI: assistant turns with 2 tool calls": ("agui", lambda n: agui(messages=assistant_turns(n)), 500),
+        "agui", lambda n: agui(messages=user_messages(n, lambda i: [{"type": "text", "text": "hi"}] * 4)), 250),
+    "AG-UI: assistant turns with 2 tool calls": ("agui", lambda n: agui(messages=assistant_turns(n)), 250),
     "AG-UI: state values": ("agui", lambda n: agui(state={"x": list(range(n))}), 1 << 30),
     "AG-UI: state objects": ("agui", lambda n: agui(state={"rows": [{"a": 1, "b": "x"}] * n}), 1 << 30),
     "AG-UI: state of one 250 KiB string": ("agui", lambda n: agui(state={"x": "y" * 250_000}), 1),
@@ -91,6 +107,8 @@ REFUSED: dict[str, tuple[str, bytes]] = {
                                                              separators=(",", ":")).encode()),
     "AG-UI: 4 MiB of nested empty arrays": ("agui", b'{"threadId":"@ID@","runId":"@ID@","state":{"x":['
                                             + b",".join([b"[]"] * 1_300_000) + b"]},\"messages\":[]}"),
+    "MCP: arguments nested 5,000 levels": ("mcp", json.dumps(mcp({"rows": "@D@"})).encode().replace(
+        b'"@D@"', b"[" * 5_000 + b"]" * 5_000)),
     "A2A: metadata nested 5,000 levels": ("a2a", json.dumps(a2a({"parts": [{"text": "x"}], "metadata": "@D@"}))
                                           .encode().replace(b'"@D@"', b'{"a":' * 5_000 + b"1" + b"}" * 5_000)),
 }
@@ -100,14 +118,16 @@ def encode(body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def largest(agent: Any, make: Callable[[int], dict[str, Any]], most: int) -> tuple[int, bytes]:
-    """The largest n whose body the agent's body shape accepts (and at most ``most``)."""
+def largest(agent: Any, face: str, make: Callable[[int], dict[str, Any]], most: int) -> tuple[int, bytes]:
+    """The largest n whose body the face's body shape accepts (and at most ``most``)."""
     from agentmw._shape import ShapeError, check_shape
+
+    shape = agent.agui_body_shape if face == "agui" else agent.body_shape
 
     def fits(n: int) -> bool:
         raw = encode(make(n))
         try:
-            check_shape(raw, agent.body_shape)
+            check_shape(raw, shape)
         except ShapeError:
             return False
         return len(raw) <= agent.max_body_bytes
@@ -145,7 +165,11 @@ async def measure(app: Any, face: str, raw: bytes, rounds: int) -> tuple[float, 
             gap = asyncio.ensure_future(probe_gap(stop))
             await asyncio.sleep(0.002)
             started = time.perf_counter()
-            if face == "a2a":
+            if face == "mcp":
+                response = await http.post("/mcp", content=body, headers=MCP_HEADERS)
+                answer = response.json()
+                verdict = "ran" if "result" in answer else f"{answer['error']['code']}"
+            elif face == "a2a":
                 response = await http.post("/a2a", content=body, headers={"a2a-version": "1.0",
                                                                          "content-type": "application/json"})
                 answer = response.json()
@@ -164,13 +188,14 @@ async def measure(app: Any, face: str, raw: bytes, rounds: int) -> tuple[float, 
 
 async def main(rounds: int) -> None:
     agent, app = build()
-    print(f"defaults: {agent.body_shape}, agui_max_messages={agent.agui_max_messages}, "
+    print(f"defaults: {agent.body_shape}, AG-UI {agent.agui_body_shape}, "
+          f"agui_max_messages={agent.agui_max_messages}, "
           f"agui_max_state_bytes={agent.agui_max_state_bytes}, max_parts={agent.a2a.max_parts}; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n")
     print("| body | count | bytes | answer | median ms | worst ms | longest loop stall ms |")
     print("|---|---:|---:|---|---:|---:|---:|")
     for name, (face, make, most) in SHAPES.items():
-        count, raw = largest(agent, make, most)
+        count, raw = largest(agent, face, make, most)
         median, worst, gap, verdict = await measure(app, face, raw, rounds)
         print(f"| {name} | {count:,} | {len(raw):,} | {verdict} | {median * 1e3:.1f} | {worst * 1e3:.1f} | "
               f"{gap * 1e3:.1f} |")

@@ -56,7 +56,8 @@ def build() -> Starlette:
     @agent.tool
     async def confirm(item: str, ctx: Context) -> str:
         """Ask before going on."""
-        answer = await ctx.ask(f"Go on with {item[:20]}?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
+        answer = await ctx.ask(f"Go on with {item[:20]}?",
+                               {"type": "object", "properties": {"ok": {"type": "boolean"}}})
         return answer.action
 
     @agent.tool

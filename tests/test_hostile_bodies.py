@@ -123,7 +123,7 @@ async def test_agui_nesting_within_the_limit_runs(app: Starlette) -> None:
 
 
 @pytest.mark.parametrize(("fields", "loc", "kind"), [
-    ({"messages": [{"id": f"u{i}", "role": "user", "content": "x"} for i in range(501)]}, ["body", "messages"],
+    ({"messages": [{"id": f"u{i}", "role": "user", "content": "x"} for i in range(251)]}, ["body", "messages"],
      "too_long"),
     ({"messages": [{"id": f"u{i}", "role": "user", "content": ""} for i in range(90_000)]}, ["body"],
      "too_many_values"),
@@ -143,12 +143,12 @@ async def test_agui_bodies_that_multiply_are_refused_before_the_run(app: Starlet
 
 
 async def test_agui_the_largest_accepted_messages_and_state_run(app: Starlette) -> None:
-    messages = [{"id": f"u{i}", "role": "user", "content": f"m{i}"} for i in range(500)]
+    messages = [{"id": f"u{i}", "role": "user", "content": f"m{i}"} for i in range(250)]
     async with client(app) as http:
         response = await http.post("/agui/echo", json=run_body(messages=messages, state={"blob": "x" * 200_000}),
                                    headers=JSON)
     assert response.status_code == 200 and '"RUN_FINISHED"' in response.text
-    assert ran == ["m499"]  # the current turn is the trailing user messages; the skill takes the last one's text
+    assert ran == ["m249"]  # the current turn is the trailing user messages; the skill takes the last one's text
 
 
 async def test_agui_limits_are_settings() -> None:
@@ -377,3 +377,57 @@ async def test_agui_forwarded_arguments_that_are_not_an_object_are_422(app: Star
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body", "forwardedProps", "arguments"]
     assert ran == []
+
+
+@pytest.mark.parametrize("era", [HANDSHAKE, "2026-07-28"])
+@pytest.mark.parametrize(("arguments", "status"), [
+    (nested(300), 400), (nested(5_000), 400), (b"[" + b",".join([b"[]"] * 30_000) + b"]", 413)])
+async def test_mcp_bodies_too_deep_or_too_many_values_keep_the_request_id(app: Starlette, era: str,
+                                                                          arguments: bytes, status: int) -> None:
+    meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": era,
+                      "io.modelcontextprotocol/clientCapabilities": {}}} if era != HANDSHAKE else {}
+    params = with_raw({"name": "write_down", **meta}, "arguments", arguments)
+    raw = with_raw({"jsonrpc": "2.0", "id": "big", "method": "tools/call"}, "params", params)
+    async with client(app) as http:
+        if era == HANDSHAKE:
+            headers = await _open_session(http)
+        else:
+            headers = {**MCP, "mcp-protocol-version": era, "mcp-method": "tools/call", "mcp-name": "write_down"}
+        response = await http.post("/mcp", content=raw, headers=headers)
+    assert response.status_code == status, response.text[:300]
+    assert response.json()["id"] == "big" and response.json()["error"]["code"] == -32600
+    assert ran == []
+
+
+async def test_roots_are_resolved_off_the_event_loop(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resolving a path reads the file system (realpath follows every link), which may block on a slow mount:
+    the pipeline resolves path parameters on a worker thread (issue 22, item 2: no file I/O on the loop)."""
+    import threading
+
+    from agentmw.safety import roots
+
+    threads: list[int] = []
+    real = roots._real
+
+    def recording(path: Any) -> str:  # the real realpath, and which thread ran it
+        threads.append(threading.get_ident())
+        return real(path)
+
+    monkeypatch.setattr(roots, "_real", recording)
+    (tmp_path / "a.txt").write_text("a")
+    agent = Agent("rooted-off-loop", roots=[str(tmp_path)])
+
+    @agent.tool
+    async def read(path: RootedPath) -> str:
+        """Read a file inside the roots."""
+        return open(path).read()
+
+    app = Starlette()
+    app.add_middleware(AgentMiddleware, agent=agent)
+    async with client(app) as http:
+        headers = await _open_session(http)
+        response = await http.post("/mcp", headers=headers, json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "read", "arguments": {"path": "a.txt"}}})
+    assert response.json()["result"]["content"][0]["text"] == "a"
+    assert threads and threading.get_ident() not in threads

@@ -28,7 +28,6 @@ MAX_DEPTH_SETTING: Final = 128
 """The deepest ``max_depth`` that may be configured: the decoder, pydantic's serializer (255 levels) and the
 state's encoder (200) must never meet a body deeper than they can handle, with the wrappers the faces add."""
 
-_OUTSIDE: Final = b",[{"
 _KEEP_BRACKETS: Final = bytes(c for c in range(256) if c not in b"[]{}")  # the bytes translate() deletes
 _DEPTH_STEP: Final = [0] * 256
 for _open in b"[{":
@@ -83,14 +82,16 @@ def check_shape(raw: bytes, shape: BodyShape) -> None:
     if strings > 2 * shape.max_values + 1:
         raise _too_many(raw, shape)
     outside = b"".join(text.split(b'"')[::2]) if strings else text
-    if sum(outside.count(bytes((c,))) for c in _OUTSIDE) > shape.max_values:
-        raise _too_many(raw, shape)
     brackets = outside.translate(None, _KEEP_BRACKETS)
-    if len(brackets) > shape.max_depth and max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets)),
-                                                default=0) > shape.max_depth:
+    # The depth first, so that nesting is refused alike at every depth; its cost is bounded, since a body with
+    # more brackets than this holds more values than allowed anyway (one per '[' or '{', and two brackets each).
+    if shape.max_depth < len(brackets) <= 4 * shape.max_values + 2 and max(
+            itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets))) > shape.max_depth:
         error = ShapeError("depth", f"The body is nested more than {shape.max_depth} levels deep", shape.max_depth)
         _attach_id(error, raw)
         raise error
+    if outside.count(b",") + brackets.count(b"[") + brackets.count(b"{") > shape.max_values:
+        raise _too_many(raw, shape)
 
 
 def _too_many(raw: bytes, shape: BodyShape) -> ShapeError:

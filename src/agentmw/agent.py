@@ -74,10 +74,11 @@ class Agent:
             headers (``docs/auth.md``).
         max_body_bytes: larger request bodies get 413.
         max_body_values, max_body_depth: the JSON values (array items and object members, at every level) and
-            the nesting one A2A or AG-UI request body may hold, counted before it is decoded (at most 128
-            levels); past them, A2A's invalid params or AG-UI's 422 (docs/limits.md, "Request bodies").
-        agui_max_messages, agui_max_state_bytes: the messages one AG-UI run may carry, and the size of its
-            ``state`` as compact JSON; past them, 422.
+            the nesting one request body may hold, on every face, counted before it is decoded (at most 128
+            levels); past them, the face's error (docs/limits.md, "Request bodies").
+        agui_max_messages, agui_max_state_bytes, agui_max_values: the messages one AG-UI run may carry, the
+            size of its ``state`` as compact JSON, and the values of its body (at most ``max_body_values``: a run
+            costs more per value than an MCP or A2A request); past them, 422.
         max_sessions: handshake-era sessions kept at once (per replica: past it, ``initialize`` gets 503; in
             the store: past it, the least recently used session is forgotten).
         session_idle_seconds: a handshake-era session unused for this long, on every replica, is forgotten.
@@ -128,8 +129,9 @@ class Agent:
         agui_run_retention_seconds: float = 3600.0,
         agui_max_threads: int = 10_000,
         agui_thread_idle_seconds: float = 3600.0,
-        agui_max_messages: int = 500,
+        agui_max_messages: int = 250,
         agui_max_state_bytes: int = 256 * 1024,
+        agui_max_values: int = 5_000,
         a2a_max_tasks: int = 10_000,
         a2a_task_retention_seconds: float = 7 * 24 * 3600.0,
         a2a_max_message_ids: int = 100_000,
@@ -183,6 +185,7 @@ class Agent:
         self.agui_thread_idle_seconds = agui_thread_idle_seconds
         self.agui_max_messages = agui_max_messages
         self.agui_max_state_bytes = agui_max_state_bytes
+        self.agui_body_shape = BodyShape(min(max_body_values, agui_max_values), max_body_depth)
         self.a2a_max_tasks = a2a_max_tasks
         self.a2a_task_retention_seconds = a2a_task_retention_seconds
         self.a2a_max_message_ids = a2a_max_message_ids

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from collections.abc import Coroutine, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -85,6 +84,7 @@ class Code(StrEnum):
     UNKNOWN_CAPABILITY = "unknown_capability"
     REPLAY_DIVERGED = "replay_diverged"
     HOOK_FAILED = "hook_failed"  # a hook's ``before`` raised: the call fails closed (docs/observability.md)
+    CLIENT_NOT_ANSWERED = "client_not_answered"  # the gate's or the roots' question went unanswered (MCP, 2025)
 _RETRYABLE_HTTP = frozenset({408, 425, 429, 502, 503, 504})
 
 
@@ -460,23 +460,23 @@ async def _checked(capability: Capability, kwargs: dict[str, Any], validated: An
 
 
 async def _check_roots(capability: Capability, kwargs: dict[str, Any], ctx: Context) -> Outcome | None:
-    from .safety.roots import RootViolation, intersect, resolve_in_roots, roots_from_uris
+    from .safety.roots import RootViolation, resolve_parameters
 
     agent = ctx.agent
     assert agent is not None
     client = None
     if ctx.supports("roots"):
-        client = roots_from_uris([root.uri for root in await ctx.roots(key="agentmw-roots")])
-    allowed = intersect(agent.roots, client, agent.case_insensitive_paths)
-    base = os.path.realpath(agent.roots[0]) if agent.roots else None
-    for name in capability.path_params:
-        try:
-            kwargs[name] = resolve_in_roots(kwargs[name], allowed, base=base,
-                                            case_insensitive=agent.case_insensitive_paths)
-        except RootViolation as exc:
-            _stage(ctx, "agentmw.roots.refused", **{"agentmw.parameter": name})
-            return Outcome(status=Status.REJECTED, message=f"Path {name!r} refused: {exc}. Nothing was executed.",
-                           code="root_violation")
+        client = [root.uri for root in await ctx.roots(key="agentmw-roots")]
+    try:  # resolution reads the file system: on a worker thread, never on the loop (safety/roots.py)
+        resolved = await run_sync(resolve_parameters, {
+            "values": {name: kwargs[name] for name in capability.path_params}, "server": agent.roots,
+            "client": client, "case_insensitive": agent.case_insensitive_paths})
+    except RootViolation as exc:
+        name = exc.parameter
+        _stage(ctx, "agentmw.roots.refused", **{"agentmw.parameter": name})
+        return Outcome(status=Status.REJECTED, message=f"Path {name!r} refused: {exc}. Nothing was executed.",
+                       code="root_violation")
+    kwargs.update(resolved)
     return None
 
 

@@ -114,28 +114,33 @@ def test_unknown_methods_are_left_to_dispatch() -> None:
     assert request is not None and request.method == "nope/nope"
 
 
-# --- the envelope: errors carry no id -------------------------------------------------------------
+# --- the envelope: errors carry the request's id when it has a valid one (issue 22, item 3) ---------------
 
 @pytest.mark.parametrize("message", [
     [body()],
-    {"jsonrpc": "2.0", "id": 1, "result": {}},
+    {"jsonrpc": "2.0", "id": 1, "result": {}},  # a response: its id is one of the server's, never echoed
     {"jsonrpc": "2.0", "id": None, "method": "tools/list", "params": {"_meta": META}},
     {"jsonrpc": "2.0", "id": 1.5, "method": "tools/list", "params": {"_meta": META}},
     {"jsonrpc": "2.0", "id": True, "method": "tools/list", "params": {"_meta": META}},
     {"jsonrpc": "2.0", "id": [1], "method": "tools/list", "params": {"_meta": META}},
-    {"jsonrpc": "2.0", "id": 1, "method": 5},
-    {"id": 1, "method": "tools/list", "params": {"_meta": META}},
     "tools/list",
     None,
 ])
-def test_invalid_envelope_is_invalid_request_with_a_null_id(message: Any) -> None:
+def test_invalid_envelope_without_a_valid_request_id_is_invalid_request_with_a_null_id(message: Any) -> None:
     refused(incoming(), message, INVALID_REQUEST, status=400, request_id=None)
 
 
-def test_params_not_an_object_is_invalid_params_without_an_id() -> None:
-    # classify_rpc refuses it before the envelope counts as valid
+@pytest.mark.parametrize("message", [
+    {"jsonrpc": "2.0", "id": 1, "method": 5},
+    {"id": 1, "method": "tools/list", "params": {"_meta": META}},
+])
+def test_invalid_envelope_of_a_request_with_a_valid_id_is_invalid_request_with_that_id(message: Any) -> None:
+    refused(incoming(), message, INVALID_REQUEST, status=400, request_id=1)
+
+
+def test_params_not_an_object_is_invalid_params_with_the_request_id() -> None:
     refused(incoming(), {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": [1]}, INVALID_PARAMS,
-            status=400, request_id=None)
+            status=400, request_id=4)
 
 
 # --- the ladder, one step at a time ---------------------------------------------------------------

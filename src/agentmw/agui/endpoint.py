@@ -115,7 +115,7 @@ class AguiEndpoint:
             self._input_model = RunAgentInput
         raw = await read_body(receive, self.agent.max_body_bytes)
         try:
-            check_shape(raw, self.agent.body_shape)  # before decoding: the decoder's time grows with the values
+            check_shape(raw, self.agent.agui_body_shape)  # before decoding: its cost grows with the values
         except ShapeError as exc:
             logger.debug("AG-UI request refused: %s", exc.message)
             kind = "json_too_deep" if exc.kind == "depth" else "too_many_values"

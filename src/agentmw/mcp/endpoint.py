@@ -11,7 +11,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .._edge import Refusal
-from .._transport import ClientDisconnected, ProtocolError, identity_error, read_json
+from .._shape import check_shape
+from .._transport import ClientDisconnected, ProtocolError, identity_error, loads, read_body
 from .._types import Receive, Scope, Send
 from ..auth.refusals import PEEK_LIMIT, peek_body, request_id_of
 from ..identity import Forbidden, Unauthenticated
@@ -108,6 +109,9 @@ class McpEndpoint:
             await handshake.handle(self, incoming, scope, receive, send)
 
     async def read_json(self, incoming: Incoming, receive: Receive) -> Any:
-        """The strictly decoded body (kept on ``incoming``); raises ProtocolError (400, 413) for a bad one."""
-        incoming.body = await read_json(receive, self.agent.max_body_bytes)
+        """The strictly decoded body (kept on ``incoming``); raises ProtocolError (400, 413) for a bad one, and
+        for one past ``max_body_values`` or ``max_body_depth``, counted before it is decoded (docs/limits.md)."""
+        raw = await read_body(receive, self.agent.max_body_bytes)
+        check_shape(raw, self.agent.body_shape)
+        incoming.body = loads(raw)
         return incoming.body

@@ -20,7 +20,7 @@ from ..errors import Permanent
 from ..events import TextDelta
 from ..auth.access import DENIALS, denial
 from ..identity import resolve_caller
-from ..runtime import InputsPending, Outcome, Status, invoke
+from ..runtime import Code, InputsPending, Outcome, Status, invoke
 from . import _state
 from ._wire import (
     INTERNAL_ERROR,
@@ -216,7 +216,7 @@ async def _run(call: Call, cap: Capability, arguments: Any, target: str,
     except ClientNotAnswered as exc:  # the gate's or the roots' question: the function never started
         logger.debug("MCP %s stopped before it ran: %s", target, exc)
         why = str(exc)
-        return Outcome(status=Status.REJECTED, code="client_not_answered",
+        return Outcome(status=Status.REJECTED, code=Code.CLIENT_NOT_ANSWERED,
                        message=f"{why[:1].upper()}{why[1:]}. Nothing was executed and nothing changed.")
     if outcome.code in DENIALS:  # a refused caller is HTTP 401/403 with its challenge, not a tool result
         raise denial(call.agent, outcome, call.scope)

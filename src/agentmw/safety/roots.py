@@ -17,12 +17,13 @@ import functools
 import os
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import unquote_to_bytes, urlsplit
 
-__all__ = ["PathParameter", "RootViolation", "RootedPath", "intersect", "resolve_in_roots", "roots_from_uris"]
+__all__ = ["PathParameter", "RootViolation", "RootedPath", "intersect", "resolve_in_roots", "resolve_parameters",
+           "roots_from_uris"]
 
 
 class PathParameter:
@@ -36,7 +37,10 @@ RootedPath = Annotated[str, PathParameter()]
 
 
 class RootViolation(ValueError):
-    """The path is malformed, ambiguous or falls outside every allowed root."""
+    """The path is malformed, ambiguous or falls outside every allowed root; ``parameter`` names the parameter
+    whose path it was, when :func:`resolve_parameters` checked it."""
+
+    parameter: str | None = None
 
 
 # --- the rules, compiled once ------------------------------------------------------------------------------
@@ -338,3 +342,25 @@ def resolve_in_roots(raw: object, roots: Sequence[str], *, base: str | None = No
         if _inside(real, root, case_insensitive):
             return real
     raise RootViolation(f"{raw!r} is outside the allowed roots")
+
+
+def resolve_parameters(values: Mapping[str, object], server: Sequence[str], client: Sequence[str] | None, *,
+                       case_insensitive: bool = False) -> dict[str, str]:
+    """The real paths of a call's path parameters (``values``, by name), each inside the server's roots
+    (``server``) and, when the client has roots, its ``client`` root URIs too; RootViolation (with its
+    ``parameter``) for the first that is not.
+
+    Resolving reads the file system (every symlink on the way, and the roots themselves), which may block
+    (a network mount, a slow disk), so the pipeline runs this whole check on a worker thread, once per call,
+    never on the event loop.
+    """
+    allowed = intersect(server, roots_from_uris(client) if client is not None else None, case_insensitive)
+    base = _real(server[0]) if server else None
+    resolved: dict[str, str] = {}
+    for name, raw in values.items():
+        try:
+            resolved[name] = resolve_in_roots(raw, allowed, base=base, case_insensitive=case_insensitive)
+        except RootViolation as exc:
+            exc.parameter = name
+            raise
+    return resolved
