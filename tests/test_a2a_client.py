@@ -106,6 +106,7 @@ async def test_card_is_generated_from_the_registry(server) -> None:
 
 async def test_card_urls_follow_proxies_and_mounts() -> None:
     agent, app = a2a_app.build()
+    agent.allowed_hosts = ("internal:8000",)  # the proxy reaches the agent by its internal name: the edge must know it
     from starlette.routing import Mount
 
     host = Starlette(routes=[Mount("/agents/procurement", app=agent.asgi())])
