@@ -55,7 +55,25 @@ _background: set[asyncio.Task[None]] = set()
 
 
 class RouteCallRefused(Exception):
-    """The arguments cannot be sent to the route as HTTP could (a ``/`` in a path segment)."""
+    """The arguments cannot be sent to the route as HTTP could (a ``/`` in a path segment), or would reach
+    another route than the capability's own."""
+
+
+class _TooLarge(Exception):
+    """Raised into the app when its response outgrows :data:`MAX_ROUTE_RESPONSE_BYTES`: a stream that never ends
+    is stopped, not read on."""
+
+
+def _check_reaches(route: HostRoute, scope: Mapping[str, Any]) -> None:
+    """Refuse arguments that would make the app's routing pick another route than the capability's (a path value
+    that is the fixed segment of an earlier route, a ``{path}`` value that names a more specific route): the
+    capability's gate and policy are for its own route only."""
+    from ._routes import _unwrapped, matched_endpoint
+
+    reached = matched_endpoint(route.app, dict(scope))
+    if reached is not _unwrapped(route.endpoint):
+        raise RouteCallRefused(f"these path parameters would reach another route of the app than {route.label}; "
+                               f"nothing was sent")
 
 
 def wire_values(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,7 +152,7 @@ def _scope(route: HostRoute, values: Mapping[str, Any], ctx: Context, origin: Ma
     for key in _KEPT_SCOPE_KEYS:
         if key in origin:
             scope[key] = origin[key]
-    full = root + path if root and not path.startswith(root) else path
+    full = root + path  # the route's path is relative to the app, and the app strips its root path
     scope.update({
         "method": route.method, "path": full, "raw_path": quote(full).encode(),
         "query_string": urlencode(_query_pairs(route, values)).encode(), "headers": headers,
@@ -194,6 +212,7 @@ async def call_route(capability: Capability, values: Mapping[str, Any], ctx: Con
     origin: Mapping[str, Any] = connection.scope if connection is not None else {}
     route = route_here(capability, origin)
     scope, body = _scope(route, wire_values(values), ctx, origin)
+    _check_reaches(route, scope)
     response = _Response()
     sent = False
     disconnected = asyncio.Event()
@@ -216,7 +235,7 @@ async def call_route(capability: Capability, values: Mapping[str, Any], ctx: Con
             if len(response.body) + len(chunk) > MAX_ROUTE_RESPONSE_BYTES:
                 response.limit_hit = True
                 response.done.set()
-                return
+                raise _TooLarge()
             response.body += chunk
             if capability.is_async_gen and chunk and response.status < 300:
                 await ctx.say(chunk.decode("utf-8", "replace"))
@@ -227,6 +246,11 @@ async def call_route(capability: Capability, values: Mapping[str, Any], ctx: Con
     if not route.background:  # nothing runs after its response: called in this task, as a server would
         try:
             await app(scope, receive, send)
+        except _TooLarge:
+            pass
+        except BaseException:
+            if not response.limit_hit:
+                raise
         finally:
             disconnected.set()
         return response
@@ -242,7 +266,8 @@ async def call_route(capability: Capability, values: Mapping[str, Any], ctx: Con
         raise
     done.cancel()
     if call.done():
-        call.result()  # an exception of the app, raised here
+        if not response.limit_hit:
+            call.result()  # an exception of the app, raised here
     else:  # the body is complete; the app goes on with its background tasks
         _background.add(call)  # type: ignore[arg-type]
         call.add_done_callback(_background_done)
@@ -368,16 +393,13 @@ def _typed(output: Any, value: Any) -> Any:
 
 
 async def authorize_route(capability: Capability, values: Mapping[str, Any], ctx: Context) -> Outcome | None:
-    """Run the route's dependencies (its authorization, its validation) without its endpoint: the refusal HTTP
-    would give, or None when the call may go on to its gate. The dependencies run again when the call is made.
+    """What the app would answer before its endpoint runs, or None when the call may go on to its gate: the
+    request goes through the app's middleware below ``AgentMiddleware`` (a copy of that chain, ending in a probe
+    instead of the router) and the route's dependencies, with the app's exception handlers. They all run again
+    when the call is made.
 
     Only gated routes need this: a person must never be asked to approve what the app would refuse anyway.
     """
-    from contextlib import AsyncExitStack
-
-    from fastapi.dependencies.utils import solve_dependencies
-    from starlette.requests import Request
-
     from .runtime import _unexpected
 
     connection = ctx.request
@@ -385,9 +407,10 @@ async def authorize_route(capability: Capability, values: Mapping[str, Any], ctx
     route = route_here(capability, origin)
     try:
         scope, body = _scope(route, wire_values(values), ctx, origin)
+        _check_reaches(route, scope)
     except RouteCallRefused:
         return None  # the call itself refuses it, with the message
-    scope["app"] = route.app
+    scope.setdefault("app", route.app)
     path_params: dict[str, Any] = {}
     for name, param in route.params.items():
         if param.location == "path":
@@ -395,6 +418,7 @@ async def authorize_route(capability: Capability, values: Mapping[str, Any], ctx
             raw = _text(to_jsonable_python(values.get(name, "")))
             path_params[param.alias] = convertor.convert(raw) if convertor is not None else raw
     scope["path_params"] = path_params
+    scope[_PROBE_KEY] = route
     delivered = False
 
     async def receive() -> ASGIMessage:
@@ -404,29 +428,100 @@ async def authorize_route(capability: Capability, values: Mapping[str, Any], ctx
         delivered = True
         return {"type": "http.request", "body": body, "more_body": False}
 
+    response = _Response()
+
+    async def send(message: ASGIMessage) -> None:
+        if message["type"] == "http.response.start":
+            response.status = message["status"]
+            response.headers = list(message.get("headers", ()))
+        elif message["type"] == "http.response.body":
+            response.body += message.get("body", b"")
+
+    chain = _probe_chain(_target(route, origin))
+    try:
+        await (chain or _probe)(scope, receive, send)
+    except Exception as exc:
+        refusal = _validation_refusal(exc) if chain is None else None
+        if refusal is None and chain is None:
+            from starlette.requests import Request
+
+            refusal = await _handled(route, Request(scope, receive), exc)
+        if refusal is None:
+            return _unexpected(capability, exc)
+        response = refusal
+    if response.status == _PROBE_PASSED:
+        return None
+    return response_outcome(capability, response)
+
+
+_PROBE_KEY = "agentmw.probe"
+_PROBE_PASSED = 299  # no status an app sends: the probe's own "the endpoint would run now"
+_PROBES: dict[int, tuple[Any, Any]] = {}
+
+
+def _probe_chain(top: Any) -> Any:
+    """A copy of the middleware chain from ``top`` down to the app's ``ExceptionMiddleware``, whose ``app`` is the
+    probe; None when the chain cannot be followed (a wrapper that does not say what it wraps)."""
+    cached = _PROBES.get(id(top))
+    if cached is not None and cached[0] is top:
+        return cached[1]
+    if getattr(top, "routes", None) is not None and hasattr(top, "build_middleware_stack"):  # an app, not a chain
+        top = getattr(top, "middleware_stack", None) or top.build_middleware_stack()
+    layers: list[Any] = []
+    node = top
+    while node is not None and type(node).__name__ != "ExceptionMiddleware":
+        layers.append(node)
+        node = getattr(node, "app", None)
+        if node is not None and getattr(node, "routes", None) is not None:  # reached a router: no handlers below
+            node = None
+    chain: Any = None
+    if node is not None:
+        import copy
+
+        chain = _probe
+        for layer in reversed([*layers, node]):
+            clone = copy.copy(layer)
+            clone.app = chain
+            chain = clone
+    _PROBES[id(top)] = (top, chain)
+    return chain
+
+
+async def _probe(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The bottom of the probe chain: the route's dependencies, solved as FastAPI solves them; a refusal is
+    raised for the app's exception handlers, a pass is answered with :data:`_PROBE_PASSED`."""
+    from contextlib import AsyncExitStack
+
+    from fastapi.dependencies.utils import solve_dependencies
+    from fastapi.exceptions import RequestValidationError
+    from starlette.requests import Request
+
+    route: HostRoute = scope[_PROBE_KEY]
     request = Request(scope, receive)
     parsed: Any = None
+    body = await request.body()
     if body:
         parsed = await request.form() if route.form_body else json.loads(body)
     async with AsyncExitStack() as stack:
         scope["fastapi_astack"] = scope["fastapi_inner_astack"] = scope["fastapi_function_astack"] = stack
-        try:
-            solved = await solve_dependencies(
-                request=request, dependant=route.route.dependant, body=parsed, async_exit_stack=stack,
-                embed_body_fields=route.embed_body,
-                dependency_overrides_provider=getattr(route.route, "dependency_overrides_provider", None) or route.app)
-        except Exception as exc:
-            refusal = await _handled(route, request, exc)
-            if refusal is None:
-                return _unexpected(capability, exc)
-            return response_outcome(capability, refusal)
+        solved = await solve_dependencies(
+            request=request, dependant=route.route.dependant, body=parsed, async_exit_stack=stack,
+            embed_body_fields=route.embed_body,
+            dependency_overrides_provider=getattr(route.route, "dependency_overrides_provider", None) or route.app)
     if solved.errors:
-        response = _Response()
-        response.status = 422
-        response.headers = [(b"content-type", b"application/json")]
-        response.body += json.dumps({"detail": to_jsonable_python(solved.errors)}).encode()
-        return response_outcome(capability, response)
-    return None
+        raise RequestValidationError(solved.errors)
+    await send({"type": "http.response.start", "status": _PROBE_PASSED, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _validation_refusal(exc: Exception) -> _Response | None:
+    if type(exc).__name__ != "RequestValidationError":
+        return None
+    response = _Response()
+    response.status = 422
+    response.headers = [(b"content-type", b"application/json")]
+    response.body += json.dumps({"detail": to_jsonable_python(exc.errors())}).encode()  # type: ignore[attr-defined]
+    return response
 
 
 async def _handled(route: HostRoute, request: Any, exc: Exception) -> _Response | None:

@@ -206,7 +206,36 @@ def build_host_route(app: Any, route: Any, prefix: str) -> HostRoute:
     )
 
 
-_TABLES: weakref.WeakKeyDictionary[Any, dict[Any, list[tuple[Any, str]]]] = weakref.WeakKeyDictionary()
+class IdentityCache:
+    """Values kept per object, by identity, for as long as the object lives: an ``APIRouter`` is unhashable, so a
+    ``WeakKeyDictionary`` cannot hold it."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Any], Any]] = {}
+
+    def get(self, owner: Any) -> Any:
+        entry = self._entries.get(id(owner))
+        return entry[1] if entry is not None and entry[0]() is owner else None
+
+    def set(self, owner: Any, value: Any) -> None:
+        key = id(owner)
+        try:
+            ref = weakref.ref(owner, lambda _, key=key: self._entries.pop(key, None))  # type: ignore[misc]
+        except TypeError:  # not weakly referenceable: not kept
+            return
+        self._entries[key] = (ref, value)
+
+    def pop(self, owner: Any) -> None:
+        if self.get(owner) is not None:
+            del self._entries[id(owner)]
+
+    def __contains__(self, owner: Any) -> bool:
+        return self.get(owner) is not None
+
+
+_TABLES = IdentityCache()
 
 
 def route_table(app: Any, *, fresh: bool = False) -> dict[Any, list[tuple[Any, str]]]:
@@ -216,11 +245,8 @@ def route_table(app: Any, *, fresh: bool = False) -> dict[Any, list[tuple[Any, s
         table = {}
         for route, prefix in iter_host_routes(app):
             table.setdefault(_unwrapped(route.endpoint), []).append((route, prefix))
-        try:
-            _TABLES[app] = table
-            _BUILT.pop(app, None)
-        except TypeError:  # an app that cannot be weakly referenced is walked on every call
-            pass
+        _TABLES.set(app, table)
+        _BUILT.pop(app)
     return table
 
 
@@ -231,7 +257,7 @@ def _unwrapped(fn: Any) -> Any:
         return fn
 
 
-_BUILT: weakref.WeakKeyDictionary[Any, dict[Any, HostRoute | None]] = weakref.WeakKeyDictionary()
+_BUILT = IdentityCache()
 
 
 def host_route_of(app: Any, fn: Callable[..., Any], *, fresh: bool = False, path: str | None = None) -> HostRoute | None:
@@ -248,10 +274,10 @@ def host_route_of(app: Any, fn: Callable[..., Any], *, fresh: bool = False, path
     if built is not None and key in built:
         return built[key]
     host = _find(app, fn, fresh)
-    try:
-        _BUILT.setdefault(app, {})[key] = host
-    except TypeError:
-        pass
+    if built is None:
+        built = {}
+        _BUILT.set(app, built)
+    built[key] = host
     return host
 
 
@@ -279,3 +305,48 @@ def argument_fields(host: HostRoute, signature_names: set[str]) -> dict[str, tup
         info = copy.copy(param.field_info)
         fields[name] = (param.annotation, info)
     return fields
+
+
+def routes_holding(fn: Callable[..., Any]) -> list[Any]:
+    """The FastAPI routes, in any app or router, whose endpoint is ``fn``: found through the objects that refer to
+    it, so a handler an agent serves with no app of its own is still known to be one. Slow (the garbage collector
+    is asked): called once per capability, at its first call."""
+    import gc
+
+    target = _unwrapped(fn)
+    found: list[Any] = []
+    for referrer in gc.get_referrers(fn, target):
+        if not isinstance(referrer, dict):
+            continue
+        for owner in gc.get_referrers(referrer):
+            if getattr(owner, "__dict__", None) is referrer and _is_api_route(owner) \
+                    and _unwrapped(owner.endpoint) is target and owner not in found:
+                found.append(owner)
+    return found
+
+
+def matched_endpoint(app: Any, scope: dict[str, Any]) -> Any:
+    """The endpoint ``app``'s routing picks for ``scope`` (mounted apps followed), or None: so that an agent's call
+    is sent only when it reaches the very route it was made for."""
+    from starlette.routing import Match
+
+    partial = None
+    for route in _contexts(getattr(app, "routes", None) or ()):  # included routers' routes in their places
+        match, child = route.matches(scope)
+        if match is Match.FULL:
+            return _endpoint_of(route, child, scope)
+        if match is Match.PARTIAL and partial is None:
+            partial = (route, child)
+    if partial is not None:
+        return _endpoint_of(partial[0], partial[1], scope)
+    return None
+
+
+def _endpoint_of(route: Any, child: dict[str, Any], scope: dict[str, Any]) -> Any:
+    endpoint = child.get("endpoint")
+    if endpoint is not None and getattr(endpoint, "routes", None) is None:
+        return _unwrapped(endpoint)
+    nested = endpoint if endpoint is not None else getattr(route, "app", None)
+    if nested is None or getattr(nested, "routes", None) is None:
+        return None
+    return matched_endpoint(nested, {**scope, **child})

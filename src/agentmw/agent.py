@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import secrets
 import types
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -213,7 +212,9 @@ class Agent:
         self.skills: dict[str, Capability] = {}
         self.revision = 0
         self._included_apps: list[tuple[Any, Callable[..., bool] | None]] = []
-        self._bound_apps: weakref.WeakSet[Any] = weakref.WeakSet()
+        from ._routes import IdentityCache
+
+        self._bound_apps = IdentityCache()  # the host apps the agent has started for (an APIRouter is unhashable)
         self._listeners: set[Listener] = set()
         self._mcp: Any = None
         self._a2a: Any = None
@@ -346,7 +347,7 @@ class Agent:
         serves. Done once per app."""
         if app in self._bound_apps:
             return
-        self._bound_apps.add(app)
+        self._bound_apps.set(app, True)
         if getattr(app, "routes", None) is None:
             return
         from ._routes import route_table

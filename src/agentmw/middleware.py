@@ -54,6 +54,7 @@ class AgentMiddleware:
         self.agui_prefix = agent.agui_path + "/"
         self.approvals_prefix = agent.approvals_path + "/"
         self._bound: object = None
+        self._wraps = app is not None  # agent.asgi() wraps nothing: a route call then goes to the route's app
         self.well_known = None
         if agent.access is not None or getattr(agent.a2a.push, "signer", None) is not None:
             from .auth.wellknown import WellKnown
@@ -70,7 +71,8 @@ class AgentMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             # a route exposed as a capability is called through the app below this middleware (_dispatch.py)
-            scope[HOST_APP_KEY] = self.app
+            if self._wraps:
+                scope[HOST_APP_KEY] = self.app
             host = scope.get("app")
             if host is not self._bound and host is not None:  # the app's first request: the agent starts for it
                 self._bound = host

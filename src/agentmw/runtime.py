@@ -290,8 +290,10 @@ def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Con
     With hooks (``agent.use``, docs/observability.md) the pipeline runs inside them; without, nothing but the
     one check below is added to the call.
     """
-    if capability.route is None and ctx.agent is not None and ctx.request is not None:
+    if capability.route is None and ctx.agent is not None:
         capability = _bound(capability, ctx)
+        if capability.route is None and _orphan_route(capability) is not None:
+            return _refused_orphan(capability)
     if journal is not None:
         from .journal import run_journaled
 
@@ -308,12 +310,38 @@ def _bound(capability: Capability, ctx: Context) -> Capability:
     through ``agent.router()``, with no ``AgentMiddleware`` to start the agent) is bound to its route before its
     first call, so its route's dependencies are never skipped."""
     agent = ctx.agent
-    assert agent is not None and ctx.request is not None
-    app = ctx.request.scope.get("app")
+    assert agent is not None
+    app = ctx.request.scope.get("app") if ctx.request is not None else None
     if app is None or app in agent._bound_apps:
         return capability
     agent.bind_host(app)
     return agent.current(capability)
+
+
+_ORPHANS: dict[int, str | None] = {}
+
+
+def _orphan_route(capability: Capability) -> str | None:
+    """The route a handler serves when the app serving this agent is not that route's (``agent.asgi()`` alone,
+    ``agent.router()`` in another app): its call would skip the route's dependencies, so it is refused. Asked
+    once per function."""
+    key = id(capability.fn)
+    if key not in _ORPHANS:
+        from ._routes import routes_holding
+
+        routes = routes_holding(capability.fn)
+        _ORPHANS[key] = ", ".join(f"{','.join(sorted(r.methods or ()))} {r.path}" for r in routes) or None
+    return _ORPHANS[key]
+
+
+async def _refused_orphan(capability: Capability) -> Outcome:
+    where = _orphan_route(capability)
+    message = (f"{capability.name} is the handler of the route {where}, but the app serving this agent is not the "
+               f"app of that route, so the route's dependencies could not run. Serve the agent from that app "
+               f"(app.add_middleware(AgentMiddleware, agent=agent), or app.include_router(agent.router())), or "
+               f"include the app: Agent(include=[app]). Nothing was executed.")
+    logger.warning("agentmw: %s", message)
+    return Outcome(status=Status.FAILED, content=[Text(message)], message=message, code="permanent")
 
 
 def validate(capability: Capability, arguments: Mapping[str, Any] | None, validated: Any = None) -> Any:
