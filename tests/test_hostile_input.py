@@ -319,6 +319,8 @@ async def test_agui_lone_surrogate_in_a_message_streams_valid_json(app: Starlett
 async def test_malformed_requests_log_no_tracebacks(app: Starlette, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="agentmw")
     async with client(app) as http:
+        await http.get("/.well-known/agent-card.json")  # the app's first request: the agent's start-up lines
+        caplog.clear()
         await a2a(http, b"{nope")
         await a2a(http, {"jsonrpc": "2.0", "id": 1.5, "method": "SendMessage"})
         await a2a(http, {"jsonrpc": "2.0", "id": 1, "method": "message/send",
