@@ -61,6 +61,11 @@ class Route:
     """The handler's one body parameter (FastAPI reads the whole JSON body as it), :data:`EMBED`, or None."""
     skill: bool = False
     """Also a skill in the decorator build (``@skill``): compared on A2A and AG-UI as well."""
+    form: bool = False
+    """The body is form fields (``Form()``): HTTP sends ``case.body`` form-encoded, an agent its fields by name."""
+    model: str | None = None
+    """A parameter model's name (``filter_query: Annotated[FilterParams, Query()]``, a ``Form()`` model): HTTP sends
+    its fields as query (or form) fields, an agent as one object argument of that name."""
 
     def __str__(self) -> str:
         return f"{self.method} {self.path}"
@@ -103,6 +108,8 @@ class Observed:
 
 def tool_arguments(route: Route, case: Case) -> dict[str, Any]:
     """The tool's arguments for ``case``: path and query values by name, the body under its parameter's name."""
+    if route.model:
+        return {**case.path, route.model: {**case.query, **({} if case.body is NO_BODY else case.body)}}
     arguments = {**case.path, **case.query}
     if case.body is not NO_BODY:
         if route.body == EMBED:
@@ -114,8 +121,9 @@ def tool_arguments(route: Route, case: Case) -> dict[str, Any]:
 
 def _url(route: Route, case: Case) -> str:
     path = route.path
-    for name, value in case.path.items():
+    for name, value in case.path.items():  # a ``{name:path}`` parameter keeps its slashes
         path = path.replace("{" + name + "}", quote(str(value), safe=""))
+        path = path.replace("{" + name + ":path}", quote(str(value), safe="/"))
     return path
 
 
@@ -149,10 +157,10 @@ async def observe_http(app: Any, route: Route, case: Case, headers: Mapping[str,
                                  base_url=BASE_URL, follow_redirects=False) as client:
         kwargs: dict[str, Any] = {"params": dict(case.query), "headers": dict(headers)}
         if case.body is not NO_BODY:
-            kwargs["json"] = case.body
+            kwargs["data" if route.form else "json"] = case.body
         response = await client.request(route.method, _url(route, case), **kwargs)
     body = _json_or_none(response)
-    detail = body.get("detail") if isinstance(body, dict) else body
+    detail = body.get("detail") if isinstance(body, dict) and "detail" in body else body  # the app's own shape
     retry_after = response.headers.get("retry-after")
     return Observed("http", http_status_class(response.status_code), body,
                     detail if isinstance(detail, str) else json.dumps(detail, default=str),
@@ -357,9 +365,11 @@ def _expected_structured(http_body: Any) -> Any:
 
 
 def _face_value(http: Observed, face: Observed) -> Any:
-    """The face's data as the HTTP body it should equal: ``{"result": x}`` unwrapped for a body that is no object."""
+    """The face's data as the HTTP body it should equal: ``{"result": x}`` unwrapped (for an object body too, so that
+    what is inside is compared: STRUCTURED names the wrapping), unless the body itself has a ``result`` key."""
     data = face.data
-    if not isinstance(http.data, dict) and isinstance(data, dict) and set(data) == {"result"}:
+    body_has_result = isinstance(http.data, dict) and "result" in http.data
+    if isinstance(data, dict) and set(data) == {"result"} and not body_has_result:
         return data["result"]
     return data
 
