@@ -62,7 +62,9 @@ async def test_the_route_security_dependency_sees_the_verified_caller(auth_serve
         await client.list_tools()  # logs in (one request cannot both log in and step up: the client's rule)
         result = await client.call_tool("submit_purchase_request", {"sku": "MON-27"})  # steps up to purchases:write
     assert result.is_error is False, result.content
-    assert [c.text for c in result.content] == ["alice requested MON-27"]
+    # the route's body as FastAPI serves it: a JSON string, and its value as the structured result
+    assert [c.text for c in result.content] == ['"alice requested MON-27"']
+    assert result.structured_content == {"result": "alice requested MON-27"}
 
 
 async def _post(agent_url: str, token: str | None, method: str = "tools/list", params: dict | None = None,

@@ -208,4 +208,5 @@ async def test_router_dependencies_run_for_a_route_exposed_in_bulk() -> None:
         assert refused["isError"] is True and "x-user" in refused["content"][0]["text"].lower()
     async with McpTestClient(app, headers={"x-user": "ada"}) as client:
         served = await client.call_tool("mine", {})
-        assert served["isError"] is False and served["content"][0]["text"] == "mine"
+        assert served["isError"] is False and served["structuredContent"] == {"result": "mine"}
+        assert served["content"][0]["text"] == '"mine"'  # the body FastAPI serves: a JSON string

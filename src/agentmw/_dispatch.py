@@ -371,10 +371,9 @@ def _json_outcome(capability: Capability, value: Any, body: bytes) -> Outcome:
         return Outcome(status=Status.COMPLETED, value=value)
     output = capability.output
     text = body.decode("utf-8")
+    # the body as served: an object is the structured content, anything else is its "result"
     if output.mode == "content":
-        if isinstance(value, str):
-            return Outcome(status=Status.COMPLETED, content=[Text(value)], value=value)
-        structured = value if isinstance(value, dict) else None
+        structured = value if isinstance(value, dict) else {"result": value}
         return Outcome(status=Status.COMPLETED, content=[Text(text)], structured=structured, value=value)
     structured = {"result": value} if output.mode == "wrapped" else value
     return Outcome(status=Status.COMPLETED, content=[Text(text)], structured=structured, value=_typed(output, value))

@@ -145,6 +145,13 @@ def _params(route: Any, label: str) -> tuple[dict[str, RouteParam], bool]:
     form = False
     convertors = getattr(route, "param_convertors", None) or {}
     for dependant in _walk(route.dependant):
+        scheme = _query_key_scheme(dependant.call)
+        if scheme is not None and scheme not in params:  # APIKeyQuery reads the query itself: its key is an argument
+            from fastapi import Query
+
+            info = Query(None, description=f"The API key, sent as the {scheme!r} query parameter.")
+            params[scheme] = RouteParam(name=scheme, alias=scheme, location="query", annotation=str | None,
+                                        field_info=info)
         for location, fields in (("path", dependant.path_params), ("query", dependant.query_params),
                                  ("body", dependant.body_params)):
             for field in fields:
@@ -164,6 +171,14 @@ def _params(route: Any, label: str) -> tuple[dict[str, RouteParam], bool]:
                     model_query=location == "query" and _model_type(field.field_info.annotation) is not None,
                 )
     return params, form
+
+
+def _query_key_scheme(call: Any) -> str | None:
+    """The query parameter an ``APIKeyQuery`` security scheme reads, else None."""
+    if type(call).__name__ != "APIKeyQuery" or not type(call).__module__.startswith("fastapi"):
+        return None
+    name = getattr(getattr(call, "model", None), "name", None)
+    return name if isinstance(name, str) else None
 
 
 def _embed(route: Any, params: dict[str, RouteParam]) -> bool:

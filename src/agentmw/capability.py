@@ -138,8 +138,8 @@ def route_output_plan(route: HostRoute) -> OutputPlan:
     """The output plan of a host route: the schema of what FastAPI serialises (its ``response_model``, with the
     route's include/exclude options); the value is the response body as served, never re-validated."""
     model = route.response_model
-    # A route's value is data, a list of strings included (FastAPI serves it as a JSON array): only text is text
-    if model is None or model in (str, Any, type(None)):
+    # A route's value is data, a string or a list of strings included: its body is JSON
+    if model is None or model in (Any, type(None)):
         return OutputPlan(mode="content")
     try:
         schema = TypeAdapter(model).json_schema(mode="serialization", by_alias=route.by_alias)
@@ -151,6 +151,10 @@ def route_output_plan(route: HostRoute) -> OutputPlan:
     adapter: TypeAdapter[Any] = TypeAdapter(model)
     if _is_object_schema(schema) and _resolves_to_object(schema):
         return OutputPlan(mode="object", schema=schema, adapter=adapter, declared=declared)
+    choices = schema.get("anyOf") or schema.get("oneOf")
+    if choices and all(_resolves_to_object({**c, "$defs": schema.get("$defs", {})}) for c in choices):
+        # a union of models: every body is an object, served as it is; the schema says so at its top
+        return OutputPlan(mode="object", schema={"type": "object", **schema}, adapter=adapter, declared=declared)
     wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
     if "$defs" in schema:
         wrapped["$defs"] = schema.pop("$defs")

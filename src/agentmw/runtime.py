@@ -361,6 +361,31 @@ def validate(capability: Capability, arguments: Mapping[str, Any] | None, valida
         return Outcome(status=Status.REJECTED, message=describe_validation_error(exc), code="invalid_arguments")
 
 
+async def _refused_by_route(capability: Capability, arguments: Mapping[str, Any], ctx: Context,
+                            invalid: Outcome) -> Outcome:
+    """Arguments the route's own validation must answer: sent as they came, so the app's answer (FastAPI's 422, or
+    the app's own ``RequestValidationError`` handler) is the caller's, as over HTTP. Only for a route with no gate
+    and no rooted paths, whose call is nothing but the app's, after the caller's access is checked; an answer that
+    is not a refusal (the app took what agentmw's schema did not) is served as the app's."""
+    agent = ctx.agent
+    if agent is None:
+        return invalid
+    if agent.access is not None or capability.policy is not None:
+        from .auth.access import authorize
+
+        denied = await authorize(capability, ctx)
+        if denied is not None:
+            return denied
+    sent = {name: arguments[name] for name in capability.route.params if name in arguments}  # type: ignore[union-attr]
+    busy = agent.limits.acquire(capability.name, capability.max_in_flight)
+    if busy is not None:
+        return invalid
+    try:
+        return await _run(capability, sent, ctx, host_ready=True)
+    finally:
+        agent.limits.release(capability.name)
+
+
 def _stage(ctx: Context, name: str, **attributes: Any) -> None:
     """A stage of the pipeline, for the agent's hooks (a trace shows it as a span event); nothing without hooks."""
     agent = ctx.agent
@@ -374,6 +399,9 @@ async def _pipeline(capability: Capability, arguments: Mapping[str, Any] | None,
     if checked is None:
         kwargs: dict[str, Any] = {}
     elif type(checked) is Outcome:
+        if capability.route is not None and capability.gate is None and not capability.path_params \
+                and checked.code == "invalid_arguments" and isinstance(arguments, Mapping):
+            return await _refused_by_route(capability, arguments, ctx, checked)
         return checked
     else:
         validated = checked
