@@ -269,8 +269,11 @@ class Replica:
         return self.process is not None and self.process.poll() is None
 
 
-def replica_env(folder: Path, *, store: str | None, index: int, secret: str | None, effects: Path) -> dict[str, str]:
+def replica_env(folder: Path, *, store: str | None, index: int, secret: str | None, effects: Path,
+                proxy_port: int | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTMW_", "PROCUREMENT_"))}
+    if proxy_port is not None:  # callers reach the replicas through nginx, and name it in their Host
+        env["AGENTMW_EXAMPLE_HOSTS"] = f"127.0.0.1:{proxy_port},localhost:{proxy_port}"
     if store is not None:
         env["AGENTMW_STORE"] = store  # None: the library's default (sqlite://agentmw.db in the replica's folder)
     env["AGENTMW_SCALE_REPLICA"] = str(index)
@@ -341,10 +344,10 @@ def nginx_binary() -> str:
     return require_tool("nginx", found, NGINX_SETUP)
 
 
-def start_nginx(folder: Path, ports: list[int]) -> Proxy:
+def start_nginx(folder: Path, ports: list[int], port: int | None = None) -> Proxy:
     binary = nginx_binary()
     folder.mkdir(parents=True, exist_ok=True)
-    proxy = Proxy(free_port(), folder)
+    proxy = Proxy(port or free_port(), folder)
     servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=5s;" for p in ports)
     user = "user root;\n" if os.geteuid() == 0 else ""  # workers would run as nobody, who cannot read pytest's tmp
     conf = folder / "nginx.conf"
@@ -429,14 +432,16 @@ def start_cluster(folder: Path, *, replicas: int = 3, store: str | None, proxy: 
         nginx_binary()  # skip (or fail in CI) before starting anything
     effects = folder / "effects.jsonl"
     cluster = Cluster(folder, [], None, store, effects)
+    proxy_port = free_port() if proxy else None
     try:
         for index in range(replicas):
             replica = Replica(index, free_port(), replica_env(folder, store=store, index=index, secret=secret,
-                                                              effects=effects), folder, workers=workers)
+                                                              effects=effects, proxy_port=proxy_port),
+                              folder, workers=workers)
             cluster.replicas.append(replica)
             replica.start()
         if proxy:
-            cluster.proxy = start_nginx(folder / "nginx", [r.port for r in cluster.replicas])
+            cluster.proxy = start_nginx(folder / "nginx", [r.port for r in cluster.replicas], proxy_port)
     except BaseException:
         cluster.close()
         raise

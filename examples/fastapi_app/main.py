@@ -441,6 +441,9 @@ agent = Agent(
              set_budget],
     roots=[str(POLICIES)],
     max_in_flight=64,
+    # Behind a proxy or load balancer, the Host callers send (name:port) is not the one this process listens on:
+    # AGENTMW_EXAMPLE_HOSTS lists them (docs/auth.md, "Audience"), so tokens are bound to that address exactly.
+    allowed_hosts=[h for h in os.environ.get("AGENTMW_EXAMPLE_HOSTS", "").split(",") if h],
     auth=auth,  # the verified caller is the requester and the approver of out-of-band approvals
     approver=lambda identity, approval: identity in BUDGET_ADMINS and identity != approval.requested_by,
     # Tasks, sessions, runs and approvals live in $AGENTMW_STORE (memory://, sqlite://path, redis://host:port/db),
