@@ -308,9 +308,12 @@ async def test_a_recursive_schema_with_deep_arguments_is_invalid_arguments_not_a
         shallow = await mcp.call_tool("walk", {"tree": _nested(20, leaf="secret-value-1")})
         assert shallow["isError"] is True and "is not of type 'integer'" in shallow["content"][0]["text"]
         with caplog.at_level(logging.ERROR):
-            deep = await mcp.call_tool("walk", {"tree": _nested(600, leaf="secret-value-2")})
-        assert deep["isError"] is True and "nested too deeply" in deep["content"][0]["text"]
-        assert "secret-value-2" not in deep["content"][0]["text"]
+            within = await mcp.call_tool("walk", {"tree": _nested(55, leaf="secret-value-2")})
+            with pytest.raises(McpError) as refused:  # past the body's nesting budget: refused at the door
+                await mcp.call_tool("walk", {"tree": _nested(600, leaf="secret-value-3")})
+        assert within["isError"] is True and "is not of type 'integer'" in within["content"][0]["text"]
+        assert refused.value.status == 400 and refused.value.code == -32600
+        assert "nested more than" in str(refused.value.message) and "secret-value-3" not in str(refused.value)
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
