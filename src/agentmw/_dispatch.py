@@ -68,10 +68,9 @@ def _check_reaches(route: HostRoute, scope: Mapping[str, Any]) -> None:
     """Refuse arguments that would make the app's routing pick another route than the capability's (a path value
     that is the fixed segment of an earlier route, a ``{path}`` value that names a more specific route): the
     capability's gate and policy are for its own route only."""
-    from ._routes import _unwrapped, matched_endpoint
+    from ._routes import reaches
 
-    reached = matched_endpoint(route.app, dict(scope))
-    if reached is not _unwrapped(route.endpoint):
+    if not reaches(route.app, dict(scope), route.route):
         raise RouteCallRefused(f"these path parameters would reach another route of the app than {route.label}; "
                                f"nothing was sent")
 

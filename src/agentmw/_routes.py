@@ -95,9 +95,22 @@ def _contexts(routes: Any) -> Iterator[Any]:
     yield from iter_route_contexts(list(routes))
 
 
+_FLAT: Any = None  # an IdentityCache, made below: app -> its routes in routing order
+
+
+def flat_routes(app: Any, *, fresh: bool = False) -> list[Any]:
+    """``app``'s routes in the order its routing tries them, included routers' in their places; walked once per
+    app (``fresh``: again), so that the same route objects stand for the same routes everywhere."""
+    found = None if fresh else _FLAT.get(app)
+    if found is None:
+        found = list(_contexts(getattr(app, "routes", None) or ()))
+        _FLAT.set(app, found)
+    return found  # type: ignore[no-any-return]
+
+
 def iter_host_routes(app: Any, prefix: str = "") -> Iterator[tuple[Any, str]]:
     """``(route, mount prefix)`` for every HTTP route of a FastAPI app or router, mounted apps included."""
-    for route in _contexts(getattr(app, "routes", None) or ()):
+    for route in flat_routes(app):
         if _is_api_route(route):
             if getattr(route, "methods", None):
                 yield route, prefix
@@ -251,6 +264,7 @@ class IdentityCache:
 
 
 _TABLES = IdentityCache()
+_FLAT = IdentityCache()
 
 
 def route_table(app: Any, *, fresh: bool = False) -> dict[Any, list[tuple[Any, str]]]:
@@ -258,11 +272,21 @@ def route_table(app: Any, *, fresh: bool = False) -> dict[Any, list[tuple[Any, s
     table = None if fresh else _TABLES.get(app)
     if table is None:
         table = {}
+        if fresh:
+            _refresh_flat(app)
         for route, prefix in iter_host_routes(app):
             table.setdefault(_unwrapped(route.endpoint), []).append((route, prefix))
         _TABLES.set(app, table)
         _BUILT.pop(app)
     return table
+
+
+def _refresh_flat(app: Any) -> None:
+    for route in flat_routes(app, fresh=True):
+        nested = getattr(route, "app", None)
+        if getattr(route, "endpoint", None) is None and nested is not None and nested is not app \
+                and getattr(nested, "routes", None) is not None:
+            _refresh_flat(nested)
 
 
 def _unwrapped(fn: Any) -> Any:
@@ -340,28 +364,26 @@ def routes_holding(fn: Callable[..., Any]) -> list[Any]:
     return found
 
 
-def matched_endpoint(app: Any, scope: dict[str, Any]) -> Any:
-    """The endpoint ``app``'s routing picks for ``scope`` (mounted apps followed), or None: so that an agent's call
-    is sent only when it reaches the very route it was made for."""
+def _route_key(route: Any) -> tuple[int, str]:
+    """What stays the same of a route across walks: FastAPI rebuilds an included router's route objects when its
+    routes change, but the route it was made from and the full path it serves stay."""
+    return id(getattr(route, "original_route", route)), str(getattr(route, "path", ""))
+
+
+def reaches(app: Any, scope: dict[str, Any], target: Any) -> bool:
+    """Whether ``app``'s routing sends ``scope`` to the route ``target`` (mounted apps followed): no route tried
+    before it takes the request. Only the routes before it are matched, so the check costs what routing does."""
     from starlette.routing import Match
 
-    partial = None
-    for route in _contexts(getattr(app, "routes", None) or ()):  # included routers' routes in their places
+    key = _route_key(target)
+    for route in flat_routes(app):
+        if _route_key(route) == key:
+            return True
         match, child = route.matches(scope)
         if match is Match.FULL:
-            return _endpoint_of(route, child, scope)
-        if match is Match.PARTIAL and partial is None:
-            partial = (route, child)
-    if partial is not None:
-        return _endpoint_of(partial[0], partial[1], scope)
-    return None
-
-
-def _endpoint_of(route: Any, child: dict[str, Any], scope: dict[str, Any]) -> Any:
-    endpoint = child.get("endpoint")
-    if endpoint is not None and getattr(endpoint, "routes", None) is None:
-        return _unwrapped(endpoint)
-    nested = endpoint if endpoint is not None else getattr(route, "app", None)
-    if nested is None or getattr(nested, "routes", None) is None:
-        return None
-    return matched_endpoint(nested, {**scope, **child})
+            nested = child.get("endpoint") or getattr(route, "app", None)
+            if getattr(route, "endpoint", None) is None and getattr(nested, "routes", None) is not None:
+                if reaches(nested, {**scope, **child}, target):
+                    return True
+            return False
+    return False
