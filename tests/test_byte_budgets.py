@@ -7,7 +7,9 @@ Through the faces with real requests on an in-process ASGI client, and the table
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -22,6 +24,16 @@ A2A = {"a2a-version": "1.0"}
 
 def http(app: Starlette) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", timeout=10)
+
+
+@contextlib.asynccontextmanager
+async def serving(**settings: Any) -> AsyncIterator[tuple[Agent, Starlette]]:
+    """The agent and its app; the tasks still parked at the end are closed, as a shutdown closes them."""
+    agent, app = build(**settings)
+    try:
+        yield agent, app
+    finally:
+        await agent.a2a_app.ops.tasks.close()
 
 
 def build(**settings: Any) -> tuple[Agent, Starlette]:
@@ -132,29 +144,29 @@ async def test_a2a_message_over_the_task_cap_is_refused_with_invalid_params() ->
 
 
 async def test_a2a_parked_task_handles_are_bounded_in_bytes() -> None:
-    agent, app = build(budgets=Budgets(a2a_tasks_bytes=50_000, a2a_task_bytes=40_000))
-    async with http(app) as client:
+    budgets = Budgets(a2a_tasks_bytes=50_000, a2a_task_bytes=40_000)
+    async with serving(budgets=budgets) as (agent, app), http(app) as client:
         for _ in range(6):  # each parks on its question holding about 20 kB of messages
             answer = await send(client, "w" * 20_000, "ask")
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", answer
-    live = agent.a2a_app.ops.tasks.live
-    # parked tasks are pinned: they all stay and count (the budget drops only settled ones) ...
-    assert len(live) == 6 and live.bytes >= 6 * 20_000
-    assert agent.limits.waiting == 6 and agent.limits.parked_bytes >= 6 * 20_000  # ... and parked_bytes caps them
+        live = agent.a2a_app.ops.tasks.live
+        # parked tasks are pinned: they all stay and count (the budget drops only settled ones) ...
+        assert len(live) == 6 and live.bytes >= 6 * 20_000
+        assert agent.limits.waiting == 6 and agent.limits.parked_bytes >= 6 * 20_000  # ... parked_bytes caps them
+    assert agent.limits.waiting == 0 and agent.limits.parked_bytes == 0  # closed: nothing waits any more
 
 
 async def test_parked_calls_past_their_byte_budget_fail_as_retryable() -> None:
-    agent, app = build(budgets=Budgets(parked_bytes=50_000, a2a_task_bytes=40_000))
-    async with http(app) as client:
+    budgets = Budgets(parked_bytes=50_000, a2a_task_bytes=40_000)
+    async with serving(budgets=budgets) as (agent, app), http(app) as client:
         states = [(await send(client, "w" * 20_000, "ask"))["result"]["task"]["status"]["state"] for _ in range(4)]
+        assert agent.limits.waiting == 2
     assert states[:2] == ["TASK_STATE_INPUT_REQUIRED"] * 2, states
     assert states[2:] == ["TASK_STATE_FAILED"] * 2, states
-    assert agent.limits.waiting == 2
 
 
 async def test_parked_tasks_hold_no_in_flight_slot() -> None:
-    agent, app = build(max_in_flight=2)
-    async with http(app) as client:
+    async with serving(max_in_flight=2) as (agent, app), http(app) as client:
         for _ in range(5):  # more parked tasks than the agent has slots
             answer = await send(client, "go", "ask")
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", answer
@@ -167,15 +179,13 @@ async def test_parked_tasks_hold_no_in_flight_slot() -> None:
 
 
 async def test_parked_calls_have_their_own_cap() -> None:
-    agent, app = build(budgets=Budgets(max_parked=2))
-    async with http(app) as client:
+    async with serving(budgets=Budgets(max_parked=2)) as (agent, app), http(app) as client:
         states = [(await send(client, "go", "ask"))["result"]["task"]["status"]["state"] for _ in range(3)]
     assert states == ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_FAILED"]
 
 
 async def test_an_answer_takes_the_slot_again_and_gives_it_back() -> None:
-    agent, app = build(max_in_flight=1)
-    async with http(app) as client:
+    async with serving(max_in_flight=1) as (agent, app), http(app) as client:
         task = (await send(client, "go", "ask"))["result"]["task"]
         assert agent.limits.total == 0
         follow_up = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "taskId": task["id"],
@@ -192,8 +202,7 @@ async def test_an_answer_takes_the_slot_again_and_gives_it_back() -> None:
 # --- anonymous callers -----------------------------------------------------------------------------------
 
 async def test_anonymous_callers_are_listed_no_tasks_but_reach_their_own_by_id() -> None:
-    agent, app = build()
-    async with http(app) as client:
+    async with serving() as (agent, app), http(app) as client:
         task = (await send(client, "go", "ask"))["result"]["task"]  # parked: it waits for whoever has its id
         listed = await client.post("/a2a", headers=A2A, json=rpc("ListTasks", {}))
         assert listed.status_code == 200 and listed.json()["result"]["tasks"] == [], listed.text
@@ -206,8 +215,7 @@ async def test_anonymous_callers_are_listed_no_tasks_but_reach_their_own_by_id()
 
 
 async def test_a_caller_with_a_credential_still_lists_its_own_tasks() -> None:
-    agent, app = build()
-    async with http(app) as client:
+    async with serving() as (agent, app), http(app) as client:
         task = (await send(client, "go", "ask", authorization="Bearer alice"))["result"]["task"]
         listed = await client.post("/a2a", headers={**A2A, "authorization": "Bearer alice"},
                                    json=rpc("ListTasks", {}))

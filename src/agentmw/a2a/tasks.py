@@ -78,7 +78,8 @@ _PLAIN_TEXT_CHARS = 1024  # a plain message up to this much text is told apart b
 
 def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) -> tuple[str, int]:
     """The message's fingerprint and its size (the length of the JSON measured or encoded on the way: the
-    byte budgets, docs/limits.md). What makes a repeat the *same* message: everything it says (parts, metadata, taskId, contextId, ...)
+    byte budgets, docs/limits.md). What makes a repeat the *same* message: everything it says (parts, metadata,
+    taskId, contextId, ...)
     and the request's metadata; the messageId itself is the lookup key. Two messages have equal fingerprints
     exactly when their JSON is the same (keys in any order).
 
