@@ -284,7 +284,8 @@ async def test_a_watched_or_keyed_send_runs_the_skill_in_a_task_of_its_own(how: 
 
 async def test_a_skill_that_suspends_after_all_is_working_and_goes_on_in_a_task_of_its_own() -> None:
     app, seen = a2a_app()
-    async with A2ATestClient(app) as a2a:
+    # a caller with a credential lists its own tasks (an anonymous one is listed nothing: docs/a2a.md)
+    async with A2ATestClient(app, headers={"authorization": "Bearer eager-test"}) as a2a:
         sending = asyncio.create_task(a2a.send("hi", skill="held"))
         for _ in range(200):
             listed = (await a2a.rpc("ListTasks", {}))["tasks"]
