@@ -223,3 +223,18 @@ async def test_a_gated_route_refuses_an_anonymous_caller_before_anyone_is_asked(
         refused = await post_call(anonymous, "place_order", {"order": {"sku": "A"}})
     assert refused.status_code == 401, refused.text
     assert await agent.approvals.count() == 0  # nobody was asked to approve what the app refuses
+
+
+async def test_a_path_value_that_looks_like_a_placeholder_stays_its_own_value() -> None:
+    app = FastAPI()
+
+    @app.get("/pairs/{first}/{second}")
+    @tool(read_only=True)
+    async def pair(first: str, second: str) -> dict[str, str]:
+        return {"first": first, "second": second}
+
+    agent = Agent("pairs", include=[app], store="memory://")
+    app.add_middleware(AgentMiddleware, agent=agent)
+    async with McpTestClient(app) as client:
+        result = await client.call_tool("pair", {"first": "{second}", "second": "b"})
+    assert result["structuredContent"] == {"first": "{second}", "second": "b"}

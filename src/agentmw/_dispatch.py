@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
@@ -44,7 +45,8 @@ MAX_ROUTE_RESPONSE_BYTES = 32 * 1024 * 1024
 
 # Headers of the agent's own request that describe that request's body or protocol, not the caller.
 _DROPPED_HEADERS = frozenset({
-    b"content-length", b"content-type", b"transfer-encoding", b"accept", b"accept-encoding", b"mcp-session-id",
+    b"content-length", b"content-type", b"content-encoding", b"transfer-encoding", b"accept", b"accept-encoding",
+    b"mcp-session-id",
     b"mcp-protocol-version", b"last-event-id", b"expect", b"connection", b"upgrade", b"te", b"trailer",
 })
 # Scope keys a request keeps from the agent request: what outer middleware established about the caller.
@@ -111,16 +113,24 @@ def _query_pairs(route: HostRoute, values: Mapping[str, Any]) -> list[tuple[str,
     return pairs
 
 
+_PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+
+
 def _path(route: HostRoute, values: Mapping[str, Any]) -> str:
-    path = route.path_format
-    for name, param in route.params.items():
-        if param.location != "path":
-            continue
+    """The route's path with its parameters filled in one pass (a value that looks like ``{other}`` stays text)."""
+    by_alias = {p.alias: (n, p) for n, p in route.params.items() if p.location == "path"}
+
+    def fill(match: re.Match[str]) -> str:
+        found = by_alias.get(match.group(1))
+        if found is None:
+            return match.group(0)
+        name, param = found
         value = _text(values.get(name, ""))
         if not param.path_convertor and ("/" in value or value in ("", ".", "..")):
             raise RouteCallRefused(f"path parameter {name!r} cannot be {value!r}: it must be one path segment")
-        path = path.replace("{" + param.alias + "}", value)
-    return route.mount_prefix + path
+        return value
+
+    return route.mount_prefix + _PLACEHOLDER.sub(fill, route.path_format)
 
 
 def _body(route: HostRoute, values: Mapping[str, Any]) -> tuple[bytes, bytes | None]:
