@@ -17,8 +17,12 @@ class Driver:
         self.path = path
 
     async def post(self, body: bytes, headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, str], bytes]:
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-                 "scheme": "http", "path": self.path, "raw_path": self.path.encode(), "root_path": "", "query_string": b"",
+        return await self.request("POST", self.path, body, headers)
+
+    async def request(self, method: str, path: str, body: bytes,
+                      headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, str], bytes]:
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+                 "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
                  "headers": [(b"host", b"127.0.0.1:8000"), *headers], "client": ("127.0.0.1", 50000),
                  "server": ("127.0.0.1", 8000), "state": {}}
         done = asyncio.Event()

@@ -18,6 +18,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Header
 from pydantic import BaseModel
 
+from _driver import Driver
+
 from agentmw import Agent, AgentMiddleware, tool
 
 MODERN = "2026-07-28"
@@ -47,36 +49,10 @@ def app_with_agent() -> FastAPI:
     return app
 
 
-async def post(app: Any, method: str, path: str, body: bytes, headers: list[tuple[bytes, bytes]],
-               query: bytes = b"") -> tuple[int, bytes]:
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": query,
-             "headers": [(b"host", b"127.0.0.1:8000"), *headers], "client": ("127.0.0.1", 50000),
-             "server": ("127.0.0.1", 8000), "state": {}}
-    done = asyncio.Event()
-    sent = False
-    status = 0
-    chunks: list[bytes] = []
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                done.set()
-
-    await app(scope, receive, send)
-    return status, b"".join(chunks)
+async def post(app: Any, method: str, path: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> tuple[
+        int, bytes]:
+    status, _, answer = await Driver(app).request(method, path, body, headers)
+    return status, answer
 
 
 AUTH = (b"authorization", b"Bearer t")

@@ -642,34 +642,12 @@ async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, 
             await ctx.sync_state()
     except InputsPending as pending:
         return Outcome(status=Status.NEEDS_INPUT, pending=pending.requests, data=pending.answered)
-    except NeedsInput as exc:
-        # The function has returned: an answer cannot resume it, so faces without a task to park it in
-        # report the question (code "raised") instead of starting an answer round.
-        return Outcome(status=Status.NEEDS_INPUT, pending={"question": Ask(exc.question, exc.schema)},
-                       message=exc.question, code="raised")
-    except Retryable as exc:
-        when = f" Retry after {exc.retry_after:g} seconds." if exc.retry_after is not None else " Retry later."
-        return Outcome(status=Status.FAILED, content=[Text(exc.message + when)], message=exc.message, retryable=True,
-                       retry_after=exc.retry_after, code="retryable", data=exc.data)
-    except Rejected as exc:
-        return Outcome(status=Status.REJECTED, message=exc.message, code="rejected", data=exc.data)
-    except (Permanent, AgentError) as exc:
-        return Outcome(status=Status.FAILED, content=[Text(f"{exc.message} {_PERMANENT}")], message=exc.message,
-                       code="permanent", data=exc.data)
-    except ClientCapabilityMissing as exc:
-        return Outcome(status=Status.REJECTED, message=str(exc), code="missing_capability", data=exc.capability,
-                       pending=exc.requests or None)
     except _HostRejection as exc:
         return Outcome(status=Status.REJECTED, message=f"Invalid request: {exc}", code="invalid_arguments")
     except TimeoutError as exc:
-        if deadline is not None and deadline.expired():
-            _stage(ctx, "agentmw.deadline.exceeded", **{"agentmw.timeout_s": capability.timeout})
-            message = f"{capability.name} did not finish within {capability.timeout:g} seconds and was stopped."
-            return Outcome(status=Status.FAILED, content=[Text(message + " Retry later.")], message=message,
-                           retryable=True, code="timeout")
-        return _unexpected(capability, exc)
+        return _timed_out(capability, ctx, deadline, exc)
     except Exception as exc:
-        return _http_exception_outcome(exc) or _unexpected(capability, exc)
+        return _raised_outcome(capability, exc) or _http_exception_outcome(exc) or _unexpected(capability, exc)
     except SystemExit as exc:  # sys.exit() in the function (argparse, click): re-raised, it would stop the server
         return _unexpected(capability, exc)
     return completed(capability, value)
@@ -693,24 +671,27 @@ async def _run_route(capability: Capability, kwargs: dict[str, Any], ctx: Contex
     except RouteCallRefused as exc:
         return Outcome(status=Status.REJECTED, message=f"Invalid arguments: {exc}", code="invalid_arguments")
     except TimeoutError as exc:
-        if deadline is not None and deadline.expired():
-            _stage(ctx, "agentmw.deadline.exceeded", **{"agentmw.timeout_s": capability.timeout})
-            message = f"{capability.name} did not finish within {capability.timeout:g} seconds and was stopped."
-            return Outcome(status=Status.FAILED, content=[Text(message + " Retry later.")], message=message,
-                           retryable=True, code="timeout")
-        return _unexpected(capability, exc)
+        return _timed_out(capability, ctx, deadline, exc)
     except Exception as exc:
-        outcome = _raised_outcome(capability, exc)
-        if outcome is not None:
-            return outcome
-        return _unexpected(capability, exc)
+        return _raised_outcome(capability, exc) or _unexpected(capability, exc)
     except SystemExit as exc:
         return _unexpected(capability, exc)
     return response_outcome(capability, response)
 
 
+def _timed_out(capability: Capability, ctx: Context, deadline: asyncio.Timeout | None, exc: TimeoutError) -> Outcome:
+    """The capability's own deadline passed (retryable), or a ``TimeoutError`` of its code (unexpected)."""
+    if deadline is not None and deadline.expired():
+        _stage(ctx, "agentmw.deadline.exceeded", **{"agentmw.timeout_s": capability.timeout})
+        message = f"{capability.name} did not finish within {capability.timeout:g} seconds and was stopped."
+        return Outcome(status=Status.FAILED, content=[Text(message + " Retry later.")], message=message,
+                       retryable=True, code="timeout")
+    return _unexpected(capability, exc)
+
+
 def _raised_outcome(capability: Capability, exc: Exception) -> Outcome | None:
-    """agentmw's own exceptions, raised by a route handler and not turned into a response by the app."""
+    """agentmw's own exceptions (a question, a retryable, rejected or permanent failure, a missing client
+    capability), raised by a function, or by a route handler and not turned into a response by the app."""
     if isinstance(exc, NeedsInput):
         return Outcome(status=Status.NEEDS_INPUT, pending={"question": Ask(exc.question, exc.schema)},
                        message=exc.question, code="raised")
