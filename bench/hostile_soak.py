@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from soak import ACCEPT, HANDSHAKE, META, ROOT, STATELESS, Load, a2a_message, free_port, rpc, rss_mb, uid
+from soak import ACCEPT, HANDSHAKE, META, ROOT, STATELESS, Load, a2a_message, free_port, print_tables, rpc, rss_mb, uid
 
 MIB = 1024 * 1024
 BIG_TEXT = "x" * (3 * MIB + MIB // 2)
@@ -215,16 +215,8 @@ def main() -> int:
         print("The server's first traceback:\n" + text[max(0, start - 300):start + 3000] + "\n", file=sys.stderr)
     print(f"Hostile soak of the example app: {done:,} requests from {args.clients} clients in {elapsed:.0f} s, "
           f"then {args.idle:g} s idle\n")
-    print("| server RSS | MB |")
-    print("|---|---:|")
-    for name, value in (("before the load", before), ("peak during the load", peak), ("right after the load", after),
-                        (f"after {args.idle:g} s idle", idle)):
-        print(f"| {name} | {value:.1f} |")
-    print("\n| request kind, status | count |")
-    print("|---|---:|")
-    for key, count in sorted(statuses.items()):
-        print(f"| {key} | {count:,} |")
-    server_errors = sum(c for k, c in statuses.items() if k.split()[1].startswith("5") and k.split()[1] != "503")
+    server_errors = print_tables((("before the load", before), ("peak during the load", peak),
+                                  ("right after the load", after), (f"after {args.idle:g} s idle", idle)), statuses)
     print(f"\n5xx answers other than 503: {server_errors}; tracebacks in the server log: {tracebacks}; "
           f"server alive: {alive}")
     ok = max(peak, idle_peak) < args.limit_mb and alive

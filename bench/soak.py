@@ -258,6 +258,19 @@ async def drive(base: str, total: int, clients: int, pid: int) -> tuple[collecti
     return statuses, elapsed, max(peak, rss_mb(pid))
 
 
+def print_tables(rss: tuple[tuple[str, float], ...], statuses: collections.Counter[str]) -> int:
+    """The RSS and status tables of a soak, in Markdown; the count of 5xx answers other than 503."""
+    print("| server RSS | MB |")
+    print("|---|---:|")
+    for name, value in rss:
+        print(f"| {name} | {value:.1f} |")
+    print("\n| request kind, status | count |")
+    print("|---|---:|")
+    for key, count in sorted(statuses.items()):
+        print(f"| {key} | {count:,} |")
+    return sum(c for k, c in statuses.items() if k.split()[1].startswith("5") and k.split()[1] != "503")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=100_000)
@@ -300,16 +313,8 @@ def main() -> int:
     tracebacks = log.count("Traceback")
     print(f"Soak of the example app: {args.requests:,} requests from {args.clients} clients in {elapsed:.0f} s "
           f"({args.requests / elapsed:,.0f} req/s), then {args.idle:g} s idle\n")
-    print("| server RSS | MB |")
-    print("|---|---:|")
-    for name, value in (("before the load", before), ("peak during the load", peak), ("after the load", after),
-                        (f"after {args.idle:g} s idle", idle)):
-        print(f"| {name} | {value:.1f} |")
-    print("\n| request kind, status | count |")
-    print("|---|---:|")
-    for key, count in sorted(statuses.items()):
-        print(f"| {key} | {count:,} |")
-    server_errors = sum(c for k, c in statuses.items() if k.split()[1].startswith("5") and k.split()[1] != "503")
+    server_errors = print_tables((("before the load", before), ("peak during the load", peak),
+                                  ("after the load", after), (f"after {args.idle:g} s idle", idle)), statuses)
     full = sum(c for k, c in statuses.items() if k.split()[1] == "503")
     print(f"\n5xx answers other than 503: {server_errors}; 503 (session table full, by design): {full}; "
           f"tracebacks in the server log: {tracebacks}; server alive: {alive}")
