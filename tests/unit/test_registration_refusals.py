@@ -119,3 +119,39 @@ async def test_a_marked_function_no_agent_serves_is_warned_about_at_the_first_re
     warned = [r.getMessage() for r in caplog.records if "no agent serves it" in r.getMessage()]
     assert any("forgotten_helper" in w for w in warned)
     assert not any(".served " in w for w in warned)
+
+
+def test_lint_takes_a_routes_response_model_as_its_return_type() -> None:
+    from pydantic import BaseModel
+
+    from agentmw.cli.lint import lint_agent
+
+    class UserPublic(BaseModel):
+        id: int
+
+    app = FastAPI()
+
+    @app.get("/me", response_model=UserPublic)
+    @tool(read_only=True)
+    async def me() -> Any:
+        """Who the caller is.
+
+        Summary:
+            Reads the caller's own record.
+        """
+        return {"id": 1, "hashed_password": "x"}
+
+    @app.get("/raw")
+    @tool(read_only=True)
+    async def raw() -> Any:
+        """Raw data.
+
+        Summary:
+            Reads raw data.
+        """
+        return {}
+
+    agent = Agent("lint", include=[app], store="memory://")
+    codes = {(f.code, f.name) for f in lint_agent(agent)}
+    assert ("AMW008", "me") not in codes  # FastAPI serialises it with UserPublic: MCP has its schema
+    assert ("AMW008", "raw") in codes

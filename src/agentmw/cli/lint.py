@@ -116,6 +116,8 @@ def _is_url_type(annotation: Any) -> bool:
 
 
 def _returns_declared(cap: Capability) -> bool:
+    if cap.route is not None:  # FastAPI's response_model (or a return annotation it serialises with) is the type
+        return cap.route.response_model not in (None, Any)
     annotation = _hints(inspect.unwrap(cap.fn)).get("return", inspect.Signature.empty)
     return annotation is not inspect.Signature.empty and annotation is not Any
 
