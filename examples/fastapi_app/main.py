@@ -123,7 +123,8 @@ async def verify_token(token: str, resource: str) -> Principal:
 auth = ProtectedResource(
     authorization_servers=[ISSUER or DEV_ISSUER], verifier=verify_token,
     # dev mode's issuer is a placeholder with no metadata to fetch: the card's OAuth flow names its endpoints
-    **({} if ISSUER else {"authorization_endpoint": f"{DEV_ISSUER}/authorize", "token_endpoint": f"{DEV_ISSUER}/token"}),
+    **({} if ISSUER else {"authorization_endpoint": f"{DEV_ISSUER}/authorize",
+                          "token_endpoint": f"{DEV_ISSUER}/token"}),
     anonymous=True,  # the catalog is public; a call that needs a scope answers 401 with the OAuth challenge
     resource_name="Procurement assistant (agentmw example)",
 )
