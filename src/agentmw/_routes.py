@@ -250,9 +250,9 @@ class IdentityCache:
     def set(self, owner: Any, value: Any) -> None:
         key = id(owner)
         try:
-            ref = weakref.ref(owner, lambda _, key=key: self._entries.pop(key, None))  # type: ignore[misc]
-        except TypeError:  # not weakly referenceable: not kept
-            return
+            ref: Any = weakref.ref(owner, lambda _, key=key: self._entries.pop(key, None))  # type: ignore[misc]
+        except TypeError:  # not weakly referenceable: kept, with the object, so its id is never another's
+            ref = (lambda kept: lambda: kept)(owner)
         self._entries[key] = (ref, value)
 
     def pop(self, owner: Any) -> None:

@@ -318,20 +318,24 @@ def _bound(capability: Capability, ctx: Context) -> Capability:
     return agent.current(capability)
 
 
-_ORPHANS: dict[int, str | None] = {}
+_ORPHANS: Any = None  # an agentmw._routes.IdentityCache: function -> the routes it serves (by identity, weakly)
 
 
 def _orphan_route(capability: Capability) -> str | None:
     """The route a handler serves when the app serving this agent is not that route's (``agent.asgi()`` alone,
     ``agent.router()`` in another app): its call would skip the route's dependencies, so it is refused. Asked
     once per function."""
-    key = id(capability.fn)
-    if key not in _ORPHANS:
-        from ._routes import routes_holding
+    global _ORPHANS
+    from ._routes import IdentityCache, routes_holding
 
+    if _ORPHANS is None:
+        _ORPHANS = IdentityCache()
+    known = _ORPHANS.get(capability.fn)
+    if known is None:
         routes = routes_holding(capability.fn)
-        _ORPHANS[key] = ", ".join(f"{','.join(sorted(r.methods or ()))} {r.path}" for r in routes) or None
-    return _ORPHANS[key]
+        known = ", ".join(f"{','.join(sorted(r.methods or ()))} {r.path}" for r in routes)
+        _ORPHANS.set(capability.fn, known)
+    return known or None
 
 
 async def _refused_orphan(capability: Capability) -> Outcome:
