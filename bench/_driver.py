@@ -16,15 +16,29 @@ class Driver:
         self.app = app
         self.path = path
 
-    async def post(self, body: bytes, headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, str], bytes]:
+    async def post(
+        self, body: bytes, headers: list[tuple[bytes, bytes]]
+    ) -> tuple[int, dict[str, str], bytes]:
         return await self.request("POST", self.path, body, headers)
 
-    async def request(self, method: str, path: str, body: bytes,
-                      headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, str], bytes]:
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-                 "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
-                 "headers": [(b"host", b"127.0.0.1:8000"), *headers], "client": ("127.0.0.1", 50000),
-                 "server": ("127.0.0.1", 8000), "state": {}}
+    async def request(
+        self, method: str, path: str, body: bytes, headers: list[tuple[bytes, bytes]]
+    ) -> tuple[int, dict[str, str], bytes]:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(b"host", b"127.0.0.1:8000"), *headers],
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 8000),
+            "state": {},
+        }
         done = asyncio.Event()
         sent = False
         status = 0
@@ -57,7 +71,6 @@ async def lifespan(stack: AsyncExitStack, app: Any) -> None:
     context = getattr(getattr(app, "router", None), "lifespan_context", None)
     if context is not None:
         await stack.enter_async_context(context(app))
-
 
 
 def import_time(module: str, repeats: int = 7) -> float:

@@ -20,11 +20,11 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from _driver import Driver, best_rate, lifespan
-from state_ops import redis_server
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from state_ops import redis_server
 
 HEADERS = [(b"content-type", b"application/json"), (b"a2a-version", b"1.0")]
 
@@ -38,12 +38,18 @@ async def floor_endpoint(request: Request) -> JSONResponse:
     body = await request.json()
     message = (body.get("params") or {}).get("message") if isinstance(body, dict) else None
     if body.get("method") != "SendMessage" or not isinstance(message, dict) or not message.get("parts"):
-        return JSONResponse({"jsonrpc": "2.0", "id": body.get("id"), "error": {"code": -32602, "message": "bad"}})
+        return JSONResponse(
+            {"jsonrpc": "2.0", "id": body.get("id"), "error": {"code": -32602, "message": "bad"}}
+        )
     text = "".join(p.get("text", "") for p in message["parts"])
     task_id, context_id = str(uuid.uuid4()), message.get("contextId") or str(uuid.uuid4())
-    task = {"id": task_id, "contextId": context_id, "status": {"state": "TASK_STATE_COMPLETED", "timestamp": now()},
-            "history": [{**message, "taskId": task_id, "contextId": context_id}],
-            "artifacts": [{"artifactId": str(uuid.uuid4()), "parts": [{"text": f"echo: {text}"}]}]}
+    task = {
+        "id": task_id,
+        "contextId": context_id,
+        "status": {"state": "TASK_STATE_COMPLETED", "timestamp": now()},
+        "history": [{**message, "taskId": task_id, "contextId": context_id}],
+        "artifacts": [{"artifactId": str(uuid.uuid4()), "parts": [{"text": f"echo: {text}"}]}],
+    }
     return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": {"task": task}})
 
 
@@ -86,20 +92,41 @@ def sdk_app() -> Any:
         async def cancel(self, context: Any, event_queue: Any) -> None:
             """Never called: this benchmark does not cancel."""
 
-    card = AgentCard(name="bench", description="echo", version="1", default_input_modes=["text/plain"],
-                     default_output_modes=["text/plain"], capabilities=AgentCapabilities(streaming=True),
-                     supported_interfaces=[AgentInterface(url="http://127.0.0.1:8000/a2a", protocol_binding="JSONRPC",
-                                                          protocol_version="1.0")],
-                     skills=[AgentSkill(id="echo", name="echo", description="echo", tags=["echo"])])
+    card = AgentCard(
+        name="bench",
+        description="echo",
+        version="1",
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        capabilities=AgentCapabilities(streaming=True),
+        supported_interfaces=[
+            AgentInterface(
+                url="http://127.0.0.1:8000/a2a", protocol_binding="JSONRPC", protocol_version="1.0"
+            )
+        ],
+        skills=[AgentSkill(id="echo", name="echo", description="echo", tags=["echo"])],
+    )
     handler = DefaultRequestHandler(agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=card)
     return Starlette(routes=create_jsonrpc_routes(handler, rpc_url="/a2a"))
 
 
 def body(i: int, round_: int = -1) -> bytes:
     # Every message id is new: agentmw deduplicates a repeated messageId, which would skip the work.
-    return json.dumps({"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params": {"message": {
-        "messageId": f"m-{round_}-{i}", "role": "ROLE_USER", "parts": [{"text": f"hello {i}"}]},
-        "configuration": {}}}).encode()
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": f"m-{round_}-{i}",
+                    "role": "ROLE_USER",
+                    "parts": [{"text": f"hello {i}"}],
+                },
+                "configuration": {},
+            },
+        }
+    ).encode()
 
 
 class Target:
@@ -120,7 +147,9 @@ class Target:
         assert task["artifacts"][0]["parts"][0]["text"] == "echo: hello 0", reply
 
     async def round(self, round_: int) -> None:
-        self.best = max(self.best, await best_rate(self.driver, [[body(i, round_) for i in range(self.n)]], HEADERS))
+        self.best = max(
+            self.best, await best_rate(self.driver, [[body(i, round_) for i in range(self.n)]], HEADERS)
+        )
         self.sent += self.n
 
     async def finish(self) -> None:
@@ -150,8 +179,11 @@ async def measure(targets: list[Target], rounds: int) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--store", default="memory,sqlite,redis",
-                        help="the state backends agentmw runs on, comma-separated: memory, sqlite, redis")
+    parser.add_argument(
+        "--store",
+        default="memory,sqlite,redis",
+        help="the state backends agentmw runs on, comma-separated: memory, sqlite, redis",
+    )
     parser.add_argument("--redis", default=os.environ.get("AGENTMW_BENCH_REDIS"), help="a Redis URL to use")
     parser.add_argument("--no-sdk", action="store_true", help="leave out a2a-sdk's server (slow to measure)")
     args = parser.parse_args()
@@ -169,7 +201,9 @@ async def main() -> None:
             elif name == "sqlite":
                 url = f"sqlite:///{folder}/bench-{uuid.uuid4().hex[:8]}.db"
             elif redis_url is None:
-                print("redis-server is not installed: no Redis row (scripts/setup installs it)", file=sys.stderr)
+                print(
+                    "redis-server is not installed: no Redis row (scripts/setup installs it)", file=sys.stderr
+                )
                 continue
             else:
                 url = f"{redis_url}?prefix=bench{uuid.uuid4().hex[:8]}"
@@ -179,7 +213,9 @@ async def main() -> None:
         await measure(targets, rounds)
         results = [(target.name, target.best) for target in targets]
     floor = results[0][1]
-    print(f"Blocking `SendMessage` to an echo skill, requests per second, in-process ASGI, best of {rounds} rounds taken in turn\n")
+    print(
+        f"Blocking `SendMessage` to an echo skill, requests per second, in-process ASGI, best of {rounds} rounds taken in turn\n"
+    )
     print("| server | req/s | ratio to floor |")
     print("|---|---:|---:|")
     for name, rps in results:

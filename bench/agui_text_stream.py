@@ -37,8 +37,9 @@ def raw_app() -> Any:
         count = body["forwardedProps"]["arguments"]["count"]
 
         async def events():
-            yield encoder.encode(RunStartedEvent(thread_id=body["threadId"], run_id=body["runId"],
-                                                 protocol_version="1.0"))
+            yield encoder.encode(
+                RunStartedEvent(thread_id=body["threadId"], run_id=body["runId"], protocol_version="1.0")
+            )
             yield encoder.encode(TextMessageStartEvent(message_id="m1", role="assistant"))
             for i in range(count):
                 yield encoder.encode(TextMessageContentEvent(message_id="m1", delta=f"{i} "))
@@ -66,12 +67,30 @@ def agentmw_app() -> Any:
 
 
 async def one_run(app: Any, run: int) -> tuple[float, float, int]:
-    body = json.dumps({"threadId": f"t{run}", "runId": f"r{run}", "messages": [], "state": {},
-                       "forwardedProps": {"arguments": {"count": DELTAS}}}).encode()
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": "/agui/flood", "raw_path": b"/agui/flood", "root_path": "", "query_string": b"",
-             "headers": [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json")],
-             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8000), "state": {}}
+    body = json.dumps(
+        {
+            "threadId": f"t{run}",
+            "runId": f"r{run}",
+            "messages": [],
+            "state": {},
+            "forwardedProps": {"arguments": {"count": DELTAS}},
+        }
+    ).encode()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/agui/flood",
+        "raw_path": b"/agui/flood",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 8000),
+        "state": {},
+    }
     done = asyncio.Event()
     delivered = False
     first: float | None = None

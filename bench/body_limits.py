@@ -23,8 +23,13 @@ from typing import Any
 
 os.environ.setdefault("AGENTMW_STORE", "memory://")
 MODERN = "2026-07-28"
-MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-               "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "count"}
+MCP_HEADERS = {
+    "accept": "application/json, text/event-stream",
+    "content-type": "application/json",
+    "mcp-protocol-version": MODERN,
+    "mcp-method": "tools/call",
+    "mcp-name": "count",
+}
 
 
 def build() -> tuple[Any, Any]:
@@ -54,19 +59,41 @@ def build() -> tuple[Any, Any]:
 
 
 def a2a(message: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-            "params": {"message": {"messageId": "@ID@", "role": "ROLE_USER", **message}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "@ID@", "role": "ROLE_USER", **message}},
+    }
 
 
 def mcp(arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "count", "arguments": arguments,
-            "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
-                      "io.modelcontextprotocol/clientCapabilities": {}}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "count",
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
 
 
 def agui(**fields: Any) -> dict[str, Any]:
-    return {"threadId": "@ID@", "runId": "@ID@", "state": {}, "tools": [], "context": [], "forwardedProps": {},
-            "messages": [{"id": "u", "role": "user", "content": "hi"}], **fields}
+    return {
+        "threadId": "@ID@",
+        "runId": "@ID@",
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "messages": [{"id": "u", "role": "user", "content": "hi"}],
+        **fields,
+    }
 
 
 def user_messages(n: int, content: Callable[[int], Any]) -> list[dict[str, Any]]:
@@ -83,34 +110,68 @@ SHAPES: dict[str, tuple[str, Callable[[int], dict[str, Any]], int]] = {
     "MCP: tools/call argument values": ("mcp", lambda n: mcp({"rows": list(range(n))}), 1 << 30),
     "MCP: tools/call argument objects": ("mcp", lambda n: mcp({"rows": [{"a": 1, "b": "x"}] * n}), 1 << 30),
     "A2A: text parts": ("a2a", lambda n: a2a({"parts": [{"text": "x"}] * n}), 1_000),
-    "A2A: 1,000 parts of 1.9 KiB": ("a2a", lambda n: a2a({"parts": [{"text": "x" * 1_900}] * min(n, 1_000)}), 1_000),
-    "A2A: metadata values": ("a2a", lambda n: a2a({"parts": [{"text": "x"}], "metadata": {"x": list(range(n))}}),
-                             1 << 30),
-    "A2A: data part objects": ("a2a", lambda n: a2a({"parts": [{"data": {"rows": [{"a": 1, "b": "x"}] * n}}]}),
-                               1 << 30),
+    "A2A: 1,000 parts of 1.9 KiB": (
+        "a2a",
+        lambda n: a2a({"parts": [{"text": "x" * 1_900}] * min(n, 1_000)}),
+        1_000,
+    ),
+    "A2A: metadata values": (
+        "a2a",
+        lambda n: a2a({"parts": [{"text": "x"}], "metadata": {"x": list(range(n))}}),
+        1 << 30,
+    ),
+    "A2A: data part objects": (
+        "a2a",
+        lambda n: a2a({"parts": [{"data": {"rows": [{"a": 1, "b": "x"}] * n}}]}),
+        1 << 30,
+    ),
     "AG-UI: messages": ("agui", lambda n: agui(messages=user_messages(n, lambda i: f"m{i}")), 250),
     "AG-UI: messages of 4 content parts": (
-        "agui", lambda n: agui(messages=user_messages(n, lambda i: [{"type": "text", "text": "hi"}] * 4)), 250),
+        "agui",
+        lambda n: agui(messages=user_messages(n, lambda i: [{"type": "text", "text": "hi"}] * 4)),
+        250,
+    ),
     "AG-UI: assistant turns with 2 tool calls": ("agui", lambda n: agui(messages=assistant_turns(n)), 250),
     "AG-UI: state values": ("agui", lambda n: agui(state={"x": list(range(n))}), 1 << 30),
     "AG-UI: state objects": ("agui", lambda n: agui(state={"rows": [{"a": 1, "b": "x"}] * n}), 1 << 30),
     "AG-UI: state of one 250 KiB string": ("agui", lambda n: agui(state={"x": "y" * 250_000}), 1),
     "AG-UI: forwardedProps values": ("agui", lambda n: agui(forwardedProps={"x": list(range(n))}), 1 << 30),
-    "AG-UI: context entries": ("agui", lambda n: agui(context=[{"description": "d", "value": "v"}] * n), 1 << 30),
-    "AG-UI: tools": ("agui", lambda n: agui(tools=[{"name": f"t{i}", "description": "", "parameters": {}}
-                                                    for i in range(n)]), 1 << 30),
+    "AG-UI: context entries": (
+        "agui",
+        lambda n: agui(context=[{"description": "d", "value": "v"}] * n),
+        1 << 30,
+    ),
+    "AG-UI: tools": (
+        "agui",
+        lambda n: agui(tools=[{"name": f"t{i}", "description": "", "parameters": {}} for i in range(n)]),
+        1 << 30,
+    ),
 }
 REFUSED: dict[str, tuple[str, bytes]] = {
-    "A2A: 300,000 parts (issue 22)": ("a2a", json.dumps(a2a({"parts": [{"text": ""}] * 300_000}),
-                                                        separators=(",", ":")).encode()),
-    "AG-UI: 90,000 messages (issue 22)": ("agui", json.dumps(agui(messages=user_messages(90_000, lambda i: "")),
-                                                             separators=(",", ":")).encode()),
-    "AG-UI: 4 MiB of nested empty arrays": ("agui", b'{"threadId":"@ID@","runId":"@ID@","state":{"x":['
-                                            + b",".join([b"[]"] * 1_300_000) + b"]},\"messages\":[]}"),
-    "MCP: arguments nested 5,000 levels": ("mcp", json.dumps(mcp({"rows": "@D@"})).encode().replace(
-        b'"@D@"', b"[" * 5_000 + b"]" * 5_000)),
-    "A2A: metadata nested 5,000 levels": ("a2a", json.dumps(a2a({"parts": [{"text": "x"}], "metadata": "@D@"}))
-                                          .encode().replace(b'"@D@"', b'{"a":' * 5_000 + b"1" + b"}" * 5_000)),
+    "A2A: 300,000 parts (issue 22)": (
+        "a2a",
+        json.dumps(a2a({"parts": [{"text": ""}] * 300_000}), separators=(",", ":")).encode(),
+    ),
+    "AG-UI: 90,000 messages (issue 22)": (
+        "agui",
+        json.dumps(agui(messages=user_messages(90_000, lambda i: "")), separators=(",", ":")).encode(),
+    ),
+    "AG-UI: 4 MiB of nested empty arrays": (
+        "agui",
+        b'{"threadId":"@ID@","runId":"@ID@","state":{"x":['
+        + b",".join([b"[]"] * 1_300_000)
+        + b']},"messages":[]}',
+    ),
+    "MCP: arguments nested 5,000 levels": (
+        "mcp",
+        json.dumps(mcp({"rows": "@D@"})).encode().replace(b'"@D@"', b"[" * 5_000 + b"]" * 5_000),
+    ),
+    "A2A: metadata nested 5,000 levels": (
+        "a2a",
+        json.dumps(a2a({"parts": [{"text": "x"}], "metadata": "@D@"}))
+        .encode()
+        .replace(b'"@D@"', b'{"a":' * 5_000 + b"1" + b"}" * 5_000),
+    ),
 }
 
 
@@ -170,12 +231,15 @@ async def measure(app: Any, face: str, raw: bytes, rounds: int) -> tuple[float, 
                 answer = response.json()
                 verdict = "ran" if "result" in answer else f"{answer['error']['code']}"
             elif face == "a2a":
-                response = await http.post("/a2a", content=body, headers={"a2a-version": "1.0",
-                                                                         "content-type": "application/json"})
+                response = await http.post(
+                    "/a2a", content=body, headers={"a2a-version": "1.0", "content-type": "application/json"}
+                )
                 answer = response.json()
                 verdict = "ran" if "result" in answer else f"{answer['error']['code']}"
             else:
-                response = await http.post("/agui/echo", content=body, headers={"content-type": "application/json"})
+                response = await http.post(
+                    "/agui/echo", content=body, headers={"content-type": "application/json"}
+                )
                 verdict = "ran" if response.status_code == 200 else str(response.status_code)
             elapsed = time.perf_counter() - started
             stop.set()
@@ -188,20 +252,26 @@ async def measure(app: Any, face: str, raw: bytes, rounds: int) -> tuple[float, 
 
 async def main(rounds: int) -> None:
     agent, app = build()
-    print(f"defaults: {agent.body_shape}, AG-UI {agent.agui_body_shape}, "
-          f"agui_max_messages={agent.agui_max_messages}, "
-          f"agui_max_state_bytes={agent.agui_max_state_bytes}, max_parts={agent.a2a.max_parts}; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n")
+    print(
+        f"defaults: {agent.body_shape}, AG-UI {agent.agui_body_shape}, "
+        f"agui_max_messages={agent.agui_max_messages}, "
+        f"agui_max_state_bytes={agent.agui_max_state_bytes}, max_parts={agent.a2a.max_parts}; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n"
+    )
     print("| body | count | bytes | answer | median ms | worst ms | longest loop stall ms |")
     print("|---|---:|---:|---|---:|---:|---:|")
     for name, (face, make, most) in SHAPES.items():
         count, raw = largest(agent, face, make, most)
         median, worst, gap, verdict = await measure(app, face, raw, rounds)
-        print(f"| {name} | {count:,} | {len(raw):,} | {verdict} | {median * 1e3:.1f} | {worst * 1e3:.1f} | "
-              f"{gap * 1e3:.1f} |")
+        print(
+            f"| {name} | {count:,} | {len(raw):,} | {verdict} | {median * 1e3:.1f} | {worst * 1e3:.1f} | "
+            f"{gap * 1e3:.1f} |"
+        )
     for name, (face, raw) in REFUSED.items():
         median, worst, gap, verdict = await measure(app, face, raw, rounds)
-        print(f"| {name} | | {len(raw):,} | {verdict} | {median * 1e3:.1f} | {worst * 1e3:.1f} | {gap * 1e3:.1f} |")
+        print(
+            f"| {name} | | {len(raw):,} | {verdict} | {median * 1e3:.1f} | {worst * 1e3:.1f} | {gap * 1e3:.1f} |"
+        )
 
 
 if __name__ == "__main__":

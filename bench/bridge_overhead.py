@@ -63,17 +63,35 @@ async def a2a_rows(url: str, calls: int) -> tuple[list[float], list[float]]:
         endpoint = card["supportedInterfaces"][0]["url"]
 
         async def direct() -> None:
-            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-                "messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "hello"}],
-                "metadata": {"skill": "echo"}}}}
+            body = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {
+                    "message": {
+                        "messageId": uuid.uuid4().hex,
+                        "role": "ROLE_USER",
+                        "parts": [{"text": "hello"}],
+                        "metadata": {"skill": "echo"},
+                    }
+                },
+            }
             answer = (await http.post(endpoint, json=body, headers={"A2A-Version": "1.0"})).json()
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
         direct_samples = await timed(direct, calls)
     agent = Agent("bench", store="memory://")
-    agent.bridge(A2APeer(url, version=A2A_VERSION, name="legal", skills=["echo"],
-                         allow=Egress(allow_networks=["127.0.0.0/8"])))
+    agent.bridge(
+        A2APeer(
+            url,
+            version=A2A_VERSION,
+            name="legal",
+            skills=["echo"],
+            allow=Egress(allow_networks=["127.0.0.0/8"]),
+        )
+    )
     async with McpTestClient(agent.asgi()) as mcp:
+
         async def bridged() -> None:
             assert (await mcp.call_tool("echo", {"text": "hello"}))["isError"] is False
 
@@ -91,17 +109,30 @@ async def mcp_rows(url: str, revision: str, calls: int, pool_size: int) -> tuple
     from agentmw.testing import McpTestClient
 
     mode = "legacy" if revision == "2025-11-25" else revision
-    async with Client(streamable_http_client(url, http_client=httpx2.AsyncClient(timeout=30)), mode=mode,
-                      cache=None) as client:
+    async with Client(
+        streamable_http_client(url, http_client=httpx2.AsyncClient(timeout=30)), mode=mode, cache=None
+    ) as client:
+
         async def direct() -> None:
             assert (await client.call_tool("echo", {"text": "hello"})).is_error is False
 
         direct_samples = await timed(direct, calls)
     agent = Agent("bench", store="memory://")
-    peer = agent.bridge(McpPeer(url, revision=revision, name="catalog", tools=["echo"], skills=False,
-                                resources=False, prompts=False, allow=Egress(allow_networks=["127.0.0.0/8"]),
-                                pool_size=pool_size))
+    peer = agent.bridge(
+        McpPeer(
+            url,
+            revision=revision,
+            name="catalog",
+            tools=["echo"],
+            skills=False,
+            resources=False,
+            prompts=False,
+            allow=Egress(allow_networks=["127.0.0.0/8"]),
+            pool_size=pool_size,
+        )
+    )
     async with McpTestClient(agent.asgi()) as mcp:
+
         async def bridged() -> None:
             assert (await mcp.call_tool("echo", {"text": "hello"}))["isError"] is False
 
@@ -113,8 +144,10 @@ async def mcp_rows(url: str, revision: str, calls: int, pool_size: int) -> tuple
 def row(name: str, direct: list[float], bridged: list[float]) -> str:
     d50, d99 = percentile(direct, 0.5), percentile(direct, 0.99)
     b50, b99 = percentile(bridged, 0.5), percentile(bridged, 0.99)
-    return (f"| {name} | {d50:.2f} | {d99:.2f} | {b50:.2f} | {b99:.2f} | **{b50 - d50:.2f}** | **{b99 - d99:.2f}** | "
-            f"{statistics.fmean(bridged) - statistics.fmean(direct):.2f} |")
+    return (
+        f"| {name} | {d50:.2f} | {d99:.2f} | {b50:.2f} | {b99:.2f} | **{b50 - d50:.2f}** | **{b99 - d99:.2f}** | "
+        f"{statistics.fmean(bridged) - statistics.fmean(direct):.2f} |"
+    )
 
 
 async def main() -> None:
@@ -125,18 +158,26 @@ async def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         a2a = start_peer(A2A_APP, Path(folder) / "a2a", {"PEER_A2A_VERSION": "1.0"}, name="a2a")
-        mcp_peer = start_peer(MCP_APP, Path(folder) / "mcp", {"PEER_MCP_REVISION": "both"}, name="mcp", path="/mcp")
+        mcp_peer = start_peer(
+            MCP_APP, Path(folder) / "mcp", {"PEER_MCP_REVISION": "both"}, name="mcp", path="/mcp"
+        )
         try:
             rows = [row("A2A peer, `echo` (streamed by the bridge)", *await a2a_rows(a2a.url, args.calls))]
             for revision in ("2026-07-28", "2025-11-25"):
                 for pool_size, how in ((4, "kept connections"), (0, "a connection per call, `pool_size=0`")):
-                    rows.append(row(f"MCP peer {revision}, `echo`, {how}",
-                                    *await mcp_rows(mcp_peer.url, revision, args.calls, pool_size)))
+                    rows.append(
+                        row(
+                            f"MCP peer {revision}, `echo`, {how}",
+                            *await mcp_rows(mcp_peer.url, revision, args.calls, pool_size),
+                        )
+                    )
         finally:
             a2a.stop()
             mcp_peer.stop()
     print(f"{args.calls} sequential calls each, milliseconds\n")
-    print("| peer | direct p50 | direct p99 | bridged p50 | bridged p99 | overhead p50 | overhead p99 | overhead mean |")
+    print(
+        "| peer | direct p50 | direct p99 | bridged p50 | bridged p99 | overhead p50 | overhead p99 | overhead mean |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 

@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import collections
 import itertools
-import json
 import os
 import subprocess
 import sys
@@ -35,7 +34,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from soak import ACCEPT, HANDSHAKE, META, ROOT, STATELESS, Load, a2a_message, free_port, print_tables, rpc, rss_mb, uid
+from soak import (
+    ACCEPT,
+    HANDSHAKE,
+    META,
+    ROOT,
+    STATELESS,
+    Load,
+    a2a_message,
+    free_port,
+    print_tables,
+    rpc,
+    rss_mb,
+    uid,
+)
 
 MIB = 1024 * 1024
 BIG_TEXT = "x" * (3 * MIB + MIB // 2)
@@ -49,9 +61,17 @@ class Hostile:
         self.client = client
         self.small = Load(client)
         self.statuses: collections.Counter[str] = collections.Counter()
-        self.kinds = [self.a2a_big_text, self.a2a_parked_big, self.a2a_many_parts, self.agui_big_state,
-                      self.agui_big_text, self.agui_many_messages, self.mcp_big_initialize, self.mcp_big_arguments,
-                      self.small_malformed]
+        self.kinds = [
+            self.a2a_big_text,
+            self.a2a_parked_big,
+            self.a2a_many_parts,
+            self.agui_big_state,
+            self.agui_big_text,
+            self.agui_many_messages,
+            self.mcp_big_initialize,
+            self.mcp_big_arguments,
+            self.small_malformed,
+        ]
 
     async def send(self, i: int) -> None:
         kind = self.kinds[i % len(self.kinds)]
@@ -72,52 +92,88 @@ class Hostile:
     # --- A2A -------------------------------------------------------------------------------------------
     async def a2a_big_text(self) -> httpx.Response:
         message = a2a_message(BIG_TEXT, metadata={"skill": "procurement_assistant"})
-        return await self.post("/a2a", rpc("SendMessage", {"message": message}, uid()), {"a2a-version": "1.0"})
+        return await self.post(
+            "/a2a", rpc("SendMessage", {"message": message}, uid()), {"a2a-version": "1.0"}
+        )
 
     async def a2a_parked_big(self) -> httpx.Response:
         message = a2a_message(BIG_TEXT, metadata={"skill": "approve_purchase"}, contextId=uid())
-        return await self.post("/a2a", rpc("SendMessage", {"message": message}, uid()), {"a2a-version": "1.0"})
+        return await self.post(
+            "/a2a", rpc("SendMessage", {"message": message}, uid()), {"a2a-version": "1.0"}
+        )
 
     async def a2a_many_parts(self) -> httpx.Response:
         message = a2a_message("", metadata={"skill": "procurement_assistant"})
         message["parts"] = [{"text": ""}] * 250_000
-        return await self.post("/a2a", rpc("SendMessage", {"message": message}, uid()), {"a2a-version": "1.0"})
+        return await self.post(
+            "/a2a", rpc("SendMessage", {"message": message}, uid()), {"a2a-version": "1.0"}
+        )
 
     # --- AG-UI -----------------------------------------------------------------------------------------
     def run(self, messages: list[dict[str, Any]], state: Any = None) -> dict[str, Any]:
-        return {"threadId": uid(), "runId": uid(), "state": state or {}, "tools": [], "context": [],
-                "forwardedProps": {}, "messages": messages}
+        return {
+            "threadId": uid(),
+            "runId": uid(),
+            "state": state or {},
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+            "messages": messages,
+        }
 
     async def agui(self, body: dict[str, Any]) -> httpx.Response:
         return await self.post("/agui/procurement_assistant", body, {"accept": "text/event-stream"})
 
     async def agui_big_state(self) -> httpx.Response:
-        return await self.agui(self.run([{"id": uid(), "role": "user", "content": "Buy 2 monitors"}], STATE_MIB))
+        return await self.agui(
+            self.run([{"id": uid(), "role": "user", "content": "Buy 2 monitors"}], STATE_MIB)
+        )
 
     async def agui_big_text(self) -> httpx.Response:
         return await self.agui(self.run([{"id": uid(), "role": "user", "content": "Buy " + "x" * MIB}]))
 
     async def agui_many_messages(self) -> httpx.Response:
-        return await self.agui(self.run([{"id": str(n), "role": "user", "content": "hi"} for n in range(60_000)]))
+        return await self.agui(
+            self.run([{"id": str(n), "role": "user", "content": "hi"} for n in range(60_000)])
+        )
 
     # --- MCP -------------------------------------------------------------------------------------------
     async def mcp_big_initialize(self) -> httpx.Response:
         info = {"name": "hostile", "version": "0", "title": "x" * MIB}
-        return await self.post("/mcp", rpc("initialize", {"protocolVersion": HANDSHAKE, "capabilities": {},
-                                                          "clientInfo": info}), {"accept": ACCEPT})
+        return await self.post(
+            "/mcp",
+            rpc("initialize", {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": info}),
+            {"accept": ACCEPT},
+        )
 
     async def mcp_big_arguments(self) -> httpx.Response:
-        body = rpc("tools/call", {"_meta": META, "name": "search_assets", "arguments": {"query": "x" * MIB}}, uid())
-        return await self.post("/mcp", body, {"accept": ACCEPT, "mcp-protocol-version": STATELESS,
-                                              "mcp-method": "tools/call", "mcp-name": "search_assets"})
+        body = rpc(
+            "tools/call", {"_meta": META, "name": "search_assets", "arguments": {"query": "x" * MIB}}, uid()
+        )
+        return await self.post(
+            "/mcp",
+            body,
+            {
+                "accept": ACCEPT,
+                "mcp-protocol-version": STATELESS,
+                "mcp-method": "tools/call",
+                "mcp-name": "search_assets",
+            },
+        )
 
     async def small_malformed(self) -> httpx.Response:
-        kinds = (self.small.h_malformed, self.small.s_malformed, self.small.a_malformed, self.small.g_malformed)
+        kinds = (
+            self.small.h_malformed,
+            self.small.s_malformed,
+            self.small.a_malformed,
+            self.small.g_malformed,
+        )
         return await kinds[int(uid(), 16) % len(kinds)]()
 
 
-async def drive(base: str, total: int, seconds: float, clients: int, pid: int) -> tuple[
-        collections.Counter[str], int, float, float]:
+async def drive(
+    base: str, total: int, seconds: float, clients: int, pid: int
+) -> tuple[collections.Counter[str], int, float, float]:
     counter = itertools.count()
     stop_at = time.monotonic() + seconds
     peak = rss_mb(pid)
@@ -140,8 +196,11 @@ async def drive(base: str, total: int, seconds: float, clients: int, pid: int) -
         while True:
             peak = max(peak, rss_mb(pid))
             if tick % 10 == 0:
-                print(f"  {done:>6,} requests, {time.perf_counter() - start:5.0f} s, RSS {rss_mb(pid):7.1f} MB",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"  {done:>6,} requests, {time.perf_counter() - start:5.0f} s, RSS {rss_mb(pid):7.1f} MB",
+                    file=sys.stderr,
+                    flush=True,
+                )
             tick += 1
             await asyncio.sleep(1)
 
@@ -185,14 +244,30 @@ def main() -> int:
         env.pop("OTEL_TRACES_EXPORTER", None)
         with open(log, "wb") as log_file:
             server = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "examples.fastapi_app.main:app", "--host", "127.0.0.1",
-                 "--port", str(port), "--log-level", "warning", "--no-access-log"], cwd=Path(tmp), env=env,
-                stdout=subprocess.DEVNULL, stderr=log_file)
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "examples.fastapi_app.main:app",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--log-level",
+                    "warning",
+                    "--no-access-log",
+                ],
+                cwd=Path(tmp),
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=log_file,
+            )
         try:
             wait_healthy(base, server, log)
             before = rss_mb(server.pid)
             statuses, done, elapsed, peak = asyncio.run(
-                drive(base, args.requests, args.seconds, args.clients, server.pid))
+                drive(base, args.requests, args.seconds, args.clients, server.pid)
+            )
             after = rss_mb(server.pid)
             idle_peak = after
             idle_until = time.monotonic() + args.idle
@@ -212,16 +287,33 @@ def main() -> int:
     tracebacks = text.count("Traceback")
     if tracebacks:
         start = text.index("Traceback")
-        print("The server's first traceback:\n" + text[max(0, start - 300):start + 3000] + "\n", file=sys.stderr)
-    print(f"Hostile soak of the example app: {done:,} requests from {args.clients} clients in {elapsed:.0f} s, "
-          f"then {args.idle:g} s idle\n")
-    server_errors = print_tables((("before the load", before), ("peak during the load", peak),
-                                  ("right after the load", after), (f"after {args.idle:g} s idle", idle)), statuses)
-    print(f"\n5xx answers other than 503: {server_errors}; tracebacks in the server log: {tracebacks}; "
-          f"server alive: {alive}")
+        print(
+            "The server's first traceback:\n" + text[max(0, start - 300) : start + 3000] + "\n",
+            file=sys.stderr,
+        )
+    print(
+        f"Hostile soak of the example app: {done:,} requests from {args.clients} clients in {elapsed:.0f} s, "
+        f"then {args.idle:g} s idle\n"
+    )
+    server_errors = print_tables(
+        (
+            ("before the load", before),
+            ("peak during the load", peak),
+            ("right after the load", after),
+            (f"after {args.idle:g} s idle", idle),
+        ),
+        statuses,
+    )
+    print(
+        f"\n5xx answers other than 503: {server_errors}; tracebacks in the server log: {tracebacks}; "
+        f"server alive: {alive}"
+    )
     ok = max(peak, idle_peak) < args.limit_mb and alive
-    print(f"PASS: under {args.limit_mb:g} MB during and after" if ok else
-          f"FAIL: peak {peak:.0f} MB, {idle:.0f} MB after idle (limit {args.limit_mb:g} MB)")
+    print(
+        f"PASS: under {args.limit_mb:g} MB during and after"
+        if ok
+        else f"FAIL: peak {peak:.0f} MB, {idle:.0f} MB after idle (limit {args.limit_mb:g} MB)"
+    )
     return 0 if ok else 1
 
 

@@ -37,6 +37,7 @@ LEGACY = "2025-11-25"
 
 # --- the two servers (imported by uvicorn in its own process) -----------------------------------------
 
+
 async def add(a: int, b: int) -> int:
     return a + b
 
@@ -67,6 +68,7 @@ def agentmw_app() -> Any:
 
 # --- the client -----------------------------------------------------------------------------------------
 
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -76,9 +78,23 @@ def free_port() -> int:
 def start_server(factory: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", f"mcp_sync_call:{factory}", "--factory", "--app-dir", str(HERE),
-         "--port", str(port), "--log-level", "warning", "--no-access-log"],
-        cwd=HERE, env={**os.environ, "PYTHONPATH": str(HERE.parent / "src")})
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            f"mcp_sync_call:{factory}",
+            "--factory",
+            "--app-dir",
+            str(HERE),
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        cwd=HERE,
+        env={**os.environ, "PYTHONPATH": str(HERE.parent / "src")},
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -104,8 +120,13 @@ class Connection:
     @classmethod
     async def open(cls, port: int, path: str, headers: dict[str, str]) -> Connection:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        lines = [f"POST {path} HTTP/1.1", f"host: 127.0.0.1:{port}", "content-type: application/json",
-                 "accept: application/json, text/event-stream", *(f"{k}: {v}" for k, v in headers.items())]
+        lines = [
+            f"POST {path} HTTP/1.1",
+            f"host: 127.0.0.1:{port}",
+            "content-type: application/json",
+            "accept: application/json, text/event-stream",
+            *(f"{k}: {v}" for k, v in headers.items()),
+        ]
         return cls(reader, writer, ("\r\n".join(lines) + "\r\ncontent-length: ").encode())
 
     async def post(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -127,18 +148,27 @@ class Connection:
 def call_body(i: int, tool: str, modern: bool) -> bytes:
     params: dict[str, Any] = {"name": tool, "arguments": {"a": i, "b": 2}}
     if modern:
-        params["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN,
-                           "io.modelcontextprotocol/clientCapabilities": {}}
-    return json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params},
-                      separators=(",", ":")).encode()
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}, separators=(",", ":")
+    ).encode()
 
 
 async def handshake(port: int) -> dict[str, str]:
     """initialize + initialized: the session every handshake-era connection then uses."""
     connection = await Connection.open(port, "/mcp", {})
     info = {"name": "bench", "version": "0"}
-    init = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": info}}).encode()
+    init = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": info},
+        }
+    ).encode()
     status, headers, _ = await connection.post(init)
     assert status == 200, status
     connection.close()
@@ -205,8 +235,16 @@ async def main() -> None:
         rows = [Row("bare Starlette floor", floor_port, floor.pid, "/mcp", "add", "floor")]
         for era, label in ((LEGACY, "session"), (MODERN, "stateless")):
             for tool, kind in (("add", "async def"), ("add_sync", "def")):
-                rows.append(Row(f"agentmw, {era} ({label}), `{kind}` tool", agentmw_port, agentmw.pid, "/mcp",
-                                tool, era))
+                rows.append(
+                    Row(
+                        f"agentmw, {era} ({label}), `{kind}` tool",
+                        agentmw_port,
+                        agentmw.pid,
+                        "/mcp",
+                        tool,
+                        era,
+                    )
+                )
         for row in rows:
             await row.prepare()
             await row.round(min(args.calls, 500), args.connections)  # warm-up, not counted
@@ -220,8 +258,10 @@ async def main() -> None:
             process.terminate()
             process.wait(10)
     base = statistics.median(rows[0].rates)
-    print(f"`tools/call` over loopback with uvicorn ({args.connections} kept-alive connections), "
-          f"{args.calls} calls per row and round, median of {args.rounds} interleaved rounds\n")
+    print(
+        f"`tools/call` over loopback with uvicorn ({args.connections} kept-alive connections), "
+        f"{args.calls} calls per row and round, median of {args.rounds} interleaved rounds\n"
+    )
     print("| server | req/s | ratio to floor | rounds' ratios (min–max) | server CPU µs/call | CPU ratio |")
     print("|---|---:|---:|---:|---:|---:|")
     floor_rates, floor_cpu = rows[0].rates, statistics.median(rows[0].cpu_us)
@@ -229,8 +269,10 @@ async def main() -> None:
         per_round = [r / f for r, f in zip(row.rates, floor_rates, strict=True)]
         median, cpu = statistics.median(row.rates), statistics.median(row.cpu_us)
         spread = f"{min(per_round):.2f}–{max(per_round):.2f}"
-        print(f"| {row.name} | {median:,.0f} | **{median / base:.2f}×** | {spread} | {cpu:.0f} | "
-              f"{floor_cpu / cpu:.2f}× |")
+        print(
+            f"| {row.name} | {median:,.0f} | **{median / base:.2f}×** | {spread} | {cpu:.0f} | "
+            f"{floor_cpu / cpu:.2f}× |"
+        )
 
 
 if __name__ == "__main__":

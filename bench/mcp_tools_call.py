@@ -39,19 +39,34 @@ async def add(a: int, b: int) -> int:
 
 # --- the floor: the same JSON-RPC work, by hand, in a plain Starlette route -------------------------
 
+
 async def floor_endpoint(request: Request) -> JSONResponse:
     body = await request.json()
     if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or body.get("method") != "tools/call":
         return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "bad"}}, 400)
     params = body.get("params") or {}
     args = params.get("arguments") or {}
-    if params.get("name") != "add" or not isinstance(args.get("a"), int) or not isinstance(args.get("b"), int):
-        return JSONResponse({"jsonrpc": "2.0", "id": body.get("id"), "error": {"code": -32602, "message": "bad"}})
+    if (
+        params.get("name") != "add"
+        or not isinstance(args.get("a"), int)
+        or not isinstance(args.get("b"), int)
+    ):
+        return JSONResponse(
+            {"jsonrpc": "2.0", "id": body.get("id"), "error": {"code": -32602, "message": "bad"}}
+        )
     value = await add(args["a"], args["b"])
     structured = {"result": value}
-    return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": {
-        "content": [{"type": "text", "text": json.dumps(structured)}], "structuredContent": structured,
-        "isError": False}})
+    return JSONResponse(
+        {
+            "jsonrpc": "2.0",
+            "id": body["id"],
+            "result": {
+                "content": [{"type": "text", "text": json.dumps(structured)}],
+                "structuredContent": structured,
+                "isError": False,
+            },
+        }
+    )
 
 
 def floor_app() -> Any:
@@ -78,8 +93,11 @@ def store_rows(store: str) -> list[tuple[str, Callable[[], Any], str]]:
         store += ("&" if "?" in store else "?") + f"prefix=bench{uuid.uuid4().hex[:8]}"
     return [
         (f"agentmw, {LEGACY} (session, {scheme})", lambda: agentmw_app(store), LEGACY),
-        (f"agentmw, {LEGACY} (session, {scheme}, a read per call)", lambda: agentmw_app(store, cache=False),
-         LEGACY),
+        (
+            f"agentmw, {LEGACY} (session, {scheme}, a read per call)",
+            lambda: agentmw_app(store, cache=False),
+            LEGACY,
+        ),
     ]
 
 
@@ -94,8 +112,10 @@ def fastmcp_app() -> Any:
 def call_body(i: int, modern: bool) -> bytes:
     params: dict[str, Any] = {"name": "add", "arguments": {"a": i, "b": 2}}
     if modern:
-        params["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN,
-                           "io.modelcontextprotocol/clientCapabilities": {}}
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
     return json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}).encode()
 
 
@@ -104,10 +124,25 @@ async def prepare(driver: Driver, era: str) -> list[tuple[bytes, bytes]]:
     if era == "floor":
         return [JSON_CT, ACCEPT]
     if era == MODERN:
-        return [JSON_CT, ACCEPT, (b"mcp-protocol-version", MODERN.encode()), (b"mcp-method", b"tools/call"),
-                (b"mcp-name", b"add")]
-    init = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}).encode()
+        return [
+            JSON_CT,
+            ACCEPT,
+            (b"mcp-protocol-version", MODERN.encode()),
+            (b"mcp-method", b"tools/call"),
+            (b"mcp-name", b"add"),
+        ]
+    init = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY,
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"},
+            },
+        }
+    ).encode()
     status, headers, _ = await driver.post(init, [JSON_CT, ACCEPT])
     assert status == 200, status
     session = [(b"mcp-session-id", headers["mcp-session-id"].encode())] if "mcp-session-id" in headers else []
@@ -128,7 +163,12 @@ async def measure(name: str, app_factory: Callable[[], Any], era: str, n: int, r
         modern = era == MODERN
         status, _, body = await driver.post(call_body(1, modern), headers)
         reply = json.loads(body.split(b"data: ")[-1]) if body.startswith(b"event") else json.loads(body)
-        assert status == 200 and reply["result"]["structuredContent"] == {"result": 3}, (name, era, status, body)
+        assert status == 200 and reply["result"]["structuredContent"] == {"result": 3}, (
+            name,
+            era,
+            status,
+            body,
+        )
         bodies = [call_body(i, modern) for i in range(n)]
         return await best_rate(driver, [bodies] * rounds, headers)
 
@@ -136,8 +176,12 @@ async def measure(name: str, app_factory: Callable[[], Any], era: str, n: int, r
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--store", action="append", default=[],
-                        help="also measure handshake-era sessions in this store (a URL; repeatable)")
+    parser.add_argument(
+        "--store",
+        action="append",
+        default=[],
+        help="also measure handshake-era sessions in this store (a URL; repeatable)",
+    )
     args = parser.parse_args()
     n, rounds = (2000, 2) if args.quick else (20000, 3)
     targets = [
@@ -167,8 +211,10 @@ async def main() -> None:
         else:
             print(f"| {name} | {rps:,.0f} | {rps / floor:.2f}× |")
     agentmw_ms, fastapi_ms = import_time("agentmw"), import_time("fastapi")
-    print(f"\n`import agentmw`: {agentmw_ms:.0f} ms; `import fastapi`: {fastapi_ms:.0f} ms "
-          f"(median of fresh interpreters, less a bare interpreter's start)")
+    print(
+        f"\n`import agentmw`: {agentmw_ms:.0f} ms; `import fastapi`: {fastapi_ms:.0f} ms "
+        f"(median of fresh interpreters, less a bare interpreter's start)"
+    )
 
 
 if __name__ == "__main__":

@@ -42,10 +42,20 @@ def host_app(*, agent: bool, cors: bool = False) -> Any:
     return app
 
 
-_SCOPE = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-          "path": "/ping", "raw_path": b"/ping", "root_path": "", "query_string": b"",
-          "headers": [(b"host", b"127.0.0.1:8000"), (b"accept", b"*/*")], "client": ("127.0.0.1", 50000),
-          "server": ("127.0.0.1", 8000)}
+_SCOPE = {
+    "type": "http",
+    "asgi": {"version": "3.0"},
+    "http_version": "1.1",
+    "method": "GET",
+    "scheme": "http",
+    "path": "/ping",
+    "raw_path": b"/ping",
+    "root_path": "",
+    "query_string": b"",
+    "headers": [(b"host", b"127.0.0.1:8000"), (b"accept", b"*/*")],
+    "client": ("127.0.0.1", 50000),
+    "server": ("127.0.0.1", 8000),
+}
 
 
 async def _receive() -> dict[str, Any]:
@@ -72,8 +82,10 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     n, rounds = (3000, 5) if args.quick else (20000, 7)
-    pairs = {"no CORS": (host_app(agent=False), host_app(agent=True)),
-             "CORSMiddleware": (host_app(agent=False, cors=True), host_app(agent=True, cors=True))}
+    pairs = {
+        "no CORS": (host_app(agent=False), host_app(agent=True)),
+        "CORSMiddleware": (host_app(agent=False, cors=True), host_app(agent=True, cors=True)),
+    }
     best = {(group, which): 0.0 for group in pairs for which in (0, 1)}
     for group, apps in pairs.items():
         for app in apps:
@@ -86,6 +98,7 @@ async def main() -> None:
     for group in pairs:
         bare, with_agent = best[group, 0], best[group, 1]
         print(f"| Starlette, {group} | {bare:,.0f} | {with_agent:,.0f} | {with_agent / bare:.2f}x |")
+
 
 if __name__ == "__main__":
     asyncio.run(main())

@@ -15,10 +15,9 @@ import json
 import time
 from typing import Annotated, Any
 
+from _driver import Driver
 from fastapi import APIRouter, Depends, FastAPI, Header
 from pydantic import BaseModel
-
-from _driver import Driver
 
 from agentmw import Agent, AgentMiddleware, tool
 
@@ -49,22 +48,40 @@ def app_with_agent() -> FastAPI:
     return app
 
 
-async def post(app: Any, method: str, path: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> tuple[
-        int, bytes]:
+async def post(
+    app: Any, method: str, path: str, body: bytes, headers: list[tuple[bytes, bytes]]
+) -> tuple[int, bytes]:
     status, _, answer = await Driver(app).request(method, path, body, headers)
     return status, answer
 
 
 AUTH = (b"authorization", b"Bearer t")
-MCP_HEADERS = [AUTH, (b"content-type", b"application/json"), (b"accept", b"application/json, text/event-stream"),
-               (b"mcp-protocol-version", MODERN.encode()), (b"mcp-method", b"tools/call"), (b"mcp-name", b"read_user")]
+MCP_HEADERS = [
+    AUTH,
+    (b"content-type", b"application/json"),
+    (b"accept", b"application/json, text/event-stream"),
+    (b"mcp-protocol-version", MODERN.encode()),
+    (b"mcp-method", b"tools/call"),
+    (b"mcp-name", b"read_user"),
+]
 
 
 def call_body(i: int) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
-        "name": "read_user", "arguments": {"user_id": i},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
-                  "io.modelcontextprotocol/clientCapabilities": {}}}}).encode()
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "tools/call",
+            "params": {
+                "name": "read_user",
+                "arguments": {"user_id": i},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": MODERN,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        }
+    ).encode()
 
 
 async def rate(n: int, rounds: int, one: Any) -> float:
@@ -88,7 +105,9 @@ async def main() -> None:
     assert status == 200 and json.loads(body) == {"id": 7, "email": "ada@example.com"}, (status, body)
     status, body = await post(app, "POST", "/mcp", call_body(7), MCP_HEADERS)
     reply = json.loads(body)
-    assert status == 200 and reply["result"]["structuredContent"] == {"id": 7, "email": "ada@example.com"}, body
+    assert status == 200 and reply["result"]["structuredContent"] == {"id": 7, "email": "ada@example.com"}, (
+        body
+    )
 
     async def http(i: int) -> None:
         await post(app, "GET", f"/users/{i}", b"", [AUTH])
@@ -98,8 +117,10 @@ async def main() -> None:
 
     http_rps = await rate(n, rounds, http)
     mcp_rps = await rate(n, rounds, mcp)
-    print(f"A FastAPI route (response_model, router and parameter dependencies), in-process ASGI, {n} calls, "
-          f"best of {rounds} rounds\n")
+    print(
+        f"A FastAPI route (response_model, router and parameter dependencies), in-process ASGI, {n} calls, "
+        f"best of {rounds} rounds\n"
+    )
     print("| call | req/s | ratio to plain HTTP |")
     print("|---|---:|---:|")
     print(f"| plain HTTP `GET /users/{{id}}` | {http_rps:,.0f} | 1.00× |")

@@ -38,7 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 ACCEPT = "application/json, text/event-stream"
 HANDSHAKE = "2025-11-25"
 STATELESS = "2026-07-28"
-META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
+META = {
+    "io.modelcontextprotocol/protocolVersion": STATELESS,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 LIMIT_MB = 300
 
 
@@ -77,9 +80,22 @@ class Load:
         self.client = client
         self.sessions: collections.deque[str] = collections.deque(maxlen=16)
         self.statuses: collections.Counter[str] = collections.Counter()
-        self.mix = [self.h_initialize, self.h_call, self.h_malformed, self.s_call, self.s_list, self.s_malformed,
-                    self.a_done, self.a_waiting, self.a_malformed, self.r_send, self.r_unknown,
-                    self.g_done, self.g_waiting, self.g_malformed]
+        self.mix = [
+            self.h_initialize,
+            self.h_call,
+            self.h_malformed,
+            self.s_call,
+            self.s_list,
+            self.s_malformed,
+            self.a_done,
+            self.a_waiting,
+            self.a_malformed,
+            self.r_send,
+            self.r_unknown,
+            self.g_done,
+            self.g_waiting,
+            self.g_malformed,
+        ]
         self.variants: collections.Counter[str] = collections.Counter()
 
     async def send(self, i: int) -> None:
@@ -101,16 +117,28 @@ class Load:
         self.variants[kind] += 1
         return self.variants[kind] % count
 
-    async def post(self, path: str, body: Any, headers: dict[str, str] | None = None, *, raw: bool = False) -> httpx.Response:
+    async def post(
+        self, path: str, body: Any, headers: dict[str, str] | None = None, *, raw: bool = False
+    ) -> httpx.Response:
         content = body if raw else json.dumps(body)
-        return await self.client.post(path, content=content, headers={"content-type": "application/json",
-                                                                      **(headers or {})})
+        return await self.client.post(
+            path, content=content, headers={"content-type": "application/json", **(headers or {})}
+        )
 
     # --- MCP, handshake era --------------------------------------------------------------------------
     async def h_initialize(self) -> httpx.Response:
-        response = await self.post("/mcp", rpc("initialize", {
-            "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": f"soak-{uid()}", "version": "0"}}),
-            {"accept": ACCEPT})
+        response = await self.post(
+            "/mcp",
+            rpc(
+                "initialize",
+                {
+                    "protocolVersion": HANDSHAKE,
+                    "capabilities": {},
+                    "clientInfo": {"name": f"soak-{uid()}", "version": "0"},
+                },
+            ),
+            {"accept": ACCEPT},
+        )
         session = response.headers.get("mcp-session-id")
         if session:
             self.sessions.append(session)
@@ -119,10 +147,11 @@ class Load:
     async def h_call(self) -> httpx.Response:
         if not self.sessions:
             return await self.h_initialize()
-        response = await self.post("/mcp", rpc("tools/call", {"name": "search_assets", "arguments": {"query": "laptop"}},
-                                               uid()),
-                                   {"accept": ACCEPT, "mcp-session-id": self.sessions[-1],
-                                    "mcp-protocol-version": HANDSHAKE})
+        response = await self.post(
+            "/mcp",
+            rpc("tools/call", {"name": "search_assets", "arguments": {"query": "laptop"}}, uid()),
+            {"accept": ACCEPT, "mcp-session-id": self.sessions[-1], "mcp-protocol-version": HANDSHAKE},
+        )
         return response
 
     async def h_malformed(self) -> httpx.Response:
@@ -130,14 +159,18 @@ class Load:
         headers = {"accept": ACCEPT, "mcp-protocol-version": HANDSHAKE, **session}
         variant = self.variant("h", 8)
         bodies: list[Any] = [
-            "{nope", "[" + json.dumps(rpc("ping")) + "]", '{"jsonrpc":"2.0","id":true,"method":"x"}',
-            '{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}', '{"jsonrpc":"2.0","id":[1],"method":"tools/list"}',
+            "{nope",
+            "[" + json.dumps(rpc("ping")) + "]",
+            '{"jsonrpc":"2.0","id":true,"method":"x"}',
+            '{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}',
+            '{"jsonrpc":"2.0","id":[1],"method":"tools/list"}',
             '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_assets","arguments":NaN}}',
-            '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', b'{"jsonrpc":"2.0","id":"\xed\xa0\x80","method":"ping"}',
+            '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
+            b'{"jsonrpc":"2.0","id":"\xed\xa0\x80","method":"ping"}',
         ]
         if variant == 0:
             headers["mcp-session-id"] = uid()  # an unknown session
-        return (await self.post("/mcp", bodies[variant], headers, raw=True))
+        return await self.post("/mcp", bodies[variant], headers, raw=True)
 
     # --- MCP, stateless era --------------------------------------------------------------------------
     def stateless_headers(self, method: str, name: str | None = None) -> dict[str, str]:
@@ -147,12 +180,15 @@ class Load:
         return headers
 
     async def s_call(self) -> httpx.Response:
-        body = rpc("tools/call", {"_meta": META, "name": "search_assets", "arguments": {"query": "monitor"}}, uid())
-        return (await self.post("/mcp", body, self.stateless_headers("tools/call", "search_assets")))
+        body = rpc(
+            "tools/call", {"_meta": META, "name": "search_assets", "arguments": {"query": "monitor"}}, uid()
+        )
+        return await self.post("/mcp", body, self.stateless_headers("tools/call", "search_assets"))
 
     async def s_list(self) -> httpx.Response:
-        return (await self.post("/mcp", rpc("tools/list", {"_meta": META}, uid()),
-                                self.stateless_headers("tools/list")))
+        return await self.post(
+            "/mcp", rpc("tools/list", {"_meta": META}, uid()), self.stateless_headers("tools/list")
+        )
 
     async def s_malformed(self) -> httpx.Response:
         variant = self.variant("s", 6)
@@ -160,27 +196,45 @@ class Load:
             ("{bad", self.stateless_headers("tools/list")),
             (json.dumps(rpc("tools/list", {})), self.stateless_headers("tools/list")),
             (json.dumps(rpc("tools/list", {"_meta": META}, None)), self.stateless_headers("tools/list")),
-            (json.dumps(rpc("tools/call", {"_meta": META, "name": "search_assets", "arguments": {}})),
-             self.stateless_headers("tools/call", "other")),
-            (json.dumps(rpc("tools/call", {"_meta": META, "name": "read_policy", "arguments": {"path": "../x"},
-                                           "requestState": "Zm9v.YmFy"})),
-             self.stateless_headers("tools/call", "read_policy")),
-            ('{"jsonrpc":"2.0","id":1e400,"method":"tools/list","params":{}}', self.stateless_headers("tools/list")),
+            (
+                json.dumps(rpc("tools/call", {"_meta": META, "name": "search_assets", "arguments": {}})),
+                self.stateless_headers("tools/call", "other"),
+            ),
+            (
+                json.dumps(
+                    rpc(
+                        "tools/call",
+                        {
+                            "_meta": META,
+                            "name": "read_policy",
+                            "arguments": {"path": "../x"},
+                            "requestState": "Zm9v.YmFy",
+                        },
+                    )
+                ),
+                self.stateless_headers("tools/call", "read_policy"),
+            ),
+            (
+                '{"jsonrpc":"2.0","id":1e400,"method":"tools/list","params":{}}',
+                self.stateless_headers("tools/list"),
+            ),
         ]
         body, headers = cases[variant]
-        return (await self.post("/mcp", body, headers, raw=True))
+        return await self.post("/mcp", body, headers, raw=True)
 
     # --- A2A -----------------------------------------------------------------------------------------
     async def a_done(self) -> httpx.Response:
         message = a2a_message("laptop", metadata={"skill": "procurement_assistant", "tool": "search_assets"})
         message["parts"] = [{"data": {"query": "laptop"}}]
-        return (await self.post("/a2a", rpc("SendMessage", {"message": message}, uid()),
-                                {"a2a-version": "1.0"}))
+        return await self.post(
+            "/a2a", rpc("SendMessage", {"message": message}, uid()), {"a2a-version": "1.0"}
+        )
 
     async def a_waiting(self) -> httpx.Response:
         message = a2a_message("please approve", metadata={"skill": "approve_purchase"}, contextId=uid())
-        return (await self.post("/a2a", rpc("SendMessage", {"message": message}, uid()),
-                                {"a2a-version": "1.0"}))
+        return await self.post(
+            "/a2a", rpc("SendMessage", {"message": message}, uid()), {"a2a-version": "1.0"}
+        )
 
     async def a_malformed(self) -> httpx.Response:
         variant = self.variant("a", 8)
@@ -190,41 +244,73 @@ class Load:
             json.dumps(rpc("SendMessage", "params as a string")),
             json.dumps(rpc("GetTask", {"id": uid()})),
             json.dumps(rpc("SendMessage", {"message": {**a2a_message("x"), "role": []}})),
-            ('{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"\\ud800",'
-             '"role":"ROLE_USER","parts":[{"text":"\\ud800"}]}}}'),
+            (
+                '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"\\ud800",'
+                '"role":"ROLE_USER","parts":[{"text":"\\ud800"}]}}}'
+            ),
             json.dumps(rpc("ListTasks", {"pageSize": 0})),
-            json.dumps(rpc("SendMessage", {"message": a2a_message("x"), "configuration": {"historyLength": 1e400}})),
+            json.dumps(
+                rpc("SendMessage", {"message": a2a_message("x"), "configuration": {"historyLength": 1e400}})
+            ),
         ]
-        return (await self.post("/a2a", bodies[variant], {"a2a-version": "1.0"}, raw=True))
+        return await self.post("/a2a", bodies[variant], {"a2a-version": "1.0"}, raw=True)
 
     async def r_send(self) -> httpx.Response:
         message = a2a_message("laptop", metadata={"skill": "procurement_assistant", "tool": "search_assets"})
         message["parts"] = [{"data": {"query": "dock"}}]
-        return (await self.post("/a2a/message:send", {"message": message}, {"a2a-version": "1.0"}))
+        return await self.post("/a2a/message:send", {"message": message}, {"a2a-version": "1.0"})
 
     async def r_unknown(self) -> httpx.Response:
-        return (await self.client.get(f"/a2a/tasks/{uid()}", headers={"a2a-version": "1.0"}))
+        return await self.client.get(f"/a2a/tasks/{uid()}", headers={"a2a-version": "1.0"})
 
     # --- AG-UI ---------------------------------------------------------------------------------------
     async def g_done(self) -> httpx.Response:
-        body = {"threadId": uid(), "runId": uid(), "state": {}, "tools": [], "context": [], "forwardedProps": {},
-                "messages": [{"id": uid(), "role": "user", "content": "Buy 100 laptops for design"}]}
+        body = {
+            "threadId": uid(),
+            "runId": uid(),
+            "state": {},
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+            "messages": [{"id": uid(), "role": "user", "content": "Buy 100 laptops for design"}],
+        }
         return await self.post("/agui/procurement_assistant", body, {"accept": "text/event-stream"})
 
     async def g_waiting(self) -> httpx.Response:
-        body = {"threadId": uid(), "runId": uid(), "state": {}, "tools": [], "context": [], "forwardedProps": {},
-                "messages": [{"id": uid(), "role": "user", "content": "approve it"}]}
-        return (await self.post("/agui/approve_purchase", body, {"accept": "text/event-stream"}))
+        body = {
+            "threadId": uid(),
+            "runId": uid(),
+            "state": {},
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+            "messages": [{"id": uid(), "role": "user", "content": "approve it"}],
+        }
+        return await self.post("/agui/approve_purchase", body, {"accept": "text/event-stream"})
 
     async def g_malformed(self) -> httpx.Response:
         variant = self.variant("g", 3)
-        bodies = ["{nope", json.dumps({"threadId": uid()}),
-                  json.dumps({"threadId": uid(), "runId": uid(), "state": {"x": float("nan")}, "messages": [],
-                              "tools": [], "context": [], "forwardedProps": {}})]
-        return (await self.post("/agui/procurement_assistant", bodies[variant], raw=True))
+        bodies = [
+            "{nope",
+            json.dumps({"threadId": uid()}),
+            json.dumps(
+                {
+                    "threadId": uid(),
+                    "runId": uid(),
+                    "state": {"x": float("nan")},
+                    "messages": [],
+                    "tools": [],
+                    "context": [],
+                    "forwardedProps": {},
+                }
+            ),
+        ]
+        return await self.post("/agui/procurement_assistant", bodies[variant], raw=True)
 
 
-async def drive(base: str, total: int, clients: int, pid: int) -> tuple[collections.Counter[str], float, float]:
+async def drive(
+    base: str, total: int, clients: int, pid: int
+) -> tuple[collections.Counter[str], float, float]:
     counter = itertools.count()
     peak = 0.0
     done = 0
@@ -244,8 +330,11 @@ async def drive(base: str, total: int, clients: int, pid: int) -> tuple[collecti
         nonlocal peak
         while True:
             peak = max(peak, rss_mb(pid))
-            print(f"  {done:>7,} requests, {time.perf_counter() - start:6.0f} s, RSS {rss_mb(pid):6.1f} MB",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  {done:>7,} requests, {time.perf_counter() - start:6.0f} s, RSS {rss_mb(pid):6.1f} MB",
+                file=sys.stderr,
+                flush=True,
+            )
             await asyncio.sleep(10)
 
     sampler = asyncio.ensure_future(sample())
@@ -282,9 +371,22 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "PROCUREMENT_DB": str(Path(tmp) / "soak.db"), "PYTHONPATH": str(ROOT)}
         server = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "examples.fastapi_app.main:app", "--port", str(port),
-             "--log-level", "critical", "--no-access-log"], cwd=ROOT, env=env,
-            stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "server.log", "wb"))  # noqa: SIM115
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "examples.fastapi_app.main:app",
+                "--port",
+                str(port),
+                "--log-level",
+                "critical",
+                "--no-access-log",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(Path(tmp) / "server.log", "wb"),
+        )
         try:
             deadline = time.monotonic() + 30
             while True:
@@ -311,16 +413,30 @@ def main() -> int:
                 server.kill()
         log = (Path(tmp) / "server.log").read_text(errors="replace")
     tracebacks = log.count("Traceback")
-    print(f"Soak of the example app: {args.requests:,} requests from {args.clients} clients in {elapsed:.0f} s "
-          f"({args.requests / elapsed:,.0f} req/s), then {args.idle:g} s idle\n")
-    server_errors = print_tables((("before the load", before), ("peak during the load", peak),
-                                  ("after the load", after), (f"after {args.idle:g} s idle", idle)), statuses)
+    print(
+        f"Soak of the example app: {args.requests:,} requests from {args.clients} clients in {elapsed:.0f} s "
+        f"({args.requests / elapsed:,.0f} req/s), then {args.idle:g} s idle\n"
+    )
+    server_errors = print_tables(
+        (
+            ("before the load", before),
+            ("peak during the load", peak),
+            ("after the load", after),
+            (f"after {args.idle:g} s idle", idle),
+        ),
+        statuses,
+    )
     full = sum(c for k, c in statuses.items() if k.split()[1] == "503")
-    print(f"\n5xx answers other than 503: {server_errors}; 503 (session table full, by design): {full}; "
-          f"tracebacks in the server log: {tracebacks}; server alive: {alive}")
+    print(
+        f"\n5xx answers other than 503: {server_errors}; 503 (session table full, by design): {full}; "
+        f"tracebacks in the server log: {tracebacks}; server alive: {alive}"
+    )
     ok = max(peak, after, idle) < LIMIT_MB and alive
-    print(f"{'PASS' if ok else 'FAIL'}: the example stays under {LIMIT_MB} MB" if ok else
-          f"FAIL: the example went over {LIMIT_MB} MB")
+    print(
+        f"{'PASS' if ok else 'FAIL'}: the example stays under {LIMIT_MB} MB"
+        if ok
+        else f"FAIL: the example went over {LIMIT_MB} MB"
+    )
     return 0 if ok else 1
 
 

@@ -44,8 +44,23 @@ def redis_server(url: str | None) -> Iterator[str | None]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     folder = tempfile.mkdtemp()
-    process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                                "no", "--dir", folder], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            folder,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -86,8 +101,9 @@ async def measure(store: State, n: int) -> dict[str, float]:
         version = await store.put("bench", "hot", VALUE, expected_version=version)
 
     async def put8(i: int) -> None:
-        await asyncio.gather(*(store.put("bench", f"k{(i * 8 + j) % 5000}", VALUE, expected_version=ANY)
-                               for j in range(8)))
+        await asyncio.gather(
+            *(store.put("bench", f"k{(i * 8 + j) % 5000}", VALUE, expected_version=ANY) for j in range(8))
+        )
 
     results = {
         "get": await rate(n, lambda i: store.get("bench", "hot")),
@@ -98,10 +114,14 @@ async def measure(store: State, n: int) -> dict[str, float]:
         "read 10": await rate(n, lambda i: store.read("bench", "log", after_id=last, limit=10)),
     }
     results["put x8"] = 8 * await rate(max(1, n // 8), put8)
-    results["put_many 8"] = 8 * await rate(max(1, n // 8), lambda i: store.put_many(
-        [("bench", f"m{(i * 8 + j) % 5000}", VALUE, ANY) for j in range(8)]))
-    results["append_many 8"] = 8 * await rate(max(1, n // 8), lambda i: store.append_many(
-        [("bench", f"log{(i * 8 + j) % 50}", VALUE) for j in range(8)]))
+    results["put_many 8"] = 8 * await rate(
+        max(1, n // 8),
+        lambda i: store.put_many([("bench", f"m{(i * 8 + j) % 5000}", VALUE, ANY) for j in range(8)]),
+    )
+    results["append_many 8"] = 8 * await rate(
+        max(1, n // 8),
+        lambda i: store.append_many([("bench", f"log{(i * 8 + j) % 50}", VALUE) for j in range(8)]),
+    )
     return results
 
 
@@ -118,17 +138,25 @@ async def main() -> None:
         targets: list[tuple[str, Callable[[], State], int]] = [
             ("memory", MemoryState, 20_000),
             ("SQLite, on the loop + thread (default)", lambda: SQLiteState(folder / "loop.db"), 20_000),
-            ("SQLite, dedicated thread only", lambda: SQLiteState(folder / "thread.db", on_loop=False), 3_000),
-            ("SQLite, anyio worker threads", lambda: SQLiteState(folder / "anyio.db", executor="anyio",
-                                                                 on_loop=False), 3_000),
+            (
+                "SQLite, dedicated thread only",
+                lambda: SQLiteState(folder / "thread.db", on_loop=False),
+                3_000,
+            ),
+            (
+                "SQLite, anyio worker threads",
+                lambda: SQLiteState(folder / "anyio.db", executor="anyio", on_loop=False),
+                3_000,
+            ),
         ]
         if args.sqlite_only:
             targets = targets[1:]
         elif url:
             from agentmw.state.redis import RedisState
 
-            targets.append(("Redis (loopback)", lambda: RedisState(url, prefix=f"bench{uuid.uuid4().hex[:6]}"),
-                            3_000))
+            targets.append(
+                ("Redis (loopback)", lambda: RedisState(url, prefix=f"bench{uuid.uuid4().hex[:6]}"), 3_000)
+            )
         else:
             print("redis-server is not installed: no Redis row (scripts/setup installs it)", file=sys.stderr)
         for name, make, n in targets:

@@ -31,14 +31,20 @@ async def multiply(a: int, b: int) -> int:
 
 def build(store=None) -> tuple[Agent, Starlette]:
     agent = Agent(
-        "a2a-test", "1.2.3", identify=identify,
+        "a2a-test",
+        "1.2.3",
+        identify=identify,
         a2a=A2ASettings(
-            description="Test agent", store=store, push=PushPolicy(allow_hosts=["127.0.0.1"],
-                                                                                    first_delay=0.05),
+            description="Test agent",
+            store=store,
+            push=PushPolicy(allow_hosts=["127.0.0.1"], first_delay=0.05),
             security_schemes={"bearer": {"httpAuthSecurityScheme": {"scheme": "bearer"}}},
             security_requirements=[{"bearer": []}],
-            extended_card=lambda who: {"skills": [{"id": "admin", "name": "admin", "description": "Admin only",
-                                                   "tags": ["admin"]}]} if who == "admin" else None,
+            extended_card=lambda who: (
+                {"skills": [{"id": "admin", "name": "admin", "description": "Admin only", "tags": ["admin"]}]}
+                if who == "admin"
+                else None
+            ),
         ),
     )
     agent.include(multiply)
@@ -84,8 +90,10 @@ def build(store=None) -> tuple[Agent, Starlette]:
         Summary:
             Waits for a human decision.
         """
-        answer = await ctx.ask(f"Approve {item}?", {"type": "object", "properties": {"approved": {"type": "boolean"}},
-                                                     "required": ["approved"]})
+        answer = await ctx.ask(
+            f"Approve {item}?",
+            {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]},
+        )
         approved = bool((answer.content or {}).get("approved"))
         return f"{item}: {'approved' if approved else 'declined'}"
 

@@ -21,6 +21,89 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("AGENTMW_STORE", "memory://")
 
 
+# Tiers (docs/testing.md, "Tiers"): `pytest -m unit` runs in seconds. A file is `unit` when it is under tests/unit/
+# (no server, no event loop beyond the test's own), `replicas` when it starts several agent processes, `socket`
+# when it serves on a real port or starts a process (uvicorn, node, Chromium, redis-server, Postgres), and `asgi`
+# otherwise (an app driven in-process through its ASGI callable).
+TIERS: dict[str, frozenset[str]] = {
+    "replicas": frozenset(
+        {
+            "state/test_shared.py",
+            "test_a2a_replicas.py",
+            "test_agui_replicas.py",
+            "test_auth_faces.py",
+            "test_auth_sessions.py",
+            "test_journal_replicas.py",
+            "test_mcp_replicas.py",
+            "test_scale_out.py",
+            "test_shared_safety.py",
+        }
+    ),
+    "socket": frozenset(
+        {
+            "bridges/test_clients.py",
+            "bridges/test_mcp_bridge.py",
+            "conformance/test_conformance.py",
+            "regressions/test_hooks_deadlines_sync.py",
+            "regressions/test_mcp_tasks_hostile.py",
+            "state/test_open.py",
+            "state/test_sqlite_processes.py",
+            "test_a2a_client.py",
+            "test_a2a_messages.py",
+            "test_a2a_push.py",
+            "test_agui_client.py",
+            "test_agui_wire.py",
+            "test_auth_edges.py",
+            "test_auth_example.py",
+            "test_auth_gaps.py",
+            "test_auth_hostile.py",
+            "test_auth_http_level.py",
+            "test_bridges_hostile.py",
+            "test_cli.py",
+            "test_cors_browser.py",
+            "test_decorators.py",
+            "test_example_page.py",
+            "test_fastapi_features.py",
+            "test_fastapi_fidelity.py",
+            "test_framing.py",
+            "test_hostile_bodies.py",
+            "test_identify_dependency.py",
+            "test_json_schema_2020.py",
+            "test_mcp_cancellation.py",
+            "test_mcp_clients.py",
+            "test_mcp_context.py",
+            "test_mcp_streams.py",
+            "test_observability_bounds.py",
+            "test_observability_bridges.py",
+            "test_observability_example.py",
+            "test_observability_hooks.py",
+            "test_observability_stages.py",
+            "test_observability_traces.py",
+            "test_repository.py",
+            "test_roots_ambiguous.py",
+            "test_safety.py",
+            "test_shutdown.py",
+            "test_sync_tools.py",
+        }
+    ),
+}
+
+
+def tier_of(path: Path) -> str:
+    relative = path.relative_to(Path(__file__).parent).as_posix()
+    if relative.startswith("unit/"):
+        return "unit"
+    for tier, files in TIERS.items():
+        if relative in files:
+            return tier
+    return "asgi"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(tier_of(Path(str(item.path))))
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -54,8 +137,9 @@ def serve(app: object, **options: object) -> Iterator[str]:
     """Serve ``app`` with uvicorn on a real loopback socket; yields its base URL. ``options`` go to
     ``uvicorn.Config`` (``ssl_certfile=`` and ``ssl_keyfile=`` serve HTTPS)."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off",
-                                           **options))  # type: ignore[arg-type]
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **options)
+    )  # type: ignore[arg-type]
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

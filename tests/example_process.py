@@ -18,12 +18,19 @@ __all__ = ["REPLICA_HEADER", "example_process"]
 
 
 @contextmanager
-def example_process(folder: Path, env: dict[str, str], *, store: str = "memory://", workers: int = 1) -> Iterator[str]:
+def example_process(
+    folder: Path, env: dict[str, str], *, store: str = "memory://", workers: int = 1
+) -> Iterator[str]:
     """Start the example with ``env`` added to a clean environment (``uvicorn --workers`` when ``workers > 1``);
     yields its base URL once ``/health`` answers, and stops it (SIGTERM, then SIGKILL) after."""
     folder.mkdir(parents=True, exist_ok=True)
-    base = replica_env(folder, store=store, index=0, secret="example-secret" if workers > 1 else None,
-                       effects=folder / "effects.jsonl")
+    base = replica_env(
+        folder,
+        store=store,
+        index=0,
+        secret="example-secret" if workers > 1 else None,
+        effects=folder / "effects.jsonl",
+    )
     base = {k: v for k, v in base.items() if k not in ("LEGAL_REVIEW_URL", "SUPPLIER_CATALOG_URL")}
     replica = Replica(0, free_port(), {**base, **env}, folder, workers=workers)
     try:

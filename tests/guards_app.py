@@ -34,8 +34,7 @@ class Built:
 
 
 def build(**settings: object) -> Built:
-    agent = Agent("guards", identify=identify, a2a=A2ASettings(push=None),
-                  **settings)  # type: ignore[arg-type]
+    agent = Agent("guards", identify=identify, a2a=A2ASettings(push=None), **settings)  # type: ignore[arg-type]
     built = Built(agent, Starlette())
 
     @tool

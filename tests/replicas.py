@@ -107,8 +107,13 @@ def _build_example_app() -> Any:
             agent.add("tool", probe, name=name, contract="A tool that comes and goes in the scale tests.")
             probes.append(name)
         body = json.dumps({"replica": identity.decode(), "tools": sorted(agent.tools)}).encode()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (REPLICA_HEADER.encode(), identity)]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (REPLICA_HEADER.encode(), identity)],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def app(scope: dict, receive: Any, send: Any) -> None:
@@ -121,7 +126,10 @@ def _build_example_app() -> Any:
 
         async def tagged(message: dict) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), (REPLICA_HEADER.encode(), identity)]}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (REPLICA_HEADER.encode(), identity)],
+                }
             await send(message)
 
         await example.app(scope, receive, tagged)
@@ -169,7 +177,9 @@ def _stop(process: subprocess.Popen, *, group: bool = False, timeout: float = 10
         process.wait(timeout=10)
 
 
-def wait_healthy(url: str, process: subprocess.Popen | None, log: Path | None, timeout: float = START_TIMEOUT) -> None:
+def wait_healthy(
+    url: str, process: subprocess.Popen | None, log: Path | None, timeout: float = START_TIMEOUT
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -178,14 +188,19 @@ def wait_healthy(url: str, process: subprocess.Popen | None, log: Path | None, t
         except httpx.HTTPError:
             pass
         if process is not None and process.poll() is not None:
-            raise RuntimeError(f"{url} exited with {process.returncode} before it served:\n{_tail(log) if log else ''}")
+            raise RuntimeError(
+                f"{url} exited with {process.returncode} before it served:\n{_tail(log) if log else ''}"
+            )
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not serve /health within {timeout:.0f}s:\n{_tail(log) if log else ''}")
+            raise RuntimeError(
+                f"{url} did not serve /health within {timeout:.0f}s:\n{_tail(log) if log else ''}"
+            )
         time.sleep(0.1)
 
 
-def wait_all_workers(url: str, workers: int, process: subprocess.Popen, log: Path,
-                     timeout: float = START_TIMEOUT) -> None:
+def wait_all_workers(
+    url: str, workers: int, process: subprocess.Popen, log: Path, timeout: float = START_TIMEOUT
+) -> None:
     """Waits until every one of ``workers`` processes has answered ``/health``. The first worker to finish
     importing the app serves alone until the others catch up, which on a loaded machine can take seconds: a
     test that starts at once would see every request land on one worker and prove nothing. Requests go out
@@ -204,10 +219,14 @@ def wait_all_workers(url: str, workers: int, process: subprocess.Popen, log: Pat
         while len(seen) < workers:
             seen.update(r for r in pool.map(ask, range(2 * workers)) if r)
             if process.poll() is not None:
-                raise RuntimeError(f"{url} exited with {process.returncode} while its workers started:\n{_tail(log)}")
+                raise RuntimeError(
+                    f"{url} exited with {process.returncode} while its workers started:\n{_tail(log)}"
+                )
             if time.monotonic() > deadline:
-                raise RuntimeError(f"only {sorted(seen)} of {workers} workers at {url} served /health within "
-                                   f"{timeout:.0f}s:\n{_tail(log)}")
+                raise RuntimeError(
+                    f"only {sorted(seen)} of {workers} workers at {url} served /health within "
+                    f"{timeout:.0f}s:\n{_tail(log)}"
+                )
             time.sleep(0.05)
 
 
@@ -232,16 +251,36 @@ class Replica:
     def start(self) -> None:
         assert self.process is None or self.process.poll() is not None, "already running"
         self.starts += 1
-        command = [sys.executable, "-m", "uvicorn", APP, "--app-dir", str(ROOT), "--host", "127.0.0.1",
-                   "--port", str(self.port), "--log-level", "warning", "--timeout-graceful-shutdown", "3",
-                   "--no-access-log"]
+        command = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            APP,
+            "--app-dir",
+            str(ROOT),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+            "--timeout-graceful-shutdown",
+            "3",
+            "--no-access-log",
+        ]
         if self.workers > 1:
             command += ["--workers", str(self.workers)]
         with open(self.log, "a") as log:
             log.write(f"--- start {self.starts}: {' '.join(command)}\n")
             log.flush()
-            self.process = subprocess.Popen(command, cwd=self.folder, env=self.env, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                command,
+                cwd=self.folder,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         wait_healthy(self.url, self.process, self.log)
         if self.workers > 1:
             wait_all_workers(self.url, self.workers, self.process, self.log)
@@ -269,13 +308,22 @@ class Replica:
         return self.process is not None and self.process.poll() is None
 
 
-def replica_env(folder: Path, *, store: str | None, index: int, secret: str | None, effects: Path,
-                proxy_port: int | None = None) -> dict[str, str]:
+def replica_env(
+    folder: Path,
+    *,
+    store: str | None,
+    index: int,
+    secret: str | None,
+    effects: Path,
+    proxy_port: int | None = None,
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTMW_", "PROCUREMENT_"))}
     if proxy_port is not None:  # callers reach the replicas through nginx, and name it in their Host
         env["AGENTMW_EXAMPLE_HOSTS"] = f"127.0.0.1:{proxy_port},localhost:{proxy_port}"
     if store is not None:
-        env["AGENTMW_STORE"] = store  # None: the library's default (sqlite://agentmw.db in the replica's folder)
+        env["AGENTMW_STORE"] = (
+            store  # None: the library's default (sqlite://agentmw.db in the replica's folder)
+        )
     env["AGENTMW_SCALE_REPLICA"] = str(index)
     env["AGENTMW_SCALE_EFFECTS"] = str(effects)
     if secret is not None:
@@ -339,8 +387,9 @@ class Proxy:
 
 
 def nginx_binary() -> str:
-    found = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx")
-                                           if Path(p).exists()), None)
+    found = shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None
+    )
     return require_tool("nginx", found, NGINX_SETUP)
 
 
@@ -349,16 +398,23 @@ def start_nginx(folder: Path, ports: list[int], port: int | None = None) -> Prox
     folder.mkdir(parents=True, exist_ok=True)
     proxy = Proxy(port or free_port(), folder)
     servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=5s;" for p in ports)
-    user = "user root;\n" if os.geteuid() == 0 else ""  # workers would run as nobody, who cannot read pytest's tmp
+    user = (
+        "user root;\n" if os.geteuid() == 0 else ""
+    )  # workers would run as nobody, who cannot read pytest's tmp
     conf = folder / "nginx.conf"
     conf.write_text(NGINX_CONF.format(user=user, folder=folder, servers=servers, port=proxy.port))
-    check = subprocess.run([binary, "-t", "-p", str(folder), "-c", str(conf)], capture_output=True, text=True,
-                           check=False)
+    check = subprocess.run(
+        [binary, "-t", "-p", str(folder), "-c", str(conf)], capture_output=True, text=True, check=False
+    )
     if check.returncode != 0:
         raise RuntimeError(f"nginx refused its configuration:\n{check.stderr}")
     with open(folder / "nginx-stderr.log", "a") as log:
-        proxy.process = subprocess.Popen([binary, "-p", str(folder), "-c", str(conf)], stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+        proxy.process = subprocess.Popen(
+            [binary, "-p", str(folder), "-c", str(conf)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         wait_healthy(proxy.url, proxy.process, folder / "nginx-error.log")
     except BaseException:
@@ -423,8 +479,15 @@ class Cluster:
             replica.stop()
 
 
-def start_cluster(folder: Path, *, replicas: int = 3, store: str | None, proxy: bool = True, workers: int = 1,
-                  secret: str | None = None) -> Cluster:
+def start_cluster(
+    folder: Path,
+    *,
+    replicas: int = 3,
+    store: str | None,
+    proxy: bool = True,
+    workers: int = 1,
+    secret: str | None = None,
+) -> Cluster:
     """Starts the replicas (sharing ``store``, one A2A task file and one side-effect file) and, with ``proxy``,
     nginx in front of them. The caller must ``close()`` it (the fixtures below do, in ``finally``)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -435,9 +498,15 @@ def start_cluster(folder: Path, *, replicas: int = 3, store: str | None, proxy: 
     proxy_port = free_port() if proxy else None
     try:
         for index in range(replicas):
-            replica = Replica(index, free_port(), replica_env(folder, store=store, index=index, secret=secret,
-                                                              effects=effects, proxy_port=proxy_port),
-                              folder, workers=workers)
+            replica = Replica(
+                index,
+                free_port(),
+                replica_env(
+                    folder, store=store, index=index, secret=secret, effects=effects, proxy_port=proxy_port
+                ),
+                folder,
+                workers=workers,
+            )
             cluster.replicas.append(replica)
             replica.start()
         if proxy:
@@ -452,8 +521,9 @@ def start_cluster(folder: Path, *, replicas: int = 3, store: str | None, proxy: 
 def redis_cluster(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:  # noqa: F811
     """Three replicas sharing one Redis (a database of its own per module), behind nginx."""
     require_tool("redis-server", shutil.which("redis-server"), REDIS_SETUP)
-    cluster = start_cluster(tmp_path_factory.mktemp("scale-redis"), replicas=3,
-                            store=f"{redis_url}?prefix=scale{os.getpid()}")
+    cluster = start_cluster(
+        tmp_path_factory.mktemp("scale-redis"), replicas=3, store=f"{redis_url}?prefix=scale{os.getpid()}"
+    )
     try:
         yield cluster
     finally:
@@ -474,8 +544,12 @@ def sqlite_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
 @pytest.fixture(scope="module")
 def secret_cluster(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:  # noqa: F811
     """Two replicas behind nginx that share the agent's secret (``$AGENTMW_SCALE_SECRET``) and Redis."""
-    cluster = start_cluster(tmp_path_factory.mktemp("scale-secret"), replicas=2,
-                            store=f"{redis_url}?prefix=secret{os.getpid()}", secret="scale-test-shared-secret")
+    cluster = start_cluster(
+        tmp_path_factory.mktemp("scale-secret"),
+        replicas=2,
+        store=f"{redis_url}?prefix=secret{os.getpid()}",
+        secret="scale-test-shared-secret",
+    )
     try:
         yield cluster
     finally:
@@ -486,8 +560,9 @@ def secret_cluster(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
 def workers_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """``uvicorn --workers 4`` with the default store (no ``AGENTMW_STORE``: ``sqlite://agentmw.db`` in its
     folder), no proxy."""
-    cluster = start_cluster(tmp_path_factory.mktemp("scale-workers"), replicas=1, store=None, proxy=False,
-                            workers=4)
+    cluster = start_cluster(
+        tmp_path_factory.mktemp("scale-workers"), replicas=1, store=None, proxy=False, workers=4
+    )
     try:
         yield cluster
     finally:

@@ -17,8 +17,7 @@ from starlette.applications import Starlette
 from agentmw import Agent, AgentMiddleware, Context
 from agentmw.a2a import A2ASettings
 
-agent = Agent("shutdown-test", "0.0.1", a2a=A2ASettings(description="Waits on every face",
-                                                        push=None))
+agent = Agent("shutdown-test", "0.0.1", a2a=A2ASettings(description="Waits on every face", push=None))
 
 
 @agent.skill
@@ -28,16 +27,19 @@ async def approve(item: str, ctx: Context) -> str:
     Summary:
         Waits for a human decision.
     """
-    answer = await ctx.ask(f"Approve {item}?", {"type": "object", "properties": {"approved": {"type": "boolean"}},
-                                                 "required": ["approved"]})
+    answer = await ctx.ask(
+        f"Approve {item}?",
+        {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]},
+    )
     return f"{item}: {'approved' if (answer.content or {}).get('approved') else 'declined'}"
 
 
 @agent.tool
 async def confirm_order(sku: str, ctx: Context) -> str:
     """Ask the user to confirm an order, and wait for the answer."""
-    answer = await ctx.ask(f"Order {sku}?", {"type": "object", "properties": {"ok": {"type": "boolean"}},
-                                              "required": ["ok"]})
+    answer = await ctx.ask(
+        f"Order {sku}?", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    )
     return f"{sku}: {answer.action}"
 
 

@@ -23,8 +23,14 @@ from tests import a2a_app
 BASE = "http://127.0.0.1:8000"
 CARD = "/.well-known/agent-card.json"
 OLD_CARD = "/.well-known/agent.json"
-V03_KEYS = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces", "security",
-            "supportsAuthenticatedExtendedCard"}
+V03_KEYS = {
+    "url",
+    "preferredTransport",
+    "protocolVersion",
+    "additionalInterfaces",
+    "security",
+    "supportsAuthenticatedExtendedCard",
+}
 
 
 def client(app) -> httpx.AsyncClient:
@@ -55,6 +61,7 @@ def small_agent(**settings: object) -> Starlette:
 
 # --- strict 1.0 ---------------------------------------------------------------------------------------
 
+
 async def test_default_card_is_strict_a2a_1_0() -> None:
     async with client(a2a_app.build()[1]) as http:
         response = await http.get(CARD)
@@ -65,19 +72,41 @@ async def test_default_card_is_strict_a2a_1_0() -> None:
     parsed = strict_v10(card)
     assert parsed.security_schemes["bearer"].http_auth_security_scheme.scheme == "bearer"
     assert [(i.protocol_binding, i.protocol_version) for i in parsed.supported_interfaces] == [
-        ("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]
+        ("JSONRPC", "1.0"),
+        ("HTTP+JSON", "1.0"),
+        ("JSONRPC", "0.3"),
+    ]
     assert list(parsed.security_requirements[0].schemes) == ["bearer"]
 
 
-@pytest.mark.parametrize("settings", [
-    {}, {"push": None},
-    {"security_schemes": {"key": {"apiKeySecurityScheme": {"location": "header", "name": "X-Key"}}},
-     "security_requirements": [{"key": []}], "provider": {"organization": "Acme", "url": "https://acme.test"},
-     "documentation_url": "https://acme.test/docs"},
-    {"security_schemes": {"oauth": {"oauth2SecurityScheme": {"flows": {"clientCredentials": {
-        "tokenUrl": "https://acme.test/token", "scopes": {"read": "Read"}}}}}},
-     "security_requirements": [{"oauth": ["read"]}]},
-])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"push": None},
+        {
+            "security_schemes": {"key": {"apiKeySecurityScheme": {"location": "header", "name": "X-Key"}}},
+            "security_requirements": [{"key": []}],
+            "provider": {"organization": "Acme", "url": "https://acme.test"},
+            "documentation_url": "https://acme.test/docs",
+        },
+        {
+            "security_schemes": {
+                "oauth": {
+                    "oauth2SecurityScheme": {
+                        "flows": {
+                            "clientCredentials": {
+                                "tokenUrl": "https://acme.test/token",
+                                "scopes": {"read": "Read"},
+                            }
+                        }
+                    }
+                }
+            },
+            "security_requirements": [{"oauth": ["read"]}],
+        },
+    ],
+)
 async def test_every_configuration_gives_a_strict_card(settings: dict) -> None:
     async with client(small_agent(**settings)) as http:
         card = (await http.get(CARD)).json()
@@ -89,8 +118,13 @@ async def test_extended_cards_are_strict_too() -> None:
     admin = {"authorization": "Bearer admin"}
     async with client(a2a_app.build()[1]) as http:
         well_known = (await http.get(CARD, headers=admin)).json()
-        rpc = (await http.post("/a2a", headers={**admin, "a2a-version": "1.0"},
-                               json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"})).json()["result"]
+        rpc = (
+            await http.post(
+                "/a2a",
+                headers={**admin, "a2a-version": "1.0"},
+                json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"},
+            )
+        ).json()["result"]
         rest = (await http.get("/a2a/extendedAgentCard", headers={**admin, "a2a-version": "1.0"})).json()
     for card in (well_known, rpc, rest):
         assert "admin" in [s.id for s in strict_v10(card).skills]
@@ -100,10 +134,12 @@ async def test_the_sdk_client_resolves_the_card_and_uses_it() -> None:
     async with client(a2a_app.build()[1]) as http:
         card = await A2ACardResolver(http, BASE).get_agent_card()
         assert card.capabilities.extended_agent_card and card.security_schemes["bearer"].HasField(
-            "http_auth_security_scheme")
+            "http_auth_security_scheme"
+        )
         for binding in ("JSONRPC", "HTTP+JSON"):
-            sdk = ClientFactory(ClientConfig(httpx_client=http, streaming=False,
-                                             supported_protocol_bindings=[binding])).create(card)
+            sdk = ClientFactory(
+                ClientConfig(httpx_client=http, streaming=False, supported_protocol_bindings=[binding])
+            ).create(card)
             message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="hi")])
             message.metadata.update({"skill": "echo"})
             events = [event async for event in sdk.send_message(SendMessageRequest(message=message))]
@@ -112,12 +148,16 @@ async def test_the_sdk_client_resolves_the_card_and_uses_it() -> None:
 
 # --- 0.3 readers ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("path", "headers"), [
-    (OLD_CARD, {}),
-    (CARD, {"a2a-version": "0.3"}),
-    (CARD, {"a2a-version": "0.3.0"}),
-    (CARD + "?A2A-Version=0.3", {}),
-])
+
+@pytest.mark.parametrize(
+    ("path", "headers"),
+    [
+        (OLD_CARD, {}),
+        (CARD, {"a2a-version": "0.3"}),
+        (CARD, {"a2a-version": "0.3.0"}),
+        (CARD + "?A2A-Version=0.3", {}),
+    ],
+)
 async def test_a_0_3_reader_gets_the_sdk_merged_card(path: str, headers: dict) -> None:
     async with client(a2a_app.build()[1]) as http:
         plain = (await http.get(CARD)).json()
@@ -143,8 +183,13 @@ async def test_anything_but_an_explicit_0_3_gets_the_1_0_card(headers: dict) -> 
 
 async def test_the_0_3_extended_card_method_answers_with_0_3_fields() -> None:
     async with client(a2a_app.build()[1]) as http:
-        reply = (await http.post("/a2a", headers={"authorization": "Bearer admin"}, json={
-            "jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard"})).json()
+        reply = (
+            await http.post(
+                "/a2a",
+                headers={"authorization": "Bearer admin"},
+                json={"jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard"},
+            )
+        ).json()
     card = reply["result"]
     assert card["url"] == f"{BASE}/a2a" and "admin" in [s["id"] for s in card["skills"]]
     types_v03.AgentCard.model_validate(card)
@@ -159,10 +204,17 @@ async def test_card_v03_setting_merges_everywhere_as_the_sdk_does() -> None:
 
 
 def test_with_v03_fields_leaves_a_card_without_0_3_interfaces_alone() -> None:
-    card = {"name": "x", "supportedInterfaces": [{"url": "u", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]}
+    card = {
+        "name": "x",
+        "supportedInterfaces": [{"url": "u", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+    }
     assert with_v03_fields(card) is card
-    two = {"supportedInterfaces": [{"url": "a", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-                                   {"url": "b", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"}]}
+    two = {
+        "supportedInterfaces": [
+            {"url": "a", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": "b", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+        ]
+    }
     merged = with_v03_fields(two)
     assert merged["additionalInterfaces"] == [{"url": "b", "transport": "HTTP+JSON"}]
     assert "url" not in two  # not changed in place
@@ -179,22 +231,30 @@ def test_wants_v03() -> None:
 
 # --- caching --------------------------------------------------------------------------------------------
 
+
 async def test_etag_and_last_modified() -> None:
     async with client(a2a_app.build()[1]) as http:
         first = await http.get(CARD)
         etag, modified = first.headers["etag"], first.headers["last-modified"]
         assert "A2A-Version" in first.headers["vary"] and "Authorization" in first.headers["vary"]
         assert (await http.get(CARD)).headers["last-modified"] == modified  # stable while the card is
-        for condition in ({"if-none-match": etag}, {"if-none-match": f'"other", W/{etag}'}, {"if-none-match": "*"},
-                          {"if-modified-since": modified},
-                          {"if-modified-since": formatdate(9_999_999_999, usegmt=True)}):
+        for condition in (
+            {"if-none-match": etag},
+            {"if-none-match": f'"other", W/{etag}'},
+            {"if-none-match": "*"},
+            {"if-modified-since": modified},
+            {"if-modified-since": formatdate(9_999_999_999, usegmt=True)},
+        ):
             hit = await http.get(CARD, headers=condition)
             assert hit.status_code == 304 and hit.content == b"", condition
             assert hit.headers["etag"] == etag and hit.headers["last-modified"] == modified
-        for condition in ({"if-none-match": '"other"'}, {"if-modified-since": formatdate(0, usegmt=True)},
-                          {"if-modified-since": "not a date"},
-                          # If-None-Match decides when both are sent (RFC 9110 13.1.3)
-                          {"if-none-match": '"other"', "if-modified-since": modified}):
+        for condition in (
+            {"if-none-match": '"other"'},
+            {"if-modified-since": formatdate(0, usegmt=True)},
+            {"if-modified-since": "not a date"},
+            # If-None-Match decides when both are sent (RFC 9110 13.1.3)
+            {"if-none-match": '"other"', "if-modified-since": modified},
+        ):
             miss = await http.get(CARD, headers=condition)
             assert miss.status_code == 200 and miss.json() == first.json(), condition
         head = await http.head(CARD, headers={"if-modified-since": modified})

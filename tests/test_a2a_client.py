@@ -49,8 +49,14 @@ def fresh_log():
     a2a_app.log.clear()
 
 
-def message(text: str | None = None, *, skill: str | None = None, data: dict | None = None,
-            task_id: str | None = None, **meta: str) -> Message:
+def message(
+    text: str | None = None,
+    *,
+    skill: str | None = None,
+    data: dict | None = None,
+    task_id: str | None = None,
+    **meta: str,
+) -> Message:
     parts = [Part(text=text)] if text is not None else []
     if data is not None:
         value = struct_pb2.Value()
@@ -64,15 +70,23 @@ def message(text: str | None = None, *, skill: str | None = None, data: dict | N
     return msg
 
 
-async def client_for(http: httpx.AsyncClient, url: str, binding: str = "JSONRPC", *, streaming: bool = False,
-                     version: str | None = None):
+async def client_for(
+    http: httpx.AsyncClient,
+    url: str,
+    binding: str = "JSONRPC",
+    *,
+    streaming: bool = False,
+    version: str | None = None,
+):
     card = await A2ACardResolver(http, url).get_agent_card()
     if version == "0.3":
         del card.supported_interfaces[:]
-        card.supported_interfaces.append(AgentInterface(url=f"{url}/a2a", protocol_binding="JSONRPC",
-                                                        protocol_version="0.3"))
-    return ClientFactory(ClientConfig(httpx_client=http, streaming=streaming,
-                                      supported_protocol_bindings=[binding])).create(card)
+        card.supported_interfaces.append(
+            AgentInterface(url=f"{url}/a2a", protocol_binding="JSONRPC", protocol_version="0.3")
+        )
+    return ClientFactory(
+        ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding])
+    ).create(card)
 
 
 async def last_task(client, request: SendMessageRequest):
@@ -84,10 +98,13 @@ async def test_card_is_generated_from_the_registry(server) -> None:
     async with httpx.AsyncClient(base_url=url) as http:
         response = await http.get("/.well-known/agent-card.json")
         old = await http.get("/.well-known/agent.json")
-        again = await http.get("/.well-known/agent-card.json", headers={"if-none-match": response.headers["etag"]})
+        again = await http.get(
+            "/.well-known/agent-card.json", headers={"if-none-match": response.headers["etag"]}
+        )
     assert response.status_code == 200 and old.status_code == 200  # the old name: the card with 0.3 fields
-    assert {k: v for k, v in old.json().items() if k in response.json()} | {"securitySchemes": None} == \
-        response.json() | {"securitySchemes": None}
+    assert {k: v for k, v in old.json().items() if k in response.json()} | {
+        "securitySchemes": None
+    } == response.json() | {"securitySchemes": None}
     assert response.headers["cache-control"].startswith("public") and again.status_code == 304
     card = response.json()
     assert card["name"] == "a2a-test" and card["version"] == "1.2.3"
@@ -95,7 +112,10 @@ async def test_card_is_generated_from_the_registry(server) -> None:
     assert skills["echo"]["description"] == "Repeats what it is told."  # the summary, not the contract
     assert skills["echo"]["examples"] == ["hello"] and skills["echo"]["tags"] == ["test"]
     assert [(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]] == [
-        ("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]
+        ("JSONRPC", "1.0"),
+        ("HTTP+JSON", "1.0"),
+        ("JSONRPC", "0.3"),
+    ]
     assert card["capabilities"] == {"streaming": True, "pushNotifications": True, "extendedAgentCard": True}
     assert "url" not in card and "preferredTransport" not in card  # strict 1.0 (tests/test_a2a_card.py)
     assert old.json()["url"] == f"{url}/a2a" and old.json()["preferredTransport"] == "JSONRPC"  # 0.3 readers
@@ -106,14 +126,20 @@ async def test_card_is_generated_from_the_registry(server) -> None:
 
 async def test_card_urls_follow_proxies_and_mounts() -> None:
     agent, app = a2a_app.build()
-    agent.allowed_hosts = ("internal:8000",)  # the proxy reaches the agent by its internal name: the edge must know it
+    agent.allowed_hosts = (
+        "internal:8000",
+    )  # the proxy reaches the agent by its internal name: the edge must know it
     from starlette.routing import Mount
 
     host = Starlette(routes=[Mount("/agents/procurement", app=agent.asgi())])
     transport = httpx.ASGITransport(app=host)
     async with httpx.AsyncClient(transport=transport, base_url="http://internal:8000") as http:
-        card = (await http.get("/agents/procurement/.well-known/agent-card.json", headers={
-            "x-forwarded-proto": "https", "x-forwarded-host": "api.example.com"})).json()
+        card = (
+            await http.get(
+                "/agents/procurement/.well-known/agent-card.json",
+                headers={"x-forwarded-proto": "https", "x-forwarded-host": "api.example.com"},
+            )
+        ).json()
     assert card["supportedInterfaces"][0]["url"] == "https://api.example.com/agents/procurement/a2a"
 
 
@@ -125,10 +151,13 @@ async def test_blocking_send_completes_with_an_artifact(server, binding: str) ->
         task = await last_task(client, SendMessageRequest(message=message("hello", skill="echo")))
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         assert task.artifacts[0].parts[0].text == "echo: hello"
-        data = await last_task(client, SendMessageRequest(message=message(skill="add", data={"a": 2, "b": 3})))
+        data = await last_task(
+            client, SendMessageRequest(message=message(skill="add", data={"a": 2, "b": 3}))
+        )
         assert data.artifacts[0].parts[0].data.struct_value["result"] == 5
-        grouped = await last_task(client, SendMessageRequest(
-            message=message(skill="add", tool="multiply", data={"a": 4, "b": 5})))
+        grouped = await last_task(
+            client, SendMessageRequest(message=message(skill="add", tool="multiply", data={"a": 4, "b": 5}))
+        )
         assert grouped.artifacts[0].parts[0].data.struct_value["result"] == 20
 
 
@@ -137,7 +166,9 @@ async def test_stream_order(server, binding: str) -> None:
     _, url = server
     async with httpx.AsyncClient(timeout=30) as http:
         client = await client_for(http, url, binding, streaming=True)
-        events = [e async for e in client.send_message(SendMessageRequest(message=message("hi", skill="echo")))]
+        events = [
+            e async for e in client.send_message(SendMessageRequest(message=message("hi", skill="echo")))
+        ]
     kinds = [e.WhichOneof("payload") for e in events]
     assert kinds == ["task", "status_update", "artifact_update", "status_update"]
     assert events[1].status_update.status.state == TaskState.TASK_STATE_WORKING
@@ -181,7 +212,9 @@ async def test_input_required_round_trip(server, binding: str) -> None:
     _, url = server
     async with httpx.AsyncClient(timeout=30) as http:
         client = await client_for(http, url, binding)
-        task = await last_task(client, SendMessageRequest(message=message(skill="approve", data={"item": "laptop"})))
+        task = await last_task(
+            client, SendMessageRequest(message=message(skill="approve", data={"item": "laptop"}))
+        )
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert task.status.message.parts[0].text == "Approve laptop?"
         follow_up = message(data={"approved": True}, task_id=task.id)
@@ -202,7 +235,9 @@ async def test_missing_arguments_ask_instead_of_failing(server) -> None:
         unnamed = await last_task(client, SendMessageRequest(message=message("which one?")))
         assert unnamed.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert "- echo: Repeats what it is told." in unnamed.status.message.parts[0].text
-        chosen = await last_task(client, SendMessageRequest(message=message("hi", skill="echo", task_id=unnamed.id)))
+        chosen = await last_task(
+            client, SendMessageRequest(message=message("hi", skill="echo", task_id=unnamed.id))
+        )
         assert chosen.artifacts[0].parts[0].text == "echo: hi"
 
 
@@ -229,13 +264,18 @@ async def test_get_list_and_history_length(server) -> None:
         listed = await client.list_tasks(ListTasksRequest(page_size=1))
         assert listed.total_size == 2 and len(listed.tasks) == 1 and listed.next_page_token
         rest = await client.list_tasks(ListTasksRequest(page_size=1, page_token=listed.next_page_token))
-        assert {listed.tasks[0].id, rest.tasks[0].id} == {first.id, got.id} | {rest.tasks[0].id, listed.tasks[0].id}
+        assert {listed.tasks[0].id, rest.tasks[0].id} == {first.id, got.id} | {
+            rest.tasks[0].id,
+            listed.tasks[0].id,
+        }
 
 
 async def test_tasks_are_scoped_to_their_caller(server) -> None:
     _, url = server
-    async with httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer alice"}) as alice_http, \
-            httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer bob"}) as bob_http:
+    async with (
+        httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer alice"}) as alice_http,
+        httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer bob"}) as bob_http,
+    ):
         alice = await client_for(alice_http, url)
         bob = await client_for(bob_http, url)
         task = await last_task(alice, SendMessageRequest(message=message("mine", skill="echo")))
@@ -259,8 +299,9 @@ async def test_push_notifications_reach_a_local_receiver(server, binding: str) -
         async with httpx.AsyncClient(timeout=30) as http:
             client = await client_for(http, url, binding)
             request = SendMessageRequest(message=message("ping", skill="echo"))
-            request.configuration.task_push_notification_config.CopyFrom(TaskPushNotificationConfig(
-                url=f"{receiver}/hook", token="tok-1"))
+            request.configuration.task_push_notification_config.CopyFrom(
+                TaskPushNotificationConfig(url=f"{receiver}/hook", token="tok-1")
+            )
             request.configuration.task_push_notification_config.authentication.scheme = "Bearer"
             request.configuration.task_push_notification_config.authentication.credentials = "secret"
             task = await last_task(client, request)
@@ -281,8 +322,10 @@ async def test_v03_client_on_the_same_endpoint(server) -> None:
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         assert task.artifacts[0].parts[0].text == "echo: old"
         streaming = await client_for(http, url, version="0.3", streaming=True)
-        kinds = [e.WhichOneof("payload") async for e in streaming.send_message(
-            SendMessageRequest(message=message("s", skill="echo")))]
+        kinds = [
+            e.WhichOneof("payload")
+            async for e in streaming.send_message(SendMessageRequest(message=message("s", skill="echo")))
+        ]
         assert kinds[0] == "task" and kinds[-1] == "status_update"
         got = await client.get_task(GetTaskRequest(id=task.id))
         assert got.id == task.id
@@ -306,8 +349,10 @@ async def test_example_approval_workflow_waits_for_the_budget_admin(tmp_path, mo
             assert [s["id"] for s in card["skills"]] == ["approve_purchase", "procurement_assistant"]
             assert card["skills"][0]["description"].startswith("Gets a purchase request approved")
             client = await client_for(http, url)
-            ask = message(skill="approve_purchase", data={"request_id": "PR-1001", "department": "engineering",
-                                                          "total": 898.0})
+            ask = message(
+                skill="approve_purchase",
+                data={"request_id": "PR-1001", "department": "engineering", "total": 898.0},
+            )
             task = await last_task(client, SendMessageRequest(message=ask))
             assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             assert "approve PR-1001 for 898.00?" in task.status.message.parts[0].text

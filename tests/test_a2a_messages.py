@@ -43,6 +43,7 @@ V1 = {"a2a-version": "1.0"}
 
 # --- a second agent: typed parameters, a generator, push, de-duplication off ------------------------------
 
+
 class Order(BaseModel):
     sku: str
     quantity: int
@@ -71,8 +72,11 @@ async def upload(doc: File, note: str = "") -> Artifact:
     Summary:
         Needs a file part.
     """
-    return Artifact(File(data=(doc.data or b"").upper(), name=f"upper-{doc.name}", media_type=doc.media_type),
-                    name="stored", description=note or "the file, upper-cased")
+    return Artifact(
+        File(data=(doc.data or b"").upper(), name=f"upper-{doc.name}", media_type=doc.media_type),
+        name="stored",
+        description=note or "the file, upper-cased",
+    )
 
 
 @skill
@@ -85,8 +89,13 @@ async def story(text: str):
     words = text.split()
     for index, word in enumerate(words):
         await asyncio.sleep(0.05)
-        yield Artifact(word + " ", name="story", artifact_id="story", append=index > 0,
-                       last_chunk=index == len(words) - 1)
+        yield Artifact(
+            word + " ",
+            name="story",
+            artifact_id="story",
+            append=index > 0,
+            last_chunk=index == len(words) - 1,
+        )
 
 
 @skill
@@ -98,20 +107,31 @@ async def inspect_message(message: agentmw.Message, ctx: Context) -> str:
     """
     await ctx.say("inspecting")
     first = ctx.message
-    return json.dumps({"text": message.text, "data": message.data, "files": [f.name for f in message.files],
-                       "same": first is message, "count": len(ctx.messages), "metadata": dict(message.metadata)})
+    return json.dumps(
+        {
+            "text": message.text,
+            "data": message.data,
+            "files": [f.name for f in message.files],
+            "same": first is message,
+            "count": len(ctx.messages),
+            "metadata": dict(message.metadata),
+        }
+    )
 
 
 def build_second(*, dedupe: bool = True) -> tuple[Agent, Starlette]:
-    agent = Agent("a2a-messages", include=[place, upload, story, inspect_message],
-                  a2a=A2ASettings(push=PushPolicy(allow_hosts=["127.0.0.1"]),
-                                  dedupe_message_ids=dedupe))
+    agent = Agent(
+        "a2a-messages",
+        include=[place, upload, story, inspect_message],
+        a2a=A2ASettings(push=PushPolicy(allow_hosts=["127.0.0.1"]), dedupe_message_ids=dedupe),
+    )
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
     return agent, app
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def conformance():
@@ -127,8 +147,15 @@ def second():
         yield agent, url
 
 
-def message(text: str | None = None, *, data: dict | None = None, parts: list[Part] | None = None,
-            task_id: str | None = None, message_id: str | None = None, **meta: str) -> Message:
+def message(
+    text: str | None = None,
+    *,
+    data: dict | None = None,
+    parts: list[Part] | None = None,
+    task_id: str | None = None,
+    message_id: str | None = None,
+    **meta: str,
+) -> Message:
     items = [Part(text=text)] if text is not None else []
     if data is not None:
         value = struct_pb2.Value()
@@ -143,15 +170,23 @@ def message(text: str | None = None, *, data: dict | None = None, parts: list[Pa
     return msg
 
 
-async def client_for(http: httpx.AsyncClient, url: str, binding: str = "JSONRPC", *, streaming: bool = False,
-                     version: str | None = None):
+async def client_for(
+    http: httpx.AsyncClient,
+    url: str,
+    binding: str = "JSONRPC",
+    *,
+    streaming: bool = False,
+    version: str | None = None,
+):
     card = await A2ACardResolver(http, url).get_agent_card()
     if version == "0.3":
         del card.supported_interfaces[:]
-        card.supported_interfaces.append(AgentInterface(url=f"{url}/a2a", protocol_binding="JSONRPC",
-                                                        protocol_version="0.3"))
-    return ClientFactory(ClientConfig(httpx_client=http, streaming=streaming,
-                                      supported_protocol_bindings=[binding])).create(card)
+        card.supported_interfaces.append(
+            AgentInterface(url=f"{url}/a2a", protocol_binding="JSONRPC", protocol_version="0.3")
+        )
+    return ClientFactory(
+        ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding])
+    ).create(card)
 
 
 async def send(client, msg: Message, **configuration):
@@ -169,16 +204,28 @@ async def last_task(client, msg: Message, **configuration):
 
 # --- files and data --------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_a_file_in_and_a_file_out_with_its_filename(conformance, binding: str) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         client = await client_for(http, conformance, binding)
-        task = await last_task(client, message("file", parts=[
-            Part(raw=b"hello, file", filename="greeting.txt", media_type="text/plain")]))
+        task = await last_task(
+            client,
+            message(
+                "file", parts=[Part(raw=b"hello, file", filename="greeting.txt", media_type="text/plain")]
+            ),
+        )
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     part = task.artifacts[0].parts[0]
-    assert part.raw == b"elif ,olleh" and part.filename == "reversed-greeting.txt" and part.media_type == "text/plain"
-    assert task.artifacts[0].name == "reversed-greeting.txt" and task.artifacts[0].description == "The file, reversed"
+    assert (
+        part.raw == b"elif ,olleh"
+        and part.filename == "reversed-greeting.txt"
+        and part.media_type == "text/plain"
+    )
+    assert (
+        task.artifacts[0].name == "reversed-greeting.txt"
+        and task.artifacts[0].description == "The file, reversed"
+    )
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
@@ -189,8 +236,10 @@ async def test_a_required_file_parameter_asks_for_the_file_then_runs(second, bin
         asked = await last_task(client, message(data={"note": "kept"}, skill="upload"))
         assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert "doc" in asked.status.message.parts[0].text
-        done = await last_task(client, message(parts=[Part(raw=b"abc", filename="a.txt", media_type="text/plain")],
-                                               task_id=asked.id))
+        done = await last_task(
+            client,
+            message(parts=[Part(raw=b"abc", filename="a.txt", media_type="text/plain")], task_id=asked.id),
+        )
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     artifact = done.artifacts[0]
     assert artifact.parts[0].raw == b"ABC" and artifact.parts[0].filename == "upper-a.txt"
@@ -213,6 +262,7 @@ async def test_a_data_part_in_and_out(conformance, second, binding: str) -> None
 
 # --- the answer's shape ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_a_message_only_reply_creates_no_task(conformance, binding: str) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
@@ -228,8 +278,11 @@ async def test_a_message_only_reply_creates_no_task(conformance, binding: str) -
     assert [e.WhichOneof("payload") for e in streamed] == ["message"]
     assert streamed[0].message.parts[0].text == "pong: again"
     # returnImmediately shows a task at once: the reply then becomes its final status message
-    assert immediate.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING,
-                                      TaskState.TASK_STATE_COMPLETED)
+    assert immediate.status.state in (
+        TaskState.TASK_STATE_SUBMITTED,
+        TaskState.TASK_STATE_WORKING,
+        TaskState.TASK_STATE_COMPLETED,
+    )
 
 
 async def test_a_message_reply_on_the_03_binding(conformance) -> None:
@@ -240,7 +293,9 @@ async def test_a_message_reply_on_the_03_binding(conformance) -> None:
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
-async def test_returning_nothing_completes_with_a_status_message_and_no_artifact(conformance, binding: str) -> None:
+async def test_returning_nothing_completes_with_a_status_message_and_no_artifact(
+    conformance, binding: str
+) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         client = await client_for(http, conformance, binding)
         task = await last_task(client, message("status"))
@@ -256,12 +311,18 @@ async def test_several_artifacts_with_names_descriptions_and_parts(conformance, 
         streaming = await client_for(http, conformance, binding, streaming=True)
         kinds = [e.WhichOneof("payload") for e in await send(streaming, message("artifacts"))]
     assert [(a.name, a.description) for a in task.artifacts] == [
-        ("summary", "Text"), ("files", "A file with its bytes, and a link"), ("totals", "Data")]
+        ("summary", "Text"),
+        ("files", "A file with its bytes, and a link"),
+        ("totals", "Data"),
+    ]
     assert task.artifacts[0].parts[0].text == "A plain-text summary."
     csv, link = task.artifacts[1].parts
     assert (csv.raw, csv.filename, csv.media_type) == (b"sku,qty\nL-14,2\n", "order.csv", "text/csv")
-    assert (link.url, link.filename, link.media_type) == ("https://example.com/catalog.pdf", "catalog.pdf",
-                                                          "application/pdf")
+    assert (link.url, link.filename, link.media_type) == (
+        "https://example.com/catalog.pdf",
+        "catalog.pdf",
+        "application/pdf",
+    )
     assert MessageToDict(task.artifacts[2].parts[0].data) == {"total": 3, "currency": "EUR"}
     assert len({a.artifact_id for a in task.artifacts}) == 3
     assert kinds == ["task", "status_update"] + ["artifact_update"] * 3 + ["status_update"]
@@ -307,8 +368,13 @@ async def test_ctx_say_is_a_working_status_update_with_the_text(conformance, bin
     async with httpx.AsyncClient(timeout=30) as http:
         streaming = await client_for(http, conformance, binding, streaming=True)
         events = await send(streaming, message("say"))
-    said = [e.status_update.status for e in events if e.HasField("status_update")
-            and e.status_update.status.state == TaskState.TASK_STATE_WORKING and e.status_update.status.message.parts]
+    said = [
+        e.status_update.status
+        for e in events
+        if e.HasField("status_update")
+        and e.status_update.status.state == TaskState.TASK_STATE_WORKING
+        and e.status_update.status.message.parts
+    ]
     assert [s.message.parts[0].text for s in said] == ["Looking at it.", "Almost done."]
     assert all(s.message.role == Role.ROLE_AGENT for s in said)
     assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
@@ -316,16 +382,30 @@ async def test_ctx_say_is_a_working_status_update_with_the_text(conformance, bin
 
 # --- the skill sees the message --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_the_skill_sees_text_data_files_and_metadata(second, binding: str) -> None:
     _, url = second
     async with httpx.AsyncClient(timeout=30) as http:
         client = await client_for(http, url, binding)
-        task = await last_task(client, message("look", data={"k": 1}, skill="inspect_message", parts=[
-            Part(url="https://example.com/x.pdf", filename="x.pdf", media_type="application/pdf")]))
+        task = await last_task(
+            client,
+            message(
+                "look",
+                data={"k": 1},
+                skill="inspect_message",
+                parts=[Part(url="https://example.com/x.pdf", filename="x.pdf", media_type="application/pdf")],
+            ),
+        )
     seen = json.loads(task.artifacts[0].parts[0].text)
-    assert seen == {"text": "look", "data": {"k": 1}, "files": ["x.pdf"], "same": True, "count": 1,
-                    "metadata": {"skill": "inspect_message"}}
+    assert seen == {
+        "text": "look",
+        "data": {"k": 1},
+        "files": ["x.pdf"],
+        "same": True,
+        "count": 1,
+        "metadata": {"skill": "inspect_message"},
+    }
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
@@ -339,14 +419,18 @@ async def test_a_follow_up_that_names_its_task(conformance, binding: str) -> Non
     assert done.id == asked.id and done.context_id == asked.context_id
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert done.status.message.parts[0].text == (
-        "Hello, Ada. This task has 2 messages; the last said {'name': 'Ada'}.")
+        "Hello, Ada. This task has 2 messages; the last said {'name': 'Ada'}."
+    )
     assert [m.role for m in done.history if m.role == Role.ROLE_USER] == [Role.ROLE_USER] * 2
 
 
 # --- messageId de-duplication ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("binding", BINDINGS)
-async def test_a_repeated_message_id_never_answers_with_another_task(conformance, binding: str, caplog) -> None:
+async def test_a_repeated_message_id_never_answers_with_another_task(
+    conformance, binding: str, caplog
+) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         client = await client_for(http, conformance, binding)
         first = await last_task(client, message("status", message_id=f"m-same-{binding}"))
@@ -358,13 +442,18 @@ async def test_a_repeated_message_id_never_answers_with_another_task(conformance
         # the case from the issue: {messageId: X, taskId: A} must not be answered with X's earlier task B
         task_a = await last_task(client, message("ask"))
         task_b = await last_task(client, message("status", message_id=f"x-{binding}"))
-        answer = await last_task(client, message(data={"name": "Grace"}, task_id=task_a.id,
-                                                 message_id=f"x-{binding}"))
+        answer = await last_task(
+            client, message(data={"name": "Grace"}, task_id=task_a.id, message_id=f"x-{binding}")
+        )
         assert answer.id == task_a.id != task_b.id and answer.status.state == TaskState.TASK_STATE_COMPLETED
         assert "Grace" in answer.status.message.parts[0].text
-        repeat = await last_task(client, message(data={"name": "Grace"}, task_id=task_a.id,
-                                                 message_id=f"x-{binding}"))
-        assert repeat.id == task_a.id and repeat.status.message.parts[0].text == answer.status.message.parts[0].text
+        repeat = await last_task(
+            client, message(data={"name": "Grace"}, task_id=task_a.id, message_id=f"x-{binding}")
+        )
+        assert (
+            repeat.id == task_a.id
+            and repeat.status.message.parts[0].text == answer.status.message.parts[0].text
+        )
 
 
 async def test_a_repeated_message_only_reply_is_the_same_reply(conformance) -> None:
@@ -382,12 +471,14 @@ async def test_an_inline_push_config_on_a_repeat_is_kept(second) -> None:
         msg = message("x", skill="inspect_message", message_id="m-push")
         task = await last_task(client, msg)
         request = SendMessageRequest(message=msg)
-        request.configuration.task_push_notification_config.CopyFrom(TaskPushNotificationConfig(
-            url="http://127.0.0.1:9/hook", token="t-1"))
+        request.configuration.task_push_notification_config.CopyFrom(
+            TaskPushNotificationConfig(url="http://127.0.0.1:9/hook", token="t-1")
+        )
         repeat = [e async for e in client.send_message(request)][-1].task
         assert repeat.id == task.id
         configs = await client.list_task_push_notification_configs(
-            ListTaskPushNotificationConfigsRequest(task_id=task.id))
+            ListTaskPushNotificationConfigsRequest(task_id=task.id)
+        )
     assert [c.url for c in configs.configs] == ["http://127.0.0.1:9/hook"]
 
 
@@ -403,9 +494,19 @@ async def test_message_id_dedup_has_its_own_switch() -> None:
 
 async def test_a_file_part_that_is_not_base64_is_refused_before_anything_runs(second) -> None:
     _, url = second
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": "m-bad", "role": "ROLE_USER", "metadata": {"skill": "upload"},
-        "parts": [{"raw": "not base64!", "filename": "a.txt"}]}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "m-bad",
+                "role": "ROLE_USER",
+                "metadata": {"skill": "upload"},
+                "parts": [{"raw": "not base64!", "filename": "a.txt"}],
+            }
+        },
+    }
     async with httpx.AsyncClient(timeout=30) as http:
         reply = (await http.post(f"{url}/a2a", json=body, headers=V1)).json()
     assert reply["error"]["code"] == -32602 and "base64" in reply["error"]["message"]
@@ -415,12 +516,18 @@ async def test_snake_case_params(conformance) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         client = await client_for(http, conformance)
         task = await last_task(client, message("status"))
-        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task.id, "history_length": 0}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "GetTask",
+            "params": {"id": task.id, "history_length": 0},
+        }
         got = (await http.post(f"{conformance}/a2a", json=body, headers=V1)).json()
     assert got["result"]["id"] == task.id and "history" not in got["result"]
 
 
 # --- the same skills on AG-UI and MCP ----------------------------------------------------------------------
+
 
 def _frames(text: str) -> list[dict]:
     return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
@@ -430,31 +537,58 @@ async def test_agui_runs_see_the_turn_and_show_artifacts() -> None:
     _, app = example.build()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000", timeout=10) as http:
+
         async def run(run_id: str, content: object, props: dict | None = None) -> list[dict]:
-            body = {"threadId": f"t-{run_id}", "runId": run_id, "state": {}, "tools": [], "context": [],
-                    "forwardedProps": props or {}, "messages": [{"id": f"u-{run_id}", "role": "user",
-                                                                "content": content}]}
+            body = {
+                "threadId": f"t-{run_id}",
+                "runId": run_id,
+                "state": {},
+                "tools": [],
+                "context": [],
+                "forwardedProps": props or {},
+                "messages": [{"id": f"u-{run_id}", "role": "user", "content": content}],
+            }
             return _frames((await http.post("/agui/conform", json=body)).text)
 
         artifacts = await run("r-artifacts", "artifacts")
         texts = "".join(e["delta"] for e in artifacts if e["type"] == "TEXT_MESSAGE_CONTENT")
-        activities = [e for e in artifacts if e["type"] == "ACTIVITY_SNAPSHOT" and e["activityType"] == "artifact"]
+        activities = [
+            e for e in artifacts if e["type"] == "ACTIVITY_SNAPSHOT" and e["activityType"] == "artifact"
+        ]
         assert "A plain-text summary." in texts
         assert [a["content"]["name"] for a in activities] == ["files", "totals"]
-        assert activities[0]["content"]["parts"][0] == {"type": "file", "data": "c2t1LHF0eQpMLTE0LDIK",
-                                                        "name": "order.csv", "mediaType": "text/csv"}
+        assert activities[0]["content"]["parts"][0] == {
+            "type": "file",
+            "data": "c2t1LHF0eQpMLTE0LDIK",
+            "name": "order.csv",
+            "mediaType": "text/csv",
+        }
         said = await run("r-say", "say")
-        assert [e["delta"] for e in said if e["type"] == "TEXT_MESSAGE_CONTENT"][:2] == ["Looking at it.", "Almost done."]
+        assert [e["delta"] for e in said if e["type"] == "TEXT_MESSAGE_CONTENT"][:2] == [
+            "Looking at it.",
+            "Almost done.",
+        ]
         chunks = await run("r-stream", "stream", {"arguments": {"delay": 0.01}})
-        assert "".join(e["delta"] for e in chunks if e["type"] == "TEXT_MESSAGE_CONTENT") == "".join(example.CHUNKS)
+        assert "".join(e["delta"] for e in chunks if e["type"] == "TEXT_MESSAGE_CONTENT") == "".join(
+            example.CHUNKS
+        )
         reply = await run("r-message", "message hi")
         assert [e["delta"] for e in reply if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["pong: hi"]
         # a binary input part is a File; forwardedProps.arguments a data part of the last message
-        filed = await run("r-file", [{"type": "text", "text": "file"},
-                                     {"type": "document", "source": {"type": "data", "value": "YWJj",
-                                                                      "mimeType": "text/plain"},
-                                      "metadata": {"filename": "abc.txt"}}])
-        file_activity = next(e for e in filed if e["type"] == "ACTIVITY_SNAPSHOT" and e["activityType"] == "artifact")
+        filed = await run(
+            "r-file",
+            [
+                {"type": "text", "text": "file"},
+                {
+                    "type": "document",
+                    "source": {"type": "data", "value": "YWJj", "mimeType": "text/plain"},
+                    "metadata": {"filename": "abc.txt"},
+                },
+            ],
+        )
+        file_activity = next(
+            e for e in filed if e["type"] == "ACTIVITY_SNAPSHOT" and e["activityType"] == "artifact"
+        )
         assert file_activity["content"]["parts"][0]["name"] == "reversed-abc.txt"
         assert file_activity["content"]["parts"][0]["data"] == "Y2Jh"
         assert filed[-1]["type"] == "RUN_FINISHED"
@@ -467,11 +601,14 @@ async def test_mcp_sees_a_message_of_its_arguments_and_say_is_a_log() -> None:
 
     @tool
     @skill
-    async def describe(topic: str, ctx: Context, message: agentmw.Message, files: list[File]) -> agentmw.Message:
+    async def describe(
+        topic: str, ctx: Context, message: agentmw.Message, files: list[File]
+    ) -> agentmw.Message:
         """Describe a topic."""
         await ctx.say(f"describing {topic}")
-        return agentmw.Message([f"{topic}: {message.data} files={len(files)} ctx={ctx.message}",
-                                Data({"topic": topic})])
+        return agentmw.Message(
+            [f"{topic}: {message.data} files={len(files)} ctx={ctx.message}", Data({"topic": topic})]
+        )
 
     agent.include(describe)
     app = Starlette()
@@ -510,17 +647,31 @@ async def test_an_untrusted_skill_answers_framed_on_every_path() -> None:
 
 # --- the neutral types -------------------------------------------------------------------------------------
 
+
 def test_message_types_are_analysed_once_at_registration() -> None:
     @skill
-    async def typed(a: int, message: agentmw.Message, one: File, maybe: Optional[File],  # noqa: UP045 (both spellings)
-                    also: File | None, many: list[File], later: File | None = None) -> agentmw.Message | None:
+    async def typed(
+        a: int,
+        message: agentmw.Message,
+        one: File,
+        maybe: Optional[File],  # noqa: UP045 (both spellings)
+        also: File | None,
+        many: list[File],
+        later: File | None = None,
+    ) -> agentmw.Message | None:
         """Typed."""
 
     agent = Agent("typed", include=[typed])
     capability = agent.skills["typed"]
     kinds = {p.name: (p.kind, p.required) for p in capability.params.message_params}
-    assert kinds == {"message": ("message", False), "one": ("file", True), "maybe": ("file", False),
-                     "also": ("file", False), "many": ("files", False), "later": ("file", False)}
+    assert kinds == {
+        "message": ("message", False),
+        "one": ("file", True),
+        "maybe": ("file", False),
+        "also": ("file", False),
+        "many": ("files", False),
+        "later": ("file", False),
+    }
     assert list(capability.input_schema["properties"]) == ["a"] and capability.replies_with_message
     assert capability.output_schema is None
 
@@ -529,7 +680,11 @@ def test_parts_artifacts_and_chunks() -> None:
     from agentmw import Image, Text
 
     message = agentmw.Message(["hi", {"k": 1}, File(data=b"x", name="x.bin"), Image(b"png")], role="user")
-    assert message.text == "hi" and message.data == {"k": 1} and [f.name for f in message.files] == ["x.bin", None]
+    assert (
+        message.text == "hi"
+        and message.data == {"k": 1}
+        and [f.name for f in message.files] == ["x.bin", None]
+    )
     assert message.files[1].media_type == "image/png" and isinstance(message.parts[0], Text)
     with pytest.raises(ValueError):
         File(data=b"x", url="https://example.com/x")

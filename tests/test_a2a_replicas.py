@@ -47,7 +47,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 Replica = tuple[Agent, Starlette]
-HOLDS: dict[str, tuple[int, asyncio.Event]] = {}  # a ticker's label -> the step after which it waits for the event
+HOLDS: dict[
+    str, tuple[int, asyncio.Event]
+] = {}  # a ticker's label -> the step after which it waits for the event
 
 
 @pytest.fixture
@@ -122,8 +124,10 @@ def add_durable_skills(agent: Agent, *, hang: bool) -> None:
         """
         debit = await ctx.once("debit", effect, f"debit {item}")
         await ctx.progress(1, 2, "debited")
-        answer = await ctx.ask(f"Credit {item} to?", {"type": "object", "properties": {"to": {"type": "string"}},
-                                                       "required": ["to"]})
+        answer = await ctx.ask(
+            f"Credit {item} to?",
+            {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]},
+        )
         credit = await ctx.once("credit", effect, f"credit {item} to {answer.content['to']}")
         return f"{debit}; {credit}"
 
@@ -145,8 +149,12 @@ def add_durable_skills(agent: Agent, *, hang: bool) -> None:
 
 
 def client(app: Starlette, who: str = "alice") -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000",
-                             headers={**V1, "authorization": f"Bearer {who}"}, timeout=30)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://127.0.0.1:8000",
+        headers={**V1, "authorization": f"Bearer {who}"},
+        timeout=30,
+    )
 
 
 async def rpc(http: httpx.AsyncClient, method: str, params: dict) -> dict:
@@ -168,8 +176,13 @@ def msg(skill: str, data: dict | None = None, text: str | None = None, **extra: 
         parts.append({"data": data})
     if text is not None:
         parts.append({"text": text})
-    return {"messageId": f"m-{uuid.uuid4()}", "role": "ROLE_USER", "parts": parts, "metadata": {"skill": skill},
-            **extra}
+    return {
+        "messageId": f"m-{uuid.uuid4()}",
+        "role": "ROLE_USER",
+        "parts": parts,
+        "metadata": {"skill": skill},
+        **extra,
+    }
 
 
 def step_of(event_or_task: dict) -> int:
@@ -185,8 +198,12 @@ def step_of(event_or_task: dict) -> int:
 async def test_send_on_a_then_get_and_list_on_b(replicas) -> None:
     (a, app_a), (b, app_b), (_, app_c) = replicas(3)
     b.a2a.write_behind = False  # B answers only once its write has landed
-    async with client(app_a) as on_a, client(app_b) as on_b, client(app_b, "bob") as bob_on_b, \
-            client(app_c) as on_c:
+    async with (
+        client(app_a) as on_a,
+        client(app_b) as on_b,
+        client(app_b, "bob") as bob_on_b,
+        client(app_c) as on_c,
+    ):
         # write-behind (the default): the answer precedes the one write; a flush makes it visible everywhere
         sent = (await rpc(on_a, "SendMessage", {"message": msg("echo", text="hi")}))["result"]["task"]
         assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -195,13 +212,19 @@ async def test_send_on_a_then_get_and_list_on_b(replicas) -> None:
         assert got == sent  # the same task, read from the state by another replica
         assert a.a2a_app.ops.tasks.registry.writes == 1, "a fast task is written once"
         # durable answers: what B answered, C reads at once
-        durable = (await rpc(on_b, "SendMessage", {"message": msg("add", data={"a": 2, "b": 3})}))["result"]["task"]
-        assert (await rpc(on_c, "GetTask", {"id": durable["id"]}))["result"]["artifacts"] == durable["artifacts"]
+        durable = (await rpc(on_b, "SendMessage", {"message": msg("add", data={"a": 2, "b": 3})}))["result"][
+            "task"
+        ]
+        assert (await rpc(on_c, "GetTask", {"id": durable["id"]}))["result"]["artifacts"] == durable[
+            "artifacts"
+        ]
         # owner scoping holds across replicas
         assert (await rpc(bob_on_b, "GetTask", {"id": sent["id"]}))["error"]["code"] == -32001
         listed = (await rpc(on_c, "ListTasks", {"pageSize": 1}))["result"]
         assert listed["totalSize"] == 2 and [t["id"] for t in listed["tasks"]] == [durable["id"]]
-        second = (await rpc(on_c, "ListTasks", {"pageSize": 1, "pageToken": listed["nextPageToken"]}))["result"]
+        second = (await rpc(on_c, "ListTasks", {"pageSize": 1, "pageToken": listed["nextPageToken"]}))[
+            "result"
+        ]
         assert [t["id"] for t in second["tasks"]] == [sent["id"]] and second["nextPageToken"] == ""
         assert (await rpc(bob_on_b, "ListTasks", {}))["result"]["totalSize"] == 0
 
@@ -211,34 +234,57 @@ async def test_subscribe_on_c_to_a_task_streaming_on_a(replicas) -> None:
     count = 12
     label = f"follow-{uuid.uuid4().hex[:6]}"
     async with client(app_a) as on_a, client(app_c) as on_c:
-        streaming = asyncio.create_task(stream(on_a, "SendStreamingMessage", {
-            "message": msg("ticker", data={"count": count, "label": label})}))
-        live = await eventually(lambda: next((t for t in a.a2a_app.ops.tasks.live.values()
-                                              if t.record.skill == "ticker" and step_of(
-                                                  {"status": {"message": t.record.status_message}}) >= 3), None),
-                                "the task on A to reach step 3")
+        streaming = asyncio.create_task(
+            stream(
+                on_a,
+                "SendStreamingMessage",
+                {"message": msg("ticker", data={"count": count, "label": label})},
+            )
+        )
+        live = await eventually(
+            lambda: next(
+                (
+                    t
+                    for t in a.a2a_app.ops.tasks.live.values()
+                    if t.record.skill == "ticker"
+                    and step_of({"status": {"message": t.record.status_message}}) >= 3
+                ),
+                None,
+            ),
+            "the task on A to reach step 3",
+        )
         task_id = live.record.id
         assert c.a2a_app.ops.tasks.live.get(task_id) is None  # C does not run it
         followed = await stream(on_c, "SubscribeToTask", {"id": task_id})
         on_a_events = await streaming
     first, rest = followed[0]["task"], followed[1:]
     assert first["id"] == task_id and first["status"]["state"] == "TASK_STATE_WORKING"
-    steps = [step_of(e) for e in rest if "statusUpdate" in e and e["statusUpdate"]["status"]["state"] ==
-             "TASK_STATE_WORKING"]
+    steps = [
+        step_of(e)
+        for e in rest
+        if "statusUpdate" in e and e["statusUpdate"]["status"]["state"] == "TASK_STATE_WORKING"
+    ]
     start = step_of(first)
     assert steps == list(range(start + 1, count + 1)), f"in order, no gaps, none twice after {start}: {steps}"
-    kinds = [next(iter(e)) for e in rest[len(steps):]]
-    assert kinds == ["artifactUpdate", "statusUpdate"] and rest[-1]["statusUpdate"]["status"]["state"] == \
-        "TASK_STATE_COMPLETED"
-    assert rest[-len(kinds):] == on_a_events[-len(kinds):]  # the same events the stream on A sent
+    kinds = [next(iter(e)) for e in rest[len(steps) :]]
+    assert (
+        kinds == ["artifactUpdate", "statusUpdate"]
+        and rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    )
+    assert rest[-len(kinds) :] == on_a_events[-len(kinds) :]  # the same events the stream on A sent
 
 
 async def test_cancel_on_b_reaches_the_coroutine_on_a(replicas, backend: str) -> None:
     (_, app_a), (b, app_b), (_, app_c) = replicas(3)
     label = f"cancel-{uuid.uuid4().hex[:6]}"
     async with client(app_a) as on_a, client(app_b) as on_b, client(app_c) as on_c:
-        task = (await rpc(on_a, "SendMessage", {"message": msg("slow", text=label),
-                                                "configuration": {"returnImmediately": True}}))["result"]["task"]
+        task = (
+            await rpc(
+                on_a,
+                "SendMessage",
+                {"message": msg("slow", text=label), "configuration": {"returnImmediately": True}},
+            )
+        )["result"]["task"]
         await eventually(lambda: f"{label}:started" in a2a_app.log, "the skill to start on A")
         assert b.a2a_app.ops.tasks.live.get(task["id"]) is None
         sent = time.monotonic()
@@ -248,23 +294,35 @@ async def test_cancel_on_b_reaches_the_coroutine_on_a(replicas, backend: str) ->
         assert f"{label}:cancelled" in a2a_app.log  # its finally ran on A before B answered
         poll = 0.05 if backend.startswith("sqlite") else 0.0  # the bus's latency across connections
         assert answered < 0.1 + 2 * poll + 0.5, f"CancelTask took {answered:.3f} s"  # slack: a loaded machine
-        assert (await rpc(on_c, "GetTask", {"id": task["id"]}))["result"]["status"]["state"] == "TASK_STATE_CANCELED"
-        assert (await rpc(on_c, "CancelTask", {"id": task["id"]}))["error"]["code"] == -32002  # not cancelable now
+        assert (await rpc(on_c, "GetTask", {"id": task["id"]}))["result"]["status"][
+            "state"
+        ] == "TASK_STATE_CANCELED"
+        assert (await rpc(on_c, "CancelTask", {"id": task["id"]}))["error"][
+            "code"
+        ] == -32002  # not cancelable now
 
 
 async def test_a_follow_up_on_another_replica_fails_cleanly_without_a_shared_journal(replicas) -> None:
     (a, app_a), (_, app_b), _ = replicas(3, journals=False)
     async with client(app_a) as on_a, client(app_b) as on_b:
-        parked = (await rpc(on_a, "SendMessage", {"message": msg("approve", data={"item": "pc"})}))["result"]["task"]
+        parked = (await rpc(on_a, "SendMessage", {"message": msg("approve", data={"item": "pc"})}))["result"][
+            "task"
+        ]
         assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         await a.a2a_app.ops.tasks.flush()
         answer = {**msg("approve", data={"approved": True}), "taskId": parked["id"]}
         refused = await asyncio.wait_for(rpc(on_b, "SendMessage", {"message": answer}), 10)
         assert refused["error"]["code"] == -32004  # nothing to replay on B: a clean error, never a hang
-        assert (await rpc(on_b, "GetTask", {"id": parked["id"]}))["result"]["status"]["state"] == "TASK_STATE_FAILED"
+        assert (await rpc(on_b, "GetTask", {"id": parked["id"]}))["result"]["status"][
+            "state"
+        ] == "TASK_STATE_FAILED"
         # the coroutine parked on A is stopped through the bus, and A answers with the failed task too
-        await eventually(lambda: a.a2a_app.ops.tasks.live.get(parked["id"]) is None, "A to let go of the task")
-        assert (await rpc(on_a, "GetTask", {"id": parked["id"]}))["result"]["status"]["state"] == "TASK_STATE_FAILED"
+        await eventually(
+            lambda: a.a2a_app.ops.tasks.live.get(parked["id"]) is None, "A to let go of the task"
+        )
+        assert (await rpc(on_a, "GetTask", {"id": parked["id"]}))["result"]["status"][
+            "state"
+        ] == "TASK_STATE_FAILED"
 
 
 async def test_a_task_waiting_for_arguments_continues_on_any_replica(replicas) -> None:
@@ -298,17 +356,33 @@ async def test_pushes_are_delivered_once_and_in_order_by_one_replica(replicas) -
     count = 5
     with serve(receiver.app) as url:
         async with client(app_a) as on_a, client(app_b) as on_b:
-            task = (await rpc(on_a, "SendMessage", {
-                "message": msg("ticker", data={"count": count, "label": f"push-{uuid.uuid4().hex[:6]}"}),
-                "configuration": {"returnImmediately": True, "taskPushNotificationConfig": {
-                    "url": f"{url}/hook", "token": "t"}}}))["result"]["task"]
+            task = (
+                await rpc(
+                    on_a,
+                    "SendMessage",
+                    {
+                        "message": msg(
+                            "ticker", data={"count": count, "label": f"push-{uuid.uuid4().hex[:6]}"}
+                        ),
+                        "configuration": {
+                            "returnImmediately": True,
+                            "taskPushNotificationConfig": {"url": f"{url}/hook", "token": "t"},
+                        },
+                    },
+                )
+            )["result"]["task"]
             # B could send them too: it is told to, and it finds the config through the state
             configs = (await rpc(on_b, "ListTaskPushNotificationConfigs", {"taskId": task["id"]}))["result"]
             assert [c["url"] for c in configs["configs"]] == [f"{url}/hook"]
             b.a2a_app.ops.push.watch(task["id"])
-            await eventually(lambda: any(e.get("statusUpdate", {}).get("status", {}).get("state") ==
-                                         "TASK_STATE_COMPLETED" for e in receiver.events), "the final push",
-                             timeout=15)
+            await eventually(
+                lambda: any(
+                    e.get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED"
+                    for e in receiver.events
+                ),
+                "the final push",
+                timeout=15,
+            )
             await asyncio.sleep(0.2)  # a second sender, were there one, would have sent again by now
     events = receiver.events
     steps = [step_of(e) for e in events if "statusUpdate" in e and step_of(e)]
@@ -322,7 +396,9 @@ async def test_pushes_are_delivered_once_and_in_order_by_one_replica(replicas) -
 async def test_a_push_sender_that_dies_is_taken_over_from_the_last_delivered_event(replicas) -> None:
     (a, app_a), (b, _), _ = replicas(3)
     for agent in (a, b):
-        agent.a2a.push.lease_seconds = 1.5  # long enough that a loaded CI machine never lets a live sender lapse
+        agent.a2a.push.lease_seconds = (
+            1.5  # long enough that a loaded CI machine never lets a live sender lapse
+        )
     receiver = Receiver()
     # the ticker holds after step 4 until A's sender is gone: however slow the machine, B has steps to send
     # (timing alone once let A send every push before it died, leaving B nothing to take over)
@@ -332,10 +408,19 @@ async def test_a_push_sender_that_dies_is_taken_over_from_the_last_delivered_eve
     HOLDS[label] = (4, resume)
     with serve(receiver.app) as url:
         async with client(app_a) as on_a:
-            task = (await rpc(on_a, "SendMessage", {
-                "message": msg("ticker", data={"count": count, "label": label}),
-                "configuration": {"returnImmediately": True, "taskPushNotificationConfig": {
-                    "url": f"{url}/hook"}}}))["result"]["task"]
+            task = (
+                await rpc(
+                    on_a,
+                    "SendMessage",
+                    {
+                        "message": msg("ticker", data={"count": count, "label": label}),
+                        "configuration": {
+                            "returnImmediately": True,
+                            "taskPushNotificationConfig": {"url": f"{url}/hook"},
+                        },
+                    },
+                )
+            )["result"]["task"]
             await eventually(lambda: a.a2a_app.ops.push.workers, "A to send the pushes")
             b.a2a_app.ops.push.watch(task["id"])  # refused (A holds the lease); B now watches for orphans
             await eventually(lambda: len(receiver.events) >= 3, "a few pushes from A")
@@ -346,20 +431,30 @@ async def test_a_push_sender_that_dies_is_taken_over_from_the_last_delivered_eve
             while True:
                 log = [event_id for event_id, _ in await state.read("a2a.events", task["id"], 0, 100)]
                 found = await state.get("a2a.push", task["id"])
-                if 3 <= len(receiver.events) <= len(log) and found.value["delivered"] == log[len(receiver.events) - 1]:
+                if (
+                    3 <= len(receiver.events) <= len(log)
+                    and found.value["delivered"] == log[len(receiver.events) - 1]
+                ):
                     break
                 assert time.monotonic() < deadline, "A's sender never caught up"
                 await asyncio.sleep(0.001)
             await a.a2a_app.ops.push.close()
             from_a = a.a2a_app.ops.push.delivered
             resume.set()
-            await eventually(lambda: any(e.get("statusUpdate", {}).get("status", {}).get("state") ==
-                                         "TASK_STATE_COMPLETED" for e in receiver.events), "the final push",
-                             timeout=15)
+            await eventually(
+                lambda: any(
+                    e.get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED"
+                    for e in receiver.events
+                ),
+                "the final push",
+                timeout=15,
+            )
             # the receiver records an event before it answers, and B counts a push once the answer is back:
             # B's sender ends after it has counted and recorded the final push (reading B's count as soon as
             # the receiver had it once found two pushes counted by neither replica: A's in flight, and this one)
-            await eventually(lambda: task["id"] not in b.a2a_app.ops.push.workers, "B's sender to end", timeout=15)
+            await eventually(
+                lambda: task["id"] not in b.a2a_app.ops.push.workers, "B's sender to end", timeout=15
+            )
     from_b = b.a2a_app.ops.push.delivered
     sent = [json.dumps(e, sort_keys=True) for e in receiver.events]
     duplicates = len(sent) - len(set(sent))
@@ -369,17 +464,25 @@ async def test_a_push_sender_that_dies_is_taken_over_from_the_last_delivered_eve
     # have reached the receiver without A counting it, and is then sent again by B; nothing else is sent twice
     assert duplicates <= 1, f"at most the event in flight when A died is sent again: {steps}"
     assert from_a >= 3 and from_b > 0 and len(receiver.events) - from_a - from_b in (0, 1), (
-        len(receiver.events), from_a, from_b, duplicates)
+        len(receiver.events),
+        from_a,
+        from_b,
+        duplicates,
+    )
     assert len(receiver.events) - from_a - from_b <= duplicates  # an uncounted push is one B sent again
 
 
-async def test_tasks_survive_a_restart_and_a_lost_replica_fails_its_tasks(tmp_path: Path, monkeypatch) -> None:
+async def test_tasks_survive_a_restart_and_a_lost_replica_fails_its_tasks(
+    tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.setattr(registry_module, "HEARTBEAT_SECONDS", 0.3)
     url = f"sqlite:///{tmp_path}/restart.db"
     agent, app = a2a_app.build(open_state(url))
     async with client(app) as http:
         done = (await rpc(http, "SendMessage", {"message": msg("echo", text="kept")}))["result"]["task"]
-        parked = (await rpc(http, "SendMessage", {"message": msg("approve", data={"item": "pc"})}))["result"]["task"]
+        parked = (await rpc(http, "SendMessage", {"message": msg("approve", data={"item": "pc"})}))["result"][
+            "task"
+        ]
     tasks = agent.a2a_app.ops.tasks
     await tasks.flush()
     # a crash: the process is cut off its file with the coroutine parked; its heartbeat is never renewed again
@@ -414,37 +517,59 @@ async def test_a_follow_up_on_b_resumes_a_task_parked_on_a(replicas) -> None:
     receiver = Receiver()
     with serve(receiver.app) as url:
         async with client(app_a) as on_a, client(app_b) as on_b, client(app_c) as on_c:
-            parked = (await rpc(on_a, "SendMessage", {
-                "message": msg("ledger", data={"item": item}),
-                "configuration": {"taskPushNotificationConfig": {"url": f"{url}/hook"}}}))["result"]["task"]
+            parked = (
+                await rpc(
+                    on_a,
+                    "SendMessage",
+                    {
+                        "message": msg("ledger", data={"item": item}),
+                        "configuration": {"taskPushNotificationConfig": {"url": f"{url}/hook"}},
+                    },
+                )
+            )["result"]["task"]
             assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
             assert effects.count(f"debit {item}") == 1
             await a.a2a_app.ops.tasks.flush()
             following = asyncio.create_task(stream(on_c, "SubscribeToTask", {"id": parked["id"]}))
             await eventually(lambda: len(receiver.events) >= 3, "A's pushes up to the question")
             answer = {**msg("ledger", data={"to": "bob"}), "taskId": parked["id"]}
-            done = (await asyncio.wait_for(rpc(on_b, "SendMessage", {"message": answer}), 15))["result"]["task"]
+            done = (await asyncio.wait_for(rpc(on_b, "SendMessage", {"message": answer}), 15))["result"][
+                "task"
+            ]
             assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
             assert done["artifacts"][0]["parts"][0]["text"] == f"debit {item}; credit {item} to bob"
             # the debit was replayed from the journal, not done again; the credit was done once, on B
             assert effects.count(f"debit {item}") == 1 and effects.count(f"credit {item} to bob") == 1
             followed = await asyncio.wait_for(following, 15)
             # the coroutine parked on A let go (told over the bus); A now reads the task from the state
-            await eventually(lambda: a.a2a_app.ops.tasks.live.get(parked["id"]) is None, "A to let go of the task")
+            await eventually(
+                lambda: a.a2a_app.ops.tasks.live.get(parked["id"]) is None, "A to let go of the task"
+            )
             got = (await rpc(on_a, "GetTask", {"id": parked["id"]}))["result"]
             assert got["status"]["state"] == "TASK_STATE_COMPLETED" and got["artifacts"] == done["artifacts"]
-            await eventually(lambda: "TASK_STATE_COMPLETED" in states_of(receiver.events), "the final push",
-                             timeout=15)
+            await eventually(
+                lambda: "TASK_STATE_COMPLETED" in states_of(receiver.events), "the final push", timeout=15
+            )
             await asyncio.sleep(0.2)  # a repeated push would have arrived by now
     # C followed from the parked task on, in order, with no gaps and nothing twice (the replayed progress
     # update "debited" is not sent again)
     assert followed[0]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert states_of(followed[1:]) == ["TASK_STATE_WORKING", "artifactUpdate", "TASK_STATE_COMPLETED"]
     # the pushes go on where A's stopped: each once, in order
-    assert states_of(receiver.events) == ["TASK_STATE_WORKING", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED",
-                                          "TASK_STATE_WORKING", "artifactUpdate", "TASK_STATE_COMPLETED"]
-    texts = [p.get("text") for e in receiver.events if "statusUpdate" in e
-             for p in (e["statusUpdate"]["status"].get("message") or {}).get("parts", [])]
+    assert states_of(receiver.events) == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_WORKING",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_WORKING",
+        "artifactUpdate",
+        "TASK_STATE_COMPLETED",
+    ]
+    texts = [
+        p.get("text")
+        for e in receiver.events
+        if "statusUpdate" in e
+        for p in (e["statusUpdate"]["status"].get("message") or {}).get("parts", [])
+    ]
     assert texts.count("debited (1/2)") == 1, texts
     assert b.a2a_app.ops.tasks.live.get(parked["id"]) is None  # B's handle is gone with the task's end
 
@@ -455,7 +580,9 @@ async def test_a_parked_task_resumes_after_a_restart(backend: str) -> None:
     agent._state = open_state(backend)
     add_durable_skills(agent, hang=False)
     async with client(app) as http:
-        parked = (await rpc(http, "SendMessage", {"message": msg("ledger", data={"item": item})}))["result"]["task"]
+        parked = (await rpc(http, "SendMessage", {"message": msg("ledger", data={"item": item})}))["result"][
+            "task"
+        ]
     assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     await agent.a2a_app.ops.tasks.close()  # a shutdown: the parked task is left for the next process
     await agent.a2a_app.ops.tasks.state.close()
@@ -486,8 +613,16 @@ async def test_a_killed_replicas_running_task_is_taken_over_and_completes_once(r
     (a, app_a), (b, app_b), _ = replicas(3)
     label = f"kill-{uuid.uuid4().hex[:6]}"
     async with client(app_a) as on_a, client(app_b) as on_b:
-        task = (await rpc(on_a, "SendMessage", {"message": msg("steps", data={"label": label, "count": 4}),
-                                                "configuration": {"returnImmediately": True}}))["result"]["task"]
+        task = (
+            await rpc(
+                on_a,
+                "SendMessage",
+                {
+                    "message": msg("steps", data={"label": label, "count": 4}),
+                    "configuration": {"returnImmediately": True},
+                },
+            )
+        )["result"]["task"]
         await eventually(lambda: f"{label}:1" in effects and label in stalled, "A to do two steps and stall")
         # A dies: its coroutine stops with nothing written or released, its heartbeat and listener stop
         registry = a.a2a_app.ops.tasks.registry
@@ -501,11 +636,16 @@ async def test_a_killed_replicas_running_task_is_taken_over_and_completes_once(r
         deadline = time.monotonic() + 15
         while True:  # GetTask on B: its first use sweeps for orphans, and a read of a lost task takes it over
             done = (await rpc(on_b, "GetTask", {"id": task["id"]}))["result"]
-            if done["status"]["state"] in ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"):
+            if done["status"]["state"] in (
+                "TASK_STATE_COMPLETED",
+                "TASK_STATE_FAILED",
+                "TASK_STATE_CANCELED",
+            ):
                 break
             assert time.monotonic() < deadline, f"B never finished the task: {done['status']}"
             await asyncio.sleep(0.05)
         assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
     assert done["artifacts"][0]["parts"][0]["data"]["done"] == [f"{label}:{n}" for n in range(4)]
-    assert [e for e in effects if e.startswith(f"{label}:")] == [f"{label}:{n}" for n in range(4)], \
+    assert [e for e in effects if e.startswith(f"{label}:")] == [f"{label}:{n}" for n in range(4)], (
         "each step done once: the two A did were replayed from the journal"
+    )

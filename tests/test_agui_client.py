@@ -20,8 +20,11 @@ SETUP = "run `scripts/setup` (or `scripts/test`, which runs it) to install it"
 
 def harness_node() -> str:
     """The machine's Node (>= 20) with the pinned ``@ag-ui/client`` in ``tests/agui``; skips when absent."""
-    node = require_tool("Node (>= 20, with npm)", shutil.which("node"),
-                        "install Node >= 20 with npm, then run `scripts/setup`")
+    node = require_tool(
+        "Node (>= 20, with npm)",
+        shutil.which("node"),
+        "install Node >= 20 with npm, then run `scripts/setup`",
+    )
     require_tool("The AG-UI client npm package", HARNESS.parent / "node_modules" / "@ag-ui" / "client", SETUP)
     return node
 
@@ -37,8 +40,13 @@ def url():
 def drive(url: str, skill: str, steps: list[dict], thread: str) -> list[dict]:
     node = harness_node()
     scenario = {"url": f"{url}/agui/{skill}", "threadId": thread, "steps": steps}
-    run = subprocess.run([node, str(HARNESS), json.dumps(scenario)], capture_output=True, text=True, timeout=60,
-                         cwd=HARNESS.parent)
+    run = subprocess.run(
+        [node, str(HARNESS), json.dumps(scenario)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=HARNESS.parent,
+    )
     assert run.returncode == 0, run.stderr
     output = json.loads(run.stdout.strip().splitlines()[-1])
     assert output["warnings"] == [], output["warnings"]
@@ -77,14 +85,21 @@ def test_steps_tool_calls_reasoning_and_state(url: str) -> None:
     deltas = [e for e in step["events"] if e["type"] == "STATE_DELTA"]
     assert deltas and step["state"] == {"cart": [{"sku": "MON-27", "price": 449.0}], "total": 449.0}
     assert "ACTIVITY_SNAPSHOT" in kinds
-    assert step["events"][-1]["type"] == "RUN_FINISHED" and step["events"][-1]["outcome"] == {"type": "success"}
+    assert step["events"][-1]["type"] == "RUN_FINISHED" and step["events"][-1]["outcome"] == {
+        "type": "success"
+    }
 
 
 def test_interrupt_and_resume(url: str) -> None:
-    steps = drive(url, "approval", [
-        {"runId": "r-ask", "say": "laptop"},
-        {"runId": "r-yes", "resume": "resolve", "payload": {"approved": True}},
-    ], "t-approve")
+    steps = drive(
+        url,
+        "approval",
+        [
+            {"runId": "r-ask", "say": "laptop"},
+            {"runId": "r-yes", "resume": "resolve", "payload": {"approved": True}},
+        ],
+        "t-approve",
+    )
     asked, resumed = steps
     final = asked["events"][-1]
     assert final["outcome"]["type"] == "interrupt"
@@ -99,14 +114,21 @@ def test_interrupt_and_resume(url: str) -> None:
 
 
 def test_cancelled_resume_executes_nothing(url: str) -> None:
-    steps = drive(url, "approval", [
-        {"runId": "r-ask2", "say": "phone"},
-        {"runId": "r-no", "resume": "cancel"},
-    ], "t-cancel-resume")
+    steps = drive(
+        url,
+        "approval",
+        [
+            {"runId": "r-ask2", "say": "phone"},
+            {"runId": "r-no", "resume": "cancel"},
+        ],
+        "t-cancel-resume",
+    )
     assert steps[1]["events"][-1]["outcome"] == {"type": "cancelled"}
     assert "approval:phone:asked" in agui_app.log
-    assert not any(entry.startswith("approval:phone:yes") or entry.startswith("approval:phone:no")
-                   for entry in agui_app.log)
+    assert not any(
+        entry.startswith("approval:phone:yes") or entry.startswith("approval:phone:no")
+        for entry in agui_app.log
+    )
 
 
 def test_errors_end_with_run_error(url: str) -> None:

@@ -62,8 +62,10 @@ def build(store: str, name: str = "a", **settings: object) -> tuple[Any, Any]:
         debit = await ctx.once("debit", effect, "debit", name)
         ctx.state["debited"] = amount
         await ctx.say(f"debited {amount} ")
-        answer = await ctx.ask(f"Transfer {amount} to whom?", {
-            "type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]})
+        answer = await ctx.ask(
+            f"Transfer {amount} to whom?",
+            {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]},
+        )
         to = answer.content["to"]
         credit = await ctx.once("credit", effect, f"credit {to}", name)
         ctx.state["credited"] = to
@@ -75,7 +77,10 @@ def build(store: str, name: str = "a", **settings: object) -> tuple[Any, Any]:
         """Two one-time steps, wait at this replica's gate, a third step."""
         LOOPS[name] = asyncio.get_running_loop()
         await ctx.say("before ")
-        done = [await ctx.once("one", effect, f"{label}:one", name), await ctx.once("two", effect, f"{label}:two", name)]
+        done = [
+            await ctx.once("one", effect, f"{label}:one", name),
+            await ctx.once("two", effect, f"{label}:two", name),
+        ]
         agui_app.log.append(f"steps:{label}:{name}:waiting")
         while not GATES[f"{label}:{name}"].is_set():
             await asyncio.sleep(0.005)
@@ -135,8 +140,15 @@ def _close(state: Any) -> None:
 def run_body(thread: str, run: str, text: str | None = "hi", **props: object) -> dict:
     messages = [] if text is None else [{"id": f"u-{run}", "role": "user", "content": text}]
     state = props.pop("state", {})
-    return {"threadId": thread, "runId": run, "messages": messages, "state": state, "tools": [], "context": [],
-            "forwardedProps": props}
+    return {
+        "threadId": thread,
+        "runId": run,
+        "messages": messages,
+        "state": state,
+        "tools": [],
+        "context": [],
+        "forwardedProps": props,
+    }
 
 
 def frames(text: str) -> list[dict]:
@@ -159,8 +171,15 @@ def gate(name: str) -> threading.Event:
     return GATES[name]
 
 
-async def start_detached(http: httpx.AsyncClient, url: str, thread: str, run: str, count: int, name: str,
-                         headers: dict | None = None) -> None:
+async def start_detached(
+    http: httpx.AsyncClient,
+    url: str,
+    thread: str,
+    run: str,
+    count: int,
+    name: str,
+    headers: dict | None = None,
+) -> None:
     """Start ``gated`` on a replica, detached; leave after the third event."""
     body = run_body(thread, run, None, detached=True, arguments={"count": count, "gate": name})
     async with http.stream("POST", f"{url}/agui/gated", json=body, headers=headers) as response:
@@ -195,7 +214,9 @@ async def test_reconnect_on_the_other_replica_gets_the_rest_then_the_live_tail(s
             local = r.agents[0].agui_app.runs["r-in"]
             assert local.sequencer.seq == ids[-1]
             # Once it ended, a reconnect on B with Last-Event-ID gets exactly the last events.
-            last = await http.get(f"{r.b}/agui/gated/runs/r-in/events", headers={"last-event-id": str(ids[-1] - 2)})
+            last = await http.get(
+                f"{r.b}/agui/gated/runs/r-in/events", headers={"last-event-id": str(ids[-1] - 2)}
+            )
             assert [e["type"] for e in frames(last.text)] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
             nothing = await http.get(f"{r.b}/agui/gated/runs/r-in/events", params={"after": ids[-1]})
             assert nothing.status_code == 200 and frames(nothing.text) == []
@@ -228,15 +249,23 @@ async def test_reconnect_beyond_the_kept_events_starts_with_snapshots(store_url:
 async def test_a_duplicate_run_id_is_refused_on_every_replica_and_runs_once(store_url: str) -> None:
     with replicas(store_url) as r:
         async with httpx.AsyncClient(timeout=20) as http:
-            async with http.stream("POST", f"{r.a}/agui/slow", json=run_body("t-dup", "r-dup", "dup")) as first:
-                lines = events(first.aiter_lines())  # held: a dropped iterator would close the stream (and cancel)
+            async with http.stream(
+                "POST", f"{r.a}/agui/slow", json=run_body("t-dup", "r-dup", "dup")
+            ) as first:
+                lines = events(
+                    first.aiter_lines()
+                )  # held: a dropped iterator would close the stream (and cancel)
                 async for _, event in lines:
                     if event["type"] == "ACTIVITY_SNAPSHOT":
                         break
                 same_thread = await http.post(f"{r.b}/agui/slow", json=run_body("t-dup", "r-dup", "dup"))
                 other_thread = await http.post(f"{r.b}/agui/slow", json=run_body("t-dup2", "r-dup", "dup"))
                 again_a = await http.post(f"{r.a}/agui/slow", json=run_body("t-dup3", "r-dup", "dup"))
-                assert (same_thread.status_code, other_thread.status_code, again_a.status_code) == (409, 409, 409)
+                assert (same_thread.status_code, other_thread.status_code, again_a.status_code) == (
+                    409,
+                    409,
+                    409,
+                )
                 cancel = await http.post(f"{r.b}/agui/slow/runs/r-dup/cancel")
                 assert cancel.status_code == 200
             assert agui_app.log.count("slow:dup:started") == 1
@@ -293,18 +322,28 @@ async def test_the_state_version_is_arbitrated_across_replicas(store_url: str) -
             first = frames((await http.post(f"{r.a}/agui/planner", json=run_body("t-st", "s1"))).text)
             assert first[-1]["type"] == "RUN_FINISHED"
             state = {"cart": [{"sku": "MON-27", "price": 449.0}], "total": 449.0}
-            stale = frames((await http.post(f"{r.b}/agui/planner", json=run_body(
-                "t-st", "s2", state={"cart": []}, stateVersion=0))).text)
+            stale = frames(
+                (
+                    await http.post(
+                        f"{r.b}/agui/planner", json=run_body("t-st", "s2", state={"cart": []}, stateVersion=0)
+                    )
+                ).text
+            )
             assert [e["type"] for e in stale] == ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_ERROR"]
             assert stale[1]["snapshot"] == state and stale[-1]["code"] == "STATE_VERSION_CONFLICT"
             same = frames((await http.post(f"{r.b}/agui/chat", json=run_body("t-st2", "s3"))).text)
             assert same[-1]["type"] == "RUN_FINISHED"
             version = (await read_record(store_url, "t-st"))["version"]
             # Two replicas write the same version at once: exactly one wins, the other sees its state.
-            racing = await asyncio.gather(*(
-                http.post(f"{url}/agui/planner", json=run_body("t-st", f"race-{name}", state={"who": name},
-                                                                   stateVersion=version))
-                for name, url in (("a", r.a), ("b", r.b))))
+            racing = await asyncio.gather(
+                *(
+                    http.post(
+                        f"{url}/agui/planner",
+                        json=run_body("t-st", f"race-{name}", state={"who": name}, stateVersion=version),
+                    )
+                    for name, url in (("a", r.a), ("b", r.b))
+                )
+            )
             outcomes = [frames(response.text) for response in racing]
             won = [o for o in outcomes if o[-1]["type"] == "RUN_FINISHED"]
             lost = [o for o in outcomes if o[-1].get("code") == "STATE_VERSION_CONFLICT"]
@@ -322,39 +361,74 @@ async def read_record(store_url: str, thread: str) -> dict:
         await state.close()
 
 
-async def test_a_resume_on_the_other_replica_replays_there_and_arguments_resume_anywhere(store_url: str) -> None:
+async def test_a_resume_on_the_other_replica_replays_there_and_arguments_resume_anywhere(
+    store_url: str,
+) -> None:
     with replicas(store_url) as r:
         async with httpx.AsyncClient(timeout=20) as http:
-            asked = frames((await http.post(f"{r.a}/agui/approval", json=run_body(
-                "t-ask", "q1", None, arguments={"item": "desk"}))).text)
+            asked = frames(
+                (
+                    await http.post(
+                        f"{r.a}/agui/approval", json=run_body("t-ask", "q1", None, arguments={"item": "desk"})
+                    )
+                ).text
+            )
             [interrupt] = asked[-1]["outcome"]["interrupts"]
-            resume = {**run_body("t-ask", "q2", None),
-                      "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": True}]}
+            resume = {
+                **run_body("t-ask", "q2", None),
+                "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": True}],
+            }
             done = frames((await asyncio.wait_for(http.post(f"{r.b}/agui/approval", json=resume), 10)).text)
             assert done[-1]["type"] == "RUN_FINISHED" and done[-1]["outcome"] == {"type": "success"}, done[-1]
             assert "".join(e.get("delta", "") for e in done) == "desk: bought"
             # B replayed the function: the code before the question ran again there (it is not a journaled step)
             assert agui_app.log == ["approval:desk:asked", "approval:desk:asked", "approval:desk:yes"]
-            again = frames((await http.post(f"{r.b}/agui/approval", json=run_body(
-                "t-ask", "q3", None, arguments={"item": "chair"}))).text)
+            again = frames(
+                (
+                    await http.post(
+                        f"{r.b}/agui/approval",
+                        json=run_body("t-ask", "q3", None, arguments={"item": "chair"}),
+                    )
+                ).text
+            )
             assert again[-1]["type"] == "RUN_FINISHED" and again[-1]["outcome"]["type"] == "interrupt"
             # A resume whose journal is gone (it expired) is a clean error, at once, and closes the interrupt.
             record = await read_record(store_url, "t-ask")
             await drop(store_url, JOURNAL_NS, record["execution"]["id"])
             [chair] = again[-1]["outcome"]["interrupts"]
-            lost = frames((await asyncio.wait_for(http.post(f"{r.a}/agui/approval", json={
-                **run_body("t-ask", "q4", None),
-                "resume": [{"interruptId": chair["id"], "status": "resolved", "payload": True}]}), 10)).text)
+            lost = frames(
+                (
+                    await asyncio.wait_for(
+                        http.post(
+                            f"{r.a}/agui/approval",
+                            json={
+                                **run_body("t-ask", "q4", None),
+                                "resume": [
+                                    {"interruptId": chair["id"], "status": "resolved", "payload": True}
+                                ],
+                            },
+                        ),
+                        10,
+                    )
+                ).text
+            )
             assert lost[-1]["type"] == "RUN_ERROR" and lost[-1]["code"] == "RESUME_LOST"
             assert "approval:chair:yes" not in agui_app.log
-            fresh = frames((await http.post(f"{r.a}/agui/approval", json=run_body(
-                "t-ask", "q5", None, arguments={"item": "lamp"}))).text)
+            fresh = frames(
+                (
+                    await http.post(
+                        f"{r.a}/agui/approval", json=run_body("t-ask", "q5", None, arguments={"item": "lamp"})
+                    )
+                ).text
+            )
             assert fresh[-1]["type"] == "RUN_FINISHED" and fresh[-1]["outcome"]["type"] == "interrupt"
             # Missing arguments hold no coroutine: asked on A, answered on B.
             missing = frames((await http.post(f"{r.a}/agui/chat", json=run_body("t-args", "m1", None))).text)
             [need] = missing[-1]["outcome"]["interrupts"]
-            answer = {**run_body("t-args", "m2", None),
-                      "resume": [{"interruptId": need["id"], "status": "resolved", "payload": {"text": "there"}}]}
+            answer = {
+                **run_body("t-args", "m2", None),
+                "resume": [{"interruptId": need["id"], "status": "resolved", "payload": {"text": "there"}}],
+            }
             done = frames((await http.post(f"{r.b}/agui/chat", json=answer)).text)
             assert done[-1]["type"] == "RUN_FINISHED"
             assert "".join(e.get("delta", "") for e in done) == "You said: there "
@@ -383,29 +457,41 @@ def check_resumed_transfer(got: list[tuple[int | None, dict]], replica: str) -> 
     text = "".join(e.get("delta", "") for _, e in got if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "credited bob "
     assert [e["delta"] for _, e in got if e["type"] == "STATE_DELTA"] == [
-        [{"op": "add", "path": "/credited", "value": "bob"}]]
+        [{"op": "add", "path": "/credited", "value": "bob"}]
+    ]
     finished = got[-1][1]
     assert finished["type"] == "RUN_FINISHED" and finished["outcome"] == {"type": "success"}, finished
     assert finished["result"] == {"debit": "debit@a", "credit": f"credit bob@{replica}"}
 
 
 def transfer_resume(thread: str, run: str, interrupt: dict, state: dict | None = None) -> dict:
-    return {**run_body(thread, run, None, state=state or {"debited": 5}),
-            "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"to": "bob"}}]}
+    return {
+        **run_body(thread, run, None, state=state or {"debited": 5}),
+        "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"to": "bob"}}],
+    }
 
 
 async def test_an_interrupt_asked_on_a_is_resumed_on_b_and_no_step_runs_twice(store_url: str) -> None:
     with replicas(store_url) as r:
         async with httpx.AsyncClient(timeout=20) as http:
-            asked = frames((await http.post(f"{r.a}/agui/transfer", json=run_body(
-                "t-tr", "tr1", None, arguments={"amount": 5}))).text)
-            assert asked[-1]["type"] == "RUN_FINISHED" and asked[-1]["outcome"]["type"] == "interrupt", asked[-1]
+            asked = frames(
+                (
+                    await http.post(
+                        f"{r.a}/agui/transfer", json=run_body("t-tr", "tr1", None, arguments={"amount": 5})
+                    )
+                ).text
+            )
+            assert asked[-1]["type"] == "RUN_FINISHED" and asked[-1]["outcome"]["type"] == "interrupt", asked[
+                -1
+            ]
             assert "ACTIVITY_SNAPSHOT" in [e["type"] for e in asked]
             [interrupt] = asked[-1]["outcome"]["interrupts"]
             assert EFFECTS == {"debit": 1}
             record = await read_record(store_url, "t-tr")
             assert record["execution"]["id"].startswith("agui:") and record["execution"]["startState"] == {}
-            async with http.stream("POST", f"{r.b}/agui/transfer", json=transfer_resume("t-tr", "tr2", interrupt)) as resumed:
+            async with http.stream(
+                "POST", f"{r.b}/agui/transfer", json=transfer_resume("t-tr", "tr2", interrupt)
+            ) as resumed:
                 assert resumed.status_code == 200
                 got = await read_events(resumed)
             check_resumed_transfer(got, "b")
@@ -417,14 +503,28 @@ async def test_an_interrupt_asked_on_a_is_resumed_on_b_and_no_step_runs_twice(st
             # turn (its stale coroutine is cancelled, and does nothing more).
             again = await http.get(f"{r.a}/agui/transfer/runs/tr2/events", params={"after": 0})
             assert [e["type"] for e in frames(again.text)] == [e["type"] for _, e in got]
-            following = frames((await http.post(f"{r.a}/agui/transfer", json=run_body(
-                "t-tr", "tr3", None, state={"debited": 5, "credited": "bob"}, arguments={"amount": 1}))).text)
+            following = frames(
+                (
+                    await http.post(
+                        f"{r.a}/agui/transfer",
+                        json=run_body(
+                            "t-tr",
+                            "tr3",
+                            None,
+                            state={"debited": 5, "credited": "bob"},
+                            arguments={"amount": 1},
+                        ),
+                    )
+                ).text
+            )
             assert following[-1]["type"] == "RUN_FINISHED" and following[-1]["outcome"]["type"] == "interrupt"
             assert EFFECTS == {"debit": 2, "credit bob": 1}
             # A cancelled resume ends the execution for good, wherever it was parked.
             [second] = following[-1]["outcome"]["interrupts"]
-            cancel = {**run_body("t-tr", "tr4", None, state={"debited": 1, "credited": "bob"}),
-                      "resume": [{"interruptId": second["id"], "status": "cancelled"}]}
+            cancel = {
+                **run_body("t-tr", "tr4", None, state={"debited": 1, "credited": "bob"}),
+                "resume": [{"interruptId": second["id"], "status": "cancelled"}],
+            }
             ended = frames((await http.post(f"{r.b}/agui/transfer", json=cancel)).text)
             assert ended[-1]["type"] == "RUN_FINISHED" and ended[-1]["outcome"] == {"type": "cancelled"}
             journal = await read_journal(store_url, (await read_record(store_url, "t-tr"))["execution"]["id"])
@@ -448,8 +548,14 @@ async def test_an_interrupt_resumes_after_a_restart(store_url: str) -> None:
     try:
         with serve(app) as url:
             async with httpx.AsyncClient(timeout=20) as http:
-                asked = frames((await http.post(f"{url}/agui/transfer", json=run_body(
-                    "t-re", "re1", None, arguments={"amount": 5}))).text)
+                asked = frames(
+                    (
+                        await http.post(
+                            f"{url}/agui/transfer",
+                            json=run_body("t-re", "re1", None, arguments={"amount": 5}),
+                        )
+                    ).text
+                )
     finally:
         close_state(before)
     [interrupt] = asked[-1]["outcome"]["interrupts"]
@@ -457,14 +563,21 @@ async def test_an_interrupt_resumes_after_a_restart(store_url: str) -> None:
     try:
         with serve(app) as url:
             async with httpx.AsyncClient(timeout=20) as http:
-                async with http.stream("POST", f"{url}/agui/transfer",
-                                       json=transfer_resume("t-re", "re2", interrupt)) as resumed:
+                async with http.stream(
+                    "POST", f"{url}/agui/transfer", json=transfer_resume("t-re", "re2", interrupt)
+                ) as resumed:
                     got = await read_events(resumed)
                 check_resumed_transfer(got, "b")
                 assert EFFECTS == {"debit": 1, "credit bob": 1}
                 # the same answer again: the interrupt is closed (nothing runs twice)
-                late = frames((await http.post(f"{url}/agui/transfer",
-                                               json=transfer_resume("t-re", "re3", interrupt, {"debited": 5, "credited": "bob"}))).text)
+                late = frames(
+                    (
+                        await http.post(
+                            f"{url}/agui/transfer",
+                            json=transfer_resume("t-re", "re3", interrupt, {"debited": 5, "credited": "bob"}),
+                        )
+                    ).text
+                )
                 assert late[-1]["type"] == "RUN_ERROR" and late[-1]["code"] == "INVALID_RESUME"
                 assert EFFECTS == {"debit": 1, "credit bob": 1}
     finally:
@@ -474,7 +587,9 @@ async def test_an_interrupt_resumes_after_a_restart(store_url: str) -> None:
 async def logged_frames(store_url: str, run_id: str) -> int:
     state = open_state(store_url)
     try:
-        return sum(len(entry.get("frames") or []) for _, entry in await state.read("agui.events", run_id, 0, 1000))
+        return sum(
+            len(entry.get("frames") or []) for _, entry in await state.read("agui.events", run_id, 0, 1000)
+        )
     finally:
         await state.close()
 
@@ -495,10 +610,14 @@ async def test_a_run_whose_replica_died_is_taken_over(store_url: str) -> None:
                         break  # then leave: the run is detached
             await eventually(lambda: "steps:died:a:waiting" in agui_app.log, "the run to wait at A's gate")
             deadline = time.monotonic() + 10
-            while await logged_frames(store_url, "r-die") < 4:  # RUN_STARTED, STATE_SNAPSHOT, the text's start and content
+            while (
+                await logged_frames(store_url, "r-die") < 4
+            ):  # RUN_STARTED, STATE_SNAPSHOT, the text's start and content
                 assert time.monotonic() < deadline, "A never logged the run's first events"
                 await asyncio.sleep(0.02)
-            LOOPS["a"].call_soon_threadsafe(frozen.wait)  # A stops dead: it renews and writes nothing any more
+            LOOPS["a"].call_soon_threadsafe(
+                frozen.wait
+            )  # A stops dead: it renews and writes nothing any more
             try:
                 started = time.monotonic()
                 while (await read_record(store_url, "t-die"))["running"] is not None:
@@ -507,23 +626,39 @@ async def test_a_run_whose_replica_died_is_taken_over(store_url: str) -> None:
                     await asyncio.sleep(0.1)
                 assert time.monotonic() - started >= LEASE / 3  # B waited for A's lease to expire
                 reconnect = await http.get(f"{r.b}/agui/steps/runs/r-die/events", params={"after": 0})
-                got = [(int(line[4:]), None) for line in reconnect.text.splitlines() if line.startswith("id: ")]
+                got = [
+                    (int(line[4:]), None) for line in reconnect.text.splitlines() if line.startswith("id: ")
+                ]
                 run = frames(reconnect.text)
-                assert [seq for seq, _ in got] == list(range(1, len(run) + 1))  # one numbering, no gap, nothing twice
+                assert [seq for seq, _ in got] == list(
+                    range(1, len(run) + 1)
+                )  # one numbering, no gap, nothing twice
                 kinds = [e["type"] for e in run]
                 assert kinds[0] == "RUN_STARTED" and kinds.count("TEXT_MESSAGE_START") == 1
                 assert kinds.count("TEXT_MESSAGE_END") == 1 and kinds[-1] == "RUN_FINISHED"
-                assert "".join(e.get("delta", "") for e in run if e["type"] == "TEXT_MESSAGE_CONTENT") == "before after "
+                assert (
+                    "".join(e.get("delta", "") for e in run if e["type"] == "TEXT_MESSAGE_CONTENT")
+                    == "before after "
+                )
                 assert run[-1]["outcome"] == {"type": "success"}
                 assert run[-1]["result"] == {"result": ["died:one@a", "died:two@a", "died:three@b"]}
                 assert EFFECTS == {"died:one": 1, "died:two": 1, "died:three": 1}  # no step done twice
-                assert (await read_journal(store_url, (await read_record(store_url, "t-die"))["execution"]["id"]))[
-                    "status"] == "completed"
+                assert (
+                    await read_journal(store_url, (await read_record(store_url, "t-die"))["execution"]["id"])
+                )["status"] == "completed"
                 # the thread is not stuck in progress: B runs its next turn
                 gate("next:b").set()
-                following = frames((await http.post(f"{r.b}/agui/steps", json=run_body(
-                    "t-die", "r-die2", None, arguments={"label": "next"}))).text)
-                assert following[-1]["type"] == "RUN_FINISHED" and following[-1]["outcome"] == {"type": "success"}
+                following = frames(
+                    (
+                        await http.post(
+                            f"{r.b}/agui/steps",
+                            json=run_body("t-die", "r-die2", None, arguments={"label": "next"}),
+                        )
+                    ).text
+                )
+                assert following[-1]["type"] == "RUN_FINISHED" and following[-1]["outcome"] == {
+                    "type": "success"
+                }
             finally:
                 frozen.set()
 
@@ -555,8 +690,18 @@ def test_the_official_client_starts_on_one_replica_and_replays_through_the_other
     opened = gate("official")
     store = f"sqlite:///{tmp_path / 'agui.db'}"
     with replicas(store) as r:
-        [step] = drive(r.a, "gated", [{"runId": "r-off", "abortAfter": "TEXT_MESSAGE_CONTENT", "forwardedProps": {
-            "detached": True, "arguments": {"count": 3, "gate": "official"}}}], "t-off")
+        [step] = drive(
+            r.a,
+            "gated",
+            [
+                {
+                    "runId": "r-off",
+                    "abortAfter": "TEXT_MESSAGE_CONTENT",
+                    "forwardedProps": {"detached": True, "arguments": {"count": 3, "gate": "official"}},
+                }
+            ],
+            "t-off",
+        )
         kinds = [e["type"] for e in step["events"]]
         # It aborted mid-run (the client reports that as its own RUN_ERROR "abort"); the detached run goes on.
         assert "TEXT_MESSAGE_CONTENT" in kinds and "RUN_FINISHED" not in kinds
@@ -565,8 +710,14 @@ def test_the_official_client_starts_on_one_replica_and_replays_through_the_other
         while "gated:official:waiting" not in agui_app.log and time.monotonic() < deadline:
             time.sleep(0.01)
         opened.set()
-        done = subprocess.run([node, "--input-type=module", "-e", RECONNECT, f"{r.b}/agui/gated/runs/r-off/events",
-                               "0"], capture_output=True, text=True, timeout=60, cwd=HARNESS, check=False)
+        done = subprocess.run(
+            [node, "--input-type=module", "-e", RECONNECT, f"{r.b}/agui/gated/runs/r-off/events", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=HARNESS,
+            check=False,
+        )
     assert done.returncode == 0, done.stderr
     output = json.loads(done.stdout.strip().splitlines()[-1])
     assert "error" not in output and output["warnings"] == [], output
@@ -574,4 +725,3 @@ def test_the_official_client_starts_on_one_replica_and_replays_through_the_other
     assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED"
     text = "".join(e["delta"] for e in output["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "0 1 2 " + "".join(f"after{i} " for i in range(5))
-

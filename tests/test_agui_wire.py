@@ -14,9 +14,16 @@ from tests.waiting import eventually
 
 
 def run_body(thread: str, run: str, text: str = "hi", **extra: object) -> dict:
-    return {"threadId": thread, "runId": run, "messages": [{"id": f"u-{run}", "role": "user", "content": text}],
-            "state": extra.pop("state", {}), "tools": [], "context": [], "forwardedProps": extra.pop("props", {}),
-            **extra}
+    return {
+        "threadId": thread,
+        "runId": run,
+        "messages": [{"id": f"u-{run}", "role": "user", "content": text}],
+        "state": extra.pop("state", {}),
+        "tools": [],
+        "context": [],
+        "forwardedProps": extra.pop("props", {}),
+        **extra,
+    }
 
 
 def frames(text: str) -> list[dict]:
@@ -35,7 +42,9 @@ def fresh_log():
 
 
 def client(app) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", timeout=10)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", timeout=10
+    )
 
 
 async def test_bad_bodies_get_422_before_any_stream(app) -> None:
@@ -52,8 +61,13 @@ async def test_capabilities_are_declared(app) -> None:
     async with client(app) as http:
         caps = (await http.get("/agui/approval/capabilities")).json()
     assert caps["humanInTheLoop"]["interrupts"] is True and caps["state"]["deltas"] is True
-    assert caps["transport"] == {"streaming": True, "websocket": False, "httpBinary": False,
-                                 "pushNotifications": False, "resumable": True}
+    assert caps["transport"] == {
+        "streaming": True,
+        "websocket": False,
+        "httpBinary": False,
+        "pushNotifications": False,
+        "resumable": True,
+    }
     from ag_ui.core import AgentCapabilities
 
     AgentCapabilities.model_validate(caps)
@@ -63,7 +77,10 @@ async def test_stream_headers_and_framing(app) -> None:
     async with client(app) as http:
         response = await http.post("/agui/chat", json=run_body("t-frame", "r-frame"))
     assert response.headers["content-type"] == "text/event-stream"
-    assert response.headers["cache-control"] == "no-cache, no-transform" and response.headers["x-accel-buffering"] == "no"
+    assert (
+        response.headers["cache-control"] == "no-cache, no-transform"
+        and response.headers["x-accel-buffering"] == "no"
+    )
     assert "\r" not in response.text and response.text.endswith("\n\n")
     ids = [int(line[4:]) for line in response.text.splitlines() if line.startswith("id: ")]
     assert ids == list(range(1, len(ids) + 1))
@@ -75,12 +92,36 @@ async def test_resume_must_answer_every_interrupt_and_only_them(app) -> None:
         interrupt = first[-1]["outcome"]["interrupts"][0]
         unanswered = frames((await http.post("/agui/approval", json=run_body("t-r", "r2", "pc"))).text)
         assert unanswered[-1]["type"] == "RUN_ERROR" and unanswered[-1]["code"] == "INVALID_RESUME"
-        wrong = frames((await http.post("/agui/approval", json=run_body(
-            "t-r", "r3", "pc", resume=[{"interruptId": "int-nope", "status": "resolved"}]))).text)
+        wrong = frames(
+            (
+                await http.post(
+                    "/agui/approval",
+                    json=run_body(
+                        "t-r", "r3", "pc", resume=[{"interruptId": "int-nope", "status": "resolved"}]
+                    ),
+                )
+            ).text
+        )
         assert wrong[-1]["code"] == "INVALID_RESUME"
-        right = frames((await http.post("/agui/approval", json=run_body(
-            "t-r", "r4", "pc", resume=[{"interruptId": interrupt["id"], "status": "resolved",
-                                         "payload": {"approved": False}}]))).text)
+        right = frames(
+            (
+                await http.post(
+                    "/agui/approval",
+                    json=run_body(
+                        "t-r",
+                        "r4",
+                        "pc",
+                        resume=[
+                            {
+                                "interruptId": interrupt["id"],
+                                "status": "resolved",
+                                "payload": {"approved": False},
+                            }
+                        ],
+                    ),
+                )
+            ).text
+        )
         assert right[-1]["outcome"] == {"type": "success"}
         text = "".join(e.get("delta", "") for e in right if e["type"] == "TEXT_MESSAGE_CONTENT")
         assert text == "pc: not bought"
@@ -94,8 +135,20 @@ async def test_missing_arguments_interrupt_then_resume_with_them(app) -> None:
         [interrupt] = asked[-1]["outcome"]["interrupts"]
         assert interrupt["reason"] == "input_required" and "count" in interrupt["message"]
         assert interrupt["responseSchema"]["required"] == ["count"]
-        resumed = frames((await http.post("/agui/flood", json={**body, "runId": "a2", "resume": [
-            {"interruptId": interrupt["id"], "status": "resolved", "payload": {"count": 3}}]})).text)
+        resumed = frames(
+            (
+                await http.post(
+                    "/agui/flood",
+                    json={
+                        **body,
+                        "runId": "a2",
+                        "resume": [
+                            {"interruptId": interrupt["id"], "status": "resolved", "payload": {"count": 3}}
+                        ],
+                    },
+                )
+            ).text
+        )
         assert "".join(e.get("delta", "") for e in resumed if e["type"] == "TEXT_MESSAGE_CONTENT") == "0 1 2 "
 
 
@@ -104,12 +157,19 @@ async def test_the_server_arbitrates_state_versions(app) -> None:
         first = frames((await http.post("/agui/planner", json=run_body("t-state", "s1"))).text)
         state = {"cart": [{"sku": "MON-27", "price": 449.0}], "total": 449.0}
         assert [e for e in first if e["type"] == "STATE_DELTA"]
-        stale = frames((await http.post("/agui/planner", json=run_body(
-            "t-state", "s2", state={"cart": []}, props={"stateVersion": 0}))).text)
+        stale = frames(
+            (
+                await http.post(
+                    "/agui/planner",
+                    json=run_body("t-state", "s2", state={"cart": []}, props={"stateVersion": 0}),
+                )
+            ).text
+        )
         assert [e["type"] for e in stale] == ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_ERROR"]
         assert stale[1]["snapshot"] == state and stale[-1]["code"] == "STATE_VERSION_CONFLICT"
-        changed_without_version = frames((await http.post("/agui/planner", json=run_body(
-            "t-state", "s3", state={"cart": []}))).text)
+        changed_without_version = frames(
+            (await http.post("/agui/planner", json=run_body("t-state", "s3", state={"cart": []}))).text
+        )
         assert changed_without_version[-1]["code"] == "STATE_VERSION_CONFLICT"
         same = frames((await http.post("/agui/planner", json=run_body("t-state", "s4", state=state))).text)
         assert same[-1]["type"] == "RUN_FINISHED"
@@ -128,8 +188,10 @@ async def test_reconnect_gets_the_rest_or_snapshots() -> None:
                     if seen == [1, 2, 3]:
                         break  # drop the connection after the third event; the run is detached
             assert seen == [1, 2, 3], "the connection was dropped right after the third event"
-            run = await eventually(lambda: (r := agent.agui_app.runs.get("re1")) is not None and r.ended and r,
-                                   "the detached run to end")
+            run = await eventually(
+                lambda: (r := agent.agui_app.runs.get("re1")) is not None and r.ended and r,
+                "the detached run to end",
+            )
             last = run.sequencer.seq
             tail = await http.get("/agui/flood/runs/re1/events", params={"after": last - 2})
             tail_events = frames(tail.text)
@@ -161,12 +223,22 @@ async def test_a_consumer_that_stops_reading_is_cut_off_and_memory_stays_bounded
         await asyncio.Event().wait()
         return {}
 
-    scope = {"type": "http", "method": "POST", "path": "/agui/flood", "root_path": "", "query_string": b"",
-             "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")], "scheme": "http",
-             "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1)}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/agui/flood",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
+        "scheme": "http",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 1),
+    }
     serving = asyncio.create_task(app(scope, receive, send))
-    run = await eventually(lambda: (r := agent.agui_app.runs.get("sl1")) is not None and r.ended and r,
-                           "the run of the stuck consumer to end")
+    run = await eventually(
+        lambda: (r := agent.agui_app.runs.get("sl1")) is not None and r.ended and r,
+        "the run of the stuck consumer to end",
+    )
     assert run.ended and run.sequencer.ended
     assert len(sent) >= 2, "the consumer was stuck on a write"
     assert not run.consumers, "the stuck consumer was disconnected"
@@ -182,14 +254,18 @@ async def test_cancel_endpoint_reaches_the_coroutine(app) -> None:
         async with httpx.AsyncClient(base_url=url, timeout=10) as http:
             cancel: httpx.Response | None = None
             finished: dict | None = None
-            async with http.stream("POST", "/agui/slow", json=run_body("t-c", "c1", "via-endpoint")) as response:
+            async with http.stream(
+                "POST", "/agui/slow", json=run_body("t-c", "c1", "via-endpoint")
+            ) as response:
                 async for line in response.aiter_lines():
                     if "ACTIVITY_SNAPSHOT" in line and cancel is None:
                         cancel = await http.post("/agui/slow/runs/c1/cancel")
                     if "RUN_FINISHED" in line:
                         finished = json.loads(line[5:])
                         break
-            assert cancel is not None and cancel.status_code == 200, "the run reported progress and was cancelled"
+            assert cancel is not None and cancel.status_code == 200, (
+                "the run reported progress and was cancelled"
+            )
             assert finished is not None and finished["outcome"] == {"type": "cancelled"}
             assert "slow:via-endpoint:cancelled" in agui_app.log
             again = await http.post("/agui/slow/runs/c1/cancel")

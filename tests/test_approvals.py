@@ -50,9 +50,12 @@ class TokenBackend(AuthenticationBackend):
         return (AuthCredentials(["authenticated"]), SimpleUser(name)) if name else None
 
 
-def build(*, with_identify: bool = True, host_auth: bool = False, **settings: object) -> tuple[Agent, Starlette]:
-    agent = Agent("approvals", identify=identify if with_identify else None, include=[place_order],
-                  **settings)  # type: ignore[arg-type]
+def build(
+    *, with_identify: bool = True, host_auth: bool = False, **settings: object
+) -> tuple[Agent, Starlette]:
+    agent = Agent(
+        "approvals", identify=identify if with_identify else None, include=[place_order], **settings
+    )  # type: ignore[arg-type]
     middleware = [Middleware(AuthenticationMiddleware, backend=TokenBackend())] if host_auth else []
     app = Starlette(middleware=[*middleware, Middleware(AgentMiddleware, agent=agent)])
     return agent, app
@@ -65,8 +68,9 @@ def _clear() -> None:
 
 def http(app: Starlette, token: str | None = None) -> httpx.AsyncClient:
     headers = {"authorization": f"Bearer {token}"} if token else {}
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000",
-                             headers=headers, timeout=10)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", headers=headers, timeout=10
+    )
 
 
 def mcp_as(app: Starlette, token: str | None) -> McpTestClient:
@@ -82,11 +86,14 @@ async def request_approval(app: Starlette, token: str) -> dict:
 
 async def call_with(app: Starlette, token: str | None, approval_id: str) -> dict:
     async with mcp_as(app, token) as mcp:
-        return await mcp.request("tools/call", {"name": "place_order", "arguments": ARGS,
-                                                "_meta": {"agentmw/approvalId": approval_id}})
+        return await mcp.request(
+            "tools/call",
+            {"name": "place_order", "arguments": ARGS, "_meta": {"agentmw/approvalId": approval_id}},
+        )
 
 
 # --- no identity source: off, and says so --------------------------------------------------------------
+
 
 async def test_without_an_identity_source_out_of_band_approval_is_off() -> None:
     agent, app = build(with_identify=False)
@@ -115,6 +122,7 @@ async def test_an_approver_hook_alone_is_no_identity_source() -> None:
 
 # --- the requester cannot approve themselves, whatever header they invent ------------------------------------
 
+
 async def test_an_invented_credential_is_no_identity() -> None:
     agent, app = build()
     async with mcp_as(app, "invented") as mcp:
@@ -129,7 +137,9 @@ async def test_an_invented_credential_is_no_identity() -> None:
             assert answer.status_code == 401 and answer.headers["www-authenticate"] == "Bearer"
     async with http(app, "t-expired") as client:
         expired = await client.get(f"/approvals/{approval['id']}")
-    assert expired.status_code == 401 and expired.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+    assert (
+        expired.status_code == 401 and expired.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+    )
     async with http(app, "t-alice") as client:
         own = await client.post(f"/approvals/{approval['id']}", json={"approve": True})
     assert own.status_code == 403 and "cannot approve their own action" in own.json()["detail"]
@@ -137,6 +147,7 @@ async def test_an_invented_credential_is_no_identity() -> None:
 
 
 # --- reading needs the right to decide, or being the requester -----------------------------------------------
+
 
 async def test_reading_an_approval_needs_the_right_to_decide_it_or_being_its_requester() -> None:
     _, app = build(approver=lambda identity, approval: identity == "admin")
@@ -172,6 +183,7 @@ async def test_by_default_any_other_authenticated_caller_decides() -> None:
 
 # --- an approval is bound to its requester ---------------------------------------------------------------
 
+
 async def test_an_approval_works_only_for_its_requester() -> None:
     _, app = build()
     approval = await request_approval(app, "t-alice")
@@ -192,6 +204,7 @@ async def test_an_approval_works_only_for_its_requester() -> None:
 
 # --- the host app's authentication is an identity source too ------------------------------------------------
 
+
 async def test_the_host_apps_authenticated_user_is_an_identity() -> None:
     _, app = build(with_identify=False, host_auth=True)
     approval = await request_approval(app, "t-alice")
@@ -207,6 +220,7 @@ async def test_the_host_apps_authenticated_user_is_an_identity() -> None:
 
 
 # --- the decision body ---------------------------------------------------------------------------------------
+
 
 async def test_decision_bodies_are_read_strictly() -> None:
     _, app = build()
@@ -228,22 +242,39 @@ async def test_decision_bodies_are_read_strictly() -> None:
 
 # --- the example app: its own tokens are its identity source -----------------------------------------------
 
+
 async def test_the_example_approves_out_of_band_with_its_own_tokens() -> None:
     from examples.fastapi_app.main import app
 
-    order = {"request": {"sku": "ACC-DOCK", "quantity": 1, "department": "engineering",
-                         "justification": "Docking station for a new hire"}}
+    order = {
+        "request": {
+            "sku": "ACC-DOCK",
+            "quantity": 1,
+            "department": "engineering",
+            "justification": "Docking station for a new hire",
+        }
+    }
     async with McpTestClient(app, headers={"authorization": "Bearer demo-token"}) as alice:  # no elicitation
         pending = await alice.call_tool("submit_purchase_request", order)
         approval = pending["_meta"]["agentmw/approval"]
         assert approval["requestedBy"] == "alice"
         url = f"/approvals/{approval['id']}"
-        async with http(app, "demo-token") as own, http(app, "made-up") as stranger, http(app, "admin-token") as admin:
+        async with (
+            http(app, "demo-token") as own,
+            http(app, "made-up") as stranger,
+            http(app, "admin-token") as admin,
+        ):
             assert (await own.get(url)).status_code == 200, "the requester may read it"
             assert (await own.post(url, json={"approve": True})).status_code == 403
             assert (await stranger.post(url, json={"approve": True})).status_code == 401
             decided = await admin.post(url, json={"approve": True, "note": "ok"})
             assert decided.status_code == 200 and decided.json()["decidedBy"] == "budget-admin"
-        done = await alice.request("tools/call", {"name": "submit_purchase_request", "arguments": order,
-                                                  "_meta": {"agentmw/approvalId": approval["id"]}})
+        done = await alice.request(
+            "tools/call",
+            {
+                "name": "submit_purchase_request",
+                "arguments": order,
+                "_meta": {"agentmw/approvalId": approval["id"]},
+            },
+        )
     assert done["isError"] is False and done["structuredContent"]["status"] == "submitted"

@@ -31,9 +31,9 @@ from tests.waiting import eventually
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
 
 
-
-
-def token(auth_server: AuthServer, agent_url: str, who: str, scope: str = "mcp", roles: tuple[str, ...] = ()) -> str:
+def token(
+    auth_server: AuthServer, agent_url: str, who: str, scope: str = "mcp", roles: tuple[str, ...] = ()
+) -> str:
     return auth_server.issue(subject=who, audience=f"{agent_url}/mcp", scope=scope, roles=roles)
 
 
@@ -46,35 +46,48 @@ def message(text: str, skill: str | None = None) -> Message:
 
 async def sdk_client(http: httpx.AsyncClient, url: str, binding: str):
     card = await A2ACardResolver(http, url).get_agent_card()
-    return ClientFactory(ClientConfig(httpx_client=http, streaming=False,
-                                      supported_protocol_bindings=[binding])).create(card)
+    return ClientFactory(
+        ClientConfig(httpx_client=http, streaming=False, supported_protocol_bindings=[binding])
+    ).create(card)
 
 
 # --- A2A ----------------------------------------------------------------------------------------------------
 
-async def test_the_card_lists_what_the_caller_may_use_and_the_security_schemes(auth_server: AuthServer,
-                                                                               agent_url: str) -> None:
+
+async def test_the_card_lists_what_the_caller_may_use_and_the_security_schemes(
+    auth_server: AuthServer, agent_url: str
+) -> None:
     admin = token(auth_server, agent_url, "root", "mcp budget:admin", ("admin",))
     async with httpx.AsyncClient() as http:
         public = (await http.get(f"{agent_url}/.well-known/agent-card.json")).json()
-        seen_by_admin = (await http.get(f"{agent_url}/.well-known/agent-card.json",
-                                        headers={"authorization": f"Bearer {admin}"})).json()
+        seen_by_admin = (
+            await http.get(
+                f"{agent_url}/.well-known/agent-card.json", headers={"authorization": f"Bearer {admin}"}
+            )
+        ).json()
     assert [s["id"] for s in public["skills"]] == ["chat"]  # set_budget is for admins: not even named
     assert [s["id"] for s in seen_by_admin["skills"]] == ["set_budget", "chat"]
-    assert seen_by_admin["skills"][0]["securityRequirements"] == [{"schemes": {"oauth2": {"list": ["budget:admin"]}}}]
+    assert seen_by_admin["skills"][0]["securityRequirements"] == [
+        {"schemes": {"oauth2": {"list": ["budget:admin"]}}}
+    ]
     oauth = public["securitySchemes"]["oauth2"]["oauth2SecurityScheme"]
     assert oauth["oauth2MetadataUrl"] == f"{auth_server.issuer}/.well-known/oauth-authorization-server"
-    assert public["securitySchemes"]["bearer"] == {"httpAuthSecurityScheme": {"scheme": "Bearer",
-                                                                              "bearerFormat": "JWT"}}
+    assert public["securitySchemes"]["bearer"] == {
+        "httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}
+    }
     assert public["securityRequirements"][0] == {"schemes": {"oauth2": {"list": ["mcp"]}}}
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
-async def test_the_sdk_client_with_a_bearer_token(auth_server: AuthServer, agent_url: str, binding: str) -> None:
+async def test_the_sdk_client_with_a_bearer_token(
+    auth_server: AuthServer, agent_url: str, binding: str
+) -> None:
     alice = token(auth_server, agent_url, "alice", roles=("buyer",))
     async with httpx.AsyncClient(timeout=30, headers={"authorization": f"Bearer {alice}"}) as http:
         client = await sdk_client(http, agent_url, binding)
-        task = [e async for e in client.send_message(SendMessageRequest(message=message("hi", "chat")))][-1].task
+        task = [e async for e in client.send_message(SendMessageRequest(message=message("hi", "chat")))][
+            -1
+        ].task
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         assert task.artifacts[0].parts[0].text == "You said: hi"
         extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
@@ -104,12 +117,21 @@ async def test_an_admin_runs_the_admin_skill(auth_server: AuthServer, agent_url:
 
 async def _a2a(agent_url: str, bearer: str | None, skill: str, path: str = "/a2a") -> httpx.Response:
     headers = {"a2a-version": "1.0", **({"authorization": f"Bearer {bearer}"} if bearer else {})}
-    body = {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "x"}],
-                        "metadata": {"skill": skill}}}
+    body = {
+        "message": {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "parts": [{"text": "x"}],
+            "metadata": {"skill": skill},
+        }
+    }
     async with httpx.AsyncClient() as http:
         if path == "/a2a":
-            return await http.post(agent_url + path, headers=headers,
-                                   json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": body})
+            return await http.post(
+                agent_url + path,
+                headers=headers,
+                json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": body},
+            )
         return await http.post(agent_url + path, headers=headers, json=body)
 
 
@@ -133,9 +155,13 @@ async def test_push_notifications_carry_a_jwt_the_receiver_verifies(auth_server:
         received.append((dict(request.headers), await request.body()))
         return JSONResponse({})
 
-    settings = A2ASettings(push=PushPolicy(allow_hosts=["127.0.0.1"], signer=PushSigner(issuer="procurement")))
-    with serve(build(auth_server.issuer, a2a=settings)) as url, \
-            serve(Starlette(routes=[Route("/hook", hook, methods=["POST"])])) as receiver:
+    settings = A2ASettings(
+        push=PushPolicy(allow_hosts=["127.0.0.1"], signer=PushSigner(issuer="procurement"))
+    )
+    with (
+        serve(build(auth_server.issuer, a2a=settings)) as url,
+        serve(Starlette(routes=[Route("/hook", hook, methods=["POST"])])) as receiver,
+    ):
         alice = token(auth_server, url, "alice")
         async with httpx.AsyncClient(timeout=30, headers={"authorization": f"Bearer {alice}"}) as http:
             client = await sdk_client(http, url, "JSONRPC")
@@ -149,8 +175,14 @@ async def test_push_notifications_carry_a_jwt_the_receiver_verifies(auth_server:
     for headers, body in received:
         signed = headers["authorization"].removeprefix("Bearer ")
         key = keys[jwt.get_unverified_header(signed)["kid"]]
-        claims = jwt.decode(signed, key.key, algorithms=["ES256"], audience=f"{receiver}/hook", issuer="procurement",
-                            options={"require": ["exp", "iat", "jti"]})
+        claims = jwt.decode(
+            signed,
+            key.key,
+            algorithms=["ES256"],
+            audience=f"{receiver}/hook",
+            issuer="procurement",
+            options={"require": ["exp", "iat", "jti"]},
+        )
         assert claims["taskId"] == task.id
         assert claims["request_body_sha256"] == __import__("hashlib").sha256(body).hexdigest()
         seen.add(claims["jti"])
@@ -159,6 +191,7 @@ async def test_push_notifications_carry_a_jwt_the_receiver_verifies(auth_server:
 
 
 # --- AG-UI --------------------------------------------------------------------------------------------------
+
 
 def test_agui_client_with_a_bearer_header(auth_server: AuthServer, agent_url: str) -> None:
     alice = token(auth_server, agent_url, "alice")
@@ -172,10 +205,20 @@ def drive_with_headers(url: str, skill: str, headers: dict[str, str]) -> list[di
     from tests.test_agui_client import HARNESS, harness_node
 
     node = harness_node()
-    scenario = {"url": f"{url}/agui/{skill}", "threadId": f"t-{uuid.uuid4()}", "headers": headers,
-                "steps": [{"runId": f"r-{uuid.uuid4()}", "say": "hello"}]}
-    run = subprocess.run([node, str(HARNESS), json.dumps(scenario)], capture_output=True, text=True, timeout=60, check=False,
-                         cwd=HARNESS.parent)
+    scenario = {
+        "url": f"{url}/agui/{skill}",
+        "threadId": f"t-{uuid.uuid4()}",
+        "headers": headers,
+        "steps": [{"runId": f"r-{uuid.uuid4()}", "say": "hello"}],
+    }
+    run = subprocess.run(
+        [node, str(HARNESS), json.dumps(scenario)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=HARNESS.parent,
+    )
     assert run.returncode == 0, run.stderr
     output = json.loads(run.stdout.strip().splitlines()[-1])
     assert output["warnings"] == [] and all("rejected" not in s for s in output["steps"]), output
@@ -183,48 +226,77 @@ def drive_with_headers(url: str, skill: str, headers: dict[str, str]) -> list[di
 
 
 async def test_agui_401_403_and_hidden_skills(auth_server: AuthServer, agent_url: str) -> None:
-    body = {"threadId": "t", "runId": "r", "state": {}, "tools": [], "context": [], "forwardedProps": {},
-            "messages": [{"id": "u", "role": "user", "content": "hi"}]}
+    body = {
+        "threadId": "t",
+        "runId": "r",
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "messages": [{"id": "u", "role": "user", "content": "hi"}],
+    }
     admin_without_scope = token(auth_server, agent_url, "root", "mcp", ("admin",))
     alice = token(auth_server, agent_url, "alice")
     async with httpx.AsyncClient() as http:
         missing = await http.post(f"{agent_url}/agui/chat", json=body)
         assert missing.status_code == 401 and 'resource_metadata="' in missing.headers["www-authenticate"]
-        refused = await http.post(f"{agent_url}/agui/set_budget", json=body,
-                                  headers={"authorization": f"Bearer {admin_without_scope}"})
-        assert refused.status_code == 403 and 'scope="mcp budget:admin"' in refused.headers["www-authenticate"]
-        hidden = await http.get(f"{agent_url}/agui/set_budget/capabilities",
-                                headers={"authorization": f"Bearer {alice}"})
-        unknown = await http.get(f"{agent_url}/agui/no_such_skill/capabilities",
-                                 headers={"authorization": f"Bearer {alice}"})
+        refused = await http.post(
+            f"{agent_url}/agui/set_budget",
+            json=body,
+            headers={"authorization": f"Bearer {admin_without_scope}"},
+        )
+        assert (
+            refused.status_code == 403 and 'scope="mcp budget:admin"' in refused.headers["www-authenticate"]
+        )
+        hidden = await http.get(
+            f"{agent_url}/agui/set_budget/capabilities", headers={"authorization": f"Bearer {alice}"}
+        )
+        unknown = await http.get(
+            f"{agent_url}/agui/no_such_skill/capabilities", headers={"authorization": f"Bearer {alice}"}
+        )
         assert hidden.status_code == unknown.status_code == 404
         assert hidden.json()["detail"].replace("set_budget", "X") == unknown.json()["detail"].replace(
-            "no_such_skill", "X")
+            "no_such_skill", "X"
+        )
 
 
 # --- rate limits across replicas -------------------------------------------------------------------------
 
+
 async def test_rate_limits_hold_across_two_replicas(auth_server: AuthServer, tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'shared.db'}"
     limits = (RateLimit(3, per=60),)
-    with serve(build(auth_server.issuer, store=store, rate_limits=limits)) as one, \
-            serve(build(auth_server.issuer, store=store, rate_limits=limits)) as two:
+    with (
+        serve(build(auth_server.issuer, store=store, rate_limits=limits)) as one,
+        serve(build(auth_server.issuer, store=store, rate_limits=limits)) as two,
+    ):
         # tokens for one resource URI; both replicas serve it (the resource is the URL the client uses)
-        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-                   "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
-        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {}}
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/list",
+        }
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
         statuses = []
         async with httpx.AsyncClient() as http:
             for url in (one, two, one, two):
                 bearer = auth_server.issue(subject="alice", audience=f"{url}/mcp", scope="mcp")
-                response = await http.post(f"{url}/mcp", headers={**headers, "authorization": f"Bearer {bearer}"},
-                                           json={"jsonrpc": "2.0", "id": 1, "method": "tools/list",
-                                                 "params": {"_meta": meta}})
+                response = await http.post(
+                    f"{url}/mcp",
+                    headers={**headers, "authorization": f"Bearer {bearer}"},
+                    json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}},
+                )
                 statuses.append(response.status_code)
             other = auth_server.issue(subject="bob", audience=f"{two}/mcp", scope="mcp")
-            bobs = await http.post(f"{two}/mcp", headers={**headers, "authorization": f"Bearer {other}"},
-                                   json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}})
+            bobs = await http.post(
+                f"{two}/mcp",
+                headers={**headers, "authorization": f"Bearer {other}"},
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}},
+            )
     assert statuses == [200, 200, 200, 429]  # alice's three requests were counted on both replicas together
     assert 1 <= int(response.headers["retry-after"]) <= 60
     assert bobs.status_code == 200  # per caller
@@ -232,24 +304,39 @@ async def test_rate_limits_hold_across_two_replicas(auth_server: AuthServer, tmp
 
 # --- introspection ---------------------------------------------------------------------------------------
 
+
 async def test_introspection_verifier(auth_server: AuthServer) -> None:
-    verifier = IntrospectionVerifier(f"{auth_server.issuer}/introspect", client_id="resource-server",
-                                     client_secret="rs-secret", issuer=auth_server.issuer)
+    verifier = IntrospectionVerifier(
+        f"{auth_server.issuer}/introspect",
+        client_id="resource-server",
+        client_secret="rs-secret",
+        issuer=auth_server.issuer,
+    )
     with serve(build(auth_server.issuer, verifier=verifier)) as url:
-        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-                   "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
-        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {}}
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/list",
+        }
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
         payload = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
         async with httpx.AsyncClient() as http:
             good = auth_server.issue(subject="alice", audience=f"{url}/mcp", scope="mcp")
-            ok = await http.post(f"{url}/mcp", headers={**headers, "authorization": f"Bearer {good}"}, json=payload)
+            ok = await http.post(
+                f"{url}/mcp", headers={**headers, "authorization": f"Bearer {good}"}, json=payload
+            )
             other = auth_server.issue(subject="alice", audience="https://elsewhere.example/mcp", scope="mcp")
-            wrong = await http.post(f"{url}/mcp", headers={**headers, "authorization": f"Bearer {other}"},
-                                    json=payload)
+            wrong = await http.post(
+                f"{url}/mcp", headers={**headers, "authorization": f"Bearer {other}"}, json=payload
+            )
             expired = auth_server.issue(subject="alice", audience=f"{url}/mcp", scope="mcp", expires_in=-60)
-            stale = await http.post(f"{url}/mcp", headers={**headers, "authorization": f"Bearer {expired}"},
-                                    json=payload)
+            stale = await http.post(
+                f"{url}/mcp", headers={**headers, "authorization": f"Bearer {expired}"}, json=payload
+            )
     assert ok.status_code == 200 and ok.json()["result"]["tools"][0]["name"] == "department_budget"
     assert wrong.status_code == 401 and "audience" in wrong.headers["www-authenticate"]
     assert stale.status_code == 401

@@ -15,15 +15,15 @@ from tests.auth.server import AuthServer
 MODES = ["legacy", "2026-07-28"]
 
 
-
-
 @pytest.fixture(autouse=True)
 def alice(auth_server: AuthServer) -> None:
     auth_server.login("alice")
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_the_official_client_logs_in_and_calls(auth_server: AuthServer, agent_url: str, mode: str) -> None:
+async def test_the_official_client_logs_in_and_calls(
+    auth_server: AuthServer, agent_url: str, mode: str
+) -> None:
     registrations = auth_server.registrations
     asked = len(auth_server.authorize_requests)
     async with oauth_client(agent_url, mode) as client:
@@ -56,29 +56,46 @@ async def test_step_up_on_insufficient_scope(auth_server: AuthServer, agent_url:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_the_route_security_dependency_sees_the_verified_caller(auth_server: AuthServer, agent_url: str,
-                                                                      mode: str) -> None:
+async def test_the_route_security_dependency_sees_the_verified_caller(
+    auth_server: AuthServer, agent_url: str, mode: str
+) -> None:
     async with oauth_client(agent_url, mode) as client:
         await client.list_tools()  # logs in (one request cannot both log in and step up: the client's rule)
-        result = await client.call_tool("submit_purchase_request", {"sku": "MON-27"})  # steps up to purchases:write
+        result = await client.call_tool(
+            "submit_purchase_request", {"sku": "MON-27"}
+        )  # steps up to purchases:write
     assert result.is_error is False, result.content
     # the route's body as FastAPI serves it: a JSON string, and its value as the structured result
     assert [c.text for c in result.content] == ['"alice requested MON-27"']
     assert result.structured_content == {"result": "alice requested MON-27"}
 
 
-async def _post(agent_url: str, token: str | None, method: str = "tools/list", params: dict | None = None,
-                ) -> httpx.Response:
-    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-               "mcp-protocol-version": "2026-07-28", "mcp-method": method}
+async def _post(
+    agent_url: str,
+    token: str | None,
+    method: str = "tools/list",
+    params: dict | None = None,
+) -> httpx.Response:
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": method,
+    }
     if token is not None:
         headers["authorization"] = f"Bearer {token}"
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
     if params and "name" in params:
         headers["mcp-name"] = params["name"]
     async with httpx.AsyncClient() as http:
-        return await http.post(f"{agent_url}/mcp", headers=headers, json={
-            "jsonrpc": "2.0", "id": 1, "method": method, "params": {**(params or {}), "_meta": meta}})
+        return await http.post(
+            f"{agent_url}/mcp",
+            headers=headers,
+            json={"jsonrpc": "2.0", "id": 1, "method": method, "params": {**(params or {}), "_meta": meta}},
+        )
 
 
 def _challenge(response: httpx.Response) -> dict[str, str]:
@@ -98,21 +115,27 @@ async def test_no_token_is_401_with_the_metadata_url(agent_url: str) -> None:
     assert "error" not in challenge  # no token is not an invalid token (RFC 6750 section 3.1)
 
 
-@pytest.mark.parametrize(("case", "expected"), [
-    ("wrong audience", "The token was not issued for this resource (its audience is another)"),
-    ("expired", "The token has expired"),
-    ("other issuer", "The token was issued by another authorization server"),
-    ("garbage", "The token is not a well-formed JWT"),
-    ("no audience", "The token has no 'aud' claim"),
-])
-async def test_bad_tokens_are_401_invalid_token(auth_server: AuthServer, agent_url: str, case: str,
-                                                expected: str) -> None:
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("wrong audience", "The token was not issued for this resource (its audience is another)"),
+        ("expired", "The token has expired"),
+        ("other issuer", "The token was issued by another authorization server"),
+        ("garbage", "The token is not a well-formed JWT"),
+        ("no audience", "The token has no 'aud' claim"),
+    ],
+)
+async def test_bad_tokens_are_401_invalid_token(
+    auth_server: AuthServer, agent_url: str, case: str, expected: str
+) -> None:
     resource = f"{agent_url}/mcp"
-    token = {"wrong audience": lambda: auth_server.issue(audience="http://127.0.0.1:1/other/mcp"),
-             "expired": lambda: auth_server.issue(audience=resource, expires_in=-120),
-             "other issuer": lambda: auth_server.issue(audience=resource, issuer="https://evil.example"),
-             "garbage": lambda: "not-a-jwt",
-             "no audience": lambda: auth_server.issue(audience=None)}[case]()
+    token = {
+        "wrong audience": lambda: auth_server.issue(audience="http://127.0.0.1:1/other/mcp"),
+        "expired": lambda: auth_server.issue(audience=resource, expires_in=-120),
+        "other issuer": lambda: auth_server.issue(audience=resource, issuer="https://evil.example"),
+        "garbage": lambda: "not-a-jwt",
+        "no audience": lambda: auth_server.issue(audience=None),
+    }[case]()
     response = await _post(agent_url, token)
     assert response.status_code == 401
     challenge = _challenge(response)
@@ -128,8 +151,9 @@ async def test_a_token_without_the_servers_scope_is_403(auth_server: AuthServer,
 
 async def test_a_missing_capability_scope_is_403_naming_it(auth_server: AuthServer, agent_url: str) -> None:
     token = auth_server.issue(subject="bob", audience=f"{agent_url}/mcp", scope="mcp")
-    response = await _post(agent_url, token, "tools/call", {"name": "submit_purchase_request",
-                                                            "arguments": {"sku": "X"}})
+    response = await _post(
+        agent_url, token, "tools/call", {"name": "submit_purchase_request", "arguments": {"sku": "X"}}
+    )
     assert response.status_code == 403
     challenge = _challenge(response)
     assert challenge["error"] == "insufficient_scope"
@@ -139,8 +163,9 @@ async def test_a_missing_capability_scope_is_403_naming_it(auth_server: AuthServ
 
 async def test_the_route_dependencys_403_is_the_http_answer(auth_server: AuthServer, agent_url: str) -> None:
     token = auth_server.issue(subject="carol", audience=f"{agent_url}/mcp", scope="mcp purchases:write")
-    response = await _post(agent_url, token, "tools/call", {"name": "submit_purchase_request",
-                                                            "arguments": {"sku": "X"}})
+    response = await _post(
+        agent_url, token, "tools/call", {"name": "submit_purchase_request", "arguments": {"sku": "X"}}
+    )
     assert response.status_code == 403  # the scope is there; the app's own Security check refuses carol
     assert response.json()["error"]["message"] == "HTTP 403: Only buyers may submit purchase requests"
 
@@ -155,17 +180,22 @@ async def test_protected_resource_metadata(auth_server: AuthServer, agent_url: s
             assert document["authorization_servers"] == [auth_server.issuer]
             assert document["scopes_supported"] == ["assets:read", "budget:admin", "mcp", "purchases:write"]
             assert document["bearer_methods_supported"] == ["header"]
-        assert (await http.get(agent_url + "/.well-known/oauth-protected-resource/elsewhere")).status_code == 404
+        assert (
+            await http.get(agent_url + "/.well-known/oauth-protected-resource/elsewhere")
+        ).status_code == 404
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_per_caller_lists_and_hidden_is_unknown(auth_server: AuthServer, agent_url: str, mode: str) -> None:
+async def test_per_caller_lists_and_hidden_is_unknown(
+    auth_server: AuthServer, agent_url: str, mode: str
+) -> None:
     resource = f"{agent_url}/mcp"
     admin = auth_server.issue(subject="root", audience=resource, scope="mcp budget:admin", roles=("admin",))
     alice = auth_server.issue(subject="alice", audience=resource, scope="mcp", roles=("buyer",))
     async with bearer_client(agent_url, mode, admin) as client:
         assert [t.uri_template for t in (await client.list_resource_templates()).resource_templates] == [
-            "budget://{department}"]
+            "budget://{department}"
+        ]
         assert [p.name for p in (await client.list_prompts()).prompts] == ["escalation_note"]
         assert "20000" in (await client.read_resource("budget://design")).contents[0].text
     async with bearer_client(agent_url, mode, alice) as client:
@@ -196,7 +226,9 @@ async def test_keys_rotate(auth_server: AuthServer, agent_url: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_capability_rate_limit_is_retryable(auth_server: AuthServer, agent_url: str, mode: str) -> None:
+async def test_a_capability_rate_limit_is_retryable(
+    auth_server: AuthServer, agent_url: str, mode: str
+) -> None:
     token = auth_server.issue(subject=f"quota-{mode}", audience=f"{agent_url}/mcp", scope="mcp")
     async with bearer_client(agent_url, mode, token) as client:
         results = [await client.call_tool("quota_probe", {}) for _ in range(3)]

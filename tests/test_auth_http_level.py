@@ -30,9 +30,11 @@ from tests.conftest import serve
 HANDSHAKE = "2025-11-25"
 MODERN = "2026-07-28"
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-USERS = {"reader": Principal("reader", scopes={"mcp"}),
-         "writer": Principal("writer", scopes={"mcp", "reports:write"}),
-         "guest": Principal("guest", scopes={"mcp", "reports:write"}, roles={"guest"})}
+USERS = {
+    "reader": Principal("reader", scopes={"mcp"}),
+    "writer": Principal("writer", scopes={"mcp", "reports:write"}),
+    "guest": Principal("guest", scopes={"mcp", "reports:write"}, roles={"guest"}),
+}
 ASKED: list[str] = []
 
 
@@ -45,8 +47,14 @@ def _challenge(response: httpx.Response) -> dict[str, str]:
 class Mcp:
     """Raw MCP requests in either era: a handshake session is opened first (it needs no scope of its own)."""
 
-    def __init__(self, http: httpx.AsyncClient, url: str, era: str, token: str | None,
-                 capabilities: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        url: str,
+        era: str,
+        token: str | None,
+        capabilities: dict[str, Any] | None = None,
+    ) -> None:
         self.http, self.url, self.era, self.token = http, url, era, token
         self.capabilities = capabilities or {}
         self.session: str | None = None
@@ -67,33 +75,53 @@ class Mcp:
         """Starts a handshake session; its response when it was refused."""
         if self.era == MODERN:
             return None
-        response = await self.http.post(f"{self.url}/mcp", headers=self._headers("initialize"), json={
-            "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": HANDSHAKE, "capabilities": self.capabilities,
-                "clientInfo": {"name": "raw", "version": "1"}}})
+        response = await self.http.post(
+            f"{self.url}/mcp",
+            headers=self._headers("initialize"),
+            json={
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": HANDSHAKE,
+                    "capabilities": self.capabilities,
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            },
+        )
         if response.status_code != 200:
             return response
         self.session = response.headers["mcp-session-id"]
-        await self.http.post(f"{self.url}/mcp", headers=self._headers("notifications/initialized"),
-                             json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await self.http.post(
+            f"{self.url}/mcp",
+            headers=self._headers("notifications/initialized"),
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+        )
         return None
 
     async def call(self, name: str, arguments: dict[str, Any], task: bool = False) -> httpx.Response:
         params: dict[str, Any] = {"name": name, "arguments": arguments}
         if self.era == MODERN:
             extensions = {"extensions": {EXTENSION: {}}} if task else {}
-            params["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN,
-                               "io.modelcontextprotocol/clientCapabilities": extensions}
+            params["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": extensions,
+            }
         elif task:
             params["task"] = {"ttl": 60000}
-        return await self.http.post(f"{self.url}/mcp", headers=self._headers("tools/call", name), json={
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+        return await self.http.post(
+            f"{self.url}/mcp",
+            headers=self._headers("tools/call", name),
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params},
+        )
 
 
 # --- (1) the handshake era, as raw HTTP ---------------------------------------------------------------------
 
-async def test_the_handshake_era_answers_401_and_403_at_the_http_level(auth_server: AuthServer,
-                                                                       agent_url: str) -> None:
+
+async def test_the_handshake_era_answers_401_and_403_at_the_http_level(
+    auth_server: AuthServer, agent_url: str
+) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         refused = await Mcp(http, agent_url, HANDSHAKE, None).open()
         bob = Mcp(http, agent_url, HANDSHAKE, auth_server.issue(subject="bob", audience=f"{agent_url}/mcp"))
@@ -110,12 +138,15 @@ async def test_the_handshake_era_answers_401_and_403_at_the_http_level(auth_serv
 
 # --- (2..4) an app of its own: route dependencies, task tools, a gated tool -----------------------------
 
+
 def _app() -> FastAPI:
     app = FastAPI()
     bearer = HTTPBearer(auto_error=False)
 
-    def staff(credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
-              principal: Annotated[Principal | None, Security(current_principal)]) -> Principal:
+    def staff(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+        principal: Annotated[Principal | None, Security(current_principal)],
+    ) -> Principal:
         """The app's own check: a signed-in caller, not a guest."""
         if credentials is None or principal is None:
             raise HTTPException(401, "Not authenticated", headers={"WWW-Authenticate": "Bearer"})
@@ -151,10 +182,14 @@ def _app() -> FastAPI:
         """
         return text[:10]
 
-    auth = ProtectedResource(authorization_servers=["https://login.example.com"],
-                             verifier=lambda token, resource: USERS.get(token), anonymous=True)
-    agent = Agent("reports", include=[app, build_report, publish_report, summarize], auth=auth,
-                  store="memory://")
+    auth = ProtectedResource(
+        authorization_servers=["https://login.example.com"],
+        verifier=lambda token, resource: USERS.get(token),
+        anonymous=True,
+    )
+    agent = Agent(
+        "reports", include=[app, build_report, publish_report, summarize], auth=auth, store="memory://"
+    )
     app.add_middleware(AgentMiddleware, agent=agent)
     return app
 
@@ -203,8 +238,11 @@ async def test_a_task_call_without_the_scope_is_refused_before_a_task_exists(app
     assert unauthenticated.status_code == 401 and _challenge(unauthenticated)["scope"] == "reports:write"
     assert short.status_code == 403
     assert _challenge(short) | {"resource_metadata": ""} == {
-        "resource_metadata": "", "scope": "reports:write", "error": "insufficient_scope",
-        "error_description": "Insufficient scope: tool build_report needs the scope(s) reports:write"}
+        "resource_metadata": "",
+        "scope": "reports:write",
+        "error": "insufficient_scope",
+        "error_description": "Insufficient scope: tool build_report needs the scope(s) reports:write",
+    }
     assert made.status_code == 200, made.text
     assert "taskId" in made.text  # the same call with the scope is a task
     assert ASKED in ([], ["ran q3"])  # only the writer's task may have run
@@ -233,8 +271,12 @@ async def _first_question(mcp: Mcp, name: str, arguments: dict[str, Any]) -> str
     if mcp.era == MODERN:
         return (await mcp.call(name, arguments)).text
     headers = mcp._headers("tools/call", name)
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
     async with mcp.http.stream("POST", f"{mcp.url}/mcp", headers=headers, json=body) as response:
         async for line in response.aiter_lines():
             if "elicitation/create" in line:
@@ -244,20 +286,37 @@ async def _first_question(mcp: Mcp, name: str, arguments: dict[str, Any]) -> str
 
 # --- (5) rate limits in A2A's and AG-UI's forms ------------------------------------------------------------
 
+
 def _a2a_headers(token: str) -> dict[str, str]:
     return {"a2a-version": "1.0", "authorization": f"Bearer {token}"}
 
 
 def _a2a_body(skill_name: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "a long text to summarize"}],
-        "metadata": {"skill": skill_name}}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": "a long text to summarize"}],
+                "metadata": {"skill": skill_name},
+            }
+        },
+    }
 
 
 def _agui_body() -> dict[str, Any]:
-    return {"threadId": f"t-{uuid.uuid4()}", "runId": f"r-{uuid.uuid4()}", "state": {}, "tools": [],
-            "context": [], "forwardedProps": {},
-            "messages": [{"id": "u", "role": "user", "content": "a long text to summarize"}]}
+    return {
+        "threadId": f"t-{uuid.uuid4()}",
+        "runId": f"r-{uuid.uuid4()}",
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "messages": [{"id": "u", "role": "user", "content": "a long text to summarize"}],
+    }
 
 
 def _events(response: httpx.Response) -> list[dict[str, Any]]:
@@ -266,10 +325,18 @@ def _events(response: httpx.Response) -> list[dict[str, Any]]:
 
 async def test_a_capability_rate_limit_in_the_a2a_and_agui_forms(app_url: str) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
-        a2a = [(await http.post(f"{app_url}/a2a", headers=_a2a_headers("reader"),
-                                json=_a2a_body("summarize"))).json() for _ in range(2)]
-        agui = [await http.post(f"{app_url}/agui/summarize", headers={"authorization": "Bearer writer"},
-                                json=_agui_body()) for _ in range(2)]
+        a2a = [
+            (
+                await http.post(f"{app_url}/a2a", headers=_a2a_headers("reader"), json=_a2a_body("summarize"))
+            ).json()
+            for _ in range(2)
+        ]
+        agui = [
+            await http.post(
+                f"{app_url}/agui/summarize", headers={"authorization": "Bearer writer"}, json=_agui_body()
+            )
+            for _ in range(2)
+        ]
     first, second = (answer["result"]["task"] for answer in a2a)
     assert first["status"]["state"] == "TASK_STATE_COMPLETED"
     assert second["status"]["state"] == "TASK_STATE_FAILED"
@@ -291,15 +358,22 @@ async def test_the_agents_rate_limit_is_429_on_a2a_and_agui() -> None:
         """
         return text
 
-    auth = ProtectedResource(authorization_servers=["https://login.example.com"],
-                             verifier=lambda token, resource: USERS.get(token))
+    auth = ProtectedResource(
+        authorization_servers=["https://login.example.com"], verifier=lambda token, resource: USERS.get(token)
+    )
     agent = Agent("limited", include=[echo], auth=auth, store="memory://", rate_limits=[RateLimit(1, per=60)])
     with serve(agent.asgi()) as url:
         async with httpx.AsyncClient(timeout=30) as http:
-            a2a = [await http.post(f"{url}/a2a", headers=_a2a_headers("reader"), json=_a2a_body("echo"))
-                   for _ in range(2)]
-            agui = [await http.post(f"{url}/agui/echo", headers={"authorization": "Bearer writer"},
-                                    json=_agui_body()) for _ in range(2)]
+            a2a = [
+                await http.post(f"{url}/a2a", headers=_a2a_headers("reader"), json=_a2a_body("echo"))
+                for _ in range(2)
+            ]
+            agui = [
+                await http.post(
+                    f"{url}/agui/echo", headers={"authorization": "Bearer writer"}, json=_agui_body()
+                )
+                for _ in range(2)
+            ]
     assert a2a[0].status_code == 200 and a2a[1].status_code == 429
     assert a2a_refusal(a2a[1]) == "RESOURCE_EXHAUSTED"
     assert 1 <= int(a2a[1].headers["retry-after"]) <= 60
@@ -308,6 +382,7 @@ async def test_the_agents_rate_limit_is_429_on_a2a_and_agui() -> None:
 
 
 # --- (6) per-caller tool lists, with the official client -------------------------------------------------
+
 
 @pytest.mark.parametrize("hide_missing_scopes", [False, True])
 @pytest.mark.parametrize("mode", ["legacy", MODERN])
@@ -328,9 +403,11 @@ async def test_each_caller_lists_the_tools_it_may_use(mode: str, hide_missing_sc
         return "ok"
 
     users = {"op": Principal("op", scopes={"reports:write"}, roles={"ops"}), "guest": Principal("guest")}
-    auth = ProtectedResource(authorization_servers=["https://login.example.com"],
-                             hide_missing_scopes=hide_missing_scopes,
-                             verifier=lambda token, resource: users.get(token))
+    auth = ProtectedResource(
+        authorization_servers=["https://login.example.com"],
+        hide_missing_scopes=hide_missing_scopes,
+        verifier=lambda token, resource: users.get(token),
+    )
     agent = Agent("ops", include=[restart_region, file_report, status], auth=auth, store="memory://")
     with serve(agent.asgi()) as url:
         listed = {}
@@ -345,5 +422,6 @@ async def test_each_caller_lists_the_tools_it_may_use(mode: str, hide_missing_sc
     assert listed["op"] == ["file_report", "restart_region", "status"]
     # by default a missing scope stays listed (the call's 403 lets the client step up); roles always hide
     assert listed["guest"] == (["status"] if hide_missing_scopes else ["file_report", "status"])
-    assert str(hidden.value).replace("restart_region", "<name>") == \
-        str(unknown.value).replace("no_such_tool", "<name>")
+    assert str(hidden.value).replace("restart_region", "<name>") == str(unknown.value).replace(
+        "no_such_tool", "<name>"
+    )

@@ -31,26 +31,47 @@ ACCEPT = "application/json, text/event-stream"
 
 
 async def open_session(http: httpx.AsyncClient, url: str, bearer: str | None = None) -> str:
-    headers = {"accept": ACCEPT, "content-type": "application/json",
-               **({"authorization": f"Bearer {bearer}"} if bearer else {})}
-    init = await http.post(f"{url}/mcp", headers=headers, json={
-        "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "claims", "version": "0"}}})
+    headers = {
+        "accept": ACCEPT,
+        "content-type": "application/json",
+        **({"authorization": f"Bearer {bearer}"} if bearer else {}),
+    }
+    init = await http.post(
+        f"{url}/mcp",
+        headers=headers,
+        json={
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY,
+                "capabilities": {},
+                "clientInfo": {"name": "claims", "version": "0"},
+            },
+        },
+    )
     assert init.status_code == 200, init.text
     return init.headers["mcp-session-id"]
 
 
 def session_headers(session: str, bearer: str | None = None, accept: str = ACCEPT) -> dict[str, str]:
-    headers = {"accept": accept, "content-type": "application/json", "mcp-session-id": session,
-               "mcp-protocol-version": LEGACY}
+    headers = {
+        "accept": accept,
+        "content-type": "application/json",
+        "mcp-session-id": session,
+        "mcp-protocol-version": LEGACY,
+    }
     if bearer:
         headers["authorization"] = f"Bearer {bearer}"
     return headers
 
 
 async def ping(http: httpx.AsyncClient, url: str, session: str, bearer: str | None) -> httpx.Response:
-    return await http.post(f"{url}/mcp", headers=session_headers(session, bearer),
-                           json={"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}})
+    return await http.post(
+        f"{url}/mcp",
+        headers=session_headers(session, bearer),
+        json={"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}},
+    )
 
 
 def token(auth_server: AuthServer, url: str, subject: str) -> str:
@@ -70,8 +91,9 @@ async def open_stream(http: httpx.AsyncClient, url: str, session: str, bearer: s
     """A GET stream; retried briefly while the one it replaces is still releasing its lease (409)."""
     with anyio.fail_after(5):
         while True:
-            request = http.build_request("GET", f"{url}/mcp", headers=session_headers(session, bearer,
-                                                                                      "text/event-stream"))
+            request = http.build_request(
+                "GET", f"{url}/mcp", headers=session_headers(session, bearer, "text/event-stream")
+            )
             response = await http.send(request, stream=True)
             if response.status_code != 409:
                 return response
@@ -81,6 +103,7 @@ async def open_stream(http: httpx.AsyncClient, url: str, session: str, bearer: s
 
 # --- one process -----------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def anonymous_app(auth_server: AuthServer) -> Iterator[tuple[str, Any]]:
     app = build(auth_server.issuer, anonymous=True)
@@ -88,15 +111,17 @@ def anonymous_app(auth_server: AuthServer) -> Iterator[tuple[str, Any]]:
         yield url, app.state.agent
 
 
-async def test_the_claim_ends_a_get_stream_opened_before_it(auth_server: AuthServer,
-                                                            anonymous_app: tuple[str, Any]) -> None:
+async def test_the_claim_ends_a_get_stream_opened_before_it(
+    auth_server: AuthServer, anonymous_app: tuple[str, Any]
+) -> None:
     url, agent = anonymous_app
     alice = token(auth_server, url, "alice")
     async with httpx.AsyncClient(timeout=10) as http:
         session = await open_session(http, url)
         assert (await ping(http, url, session, None)).status_code == 200  # anonymous use, before any login
-        async with http.stream("GET", f"{url}/mcp", headers=session_headers(session, None,
-                                                                            "text/event-stream")) as listener:
+        async with http.stream(
+            "GET", f"{url}/mcp", headers=session_headers(session, None, "text/event-stream")
+        ) as listener:
             assert listener.status_code == 200
             claimed = await ping(http, url, session, alice)  # the client logged in: same session, now alice's
             assert claimed.status_code == 200, claimed.text
@@ -108,7 +133,9 @@ async def test_the_claim_ends_a_get_stream_opened_before_it(auth_server: AuthSer
         assert not [line for line in rest if line.startswith("data:")], rest
         assert (await ping(http, url, session, None)).status_code == 404  # no anonymous use after the claim
         # the owner may listen now, and gets the session's notifications
-        owner = await open_stream(http, url, session, token(auth_server, url, "alice"))  # a new token: same caller
+        owner = await open_stream(
+            http, url, session, token(auth_server, url, "alice")
+        )  # a new token: same caller
         try:
             assert owner.status_code == 200
             lines = owner.aiter_lines()
@@ -127,8 +154,9 @@ async def test_the_claim_ends_a_get_stream_opened_before_it(auth_server: AuthSer
             await owner.aclose()
 
 
-async def test_a_claimed_session_is_never_bound_to_another_identity(auth_server: AuthServer,
-                                                                    anonymous_app: tuple[str, Any]) -> None:
+async def test_a_claimed_session_is_never_bound_to_another_identity(
+    auth_server: AuthServer, anonymous_app: tuple[str, Any]
+) -> None:
     url, _ = anonymous_app
     alice, bob = token(auth_server, url, "alice"), token(auth_server, url, "bob")
     async with httpx.AsyncClient(timeout=10) as http:
@@ -156,20 +184,26 @@ async def test_a_claimed_session_is_never_bound_to_another_identity(auth_server:
 
 # --- replicas sharing a store --------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def replicas(auth_server: AuthServer, store_url: str) -> Iterator[tuple[str, str]]:  # noqa: F811
     with ExitStack() as stack:
-        a, b = (stack.enter_context(serve(build(auth_server.issuer, store=store_url, anonymous=True)))
-                for _ in range(2))
+        a, b = (
+            stack.enter_context(serve(build(auth_server.issuer, store=store_url, anonymous=True)))
+            for _ in range(2)
+        )
         yield a, b
 
 
-async def test_a_claim_on_one_replica_holds_on_another(auth_server: AuthServer, replicas: tuple[str, str]) -> None:
+async def test_a_claim_on_one_replica_holds_on_another(
+    auth_server: AuthServer, replicas: tuple[str, str]
+) -> None:
     a, b = replicas
     async with httpx.AsyncClient(timeout=10) as http:
         session = await open_session(http, a)
-        async with http.stream("GET", f"{a}/mcp", headers=session_headers(session, None,
-                                                                          "text/event-stream")) as listener:
+        async with http.stream(
+            "GET", f"{a}/mcp", headers=session_headers(session, None, "text/event-stream")
+        ) as listener:
             assert listener.status_code == 200
             claimed = await ping(http, b, session, token(auth_server, b, "alice"))  # logged in, landed on B
             assert claimed.status_code == 200, claimed.text
@@ -180,10 +214,16 @@ async def test_a_claim_on_one_replica_holds_on_another(auth_server: AuthServer, 
         assert (await ping(http, b, session, None)).status_code == 404
 
         contested = await open_session(http, a)  # claimed at once on A (bob) and on B (alice): one wins
-        answers = await asyncio.gather(ping(http, a, contested, token(auth_server, a, "bob")),
-                                       ping(http, b, contested, token(auth_server, b, "alice")))
+        answers = await asyncio.gather(
+            ping(http, a, contested, token(auth_server, a, "bob")),
+            ping(http, b, contested, token(auth_server, b, "alice")),
+        )
         assert sorted(r.status_code for r in answers) == [200, 404], [r.text for r in answers]
         winner, loser = ("bob", "alice") if answers[0].status_code == 200 else ("alice", "bob")
         for replica in (a, b):
-            assert (await ping(http, replica, contested, token(auth_server, replica, winner))).status_code == 200
-            assert (await ping(http, replica, contested, token(auth_server, replica, loser))).status_code == 404
+            assert (
+                await ping(http, replica, contested, token(auth_server, replica, winner))
+            ).status_code == 200
+            assert (
+                await ping(http, replica, contested, token(auth_server, replica, loser))
+            ).status_code == 404

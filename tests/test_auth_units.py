@@ -19,10 +19,23 @@ from tests.auth.server import AuthServer
 
 
 def test_claims_become_a_principal() -> None:
-    p = Principal.from_claims({"sub": "alice", "scope": "mcp assets:read", "realm_access": {"roles": ["admin"]},
-                               "client_id": "c1", "exp": 1}, roles_claim="realm_access.roles")
+    p = Principal.from_claims(
+        {
+            "sub": "alice",
+            "scope": "mcp assets:read",
+            "realm_access": {"roles": ["admin"]},
+            "client_id": "c1",
+            "exp": 1,
+        },
+        roles_claim="realm_access.roles",
+    )
     assert (p.subject, p.scopes, p.roles, p.client_id, p.expires_at) == (
-        "alice", frozenset({"mcp", "assets:read"}), frozenset({"admin"}), "c1", 1.0)
+        "alice",
+        frozenset({"mcp", "assets:read"}),
+        frozenset({"admin"}),
+        "c1",
+        1.0,
+    )
     assert Principal.from_claims({"sub": "bob", "scp": ["a", "b"]}).scopes == frozenset({"a", "b"})
     assert Principal.from_claims({"sub": "bob", "roles": "x y"}).roles == frozenset({"x", "y"})
     assert p.is_authenticated and p.identity == "alice" and p.missing(frozenset({"mcp", "z"})) == {"z"}
@@ -30,8 +43,7 @@ def test_claims_become_a_principal() -> None:
 
 def _resource(**kwargs: object) -> ProtectedResource:
     kwargs.setdefault("verifier", lambda t, r: None)
-    resource = ProtectedResource(authorization_servers=["https://as.example"], scopes=["mcp"],
-                                 **kwargs)  # type: ignore[arg-type]
+    resource = ProtectedResource(authorization_servers=["https://as.example"], scopes=["mcp"], **kwargs)  # type: ignore[arg-type]
     Agent("t", auth=resource, allowed_hosts=["api.example", "h"])
     return resource
 
@@ -40,7 +52,9 @@ def test_the_resource_and_its_metadata_url_follow_the_mount() -> None:
     resource = _resource()
     scope = {"scheme": "https", "headers": [(b"host", b"api.example")], "root_path": "/agent"}
     assert resource.resource_url(scope) == "https://api.example/agent/mcp"
-    assert resource.metadata_url(scope) == "https://api.example/.well-known/oauth-protected-resource/agent/mcp"
+    assert (
+        resource.metadata_url(scope) == "https://api.example/.well-known/oauth-protected-resource/agent/mcp"
+    )
     fixed = _resource(resource="https://public.example/mcp/")
     assert fixed.resource_url(scope) == "https://public.example/mcp"  # forwarded or not, the configured one
     foreign = {**scope, "headers": [(b"host", b"evil.example")]}
@@ -54,7 +68,10 @@ def test_the_resource_and_its_metadata_url_follow_the_mount() -> None:
 def test_the_challenge_quotes_its_values() -> None:
     resource = _resource()
     scope = {"scheme": "http", "headers": [(b"host", b"h")], "root_path": ""}
-    assert resource.challenge(scope) == 'Bearer resource_metadata="http://h/.well-known/oauth-protected-resource/mcp", scope="mcp"'
+    assert (
+        resource.challenge(scope)
+        == 'Bearer resource_metadata="http://h/.well-known/oauth-protected-resource/mcp", scope="mcp"'
+    )
     odd = resource.challenge(scope, error="invalid_token", description='bad "token"\\\n', scopes=["b", "mcp"])
     assert odd.endswith('scope="mcp b", error="invalid_token", error_description="bad \\"token\\"\\\\"')
 
@@ -146,8 +163,11 @@ async def test_the_key_cache_refetches_unknown_keys_at_most_once_per_period() ->
 async def test_a_mounted_agent_serves_its_metadata_where_rfc_9728_puts_it() -> None:
     from starlette.applications import Starlette
 
-    resource = ProtectedResource(authorization_servers=["https://as.example"], verifier=lambda t, r: None,
-                                 resource="http://api.test/agent/mcp")
+    resource = ProtectedResource(
+        authorization_servers=["https://as.example"],
+        verifier=lambda t, r: None,
+        resource="http://api.test/agent/mcp",
+    )
     agent = Agent("mounted", auth=resource, allowed_hosts=["api.test"])
     app = Starlette()
     app.mount("/agent", agent.asgi())
@@ -155,38 +175,61 @@ async def test_a_mounted_agent_serves_its_metadata_where_rfc_9728_puts_it() -> N
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api.test") as http:
         document = (await http.get("/.well-known/oauth-protected-resource/agent/mcp")).json()
         assert document["resource"] == "http://api.test/agent/mcp"
-        refused = await http.post("/agent/mcp", json={}, headers={"accept": "application/json, text/event-stream"})
+        refused = await http.post(
+            "/agent/mcp", json={}, headers={"accept": "application/json, text/event-stream"}
+        )
         assert refused.status_code == 401
-        assert 'resource_metadata="http://api.test/.well-known/oauth-protected-resource/agent/mcp"' in \
-            refused.headers["www-authenticate"]
+        assert (
+            'resource_metadata="http://api.test/.well-known/oauth-protected-resource/agent/mcp"'
+            in refused.headers["www-authenticate"]
+        )
 
 
 # --- the review's findings, as units --------------------------------------------------------------------------
 
+
 def test_scopes_and_roles_split_on_the_space_character_only() -> None:
     """RFC 6749 section 3.3: scope tokens are separated by a space; other whitespace is part of a token."""
-    assert scopes_of_claims({"scope": "  mcp  x\x1fassets:read\tb\u2003c "}) == {"mcp", "x\x1fassets:read\tb\u2003c"}
+    assert scopes_of_claims({"scope": "  mcp  x\x1fassets:read\tb\u2003c "}) == {
+        "mcp",
+        "x\x1fassets:read\tb\u2003c",
+    }
     assert scopes_of_claims({"scp": ["a", "", "b"]}) == {"a", "b"}
-    assert Principal.from_claims({"sub": "bob", "roles": "admin\x1fbuyer  ops"}).roles == {"admin\x1fbuyer", "ops"}
+    assert Principal.from_claims({"sub": "bob", "roles": "admin\x1fbuyer  ops"}).roles == {
+        "admin\x1fbuyer",
+        "ops",
+    }
 
 
-@pytest.mark.parametrize("claims", [{"scope": "mcp"}, {"sub": "", "scope": "mcp"}, {"sub": "", "client_id": ""}])
+@pytest.mark.parametrize(
+    "claims", [{"scope": "mcp"}, {"sub": "", "scope": "mcp"}, {"sub": "", "client_id": ""}]
+)
 async def test_a_token_naming_no_caller_is_refused(claims: dict) -> None:
     resource = _resource(verifier=lambda token, where: claims)
     with pytest.raises(Unauthenticated, match="names no subject"):
-        await resource.authenticate({"scheme": "http", "headers": [(b"host", b"h"), (b"authorization", b"Bearer t")]})
+        await resource.authenticate(
+            {"scheme": "http", "headers": [(b"host", b"h"), (b"authorization", b"Bearer t")]}
+        )
     mapped = _resource(verifier=lambda token, where: {"sub": "alice"}, identity=lambda principal: "")
     with pytest.raises(Unauthenticated, match="names no subject"):  # an identity= mapping to nothing, too
-        await mapped.authenticate({"scheme": "http", "headers": [(b"host", b"h"), (b"authorization", b"Bearer t")]})
+        await mapped.authenticate(
+            {"scheme": "http", "headers": [(b"host", b"h"), (b"authorization", b"Bearer t")]}
+        )
     client = _resource(verifier=lambda token, where: {"client_id": "svc", "scope": "mcp"})
-    found = await client.authenticate({"scheme": "http", "headers": [(b"host", b"h"), (b"authorization", b"Bearer t")]})
+    found = await client.authenticate(
+        {"scheme": "http", "headers": [(b"host", b"h"), (b"authorization", b"Bearer t")]}
+    )
     assert found is not None and found.identity == "svc"  # a client credentials token is its client
 
 
 def test_rate_limits_count_unverified_credentials_by_address() -> None:
     scope = {"client": ("10.1.2.3", 5000)}
-    assert rate_key("credential:0123abcd", scope) == rate_key("anonymous", scope) == rate_key(None, scope) \
+    assert (
+        rate_key("credential:0123abcd", scope)
+        == rate_key("anonymous", scope)
+        == rate_key(None, scope)
         == "anonymous@10.1.2.3"
+    )
     assert rate_key("alice", scope) == "alice"  # a verified identity (or the app's identify hook): itself
     assert rate_key("user:bob", scope) == "user:bob"  # a host-authenticated user
 
@@ -228,7 +271,11 @@ def _token(kid: str = "k1") -> str:
 
 @pytest.mark.parametrize("answer", ["failing", "empty"])
 async def test_a_key_set_that_cannot_be_had_is_remembered_and_answered_503(answer: str) -> None:
-    issuer = _KeySet(status=503) if answer == "failing" else _KeySet(status=200, keys=[{"kty": "RSA", "use": "enc"}])
+    issuer = (
+        _KeySet(status=503)
+        if answer == "failing"
+        else _KeySet(status=200, keys=[{"kty": "RSA", "use": "enc"}])
+    )
     async with issuer.client() as http:
         verifier = JWTVerifier(issuer="http://as.test", http=http, refetch_seconds=30)
         for _ in range(5):
@@ -242,8 +289,9 @@ async def test_requests_waiting_for_a_failing_fetch_take_its_outcome() -> None:
     issuer = _KeySet(status=503, delay=0.05)
     async with issuer.client() as http:
         verifier = JWTVerifier(issuer="http://as.test", http=http, refetch_seconds=30)
-        results = await asyncio.gather(*(verifier.verify(_token(), "http://rs/mcp") for _ in range(8)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(verifier.verify(_token(), "http://rs/mcp") for _ in range(8)), return_exceptions=True
+        )
     assert all(isinstance(r, VerifierUnavailable) for r in results), results
     assert issuer.hits["/keys"] == 1  # one fetch for eight requests, not one each in turn under the lock
 
@@ -255,8 +303,11 @@ async def test_the_discovered_key_set_address_is_kept() -> None:
     async def count(request: httpx.Request) -> None:
         counted["metadata"] += request.url.path.startswith("/.well-known/oauth-authorization-server")
 
-    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=server.app), base_url="http://as.test",
-                             event_hooks={"request": [count]})
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=server.app),
+        base_url="http://as.test",
+        event_hooks={"request": [count]},
+    )
     verifier = JWTVerifier(issuer="http://as.test", http=http, refetch_seconds=0)
     good = server.issue(audience="http://rs/mcp")
     await verifier.verify(good, "http://rs/mcp")

@@ -37,6 +37,7 @@ class Clock:
 
 # --- the table class --------------------------------------------------------------------------------
 
+
 def test_table_caps_count_oldest_first() -> None:
     table: BoundedTable[str, int] = BoundedTable(3, 60)
     for i in range(10):
@@ -83,7 +84,9 @@ def test_table_touch_renews_and_pinned_entries_stay() -> None:
 def test_table_evictions_are_reported() -> None:
     dropped: list[tuple[str, bool]] = []
     clock = Clock()
-    table: BoundedTable[str, int] = BoundedTable(2, 10, clock=clock, on_evict=lambda k, v, early: dropped.append((k, early)))
+    table: BoundedTable[str, int] = BoundedTable(
+        2, 10, clock=clock, on_evict=lambda k, v, early: dropped.append((k, early))
+    )
     table["a"], table["b"], table["c"] = 1, 2, 3
     clock.now += 11
     table["d"] = 4
@@ -91,6 +94,7 @@ def test_table_evictions_are_reported() -> None:
 
 
 # --- AG-UI threads and runs, through the face -------------------------------------------------------
+
 
 def agui_agent(**limits: object) -> tuple[Agent, Starlette]:
     agent = Agent("bounds", **limits)  # type: ignore[arg-type]
@@ -113,15 +117,24 @@ def agui_agent(**limits: object) -> tuple[Agent, Starlette]:
 
 async def agui_run(client: httpx.AsyncClient, skill: str, thread: str | None = None) -> str:
     thread = thread or f"t-{uuid.uuid4().hex}"
-    body = {"threadId": thread, "runId": f"r-{uuid.uuid4().hex}", "state": {}, "tools": [], "context": [],
-            "forwardedProps": {}, "messages": [{"id": uuid.uuid4().hex, "role": "user", "content": "hi"}]}
+    body = {
+        "threadId": thread,
+        "runId": f"r-{uuid.uuid4().hex}",
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "messages": [{"id": uuid.uuid4().hex, "role": "user", "content": "hi"}],
+    }
     response = await client.post(f"/agui/{skill}", json=body)
     assert response.status_code == 200 and "RUN_FINISHED" in response.text, response.text
     return thread
 
 
 def http(app: Starlette) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", timeout=10)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", timeout=10
+    )
 
 
 async def test_agui_threads_and_runs_are_capped_by_count() -> None:
@@ -145,8 +158,9 @@ async def test_agui_threads_and_runs_are_forgotten_by_age() -> None:
 
 
 async def test_agui_thread_with_a_parked_question_is_kept() -> None:
-    agent, app = agui_agent(agui_max_threads=2, agui_thread_idle_seconds=0.05, agui_max_runs=2,
-                            agui_run_retention_seconds=0.05)
+    agent, app = agui_agent(
+        agui_max_threads=2, agui_thread_idle_seconds=0.05, agui_max_runs=2, agui_run_retention_seconds=0.05
+    )
     async with http(app) as client:
         parked = await agui_run(client, "ask")  # ends with an interrupt; the execution waits for the answer
         await anyio.sleep(0.1)  # older than the idle age, and
@@ -166,6 +180,7 @@ async def test_agui_thread_with_a_parked_question_is_kept() -> None:
 
 # --- MCP handshake sessions, through the face --------------------------------------------------------
 
+
 async def test_mcp_sessions_capped_by_count_and_forgotten_by_age() -> None:
     # idle long enough that a loaded CI machine opens the third session before the first two are idle
     agent = Agent("tiny", max_sessions=2, session_idle_seconds=1.0)
@@ -175,7 +190,9 @@ async def test_mcp_sessions_capped_by_count_and_forgotten_by_age() -> None:
     with pytest.raises(McpError) as full:
         await McpTestClient(app, era="2025-11-25").__aenter__()
     assert full.value.status == 503 and len(agent.mcp.sessions.sessions) == 2
-    await anyio.sleep(1.5)  # past the idle bound, and past the store's record life (idle + a renewal interval)
+    await anyio.sleep(
+        1.5
+    )  # past the idle bound, and past the store's record life (idle + a renewal interval)
     async with McpTestClient(app, era="2025-11-25") as third:
         sessions = agent.mcp.sessions.sessions
         assert list(sessions) == [third.session_id]  # the idle ones were dropped in one batch
@@ -187,6 +204,7 @@ async def test_mcp_sessions_capped_by_count_and_forgotten_by_age() -> None:
 
 
 # --- MCP used requestStates ---------------------------------------------------------------------------
+
 
 def test_used_states_capped_by_count_fail_closed() -> None:
     secret = b"k" * 32
@@ -213,6 +231,7 @@ def test_used_states_forgotten_by_age() -> None:
 
 # --- A2A message ids and task handles, through the face ------------------------------------------------
 
+
 def a2a_agent(store: MemoryStore | None = None, **limits: object) -> tuple[Agent, Starlette, MemoryStore]:
     store = store or MemoryStore()
     agent = Agent("bounds", a2a=A2ASettings(store=store), **limits)  # type: ignore[arg-type]
@@ -229,8 +248,11 @@ def a2a_agent(store: MemoryStore | None = None, **limits: object) -> tuple[Agent
 
 async def send(client: httpx.AsyncClient, parts: list[dict], message_id: str | None = None) -> dict:
     message = {"messageId": message_id or uuid.uuid4().hex, "role": "ROLE_USER", "parts": parts}
-    response = await client.post("/a2a", headers={"a2a-version": "1.0"},
-                                 json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}})
+    response = await client.post(
+        "/a2a",
+        headers={"a2a-version": "1.0"},
+        json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+    )
     assert response.status_code == 200, response.text
     return response.json()["result"]["task"]
 
@@ -239,7 +261,9 @@ async def test_a2a_message_ids_capped_by_count() -> None:
     agent, app, _ = a2a_agent(a2a_max_message_ids=3)
     async with http(app) as client:
         first = await send(client, [{"data": {"a": 1, "b": 2}}], "m-first")
-        assert (await send(client, [{"data": {"a": 1, "b": 2}}], "m-first"))["id"] == first["id"]  # deduplicated
+        assert (await send(client, [{"data": {"a": 1, "b": 2}}], "m-first"))["id"] == first[
+            "id"
+        ]  # deduplicated
         for _ in range(3):
             await send(client, [{"data": {"a": 1, "b": 2}}])
         messages = agent.a2a_app.ops.tasks._messages
@@ -260,18 +284,30 @@ async def test_a2a_message_ids_forgotten_by_age() -> None:
 async def test_a2a_waiting_task_handles_are_bounded_and_reload_from_the_store() -> None:
     agent, app, store = a2a_agent(MemoryStore(max_tasks=100), a2a_max_tasks=2)  # the store keeps its own
     async with http(app) as client:
-        waiting = [await send(client, [{"text": "no numbers"}]) for _ in range(5)]  # INPUT_REQUIRED: arguments
+        waiting = [
+            await send(client, [{"text": "no numbers"}]) for _ in range(5)
+        ]  # INPUT_REQUIRED: arguments
         assert all(task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" for task in waiting)
         live = agent.a2a_app.ops.tasks.live
-        assert len(live) == 2 and (await store.state.scan("a2a.tasks", total=True)).total == 5  # kept in its state
-        message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "taskId": waiting[0]["id"],
-                   "parts": [{"data": {"a": 2, "b": 3}}]}
-        response = await client.post("/a2a", headers={"a2a-version": "1.0"}, json={
-            "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}})
+        assert (
+            len(live) == 2 and (await store.state.scan("a2a.tasks", total=True)).total == 5
+        )  # kept in its state
+        message = {
+            "messageId": uuid.uuid4().hex,
+            "role": "ROLE_USER",
+            "taskId": waiting[0]["id"],
+            "parts": [{"data": {"a": 2, "b": 3}}],
+        }
+        response = await client.post(
+            "/a2a",
+            headers={"a2a-version": "1.0"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+        )
         assert response.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"  # reloaded
 
 
 # --- A2A task stores ------------------------------------------------------------------------------------
+
 
 def record(i: int, state: str = "TASK_STATE_COMPLETED", updated: float | None = None) -> TaskRecord:
     stamp = time.time() if updated is None else updated
@@ -312,8 +348,11 @@ async def test_sqlite_store_capped_by_count_and_age(tmp_path) -> None:
             await store.put(record(i, updated=time.time() - 120))
         assert await store.get("t100") is None  # read as gone, and deleted by the next batch
         await store.prune()
-        left = await store._run(lambda db: db.execute("SELECT COUNT(*) FROM tasks WHERE id >= 't100' "
-                                                      "AND id < 't106'").fetchone()[0])
+        left = await store._run(
+            lambda db: db.execute("SELECT COUNT(*) FROM tasks WHERE id >= 't100' AND id < 't106'").fetchone()[
+                0
+            ]
+        )
         assert left == 0
     finally:
         store.close()
@@ -330,6 +369,7 @@ async def test_agent_limits_reach_the_store_unless_it_has_its_own(tmp_path) -> N
 
 
 # --- approvals and idempotency records ------------------------------------------------------------------
+
 
 async def test_approvals_capped_by_count_and_forgotten_by_age() -> None:
     approvals = Approvals(max_records=3)
@@ -354,7 +394,9 @@ async def test_idempotency_records_capped_by_count_and_forgotten_by_age() -> Non
         await cache.run(("alice", "tool", f"k{i}"), "{}", lambda i=i: produce(i), lambda _: True)
     kept = [await cache.state.get_key("idem", cache.state_key(("alice", "tool", f"k{i}"))) for i in range(6)]
     assert [value is not None for value in kept] == [False, False, False, True, True, True]
-    assert await cache.run(("alice", "tool", "k5"), "{}", lambda: produce(99), lambda _: True) == "out5"  # kept
+    assert (
+        await cache.run(("alice", "tool", "k5"), "{}", lambda: produce(99), lambda _: True) == "out5"
+    )  # kept
     await cache.run(("alice", "tool", "k0"), "{}", lambda: produce(100), lambda _: True)
     assert runs[-1] == 100  # dropped past the count: it runs again
     await anyio.sleep(0.1)
@@ -382,4 +424,8 @@ def test_used_state_expiry_reads_the_claim() -> None:
     state = _state.seal(b"s" * 32, target="t", digest="d", answers={}, ttl=30)
     claimed = _state.expiry(state)
     assert claimed is not None and abs(claimed - (time.time() + 30)) < 2
-    assert _state.expiry("nope") is None and _state.expiry("a.b") is None and _state.expiry(json.dumps(1)) is None
+    assert (
+        _state.expiry("nope") is None
+        and _state.expiry("a.b") is None
+        and _state.expiry(json.dumps(1)) is None
+    )

@@ -98,8 +98,15 @@ def test_get_routes_are_the_suggested_start(caplog) -> None:
     with caplog.at_level(logging.DEBUG, logger="agentmw"):
         agent = Agent("bulk", include=[build_app()], routes=RouteSelection())
     # routes with dependencies=[...] are served: an agent call runs them as HTTP does (test_router_dependencies_run)
-    assert tools_of(agent) == {"list_assets", "asset_price", "budget", "categories", "category_count", "guarded",
-                               "mine"}
+    assert tools_of(agent) == {
+        "list_assets",
+        "asset_price",
+        "budget",
+        "categories",
+        "category_count",
+        "guarded",
+        "mine",
+    }
     warned = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     assert warned.count("not exposing") == 0  # FastAPI's own /docs and /openapi.json are skipped quietly
     quiet = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
@@ -115,21 +122,30 @@ def test_descriptions_are_derived_and_decorated_handlers_keep_their_options() ->
     assert documented.input_schema["properties"]["limit"]["description"] == "at most this many."
     derived = agent.tools["asset_price"]
     assert derived.contract == "Price of one asset. Serves the app's GET /assets/{sku} route."
-    assert derived.title == "Price of one asset" and derived.output_schema["properties"]["result"]["type"] == "number"
+    assert (
+        derived.title == "Price of one asset"
+        and derived.output_schema["properties"]["result"]["type"] == "number"
+    )
     assert agent.tools["categories"].tags == ("catalog",)
     decorated = agent.tools["budget"]
     assert decorated.title == "The budget" and decorated.summary == "Says how much can still be spent."
     assert decorated.annotations == {"title": "The budget", "readOnlyHint": True, "openWorldHint": False}
 
 
-@pytest.mark.parametrize(("selection", "expected"), [
-    (RouteSelection(tags="catalog"), {"categories", "category_count"}),
-    (RouteSelection(paths="/assets*"), {"list_assets", "asset_price"}),
-    (RouteSelection(paths=["/v1/*"], exclude="*/count"), {"categories"}),
-    (RouteSelection(exclude=["asset_*", "/v1/*"]), {"list_assets", "guarded", "mine"}),
-    (RouteSelection(methods=("GET", "POST", "DELETE"), paths=("/orders*",)), {"place_order", "cancel_order"}),
-    (lambda route: route.path == "/assets/{sku}", {"asset_price"}),
-])
+@pytest.mark.parametrize(
+    ("selection", "expected"),
+    [
+        (RouteSelection(tags="catalog"), {"categories", "category_count"}),
+        (RouteSelection(paths="/assets*"), {"list_assets", "asset_price"}),
+        (RouteSelection(paths=["/v1/*"], exclude="*/count"), {"categories"}),
+        (RouteSelection(exclude=["asset_*", "/v1/*"]), {"list_assets", "guarded", "mine"}),
+        (
+            RouteSelection(methods=("GET", "POST", "DELETE"), paths=("/orders*",)),
+            {"place_order", "cancel_order"},
+        ),
+        (lambda route: route.path == "/assets/{sku}", {"asset_price"}),
+    ],
+)
 def test_selection_by_tag_path_method_or_predicate(selection, expected: set[str]) -> None:
     agent = Agent("bulk", include=[build_app()], routes=selection)
     assert tools_of(agent) == expected | {"budget"}  # the decorated handler is always there

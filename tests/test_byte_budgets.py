@@ -23,7 +23,9 @@ A2A = {"a2a-version": "1.0"}
 
 
 def http(app: Starlette) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", timeout=10)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", timeout=10
+    )
 
 
 @contextlib.asynccontextmanager
@@ -60,32 +62,48 @@ def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def message(text: str, skill: str, **extra: Any) -> dict[str, Any]:
-    return {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": text}],
-            "metadata": {"skill": skill}, **extra}
+    return {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+        "metadata": {"skill": skill},
+        **extra,
+    }
 
 
 async def send(client: httpx.AsyncClient, text: str, skill: str, **headers: str) -> dict[str, Any]:
-    response = await client.post("/a2a", headers={**A2A, **headers},
-                                 json=rpc("SendMessage", {"message": message(text, skill)}))
+    response = await client.post(
+        "/a2a", headers={**A2A, **headers}, json=rpc("SendMessage", {"message": message(text, skill)})
+    )
     assert response.status_code == 200, response.text
     return response.json()
 
 
 def agui_body(state: dict[str, Any] | None = None, text: str = "hi") -> dict[str, Any]:
-    return {"threadId": f"t-{uuid.uuid4().hex}", "runId": f"r-{uuid.uuid4().hex}", "state": state or {},
-            "tools": [], "context": [], "forwardedProps": {},
-            "messages": [{"id": uuid.uuid4().hex, "role": "user", "content": text}]}
+    return {
+        "threadId": f"t-{uuid.uuid4().hex}",
+        "runId": f"r-{uuid.uuid4().hex}",
+        "state": state or {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "messages": [{"id": uuid.uuid4().hex, "role": "user", "content": text}],
+    }
 
 
 # --- the table -------------------------------------------------------------------------------------------
 
+
 def test_a_table_drops_its_oldest_unpinned_entries_past_its_byte_budget() -> None:
     table: BoundedTable[str, dict[str, Any]] = BoundedTable(
-        100, 60.0, pinned=lambda value: value["busy"], max_bytes=1000, size=lambda _key, value: value["size"])
+        100, 60.0, pinned=lambda value: value["busy"], max_bytes=1000, size=lambda _key, value: value["size"]
+    )
     table["busy"] = {"size": 400, "busy": True}
     for name in "abc":
         table[name] = {"size": 300, "busy": False}
-    assert list(table) == ["b", "c", "busy"] and table.bytes == 1000  # "a" went; the pinned one stays (newest)
+    assert (
+        list(table) == ["b", "c", "busy"] and table.bytes == 1000
+    )  # "a" went; the pinned one stays (newest)
     table["c"]["size"] = 700
     table.resize("c")  # grown: the oldest settled entry goes to make room
     assert list(table) == ["c", "busy"] and table.bytes == 1100
@@ -94,6 +112,7 @@ def test_a_table_drops_its_oldest_unpinned_entries_past_its_byte_budget() -> Non
 
 
 # --- AG-UI -----------------------------------------------------------------------------------------------
+
 
 async def test_agui_threads_and_runs_are_bounded_in_bytes() -> None:
     budgets = Budgets(agui_threads_bytes=300_000, agui_runs_bytes=600_000)
@@ -134,12 +153,15 @@ async def test_agui_run_buffer_is_bounded_in_bytes() -> None:
 
 # --- A2A -------------------------------------------------------------------------------------------------
 
+
 async def test_a2a_message_over_the_task_cap_is_refused_with_invalid_params() -> None:
     agent, app = build(budgets=Budgets(a2a_task_bytes=10_000))
     async with http(app) as client:
         answer = await send(client, "z" * 20_000, "echo")
         assert answer["error"]["code"] == -32602 and "10,000" in answer["error"]["message"], answer
-        assert (await send(client, "small", "echo"))["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert (await send(client, "small", "echo"))["result"]["task"]["status"][
+            "state"
+        ] == "TASK_STATE_COMPLETED"
     assert len(agent.a2a_app.ops.tasks.live) == 0
 
 
@@ -152,14 +174,18 @@ async def test_a2a_parked_task_handles_are_bounded_in_bytes() -> None:
         live = agent.a2a_app.ops.tasks.live
         # parked tasks are pinned: they all stay and count (the budget drops only settled ones) ...
         assert len(live) == 6 and live.bytes >= 6 * 20_000
-        assert agent.limits.waiting == 6 and agent.limits.parked_bytes >= 6 * 20_000  # ... parked_bytes caps them
+        assert (
+            agent.limits.waiting == 6 and agent.limits.parked_bytes >= 6 * 20_000
+        )  # ... parked_bytes caps them
     assert agent.limits.waiting == 0 and agent.limits.parked_bytes == 0  # closed: nothing waits any more
 
 
 async def test_parked_calls_past_their_byte_budget_fail_as_retryable() -> None:
     budgets = Budgets(parked_bytes=50_000, a2a_task_bytes=40_000)
     async with serving(budgets=budgets) as (agent, app), http(app) as client:
-        states = [(await send(client, "w" * 20_000, "ask"))["result"]["task"]["status"]["state"] for _ in range(4)]
+        states = [
+            (await send(client, "w" * 20_000, "ask"))["result"]["task"]["status"]["state"] for _ in range(4)
+        ]
         assert agent.limits.waiting == 2
     assert states[:2] == ["TASK_STATE_INPUT_REQUIRED"] * 2, states
     assert states[2:] == ["TASK_STATE_FAILED"] * 2, states
@@ -188,18 +214,25 @@ async def test_an_answer_takes_the_slot_again_and_gives_it_back() -> None:
     async with serving(max_in_flight=1) as (agent, app), http(app) as client:
         task = (await send(client, "go", "ask"))["result"]["task"]
         assert agent.limits.total == 0
-        follow_up = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "taskId": task["id"],
-                     "parts": [{"data": {"ok": True}}]}
+        follow_up = {
+            "messageId": uuid.uuid4().hex,
+            "role": "ROLE_USER",
+            "taskId": task["id"],
+            "parts": [{"data": {"ok": True}}],
+        }
         response = await client.post("/a2a", headers=A2A, json=rpc("SendMessage", {"message": follow_up}))
         assert response.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", response.text
         for _ in range(50):
             if agent.limits.total == 0 and agent.limits.waiting == 0:
                 break
             await asyncio.sleep(0.01)
-        assert agent.limits.total == 0 and agent.limits.waiting == 0 and agent.limits.per_capability["ask"] == 0
+        assert (
+            agent.limits.total == 0 and agent.limits.waiting == 0 and agent.limits.per_capability["ask"] == 0
+        )
 
 
 # --- anonymous callers -----------------------------------------------------------------------------------
+
 
 async def test_anonymous_callers_are_listed_no_tasks_but_reach_their_own_by_id() -> None:
     async with serving() as (agent, app), http(app) as client:
@@ -217,23 +250,34 @@ async def test_anonymous_callers_are_listed_no_tasks_but_reach_their_own_by_id()
 async def test_a_caller_with_a_credential_still_lists_its_own_tasks() -> None:
     async with serving() as (agent, app), http(app) as client:
         task = (await send(client, "go", "ask", authorization="Bearer alice"))["result"]["task"]
-        listed = await client.post("/a2a", headers={**A2A, "authorization": "Bearer alice"},
-                                   json=rpc("ListTasks", {}))
+        listed = await client.post(
+            "/a2a", headers={**A2A, "authorization": "Bearer alice"}, json=rpc("ListTasks", {})
+        )
         assert [t["id"] for t in listed.json()["result"]["tasks"]] == [task["id"]], listed.text
-        other = await client.post("/a2a", headers={**A2A, "authorization": "Bearer bob"}, json=rpc("ListTasks", {}))
+        other = await client.post(
+            "/a2a", headers={**A2A, "authorization": "Bearer bob"}, json=rpc("ListTasks", {})
+        )
         assert other.json()["result"]["tasks"] == []
 
 
 # --- MCP -------------------------------------------------------------------------------------------------
+
 
 async def test_mcp_initialize_over_the_session_cap_is_refused_with_invalid_params() -> None:
     agent, app = build(budgets=Budgets(session_bytes=4_000, sessions_bytes=10_000))
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
     def initialize(title: str) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1",
-                                                                                "title": title}}}
+        return {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "c", "version": "1", "title": title},
+            },
+        }
 
     async with http(app) as client:
         response = await client.post("/mcp", headers=headers, json=initialize("t" * 5_000))

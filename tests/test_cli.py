@@ -62,7 +62,9 @@ def test_lint_text_output_ignores_and_strictness(capsys) -> None:
     ignores = [arg for c in errors for arg in ("--ignore", c)]
     assert run(capsys, "lint", "tests.cli_apps.bad_app:app", *ignores)[0] == 0  # only warnings left
     assert run(capsys, "lint", "tests.cli_apps.bad_app:app", "--strict", *ignores)[0] == 1
-    code, out, _ = run(capsys, "lint", "tests.cli_apps.bad_app:app", "--json", "--ignore", "AMW005:fetch_page")
+    code, out, _ = run(
+        capsys, "lint", "tests.cli_apps.bad_app:app", "--json", "--ignore", "AMW005:fetch_page"
+    )
     names = {(f["code"], f["name"]) for f in json.loads(out)["findings"]}
     assert ("AMW005", "fetch_page") not in names and ("AMW005", "shout") in names
 
@@ -94,6 +96,7 @@ def _summarised(fn, summary: str):
 def _rule_cases(lenient: bool) -> list:
     """Capabilities meeting AMW004, AMW005, AMW006 and AMW010 each in an allowed way (``lenient``), or not."""
     if lenient:
+
         def charge(amount: int, idempotency_key: str) -> int:
             return amount
 
@@ -103,6 +106,7 @@ def _rule_cases(lenient: bool) -> list:
         async def review(a: int, b: int, note: str) -> int:  # more than the one tool it groups
             return a + b
     else:
+
         def charge(amount: int) -> int:
             return amount
 
@@ -135,8 +139,13 @@ def _rule_cases(lenient: bool) -> list:
 def test_lint_accepts_every_way_of_meeting_a_rule() -> None:
     assert lint_agent(Agent("good", include=_rule_cases(lenient=True))) == []
     caught = {(f.code, f.name) for f in lint_agent(Agent("bad", include=_rule_cases(lenient=False)))}
-    assert caught == {("AMW004", "charge"), ("AMW004", "transfer"), ("AMW005", "fetch_text"),
-                      ("AMW006", "resize"), ("AMW010", "review")}
+    assert caught == {
+        ("AMW004", "charge"),
+        ("AMW004", "transfer"),
+        ("AMW005", "fetch_text"),
+        ("AMW006", "resize"),
+        ("AMW010", "review"),
+    }
 
 
 def test_the_example_and_the_demo_lint_clean(capsys) -> None:
@@ -152,11 +161,25 @@ def test_agentmw_is_a_console_script_whose_exit_status_fails_ci() -> None:
     assert script.value == "agentmw.cli:main"
     command = Path(sys.executable).parent / "agentmw"  # what `pip install agentmw` puts beside python
     env = {**os.environ, "AGENTMW_STORE": "memory://"}
-    bad = subprocess.run([str(command), "lint", "tests.cli_apps.bad_app:app"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=60, check=False)
+    bad = subprocess.run(
+        [str(command), "lint", "tests.cli_apps.bad_app:app"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert bad.returncode == 1 and "AMW004 error: tool delete_records" in bad.stdout, bad.stderr
-    clean = subprocess.run([str(command), "lint", DEMO, "--strict"], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=60, check=False)
+    clean = subprocess.run(
+        [str(command), "lint", DEMO, "--strict"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert clean.returncode == 0 and clean.stdout.startswith("0 errors, 0 warnings"), clean.stderr
 
 
@@ -173,13 +196,26 @@ def test_inspect_json_shows_what_each_face_shows(capsys) -> None:
     assert code == 0
     report = json.loads(out)
     assert report["agent"]["name"] == "procurement-assistant"
-    assert report["agent"]["paths"] == {"mcp": "/mcp", "a2a": "/a2a", "card": "/.well-known/agent-card.json",
-                                        "agui": "/agui", "approvals": "/approvals"}
+    assert report["agent"]["paths"] == {
+        "mcp": "/mcp",
+        "a2a": "/a2a",
+        "card": "/.well-known/agent-card.json",
+        "agui": "/agui",
+        "approvals": "/approvals",
+    }
     assert "AgentMiddleware" in report["resolvedFrom"]
     caps = {c["name"]: c for c in report["capabilities"]}
-    assert set(caps) == {"search_assets", "department_budget", "submit_purchase_request", "read_policy",
-                         "supplier_notes", "purchase_justification", "approve_purchase", "procurement_assistant",
-                         "set_budget"}
+    assert set(caps) == {
+        "search_assets",
+        "department_budget",
+        "submit_purchase_request",
+        "read_policy",
+        "supplier_notes",
+        "purchase_justification",
+        "approve_purchase",
+        "procurement_assistant",
+        "set_budget",
+    }
     search = caps["search_assets"]
     assert search["kinds"] == ["tool"] and search["exposure"] == "decorated"
     assert search["route"] == {"methods": ["GET"], "path": "/assets"}
@@ -193,13 +229,17 @@ def test_inspect_json_shows_what_each_face_shows(capsys) -> None:
     assert search["policy"] == {"timeout": 10}
     assert caps["submit_purchase_request"]["policy"]["gated"] is True
     budget = caps["department_budget"]
-    assert budget["kinds"] == ["tool", "resource"] and budget["mcp"]["resourceTemplate"]["uriTemplate"] == \
-        "budget://{department}"
+    assert (
+        budget["kinds"] == ["tool", "resource"]
+        and budget["mcp"]["resourceTemplate"]["uriTemplate"] == "budget://{department}"
+    )
     assert caps["purchase_justification"]["mcp"]["prompt"]["arguments"][0]["name"] == "sku"
     approve = caps["approve_purchase"]
     assert approve["mcp"] == {}
-    assert approve["a2a"]["skill"]["description"] == \
-        "Gets a purchase request approved or declined by the budget admin; long-running."
+    assert (
+        approve["a2a"]["skill"]["description"]
+        == "Gets a purchase request approved or declined by the budget admin; long-running."
+    )
     assert approve["a2a"]["groups"] == ["department_budget"]
     assert approve["agui"]["path"] == "/agui/approve_purchase"
     # the same entries a client reads from the faces
@@ -216,17 +256,22 @@ def test_inspect_text_names_the_contract_and_the_summary(capsys) -> None:
     assert code == 0
     assert "search_assets  (tool; decorated; GET /assets)  examples/fastapi_app/main.py:" in out
     assert "    contract (the model reads this):\n      Search the IT asset catalog" in out
-    assert "    summary (the scheduler reads this on the card):\n      Gets a purchase request approved" in out
+    assert (
+        "    summary (the scheduler reads this on the card):\n      Gets a purchase request approved" in out
+    )
     assert "  AG-UI agent POST /agui/procurement_assistant" in out
 
 
-@pytest.mark.parametrize(("spec", "how", "mcp_path"), [
-    ("tests.cli_apps.demo_app:app", "app.add_middleware(AgentMiddleware) on FastAPI", "/mcp"),
-    ("tests.cli_apps.demo_app:agent", "an Agent, served alone (agent.asgi())", "/mcp"),
-    ("tests.cli_apps.demo_app:build", "app.add_middleware(AgentMiddleware) on FastAPI", "/mcp"),
-    ("tests.cli_apps.demo_app", "app.add_middleware(AgentMiddleware) on FastAPI", "/mcp"),
-    ("tests.cli_apps.mounted:app", "agent.asgi() mounted at '/agent'", "/agent/mcp"),
-])
+@pytest.mark.parametrize(
+    ("spec", "how", "mcp_path"),
+    [
+        ("tests.cli_apps.demo_app:app", "app.add_middleware(AgentMiddleware) on FastAPI", "/mcp"),
+        ("tests.cli_apps.demo_app:agent", "an Agent, served alone (agent.asgi())", "/mcp"),
+        ("tests.cli_apps.demo_app:build", "app.add_middleware(AgentMiddleware) on FastAPI", "/mcp"),
+        ("tests.cli_apps.demo_app", "app.add_middleware(AgentMiddleware) on FastAPI", "/mcp"),
+        ("tests.cli_apps.mounted:app", "agent.asgi() mounted at '/agent'", "/agent/mcp"),
+    ],
+)
 def test_targets_name_the_agent_in_several_ways(capsys, spec: str, how: str, mcp_path: str) -> None:
     code, out, _ = run(capsys, "inspect", spec, "--json")
     report = json.loads(out)
@@ -236,12 +281,15 @@ def test_targets_name_the_agent_in_several_ways(capsys, spec: str, how: str, mcp
     assert code == 0 and json.loads(out)["structuredContent"] == {"result": 42}
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("tests.cli_apps.nowhere:app", "cannot import 'tests.cli_apps.nowhere': no such module"),
-    ("tests.cli_apps.demo_app:missing", "has no attribute 'missing'"),
-    ("tests.cli_apps.demo_app:log", "carries no agentmw Agent"),
-    ("tests.cli_apps", "holds 0 Agent objects"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("tests.cli_apps.nowhere:app", "cannot import 'tests.cli_apps.nowhere': no such module"),
+        ("tests.cli_apps.demo_app:missing", "has no attribute 'missing'"),
+        ("tests.cli_apps.demo_app:log", "carries no agentmw Agent"),
+        ("tests.cli_apps", "holds 0 Agent objects"),
+    ],
+)
 def test_a_target_without_an_agent_is_a_usage_error(capsys, spec: str, message: str) -> None:
     code, _, err = run(capsys, "inspect", spec)
     assert code == 2 and message in err, err
@@ -286,7 +334,9 @@ def test_call_over_agui(capsys) -> None:
 
 
 def test_call_a_prompt_a_resource_and_a_grouped_tool_over_a2a(capsys) -> None:
-    code, out, _ = run(capsys, "call", EXAMPLE, "purchase_justification", '{"sku": "MON-27", "reason": "reviews"}')
+    code, out, _ = run(
+        capsys, "call", EXAMPLE, "purchase_justification", '{"sku": "MON-27", "reason": "reviews"}'
+    )
     assert code == 0 and "buying MON-27: reviews" in json.loads(out)["messages"][0]["content"]["text"]
     code, out, _ = run(capsys, "call", EXAMPLE, "purchase_justification", '{"sku": "MON-27"}')
     assert code == 1 and json.loads(out)["error"]["code"] == -32602  # a missing argument, refused
@@ -309,16 +359,31 @@ def test_call_shows_progress_for_work_longer_than_a_second(capsys) -> None:
 
 
 def test_call_a_gated_route_with_headers(capsys) -> None:
-    code, out, _ = run(capsys, "call", EXAMPLE, "submit_purchase_request",
-                       '{"request": {"sku": "MON-27", "quantity": 1, "department": "engineering", '
-                       '"justification": "A second screen for reviews"}}')
+    code, out, _ = run(
+        capsys,
+        "call",
+        EXAMPLE,
+        "submit_purchase_request",
+        '{"request": {"sku": "MON-27", "quantity": 1, "department": "engineering", '
+        '"justification": "A second screen for reviews"}}',
+    )
     assert code == 1 and json.loads(out)["error"]["message"] == (  # HTTP 401: the tool's scope (auth.md)
-        "Authentication required: tool submit_purchase_request needs the scope(s) purchases:write")
-    code, out, _ = run(capsys, "call", EXAMPLE, "submit_purchase_request",
-                       '{"request": {"sku": "MON-27", "quantity": 1, "department": "engineering", '
-                       '"justification": "A second screen for reviews"}}', "-H", "Authorization: Bearer demo-token")
+        "Authentication required: tool submit_purchase_request needs the scope(s) purchases:write"
+    )
+    code, out, _ = run(
+        capsys,
+        "call",
+        EXAMPLE,
+        "submit_purchase_request",
+        '{"request": {"sku": "MON-27", "quantity": 1, "department": "engineering", '
+        '"justification": "A second screen for reviews"}}',
+        "-H",
+        "Authorization: Bearer demo-token",
+    )
     result = json.loads(out)
-    assert code == 3 and result["_meta"]["agentmw/approval"]["status"] == "pending"  # a person must approve it
+    assert (
+        code == 3 and result["_meta"]["agentmw/approval"]["status"] == "pending"
+    )  # a person must approve it
     assert result["_meta"]["agentmw/approval"]["requestedBy"] == "alice"
 
 
@@ -330,8 +395,11 @@ def _message(data: dict, **extra: object) -> dict:
 
 
 async def _rpc(http: httpx2.AsyncClient, url: str, method: str, params: dict) -> dict:
-    response = await http.post(f"{url}/a2a", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
-                               headers={"a2a-version": "1.0"})
+    response = await http.post(
+        f"{url}/a2a",
+        json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+        headers={"a2a-version": "1.0"},
+    )
     reply = response.json()
     assert "result" in reply, reply
     return reply["result"]
@@ -346,7 +414,9 @@ def test_serve_refuses_workers_without_a_shared_store(capsys, monkeypatch) -> No
 async def _exercise(url: str) -> None:
     """The official MCP client, then an A2A question answered on new connections spread over the workers."""
     http = httpx2.AsyncClient(timeout=30)
-    async with Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="auto", cache=None) as client:
+    async with Client(
+        streamable_http_client(f"{url}/mcp", http_client=http), mode="auto", cache=None
+    ) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         assert tools == {"add", "slow_count"}
         result = await client.call_tool("add", {"a": 20, "b": 22})
@@ -354,14 +424,25 @@ async def _exercise(url: str) -> None:
     async with httpx2.AsyncClient(timeout=10) as plain:
         card = (await plain.get(f"{url}/.well-known/agent-card.json")).json()
         assert [s["id"] for s in card["skills"]] == ["approve", "hold", "chat"]
-        task = (await _rpc(plain, url, "SendMessage", {"message": _message({"item": "desk"}, metadata={"skill": "approve"})}))["task"]
+        task = (
+            await _rpc(
+                plain,
+                url,
+                "SendMessage",
+                {"message": _message({"item": "desk"}, metadata={"skill": "approve"})},
+            )
+        )["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     for _ in range(6):  # every worker reads the task from the shared store
         async with httpx2.AsyncClient(timeout=10) as fresh:
             seen = await _rpc(fresh, url, "GetTask", {"id": task["id"]})
         assert seen["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     async with httpx2.AsyncClient(timeout=10) as fresh:
-        done = (await _rpc(fresh, url, "SendMessage", {"message": _message({"approved": True}, taskId=task["id"])}))["task"]
+        done = (
+            await _rpc(
+                fresh, url, "SendMessage", {"message": _message({"approved": True}, taskId=task["id"])}
+            )
+        )["task"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert done["artifacts"][0]["parts"] == [{"text": "desk: approved"}]
 
@@ -372,9 +453,27 @@ def test_serve_with_workers_answers_the_official_mcp_client(tmp_path: Path) -> N
     env = {**os.environ, "AGENTMW_STORE": ""}
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "agentmw.cli", "serve", DEMO, "--port", str(port), "--workers", "2",
-             "--store", f"sqlite:///{tmp_path / 'agentmw.db'}", "--log-level", "warning"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "agentmw.cli",
+                "serve",
+                DEMO,
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+                "--store",
+                f"sqlite:///{tmp_path / 'agentmw.db'}",
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, process, log, timeout=40)
@@ -393,18 +492,44 @@ def test_serve_an_agent_alone_in_one_process(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "agentmw.cli", "serve", "tests.cli_apps.demo_app:agent", "--port", str(port),
-             "--log-level", "warning"], cwd=ROOT, env={**os.environ, "AGENTMW_STORE": "memory://"}, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "agentmw.cli",
+                "serve",
+                "tests.cli_apps.demo_app:agent",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "AGENTMW_STORE": "memory://"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         url = f"http://127.0.0.1:{port}"
-        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        }
         deadline = time.monotonic() + 30
         while True:
             try:
-                answer = httpx.post(f"{url}/mcp", json=initialize, timeout=5,
-                                    headers={"accept": "application/json, text/event-stream"})
+                answer = httpx.post(
+                    f"{url}/mcp",
+                    json=initialize,
+                    timeout=5,
+                    headers={"accept": "application/json, text/event-stream"},
+                )
                 break
             except httpx.TransportError:
                 assert process.poll() is None and time.monotonic() < deadline, log.read_text()
@@ -413,7 +538,10 @@ def test_serve_an_agent_alone_in_one_process(tmp_path: Path) -> None:
         assert '"protocolVersion":"2025-11-25"' in answer.text.replace(" ", "")
     finally:
         _stop(process, group=True)
-    assert "serving demo (2 tools, 3 skills) from tests.cli_apps.demo_app:agent, store memory://" in log.read_text()
+    assert (
+        "serving demo (2 tools, 3 skills) from tests.cli_apps.demo_app:agent, store memory://"
+        in log.read_text()
+    )
 
 
 class _Terminal(io.StringIO):

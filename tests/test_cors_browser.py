@@ -24,7 +24,9 @@ from agentmw import Agent, AgentMiddleware
 from tests.chromium import run_browser_script
 from tests.conftest import serve
 
-CLIENT_BUNDLE = Path(__file__).parents[1] / "examples" / "fastapi_app" / "static" / "vendor" / "ag-ui-client.js"
+CLIENT_BUNDLE = (
+    Path(__file__).parents[1] / "examples" / "fastapi_app" / "static" / "vendor" / "ag-ui-client.js"
+)
 
 PAGE = """<!doctype html>
 <meta charset="utf-8"><title>front end</title>
@@ -99,7 +101,11 @@ def test_a_page_on_another_origin_runs_a_skill_and_a_foreign_one_cannot(order: s
     assert "TEXT_MESSAGE_CONTENT" in run["types"]
     assert "".join(run["said"]) == "you said: from the front end"
     refused = result["refused"]
-    assert refused["ok"] is False and refused["types"] == [], refused  # the preflight failed: nothing was sent
+    assert refused["ok"] is False and refused["types"] == [], (
+        refused
+    )  # the preflight failed: nothing was sent
     assert "fetch" in refused["error"].lower(), refused
-    assert result["simple"] == {"type": "opaque"}  # sent, unreadable; and refused by the server's Origin check
+    assert result["simple"] == {
+        "type": "opaque"
+    }  # sent, unreadable; and refused by the server's Origin check
     assert ran == ["from the front end"], "a page the CORS policy does not list must never run the skill"

@@ -28,9 +28,16 @@ def test_decorated_function_is_returned_unchanged_and_callable() -> None:
     assert area(2, 3) == 6
     agent = Agent(include=[area])
     cap = agent.tools["area"]
-    assert cap.input_schema == {"type": "object", "properties": {"w": {"type": "number"}, "h": {"type": "number"}},
-                                "required": ["w", "h"]}
-    assert cap.output_schema == {"type": "object", "properties": {"result": {"type": "number"}}, "required": ["result"]}
+    assert cap.input_schema == {
+        "type": "object",
+        "properties": {"w": {"type": "number"}, "h": {"type": "number"}},
+        "required": ["w", "h"],
+    }
+    assert cap.output_schema == {
+        "type": "object",
+        "properties": {"result": {"type": "number"}},
+        "required": ["result"],
+    }
 
 
 def test_contract_and_summary_from_docstring_sections() -> None:
@@ -51,7 +58,10 @@ def test_contract_and_summary_from_docstring_sections() -> None:
         return sku
 
     cap = agent.tools["lookup"]
-    assert cap.contract == "Look up one SKU in the catalog.\n\nDo not use it to search; use search_assets for that."
+    assert (
+        cap.contract
+        == "Look up one SKU in the catalog.\n\nDo not use it to search; use search_assets for that."
+    )
     assert cap.summary == "Resolves a SKU to its catalog entry."
     assert cap.input_schema["properties"]["sku"]["description"] == 'the stock-keeping unit, such as "LPT-14".'
 
@@ -74,9 +84,13 @@ def test_annotations_and_title() -> None:
     def delete(id: int) -> None:
         """Delete."""
 
-    assert agent.tools["delete"].annotations == {"title": "Delete it", "readOnlyHint": False,
-                                                 "destructiveHint": True, "idempotentHint": True,
-                                                 "openWorldHint": False}
+    assert agent.tools["delete"].annotations == {
+        "title": "Delete it",
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    }
     assert agent.tools["delete"].output_schema is None
 
 
@@ -120,7 +134,10 @@ def test_object_returns_are_structured_as_is() -> None:
     agent.tool(typed)
     agent.tool(models)
     assert agent.tools["typed"].output.mode == "object"
-    assert agent.tools["typed"].output_schema["properties"] == {"x": {"type": "integer"}, "y": {"type": "integer"}}
+    assert agent.tools["typed"].output_schema["properties"] == {
+        "x": {"type": "integer"},
+        "y": {"type": "integer"},
+    }
     assert agent.tools["models"].output_schema["required"] == ["name"]
 
 
@@ -152,11 +169,13 @@ async def test_sync_and_async_functions_both_serve() -> None:
 def test_stacking_with_fastapi_routes_in_either_order(order: str) -> None:
     app = FastAPI()
     if order == "route-outside":
+
         @app.get("/double/{n}")
         @tool
         def double(n: int) -> int:
             return 2 * n
     else:
+
         @tool
         @app.get("/double/{n}")
         def double(n: int) -> int:
@@ -210,7 +229,7 @@ def test_return_type_pydantic_cannot_use_is_a_clear_registration_error() -> None
 
 
 def test_unresolvable_return_annotation_is_a_registration_error() -> None:
-    def f() -> "NoSuchType":  # noqa: F821
+    def f() -> NoSuchType:  # noqa: F821
         return 1
 
     with pytest.raises(RegistrationError, match="NoSuchType"):
@@ -253,7 +272,7 @@ def test_local_functions_with_postponed_annotations_resolve() -> None:
     assert agent.tools["local"].params.context_param == "ctx"
     assert list(agent.tools["local"].input_schema["properties"]) == ["n"]
 
-    def unknown(x: "Nowhere") -> int:  # noqa: F821
+    def unknown(x: Nowhere) -> int:  # noqa: F821
         return 1
 
     with pytest.raises(RegistrationError, match="Nowhere"):

@@ -32,22 +32,32 @@ def mcp_client(url: str, mode: str = "2026-07-28") -> Client:
 
 
 def text(words: str, task_id: str = "", **metadata: str) -> Message:
-    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=words)], task_id=task_id)
+    message = Message(
+        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=words)], task_id=task_id
+    )
     if metadata:
         message.metadata.update(metadata)
     return message
 
 
-async def test_the_example_serves_both_peers_over_mcp_and_a2a(legal_review_peer: PeerProcess,  # noqa: F811
-                                                              supplier_catalog_peer: PeerProcess,  # noqa: F811
-                                                              tmp_path) -> None:
+async def test_the_example_serves_both_peers_over_mcp_and_a2a(
+    legal_review_peer: PeerProcess,  # noqa: F811
+    supplier_catalog_peer: PeerProcess,  # noqa: F811
+    tmp_path,
+) -> None:
     env = {"LEGAL_REVIEW_URL": legal_review_peer.url, "SUPPLIER_CATALOG_URL": supplier_catalog_peer.url}
     with example_process(tmp_path / "example", env) as url:
         # --- MCP: the supplier's tool, and the legal review's question answered on the same remote task
         async with mcp_client(url) as client:
             tools = {t.name for t in (await client.list_tools()).tools}
-            assert {"review_purchase", "legal.await_task", "search_supplier_items", "get_supplier_item",
-                    "search_assets", "submit_purchase_request"} <= tools
+            assert {
+                "review_purchase",
+                "legal.await_task",
+                "search_supplier_items",
+                "get_supplier_item",
+                "search_assets",
+                "submit_purchase_request",
+            } <= tools
             found = await client.call_tool("search_supplier_items", {"query": "monitor"})
             assert found.is_error is False
             assert [i["sku"] for i in found.structured_content["items"]] == ["MON-27"]
@@ -59,21 +69,29 @@ async def test_the_example_serves_both_peers_over_mcp_and_a2a(legal_review_peer:
             assert asked.is_error is False  # a question, not an error
             handle = next(json.loads(c.text) for c in asked.content if c.text.startswith("{"))
             assert handle["status"] == "input-required"
-            assert "Which jurisdiction governs this purchase?" in unescape(" ".join(c.text for c in asked.content))
-            done = await client.call_tool("legal.await_task", {"task_id": handle["taskId"], "answer": "Germany"})
+            assert "Which jurisdiction governs this purchase?" in unescape(
+                " ".join(c.text for c in asked.content)
+            )
+            done = await client.call_tool(
+                "legal.await_task", {"task_id": handle["taskId"], "answer": "Germany"}
+            )
             assert done.is_error is False
             review = unescape(" ".join(c.text for c in done.content))
             assert "2 issue(s) under European Union rules" in review and "GDPR" in review
         # --- A2A: the legal review skill (asks, then answers) and the supplier's tools grouped as one skill
         async with httpx.AsyncClient(timeout=60, headers=DEMO) as http:
             card = await A2ACardResolver(http, url).get_agent_card()
-            assert {"review_purchase", "supplier_catalog", "procurement_assistant"} <= {s.id for s in card.skills}
+            assert {"review_purchase", "supplier_catalog", "procurement_assistant"} <= {
+                s.id for s in card.skills
+            }
             a2a = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
 
             async def send(message: Message):
                 return [e async for e in a2a.send_message(SendMessageRequest(message=message))][-1].task
 
-            asked = await send(text("A SaaS subscription for customer data, total 4000", skill="review_purchase"))
+            asked = await send(
+                text("A SaaS subscription for customer data, total 4000", skill="review_purchase")
+            )
             assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             assert "Which jurisdiction" in unescape(asked.status.message.parts[0].text)
             done = await send(text("UK", task_id=asked.id))
@@ -96,8 +114,10 @@ def _data_message(data: struct_pb2.Value, skill: str) -> Message:
 
 
 async def test_a_dead_peer_never_breaks_the_apps_own_capabilities_or_pages(tmp_path) -> None:
-    dead = {"LEGAL_REVIEW_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens on either
-            "SUPPLIER_CATALOG_URL": f"http://127.0.0.1:{free_port()}/mcp"}
+    dead = {
+        "LEGAL_REVIEW_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens on either
+        "SUPPLIER_CATALOG_URL": f"http://127.0.0.1:{free_port()}/mcp",
+    }
     with example_process(tmp_path / "example", dead) as url:
         started = time.monotonic()
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:

@@ -19,7 +19,6 @@ from tests.conftest import serve
 from tests.example_process import example_process
 
 
-
 def _drive_page(url: str, shot: Path) -> dict[str, Any]:
     """Runs tests/agui/browser.mjs against the page at ``url``; its JSON result."""
     return run_browser_script("browser.mjs", url, str(shot))
@@ -27,12 +26,20 @@ def _drive_page(url: str, shot: Path) -> dict[str, Any]:
 
 def _assert_the_workflow(result: dict[str, Any]) -> None:
     assert result["problems"] == []
-    assert [t["name"] for t in result["tools"]] == ["search_assets", "department_budget", "submit_purchase_request"]
+    assert [t["name"] for t in result["tools"]] == [
+        "search_assets",
+        "department_budget",
+        "submit_purchase_request",
+    ]
     assert all(not t["loading"] and t["result"] for t in result["tools"][:2])
     assert result["tools"][2]["loading"] is True, "the gated call waits for the approval, shown as loading"
     assert "understand the request" in result["steps"][0]
-    assert result["message"].startswith('Run submit_purchase_request(request={"sku": "MON-27", "quantity": 2, ')
-    assert result["message"].endswith("Side effects: Creates a purchase request that reserves the department's budget")
+    assert result["message"].startswith(
+        'Run submit_purchase_request(request={"sku": "MON-27", "quantity": 2, '
+    )
+    assert result["message"].endswith(
+        "Side effects: Creates a purchase request that reserves the department's budget"
+    )
     assert result["action"]["function"] == "submit_purchase_request"
     assert result["action"]["arguments"]["request"]["quantity"] == 2
     assert result["toolsAfter"][-1] == "submit_purchase_request"
@@ -77,9 +84,12 @@ def test_page_shows_each_runs_trace_when_tracing(tmp_path) -> None:
     spans = [s for s in console_spans(folder / "replica0.log") if s["context"]["trace_id"] == f"0x{trace}"]
     named = [(s["name"], s["kind"].removeprefix("SpanKind.")) for s in spans]
     assert named.count(("invoke_agent procurement_assistant", "SERVER")) == 2, named
-    assert {("invoke_agent procurement_assistant", "INTERNAL"), ("execute_tool search_assets", "INTERNAL"),
-            ("execute_tool department_budget", "INTERNAL"),
-            ("execute_tool submit_purchase_request", "INTERNAL")} <= set(named), named
+    assert {
+        ("invoke_agent procurement_assistant", "INTERNAL"),
+        ("execute_tool search_assets", "INTERNAL"),
+        ("execute_tool department_budget", "INTERNAL"),
+        ("execute_tool submit_purchase_request", "INTERNAL"),
+    } <= set(named), named
     gated = next(s for s in spans if s["name"] == "execute_tool submit_purchase_request")
     assert [e["name"] for e in gated["events"]][-1] == "agentmw.gate.decided"
     assert gated["attributes"]["agentmw.outcome.status"] == "completed"

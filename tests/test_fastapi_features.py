@@ -25,7 +25,6 @@ import pytest
 from fastapi import FastAPI
 
 from agentmw import RegistrationError
-
 from tests.apps._exposure import attach_agent
 from tests.apps.differential import Case, Observed, Route, compare, observe
 from tests.apps.features import Feature, features
@@ -89,11 +88,13 @@ async def reference(built: Built, route: Route, case: Case) -> tuple[Observed, l
     return built.references[key]
 
 
-async def differences(built: Built, face: str, route: Route, case: Case) -> tuple[list[str], Observed, Observed]:
+async def differences(
+    built: Built, face: str, route: Route, case: Case
+) -> tuple[list[str], Observed, Observed]:
     expected, expected_effects = await reference(built, route, case)
     observed, effects = await exchange(built, face, route, case)
     findings = compare(expected, observed, case)
-    if effects != expected_effects and effects == expected_effects[:len(effects)]:
+    if effects != expected_effects and effects == expected_effects[: len(effects)]:
         try:  # a background task may still be running: give it a bounded moment
             await eventually(lambda: built.effects == expected_effects, "the same side effects", timeout=0.5)
             effects = expected_effects
@@ -111,23 +112,32 @@ def _cases() -> Iterator[Any]:
                 for exposure in EXPOSURES:
                     faces = MCP_FACES + (SKILL_FACES if route.skill and exposure == "decorator" else ())
                     for face in faces:
-                        yield pytest.param(feature.name, exposure, route, case, face,
-                                           id=f"{feature.name}-{exposure}-{route.tool}-{case.name}-{face}")
+                        yield pytest.param(
+                            feature.name,
+                            exposure,
+                            route,
+                            case,
+                            face,
+                            id=f"{feature.name}-{exposure}-{route.tool}-{case.name}-{face}",
+                        )
 
 
 @pytest.mark.parametrize(("name", "exposure", "route", "case", "face"), list(_cases()))
-async def test_a_feature_answers_an_agent_as_it_answers_http(name: str, exposure: str, route: Route, case: Case,
-                                                             face: str) -> None:
+async def test_a_feature_answers_an_agent_as_it_answers_http(
+    name: str, exposure: str, route: Route, case: Case, face: str
+) -> None:
     built = build(name, exposure)
     if built.error is not None:
         pytest.fail(f"{name} ({exposure}): the agent refused to start: {built.error}", pytrace=False)
     findings, expected, observed = await differences(built, face, route, case)
     assert not findings, (
         f"{name} ({exposure}) {route} [{case.name}] via {face}:\n  HTTP:  {expected.summary()}\n"
-        f"  {face}: {observed.summary()}\n  " + "\n  ".join(findings))
+        f"  {face}: {observed.summary()}\n  " + "\n  ".join(findings)
+    )
 
 
 # --- the tables ask for what they name -----------------------------------------------------------------
+
 
 async def test_the_features_answer_every_outcome_class_over_http() -> None:
     seen: dict[str, str] = {}
@@ -137,10 +147,13 @@ async def test_the_features_answer_every_outcome_class_over_http() -> None:
             for case in cases:
                 http, _ = await reference(built, route, case)
                 seen.setdefault(http.outcome, f"{feature.name} {route} [{case.name}]")
-    assert set(seen) == {"ok", "auth_refused", "not_found", "invalid", "retryable", "failed", "redirect"}, seen
+    assert set(seen) == {"ok", "auth_refused", "not_found", "invalid", "retryable", "failed", "redirect"}, (
+        seen
+    )
 
 
 # --- documented divergences (docs/fastapi-migration.md, section 4) -----------------------------------------
+
 
 @pytest.mark.parametrize("exposure", EXPOSURES)
 async def test_a_path_value_that_routes_to_an_earlier_route_is_refused(exposure: str) -> None:
@@ -153,7 +166,9 @@ async def test_a_path_value_that_routes_to_an_earlier_route_is_refused(exposure:
     assert http.outcome == "ok" and http.data == {"user_id": "the current user"}
     for face in MCP_FACES:
         observed, _ = await exchange(built, face, route, case)
-        assert observed.outcome == "invalid" and "would reach another route" in observed.text, observed.summary()
+        assert observed.outcome == "invalid" and "would reach another route" in observed.text, (
+            observed.summary()
+        )
 
 
 @pytest.mark.parametrize("exposure", EXPOSURES)
@@ -190,20 +205,33 @@ def test_upload_routes_are_left_out_of_bulk_exposure_with_a_warning_each(caplog:
 
 # --- what the harness learnt for these apps -----------------------------------------------------------------
 
+
 def test_an_object_body_wrapped_in_result_is_compared_inside_and_named() -> None:
     http = Observed("http", "ok", {"description": "car"})
-    face = Observed("mcp-2026", "ok", {"result": {"description": "car", "secret": "s"}}, '{"description": "car"}',
-                    extra={"structured": True})
-    assert compare(http, face, Case("c")) == ["LEAK: more data than HTTP: $.secret",
-                                              "STRUCTURED: structuredContent is not the body (or {'result': body})"]
+    face = Observed(
+        "mcp-2026",
+        "ok",
+        {"result": {"description": "car", "secret": "s"}},
+        '{"description": "car"}',
+        extra={"structured": True},
+    )
+    assert compare(http, face, Case("c")) == [
+        "LEAK: more data than HTTP: $.secret",
+        "STRUCTURED: structuredContent is not the body (or {'result': body})",
+    ]
 
 
 def test_an_error_body_without_detail_is_the_detail_an_agent_must_get() -> None:
     http = Observed("http", "not_found", {"message": "Item not found"}, '{"message": "Item not found"}', 404)
     assert compare(http, Observed("mcp-2026", "not_found", text="HTTP 404: Not Found"), Case("c")) == [
-        "DETAIL: the app's detail '{\"message\": \"Item not found\"}' does not reach the caller"]
-    assert compare(http, Observed("mcp-2026", "not_found", text='HTTP 404: {"message": "Item not found"}'),
-                   Case("c")) == []
+        'DETAIL: the app\'s detail \'{"message": "Item not found"}\' does not reach the caller'
+    ]
+    assert (
+        compare(
+            http, Observed("mcp-2026", "not_found", text='HTTP 404: {"message": "Item not found"}'), Case("c")
+        )
+        == []
+    )
 
 
 def test_a_path_parameter_keeps_its_slashes_and_a_parameter_model_is_one_argument() -> None:

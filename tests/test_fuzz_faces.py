@@ -33,7 +33,10 @@ HANDSHAKE = "2025-11-25"
 STATELESS = "2026-07-28"
 MCP = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 MAX_BODY_BYTES = 4 * 1024 * 1024  # the agent's default
-META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
+META = {
+    "io.modelcontextprotocol/protocolVersion": STATELESS,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 def build() -> Starlette:
@@ -56,8 +59,9 @@ def build() -> Starlette:
     @agent.tool
     async def confirm(item: str, ctx: Context) -> str:
         """Ask before going on."""
-        answer = await ctx.ask(f"Go on with {item[:20]}?",
-                               {"type": "object", "properties": {"ok": {"type": "boolean"}}})
+        answer = await ctx.ask(
+            f"Go on with {item[:20]}?", {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+        )
         return answer.action
 
     @agent.tool
@@ -83,20 +87,37 @@ def build() -> Starlette:
 
 # --- the generator ---------------------------------------------------------------------------------------------
 
+
 class Raw(str):
     """JSON text put into a body as it is (nesting deeper than Python's encoder writes)."""
 
 
 def hostile_value(rng: random.Random) -> Any:
     choices: list[Callable[[], Any]] = [
-        lambda: None, lambda: True, lambda: False, lambda: 0, lambda: -1, lambda: 2**63, lambda: -(2**70),
-        lambda: 1.5, lambda: 1e308, lambda: "", lambda: "x" * rng.choice((1, 300, 70_000)),
-        lambda: "\u202e\u0000\ufffd\U0001f600", lambda: "..%u2215secret", lambda: [], lambda: {},
-        lambda: [None] * rng.choice((2, 50)), lambda: {"nested": {"deeper": [1, {"x": None}]}},
-        lambda: list(range(rng.choice((10, 12_000)))), lambda: [{"text": ""}] * rng.choice((3, 2_000)),
+        lambda: None,
+        lambda: True,
+        lambda: False,
+        lambda: 0,
+        lambda: -1,
+        lambda: 2**63,
+        lambda: -(2**70),
+        lambda: 1.5,
+        lambda: 1e308,
+        lambda: "",
+        lambda: "x" * rng.choice((1, 300, 70_000)),
+        lambda: "\u202e\u0000\ufffd\U0001f600",
+        lambda: "..%u2215secret",
+        list,
+        dict,
+        lambda: [None] * rng.choice((2, 50)),
+        lambda: {"nested": {"deeper": [1, {"x": None}]}},
+        lambda: list(range(rng.choice((10, 12_000)))),
+        lambda: [{"text": ""}] * rng.choice((3, 2_000)),
         lambda: deep('{"a":', "1", "}", rng.choice((30, 70, 300, 1_200))),
         lambda: deep("[", "", "]", rng.choice((65, 260, 990))),
-        lambda: Raw('"\\ud800"'), lambda: Raw("1e400"), lambda: Raw("NaN"),
+        lambda: Raw('"\\ud800"'),
+        lambda: Raw("1e400"),
+        lambda: Raw("NaN"),
     ]
     return rng.choice(choices)()
 
@@ -133,7 +154,9 @@ def mutate(body: Any, rng: random.Random) -> Any:
         elif action < 0.8 and isinstance(parent, dict):
             del parent[key]
         elif isinstance(parent, dict):
-            parent[rng.choice(("extra", "_meta", "id", "params", "jsonrpc", "snake_case"))] = hostile_value(rng)
+            parent[rng.choice(("extra", "_meta", "id", "params", "jsonrpc", "snake_case"))] = hostile_value(
+                rng
+            )
     return body
 
 
@@ -170,6 +193,7 @@ def request_id(raw: bytes) -> tuple[bool, Any]:
     and which. A body over ``max_body_bytes`` is refused unread (413), so it has none."""
     if len(raw) > MAX_BODY_BYTES:
         return False, None
+
     def not_json(text: str) -> Any:
         raise ValueError(f"{text} is not JSON")
 
@@ -187,12 +211,15 @@ def request_id(raw: bytes) -> tuple[bool, Any]:
         return False, None  # not a request: a response's id is one of the server's, never put on an error
     value = body["id"]
     valid = (isinstance(value, str) or isinstance(value, int)) and not isinstance(value, bool)
-    if isinstance(value, str):  # a lone surrogate is read as U+FFFD, so that every answer is UTF-8 (_transport.py)
+    if isinstance(
+        value, str
+    ):  # a lone surrogate is read as U+FFFD, so that every answer is UTF-8 (_transport.py)
         value = re.sub("[\ud800-\udfff]", "\ufffd", value)
     return valid, value
 
 
 # --- what an answer must look like ------------------------------------------------------------------------------
+
 
 def sse_payloads(response: httpx.Response) -> list[Any]:
     return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
@@ -202,8 +229,11 @@ def check_jsonrpc(message: Any, raw: bytes, case: str) -> None:
     assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", case
     if "error" in message:
         error = message["error"]
-        assert isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"),
-                                                                                            str), case
+        assert (
+            isinstance(error, dict)
+            and isinstance(error.get("code"), int)
+            and isinstance(error.get("message"), str)
+        ), case
     else:
         assert "result" in message or "method" in message, case
     if "method" in message:  # a notification or request of the server's, on a stream
@@ -230,7 +260,9 @@ def check_rest_response(response: httpx.Response, case: str) -> None:
     assert response.status_code < 500, f"{case}: {response.status_code} {response.text[:300]}"
     if response.status_code >= 400:
         error = response.json().get("error")
-        assert isinstance(error, dict) and isinstance(error.get("message"), str), f"{case}: {response.text[:300]}"
+        assert isinstance(error, dict) and isinstance(error.get("message"), str), (
+            f"{case}: {response.text[:300]}"
+        )
         assert error.get("code") == response.status_code, case
     elif response.headers.get("content-type", "").startswith("text/event-stream"):
         assert all(isinstance(p, dict) for p in sse_payloads(response)), case
@@ -249,21 +281,29 @@ def check_agui_response(response: httpx.Response, case: str) -> None:
 
 # --- the faces --------------------------------------------------------------------------------------------------
 
+
 def mcp_templates(era: str) -> list[dict[str, Any]]:
     meta = {"_meta": META} if era == STATELESS else {}
-    return [{"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, **meta}} for method, params in (
-        ("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}),
-        ("tools/call", {"name": "confirm", "arguments": {"item": "x"}}),
-        ("tools/call", {"name": "gated", "arguments": {"item": "x"}}),
-        ("tools/list", {}),
-        ("resources/read", {"uri": "fuzz://note/a"}),
-        ("prompts/get", {"name": "greet", "arguments": {"name": "a"}}),
-        ("completion/complete", {"ref": {"type": "ref/prompt", "name": "greet"},
-                                 "argument": {"name": "name", "value": "a"}}),
-        ("logging/setLevel", {"level": "info"}),
-        ("ping", {}),
-    )] + [{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
-          {"jsonrpc": "2.0", "id": 5, "result": {"action": "accept"}}]
+    return [
+        {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, **meta}}
+        for method, params in (
+            ("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}),
+            ("tools/call", {"name": "confirm", "arguments": {"item": "x"}}),
+            ("tools/call", {"name": "gated", "arguments": {"item": "x"}}),
+            ("tools/list", {}),
+            ("resources/read", {"uri": "fuzz://note/a"}),
+            ("prompts/get", {"name": "greet", "arguments": {"name": "a"}}),
+            (
+                "completion/complete",
+                {"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "name", "value": "a"}},
+            ),
+            ("logging/setLevel", {"level": "info"}),
+            ("ping", {}),
+        )
+    ] + [
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+        {"jsonrpc": "2.0", "id": 5, "result": {"action": "accept"}},
+    ]
 
 
 def a2a_message() -> dict[str, Any]:
@@ -276,10 +316,25 @@ A2A_RPC = [
     {"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": "t-1", "historyLength": 1}},
     {"jsonrpc": "2.0", "id": 4, "method": "ListTasks", "params": {"pageSize": 2}},
     {"jsonrpc": "2.0", "id": 5, "method": "CancelTask", "params": {"id": "t-1"}},
-    {"jsonrpc": "2.0", "id": 6, "method": "CreateTaskPushNotificationConfig",
-     "params": {"taskId": "t-1", "url": "https://example.com/hook", "token": "tok"}},
-    {"jsonrpc": "2.0", "id": 7, "method": "message/send", "params": {"message": {
-        "messageId": "m-2", "role": "user", "kind": "message", "parts": [{"kind": "text", "text": "hi"}]}}},
+    {
+        "jsonrpc": "2.0",
+        "id": 6,
+        "method": "CreateTaskPushNotificationConfig",
+        "params": {"taskId": "t-1", "url": "https://example.com/hook", "token": "tok"},
+    },
+    {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "message/send",
+        "params": {
+            "message": {
+                "messageId": "m-2",
+                "role": "user",
+                "kind": "message",
+                "parts": [{"kind": "text", "text": "hi"}],
+            }
+        },
+    },
 ]
 A2A_REST = [
     ("POST", "/a2a/message:send", {"message": a2a_message()}),
@@ -290,13 +345,24 @@ A2A_REST = [
 
 
 def agui_template() -> dict[str, Any]:
-    return {"threadId": "t-1", "runId": "r-1", "state": {"count": 1, "items": ["a"]},
-            "messages": [{"id": "u1", "role": "user", "content": "hi"},
-                         {"id": "a1", "role": "assistant", "content": "ok", "toolCalls": [
-                             {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-                         {"id": "u2", "role": "user", "content": [{"type": "text", "text": "again"}]}],
-            "tools": [{"name": "t", "description": "d", "parameters": {"type": "object"}}],
-            "context": [{"description": "d", "value": "v"}], "forwardedProps": {"arguments": {"text": "x"}}}
+    return {
+        "threadId": "t-1",
+        "runId": "r-1",
+        "state": {"count": 1, "items": ["a"]},
+        "messages": [
+            {"id": "u1", "role": "user", "content": "hi"},
+            {
+                "id": "a1",
+                "role": "assistant",
+                "content": "ok",
+                "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+            },
+            {"id": "u2", "role": "user", "content": [{"type": "text", "text": "again"}]},
+        ],
+        "tools": [{"name": "t", "description": "d", "parameters": {"type": "object"}}],
+        "context": [{"description": "d", "value": "v"}],
+        "forwardedProps": {"arguments": {"text": "x"}},
+    }
 
 
 def fresh_ids(body: Any, case: int) -> Any:
@@ -318,15 +384,21 @@ def loud(caplog: pytest.LogCaptureFixture) -> Iterator[Callable[[], list[str]]]:
     caplog.set_level(logging.DEBUG)
 
     def records() -> list[str]:
-        return [f"{r.name} {r.levelname}: {r.getMessage()[:200]}" for r in caplog.records
-                if r.levelno >= logging.ERROR or r.exc_info]
+        return [
+            f"{r.name} {r.levelname}: {r.getMessage()[:200]}"
+            for r in caplog.records
+            if r.levelno >= logging.ERROR or r.exc_info
+        ]
 
     yield records
 
 
 def client(app: Starlette) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
-                             base_url="http://127.0.0.1:8000", timeout=30)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+        base_url="http://127.0.0.1:8000",
+        timeout=30,
+    )
 
 
 @pytest.mark.parametrize("era", [HANDSHAKE, STATELESS])
@@ -336,9 +408,20 @@ async def test_fuzz_mcp(era: str, loud: Callable[[], list[str]]) -> None:
     async with client(build()) as http:
         headers = {**MCP, "mcp-protocol-version": era}
         if era == HANDSHAKE:
-            init = await http.post("/mcp", headers=MCP, json={
-                "jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {"protocolVersion": era, "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}})
+            init = await http.post(
+                "/mcp",
+                headers=MCP,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": era,
+                        "capabilities": {},
+                        "clientInfo": {"name": "fuzz", "version": "1"},
+                    },
+                },
+            )
             headers["mcp-session-id"] = init.headers["mcp-session-id"]
         for case in range(CASES):
             template = rng.choice(templates)
@@ -361,8 +444,9 @@ async def test_fuzz_a2a_jsonrpc(loud: Callable[[], list[str]]) -> None:
             body = mutate(template, rng) if case % 10 else template
             raw = encode(body, rng)
             version = "0.3" if template["method"].count("/") else "1.0"
-            response = await http.post("/a2a", content=raw, headers={"a2a-version": version,
-                                                                      "content-type": "application/json"})
+            response = await http.post(
+                "/a2a", content=raw, headers={"a2a-version": version, "content-type": "application/json"}
+            )
             check_rpc_response(response, raw, f"A2A JSON-RPC case {case}: {raw[:200]!r}")
     assert loud() == []
 
@@ -375,8 +459,9 @@ async def test_fuzz_a2a_http_json(loud: Callable[[], list[str]]) -> None:
             template = fresh_ids(copy.deepcopy(template), case)
             body = mutate(template, rng) if case % 10 else template
             raw = encode(body, rng)
-            response = await http.request(verb, path, content=raw, headers={"a2a-version": "1.0",
-                                                                             "content-type": "application/json"})
+            response = await http.request(
+                verb, path, content=raw, headers={"a2a-version": "1.0", "content-type": "application/json"}
+            )
             check_rest_response(response, f"A2A HTTP+JSON case {case} {verb} {path}: {raw[:200]!r}")
     assert loud() == []
 
@@ -388,6 +473,8 @@ async def test_fuzz_agui(loud: Callable[[], list[str]]) -> None:
             template = fresh_ids(agui_template(), case)
             body = mutate(template, rng) if case % 10 else template
             raw = encode(body, rng)
-            response = await http.post("/agui/echo", content=raw, headers={"content-type": "application/json"})
+            response = await http.post(
+                "/agui/echo", content=raw, headers={"content-type": "application/json"}
+            )
             check_agui_response(response, f"AG-UI case {case}: {raw[:200]!r}")
     assert loud() == []

@@ -34,7 +34,9 @@ async def test_concurrent_a2a_follow_ups_approve_once(app) -> None:
     async with http(app) as client:
         task = await a2a(client, "place_order", {"item": "desk", "quantity": 2})
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-        replies = await asyncio.gather(*(a2a(client, None, {"approved": True}, task_id=task["id"]) for _ in range(5)))
+        replies = await asyncio.gather(
+            *(a2a(client, None, {"approved": True}, task_id=task["id"]) for _ in range(5))
+        )
     states = sorted(r.get("status", {}).get("state") or str(r.get("error", {}).get("code")) for r in replies)
     assert states.count("TASK_STATE_COMPLETED") >= 1
     assert orders("desk") == ["order:desk:2"], states
@@ -50,7 +52,9 @@ async def test_concurrent_agui_resumes_approve_once(app) -> None:
         async def resume(n: int) -> list[dict]:
             again = run_body("t-conc", f"r-resume-{n}")
             again["messages"] = []
-            again["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}]
+            again["resume"] = [
+                {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}
+            ]
             return frames((await client.post("/agui/place_order", json=again)).text)
 
         runs = await asyncio.gather(*(resume(n) for n in range(5)))
@@ -65,12 +69,19 @@ async def test_concurrent_uses_of_one_out_of_band_approval_run_once(app) -> None
     async with McpTestClient(app, era="2025-11-25", headers={"authorization": "Bearer alice"}) as mcp:
         approval = (await mcp.call_tool("place_order", arguments))["_meta"]["agentmw/approval"]
         async with http(app) as admin:
-            decided = await admin.post(f"/approvals/{approval['id']}", json={"approve": True},
-                                       headers={"authorization": "Bearer admin"})
+            decided = await admin.post(
+                f"/approvals/{approval['id']}",
+                json={"approve": True},
+                headers={"authorization": "Bearer admin"},
+            )
             assert decided.status_code == 200
         meta = {"agentmw/approvalId": approval["id"]}
-        results = await asyncio.gather(*(mcp.request("tools/call", {"name": "place_order", "arguments": arguments,
-                                                                    "_meta": meta}) for _ in range(5)))
+        results = await asyncio.gather(
+            *(
+                mcp.request("tools/call", {"name": "place_order", "arguments": arguments, "_meta": meta})
+                for _ in range(5)
+            )
+        )
     texts = sorted(r["content"][0]["text"] for r in results)
     assert sum(t == "ordered 4 x monitor" for t in texts) == 1, texts
     assert orders("monitor") == ["order:monitor:4"]
@@ -78,9 +89,21 @@ async def test_concurrent_uses_of_one_out_of_band_approval_run_once(app) -> None
 
 async def test_an_approval_decided_concurrently_is_decided_once(app) -> None:
     async with McpTestClient(app, era="2025-11-25", headers={"authorization": "Bearer bob"}) as mcp:
-        approval = (await mcp.call_tool("place_order", {"item": "lamp", "quantity": 1}))["_meta"]["agentmw/approval"]
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as admin:
-        answers = await asyncio.gather(*(admin.post(f"/approvals/{approval['id']}", json={"approve": n % 2 == 0},
-                                                    headers={"authorization": "Bearer admin"}) for n in range(6)))
+        approval = (await mcp.call_tool("place_order", {"item": "lamp", "quantity": 1}))["_meta"][
+            "agentmw/approval"
+        ]
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
+    ) as admin:
+        answers = await asyncio.gather(
+            *(
+                admin.post(
+                    f"/approvals/{approval['id']}",
+                    json={"approve": n % 2 == 0},
+                    headers={"authorization": "Bearer admin"},
+                )
+                for n in range(6)
+            )
+        )
     statuses = sorted(a.status_code for a in answers)
     assert statuses == [200, 409, 409, 409, 409, 409]

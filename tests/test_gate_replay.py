@@ -61,12 +61,15 @@ async def test_answers_without_their_state_are_ignored_and_asked_again(app: Star
     arguments = {"to": "mallory", "amount": 100}
     async with client(app) as mcp:
         key, state = await ask(mcp, arguments)
-        done = await mcp.request("tools/call", {"name": "pay", "arguments": arguments,
-                                                "inputResponses": {key: ACCEPT}, "requestState": state})
+        done = await mcp.request(
+            "tools/call",
+            {"name": "pay", "arguments": arguments, "inputResponses": {key: ACCEPT}, "requestState": state},
+        )
         assert done["content"][0]["text"] == "paid 100 to mallory"
         for _ in range(3):  # the same answer again, without the state: asked again, never run
-            again = await mcp.request("tools/call", {"name": "pay", "arguments": arguments,
-                                                     "inputResponses": {key: ACCEPT}})
+            again = await mcp.request(
+                "tools/call", {"name": "pay", "arguments": arguments, "inputResponses": {key: ACCEPT}}
+            )
             assert again["resultType"] == "input_required" and key in again["inputRequests"]
     assert effects == ["pay:mallory:100"]
 
@@ -75,7 +78,9 @@ async def test_a_key_computed_from_the_arguments_cannot_answer_an_unasked_gate(a
     arguments = {"to": "eve", "amount": 5}
     guessed = {f"approve-{arguments_hash('pay', arguments)[:16]}": ACCEPT}  # what the server would ask
     async with client(app) as mcp:
-        result = await mcp.request("tools/call", {"name": "pay", "arguments": arguments, "inputResponses": guessed})
+        result = await mcp.request(
+            "tools/call", {"name": "pay", "arguments": arguments, "inputResponses": guessed}
+        )
         assert result["resultType"] == "input_required" and set(result["inputRequests"]) == set(guessed)
     assert effects == []
 
@@ -84,9 +89,15 @@ async def test_a_state_answers_only_the_questions_it_asked(app: Starlette) -> No
     async with client(app) as mcp:
         _, state = await ask(mcp, {"to": "bob", "amount": 1})
         # a valid state for this call, but the answer is keyed to a question this state never asked
-        result = await mcp.request("tools/call", {"name": "pay", "arguments": {"to": "bob", "amount": 1},
-                                                  "inputResponses": {"approve-0000000000000000": ACCEPT},
-                                                  "requestState": state})
+        result = await mcp.request(
+            "tools/call",
+            {
+                "name": "pay",
+                "arguments": {"to": "bob", "amount": 1},
+                "inputResponses": {"approve-0000000000000000": ACCEPT},
+                "requestState": state,
+            },
+        )
         assert result["resultType"] == "input_required"
     assert effects == []
 
@@ -97,12 +108,21 @@ async def test_another_callers_state_is_refused(app: Starlette) -> None:
         key, state = await ask(alice, arguments)
     async with client(app, "bob") as bob:
         with pytest.raises(McpError) as refused:
-            await bob.request("tools/call", {"name": "pay", "arguments": arguments,
-                                             "inputResponses": {key: ACCEPT}, "requestState": state})
+            await bob.request(
+                "tools/call",
+                {
+                    "name": "pay",
+                    "arguments": arguments,
+                    "inputResponses": {key: ACCEPT},
+                    "requestState": state,
+                },
+            )
         assert refused.value.code == -32602 and "another caller" in refused.value.message
     async with client(app, "alice") as alice:  # bob's attempt did not use it up
-        done = await alice.request("tools/call", {"name": "pay", "arguments": arguments,
-                                                  "inputResponses": {key: ACCEPT}, "requestState": state})
+        done = await alice.request(
+            "tools/call",
+            {"name": "pay", "arguments": arguments, "inputResponses": {key: ACCEPT}, "requestState": state},
+        )
         assert done["content"][0]["text"] == "paid 7 to carol"
     assert effects == ["pay:carol:7"]
 
@@ -111,7 +131,12 @@ async def test_concurrent_replays_of_one_state_run_once(app: Starlette) -> None:
     arguments = {"to": "dave", "amount": 9}
     async with client(app) as mcp:
         key, state = await ask(mcp, arguments)
-        retry = {"name": "pay", "arguments": arguments, "inputResponses": {key: ACCEPT}, "requestState": state}
+        retry = {
+            "name": "pay",
+            "arguments": arguments,
+            "inputResponses": {key: ACCEPT},
+            "requestState": state,
+        }
 
         async def attempt() -> str:
             try:

@@ -38,8 +38,9 @@ def built() -> guards_app.Built:
 
 def http(app, who: str | None = None) -> httpx.AsyncClient:
     headers = {"authorization": f"Bearer {who}"} if who else {}
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000",
-                             headers=headers, timeout=10)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", headers=headers, timeout=10
+    )
 
 
 def mcp(app, who: str | None = None, **kwargs: object) -> McpTestClient:
@@ -80,16 +81,36 @@ def frames_with_ids(text: str) -> list[tuple[int, dict]]:
 
 
 def run_body(thread: str, run: str, **props: object) -> dict:
-    return {"threadId": thread, "runId": run, "messages": [], "state": {}, "tools": [], "context": [],
-            "forwardedProps": props}
+    return {
+        "threadId": thread,
+        "runId": run,
+        "messages": [],
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": props,
+    }
 
 
-async def a2a_send(client: httpx.AsyncClient, skill: str, data: dict, *, message_id: str | None = None,
-                   metadata: dict | None = None) -> dict:
-    message = {"messageId": message_id or str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"data": data}],
-               "metadata": {"skill": skill, **(metadata or {})}}
-    reply = await client.post("/a2a", headers=V1, json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                                                        "params": {"message": message}})
+async def a2a_send(
+    client: httpx.AsyncClient,
+    skill: str,
+    data: dict,
+    *,
+    message_id: str | None = None,
+    metadata: dict | None = None,
+) -> dict:
+    message = {
+        "messageId": message_id or str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"data": data}],
+        "metadata": {"skill": skill, **(metadata or {})},
+    }
+    reply = await client.post(
+        "/a2a",
+        headers=V1,
+        json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+    )
     assert reply.status_code == 200, reply.text
     return reply.json()["result"]["task"]
 
@@ -100,6 +121,7 @@ def artifact_data(task: dict) -> dict:
 
 # --- AG-UI reconnect inside the buffer -------------------------------------------------------------
 
+
 async def test_agui_reconnect_after_an_event_inside_the_buffer_gets_exactly_the_rest(built) -> None:
     async with http(built.app, "alice") as client:
         original = frames_with_ids((await client.post("/agui/short", json=run_body("t-re", "r-re"))).text)
@@ -108,17 +130,22 @@ async def test_agui_reconnect_after_an_event_inside_the_buffer_gets_exactly_the_
         assert original[-1][1]["type"] == "RUN_FINISHED"
         rest = original[3:]  # everything after event 3
 
-        by_query = frames_with_ids((await client.get("/agui/short/runs/r-re/events", params={"after": 3})).text)
+        by_query = frames_with_ids(
+            (await client.get("/agui/short/runs/r-re/events", params={"after": 3})).text
+        )
         assert by_query == rest, "reconnecting after event 3 gets exactly events 4.., no snapshot, no repeat"
-        by_header = frames_with_ids((await client.get("/agui/short/runs/r-re/events",
-                                                      headers={"last-event-id": "3"})).text)
+        by_header = frames_with_ids(
+            (await client.get("/agui/short/runs/r-re/events", headers={"last-event-id": "3"})).text
+        )
         assert by_header == rest
-        last = frames_with_ids((await client.get("/agui/short/runs/r-re/events",
-                                                 params={"after": ids[-2]})).text)
+        last = frames_with_ids(
+            (await client.get("/agui/short/runs/r-re/events", params={"after": ids[-2]})).text
+        )
         assert last == original[-1:]
 
 
 # --- requestState: MAC and expiry ------------------------------------------------------------------
+
 
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
@@ -147,8 +174,12 @@ def test_request_state_with_a_wrong_mac_is_refused() -> None:
     tampered = json.loads(payload)
     tampered["a"] = {"k": 2}
     with pytest.raises(ValueError, match="integrity"):  # a changed payload under the old MAC
-        _state.unseal(secret, f"{_b64(json.dumps(tampered).encode())}.{state.split('.')[1]}",
-                      target="tools/call:transfer", digest=digest)
+        _state.unseal(
+            secret,
+            f"{_b64(json.dumps(tampered).encode())}.{state.split('.')[1]}",
+            target="tools/call:transfer",
+            digest=digest,
+        )
 
 
 def test_expired_request_state_is_refused(clock: Clock) -> None:
@@ -187,22 +218,32 @@ async def test_an_expired_request_state_is_refused_over_mcp(clock: Clock) -> Non
     async with mcp(built.app, "alice", capabilities={"elicitation": {}}) as client:
         first, key = await _first_round(client)
         clock.advance(built.agent.input_state_ttl_seconds + 60)
-        retry = {"name": "transfer", "arguments": {"label": "forged"}, "requestState": first["requestState"],
-                 "inputResponses": {key: {"action": "accept", "content": {"approved": True}}}}
+        retry = {
+            "name": "transfer",
+            "arguments": {"label": "forged"},
+            "requestState": first["requestState"],
+            "inputResponses": {key: {"action": "accept", "content": {"approved": True}}},
+        }
         with pytest.raises(McpError) as info:
             await client.request("tools/call", retry)
         assert info.value.code == -32602 and "expired" in info.value.message
         assert built.count("transfer", "forged") == 0
         clock.advance(-(built.agent.input_state_ttl_seconds + 60))
         fresh, key = await _first_round(client)  # control: the same exchange in time goes through
-        done = await client.request("tools/call", {**retry, "requestState": fresh["requestState"],
-                                                   "inputResponses": {key: retry["inputResponses"][next(iter(
-                                                       retry["inputResponses"]))]}})
+        done = await client.request(
+            "tools/call",
+            {
+                **retry,
+                "requestState": fresh["requestState"],
+                "inputResponses": {key: retry["inputResponses"][next(iter(retry["inputResponses"]))]},
+            },
+        )
         assert done["content"][0]["text"] == "transferred forged"
     assert built.count("transfer", "forged") == 1
 
 
 # --- out-of-band approvals expire ----------------------------------------------------------------
+
 
 async def _pending_approval(client: McpTestClient, label: str) -> str:
     pending = await client.call_tool("transfer", {"label": label})
@@ -211,8 +252,10 @@ async def _pending_approval(client: McpTestClient, label: str) -> str:
 
 
 async def _use(client: McpTestClient, label: str, approval_id: str) -> dict:
-    return await client.request("tools/call", {"name": "transfer", "arguments": {"label": label},
-                                               "_meta": {"agentmw/approvalId": approval_id}})
+    return await client.request(
+        "tools/call",
+        {"name": "transfer", "arguments": {"label": label}, "_meta": {"agentmw/approvalId": approval_id}},
+    )
 
 
 async def test_an_expired_approval_cannot_be_decided_or_used(clock: Clock) -> None:
@@ -230,7 +273,9 @@ async def test_an_expired_approval_cannot_be_decided_or_used(clock: Clock) -> No
 
         clock.advance(-(ttl + 1))
         approved = await _pending_approval(client, "stale")
-        assert (await admin.post(f"/approvals/{approved}", json={"approve": True})).json()["status"] == "approved"
+        assert (await admin.post(f"/approvals/{approved}", json={"approve": True})).json()[
+            "status"
+        ] == "approved"
         clock.advance(ttl + 1)
         stale = await _use(client, "stale", approved)
         assert stale["isError"] is True and "expired" in stale["content"][0]["text"], "nor used once approved"
@@ -245,6 +290,7 @@ async def test_an_expired_approval_cannot_be_decided_or_used(clock: Clock) -> No
 
 # --- idempotency ---------------------------------------------------------------------------------
 
+
 def _keyed(label: str, key: str) -> dict:
     return {"name": "record", "arguments": {"label": label}, "_meta": {"agentmw/idempotencyKey": key}}
 
@@ -256,8 +302,10 @@ async def test_an_idempotency_key_is_scoped_to_its_caller(built) -> None:
         assert repeat["structuredContent"] == first["structuredContent"], "control: the key works for alice"
         theirs = await bob.request("tools/call", _keyed("shared", "k-1"))
         assert theirs["isError"] is False
-        assert theirs["structuredContent"]["caller"] == "bob" and theirs["structuredContent"] != \
-            first["structuredContent"], "bob never receives alice's result"
+        assert (
+            theirs["structuredContent"]["caller"] == "bob"
+            and theirs["structuredContent"] != first["structuredContent"]
+        ), "bob never receives alice's result"
         other_args = await bob.request("tools/call", _keyed("bob-only", "k-2"))
         assert other_args["isError"] is False
         reused_by_alice = await alice.request("tools/call", _keyed("alice-only", "k-2"))
@@ -294,13 +342,16 @@ async def test_idempotency_records_expire_after_their_ttl() -> None:
         within = await client.request("tools/call", _keyed("ttl", "k-ttl"))
         assert time.monotonic() - before < ttl, "the machine was too slow to repeat the key within its TTL"
         assert within["structuredContent"] == first["structuredContent"] and built.count("record", "ttl") == 1
-        await asyncio.sleep(max(0.0, stored + ttl + 0.05 - time.monotonic()))  # the TTL elapsing is the promise
+        await asyncio.sleep(
+            max(0.0, stored + ttl + 0.05 - time.monotonic())
+        )  # the TTL elapsing is the promise
         after = await client.request("tools/call", _keyed("ttl", "k-ttl"))
         assert after["structuredContent"] != first["structuredContent"], "past its TTL the key runs again"
     assert built.count("record", "ttl") == 2
 
 
 # --- AG-UI threads and runs ----------------------------------------------------------------------
+
 
 async def test_agui_another_callers_run_on_a_thread_is_404(built) -> None:
     async with http(built.app, "alice") as alice, http(built.app, "bob") as bob, http(built.app) as nobody:
@@ -339,41 +390,71 @@ async def test_agui_a_duplicate_run_id_is_409_and_nothing_runs_twice(built) -> N
 
 # --- body limits and MCP transport rules -----------------------------------------------------------
 
+
 async def test_body_limits_on_a2a_and_agui_are_413() -> None:
     built = guards_app.build(max_body_bytes=2048)
     padding = "x" * 4096
     async with http(built.app, "alice") as client:
         small = await a2a_send(client, "record", {"label": "small"})
         assert small["status"]["state"] == "TASK_STATE_COMPLETED"  # control: the limit lets normal bodies in
-        message = {"messageId": "m-big", "role": "ROLE_USER", "parts": [{"data": {"label": padding}}],
-                   "metadata": {"skill": "record"}}
-        rpc = await client.post("/a2a", headers=V1, json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                                                          "params": {"message": message}})
+        message = {
+            "messageId": "m-big",
+            "role": "ROLE_USER",
+            "parts": [{"data": {"label": padding}}],
+            "metadata": {"skill": "record"},
+        }
+        rpc = await client.post(
+            "/a2a",
+            headers=V1,
+            json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+        )
         assert rpc.status_code == 413, rpc.text
         rest = await client.post("/a2a/message:send", headers=V1, json={"message": message})
         assert rest.status_code == 413, rest.text
-        agui = await client.post("/agui/record", json=run_body("t-big", "r-big", arguments={"label": padding}))
+        agui = await client.post(
+            "/agui/record", json=run_body("t-big", "r-big", arguments={"label": padding})
+        )
         assert agui.status_code == 413, agui.text
-        assert (await client.post("/agui/record", json=run_body("t-ok", "r-ok", arguments={"label": "ok"}))
-                ).status_code == 200
+        assert (
+            await client.post("/agui/record", json=run_body("t-ok", "r-ok", arguments={"label": "ok"}))
+        ).status_code == 200
     assert built.count("record", padding) == 0
 
 
 def _modern(method: str, **extra: str) -> dict[str, str]:
-    return {"accept": ACCEPT, "content-type": "application/json", "mcp-protocol-version": MODERN,
-            "mcp-method": method, **extra}
+    return {
+        "accept": ACCEPT,
+        "content-type": "application/json",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": method,
+        **extra,
+    }
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
 async def test_mcp_refuses_valid_json_sent_as_another_content_type(built, content_type: str) -> None:
-    initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    initialize = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        }
+    )
     listing = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": META}})
     async with http(built.app) as client:
-        for body, headers in ((initialize, {"accept": ACCEPT, "content-type": "application/json"}),
-                              (listing, _modern("tools/list"))):
+        for body, headers in (
+            (initialize, {"accept": ACCEPT, "content-type": "application/json"}),
+            (listing, _modern("tools/list")),
+        ):
             assert (await client.post("/mcp", content=body, headers=headers)).status_code == 200  # control
-            refused = await client.post("/mcp", content=body, headers={**headers, "content-type": content_type})
+            refused = await client.post(
+                "/mcp", content=body, headers={**headers, "content-type": content_type}
+            )
             assert refused.status_code == 400, refused.text
             assert refused.json()["error"]["code"] == -32600
             assert "mcp-session-id" not in refused.headers
@@ -389,6 +470,7 @@ async def test_stateless_request_without_both_accept_types_is_406(built, accept:
 
 
 # --- A2A: messageId de-duplication and ListTasks pagination --------------------------------------
+
 
 async def test_message_id_dedup_is_scoped_to_the_caller(built) -> None:
     async with http(built.app, "alice") as alice, http(built.app, "bob") as bob:
@@ -408,8 +490,13 @@ async def test_list_tasks_pages_hold_other_tasks_in_the_documented_order(built) 
         pages, token = [], ""
         for _ in range(5):
             params = {"pageSize": 2, **({"pageToken": token} if token else {})}
-            reply = (await client.post("/a2a", headers=V1, json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks",
-                                                                 "params": params})).json()["result"]
+            reply = (
+                await client.post(
+                    "/a2a",
+                    headers=V1,
+                    json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": params},
+                )
+            ).json()["result"]
             assert reply["totalSize"] == 5 and reply["pageSize"] == 2
             pages.append([task["id"] for task in reply["tasks"]])
             token = reply["nextPageToken"]
@@ -417,4 +504,6 @@ async def test_list_tasks_pages_hold_other_tasks_in_the_documented_order(built) 
                 break
     assert [len(page) for page in pages] == [2, 2, 1]
     assert set(pages[0]).isdisjoint(pages[1]) and set(pages[1]).isdisjoint(pages[2])
-    assert [task_id for page in pages for task_id in page] == created[::-1], "newest update first, across pages"
+    assert [task_id for page in pages for task_id in page] == created[::-1], (
+        "newest update first, across pages"
+    )

@@ -72,8 +72,11 @@ def quiet(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 
 
 def client(app: Starlette) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
-                             base_url="http://127.0.0.1:8000", timeout=30)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+        base_url="http://127.0.0.1:8000",
+        timeout=30,
+    )
 
 
 def nested(depth: int) -> bytes:
@@ -81,8 +84,15 @@ def nested(depth: int) -> bytes:
 
 
 def run_body(**fields: Any) -> dict[str, Any]:
-    body = {"threadId": f"t-{uuid.uuid4()}", "runId": f"r-{uuid.uuid4()}", "state": {}, "tools": [],
-            "context": [], "forwardedProps": {}, "messages": [{"id": "u", "role": "user", "content": "hi"}]}
+    body = {
+        "threadId": f"t-{uuid.uuid4()}",
+        "runId": f"r-{uuid.uuid4()}",
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "messages": [{"id": "u", "role": "user", "content": "hi"}],
+    }
     return {**body, **fields}
 
 
@@ -101,13 +111,18 @@ def rpc(method: str, params: Any, request_id: Any = 7) -> dict[str, Any]:
 
 # --- AG-UI: nesting, messages, state -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("key", ["state", "forwardedProps"])
 @pytest.mark.parametrize("depth", [65, 253, 300, 600, 985, 5_000])
-async def test_agui_nesting_past_the_limit_is_one_422_at_every_depth(app: Starlette, key: str, depth: int) -> None:
+async def test_agui_nesting_past_the_limit_is_one_422_at_every_depth(
+    app: Starlette, key: str, depth: int
+) -> None:
     """Before: 253 to ~985 levels were a 500 with a traceback (the run input's model_dump), deeper ones a parse
     error. Now every depth past ``max_body_depth`` is the same 422, before anything is decoded."""
     async with client(app) as http:
-        response = await http.post("/agui/echo", content=with_raw(run_body(), key, nested(depth)), headers=JSON)
+        response = await http.post(
+            "/agui/echo", content=with_raw(run_body(), key, nested(depth)), headers=JSON
+        )
     assert response.status_code == 422, response.text[:300]
     detail = response.json()["detail"]
     assert detail[0]["type"] == "json_too_deep" and "64 levels" in detail[0]["msg"]
@@ -122,18 +137,31 @@ async def test_agui_nesting_within_the_limit_runs(app: Starlette) -> None:
     assert '"RUN_FINISHED"' in response.text and ran == ["deep"]
 
 
-@pytest.mark.parametrize(("fields", "loc", "kind"), [
-    ({"messages": [{"id": f"u{i}", "role": "user", "content": "x"} for i in range(251)]}, ["body", "messages"],
-     "too_long"),
-    ({"messages": [{"id": f"u{i}", "role": "user", "content": ""} for i in range(90_000)]}, ["body"],
-     "too_many_values"),
-    ({"state": {"blob": "x" * (256 * 1024)}}, ["body", "state"], "too_large"),
-    ({"state": {"rows": list(range(20_000))}}, ["body"], "too_many_values"),
-    ({"tools": [{"name": f"t{i}", "description": "", "parameters": {}} for i in range(5_000)]}, ["body"],
-     "too_many_values"),
-])
-async def test_agui_bodies_that_multiply_are_refused_before_the_run(app: Starlette, fields: dict[str, Any],
-                                                                    loc: list[str], kind: str) -> None:
+@pytest.mark.parametrize(
+    ("fields", "loc", "kind"),
+    [
+        (
+            {"messages": [{"id": f"u{i}", "role": "user", "content": "x"} for i in range(251)]},
+            ["body", "messages"],
+            "too_long",
+        ),
+        (
+            {"messages": [{"id": f"u{i}", "role": "user", "content": ""} for i in range(90_000)]},
+            ["body"],
+            "too_many_values",
+        ),
+        ({"state": {"blob": "x" * (256 * 1024)}}, ["body", "state"], "too_large"),
+        ({"state": {"rows": list(range(20_000))}}, ["body"], "too_many_values"),
+        (
+            {"tools": [{"name": f"t{i}", "description": "", "parameters": {}} for i in range(5_000)]},
+            ["body"],
+            "too_many_values",
+        ),
+    ],
+)
+async def test_agui_bodies_that_multiply_are_refused_before_the_run(
+    app: Starlette, fields: dict[str, Any], loc: list[str], kind: str
+) -> None:
     async with client(app) as http:
         response = await http.post("/agui/echo", json=run_body(**fields), headers=JSON)
     assert response.status_code == 422, response.text[:300]
@@ -145,10 +173,13 @@ async def test_agui_bodies_that_multiply_are_refused_before_the_run(app: Starlet
 async def test_agui_the_largest_accepted_messages_and_state_run(app: Starlette) -> None:
     messages = [{"id": f"u{i}", "role": "user", "content": f"m{i}"} for i in range(250)]
     async with client(app) as http:
-        response = await http.post("/agui/echo", json=run_body(messages=messages, state={"blob": "x" * 200_000}),
-                                   headers=JSON)
+        response = await http.post(
+            "/agui/echo", json=run_body(messages=messages, state={"blob": "x" * 200_000}), headers=JSON
+        )
     assert response.status_code == 200 and '"RUN_FINISHED"' in response.text
-    assert ran == ["m249"]  # the current turn is the trailing user messages; the skill takes the last one's text
+    assert ran == [
+        "m249"
+    ]  # the current turn is the trailing user messages; the skill takes the last one's text
 
 
 async def test_agui_limits_are_settings() -> None:
@@ -167,6 +198,7 @@ async def test_agui_limits_are_settings() -> None:
 
 # --- A2A: parts, values, depth, both bindings ----------------------------------------------------------------
 
+
 async def test_a2a_jsonrpc_message_with_300000_parts_is_invalid_params_with_its_id(app: Starlette) -> None:
     """Before: handled, 1.5 to 5 s of the event loop. Now refused before any part is read."""
     body = json.dumps(rpc("SendMessage", {"message": message(parts=300_000)}, "big"), separators=(",", ":"))
@@ -184,33 +216,45 @@ async def test_a2a_parts_past_max_parts_on_both_bindings_and_0_3(method: str) ->
     ran.clear()
     app = build(max_parts=3)
     async with client(app) as http:
-        answer = (await http.post("/a2a", json=rpc(method, {"message": message(parts=4)}), headers=A2A)).json()
+        answer = (
+            await http.post("/a2a", json=rpc(method, {"message": message(parts=4)}), headers=A2A)
+        ).json()
         assert answer["id"] == 7 and answer["error"]["code"] == -32602
         assert "at most 3" in answer["error"]["message"]
         path = "/a2a/message:send" if method == "SendMessage" else "/a2a/message:stream"
         rest = await http.post(path, json={"message": message(parts=4)}, headers=A2A)
         assert rest.status_code == 400 and rest.json()["error"]["status"] == "INVALID_ARGUMENT"
         v03 = {"messageId": "m03", "role": "user", "parts": [{"kind": "text", "text": "x"}] * 4}
-        old = await http.post("/a2a", json=rpc("message/send" if method == "SendMessage" else "message/stream",
-                                               {"message": v03}), headers={**JSON, "a2a-version": "0.3"})
+        old = await http.post(
+            "/a2a",
+            json=rpc("message/send" if method == "SendMessage" else "message/stream", {"message": v03}),
+            headers={**JSON, "a2a-version": "0.3"},
+        )
         assert old.json()["error"]["code"] == -32602 and old.json()["id"] == 7
-        fine = (await http.post("/a2a", json=rpc("SendMessage", {"message": message(parts=3)}), headers=A2A)).json()
+        fine = (
+            await http.post("/a2a", json=rpc("SendMessage", {"message": message(parts=3)}), headers=A2A)
+        ).json()
         assert fine["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert ran == ["x\nx\nx"]  # only the message within the limit ran: its three text parts, one per line
 
 
-@pytest.mark.parametrize("raw", [
-    b'{"jsonrpc":"2.0","id":"deep","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER",'
-    b'"parts":[{"text":"x"}],"metadata":' + nested(300) + b"}}}",
-    b'{"jsonrpc":"2.0","id":"deep","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER",'
-    b'"parts":[{"text":"x"}],"metadata":' + nested(3_000) + b"}}}",
-    b'{"jsonrpc":"2.0","id":"deep","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER",'
-    b'"parts":[{"data":{"rows":[' + b",".join([b"[]"] * 30_000) + b"]}}]}}}",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"jsonrpc":"2.0","id":"deep","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER",'
+        b'"parts":[{"text":"x"}],"metadata":' + nested(300) + b"}}}",
+        b'{"jsonrpc":"2.0","id":"deep","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER",'
+        b'"parts":[{"text":"x"}],"metadata":' + nested(3_000) + b"}}}",
+        b'{"jsonrpc":"2.0","id":"deep","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER",'
+        b'"parts":[{"data":{"rows":[' + b",".join([b"[]"] * 30_000) + b"]}}]}}}",
+    ],
+)
 async def test_a2a_bodies_too_deep_or_too_many_values_keep_the_request_id(app: Starlette, raw: bytes) -> None:
     async with client(app) as http:
         answer = (await http.post("/a2a", content=raw, headers=A2A)).json()
-        rest = await http.post("/a2a/message:send", content=raw[raw.index(b'"params":') + 9:-1], headers=A2A)
+        rest = await http.post(
+            "/a2a/message:send", content=raw[raw.index(b'"params":') + 9 : -1], headers=A2A
+        )
     assert answer["id"] == "deep" and answer["error"]["code"] == -32602, answer
     assert rest.status_code == 400 and rest.json()["error"]["status"] == "INVALID_ARGUMENT"
     assert ran == []
@@ -219,8 +263,9 @@ async def test_a2a_bodies_too_deep_or_too_many_values_keep_the_request_id(app: S
 async def test_a2a_streaming_with_a_null_id_keeps_the_jsonrpc_envelope(app: Starlette) -> None:
     """Before: None meant "the HTTP+JSON binding" in the endpoint, so the events of ``"id": null`` went out bare."""
     async with client(app) as http:
-        response = await http.post("/a2a", json=rpc("SendStreamingMessage", {"message": message()}, None),
-                                   headers=A2A)
+        response = await http.post(
+            "/a2a", json=rpc("SendStreamingMessage", {"message": message()}, None), headers=A2A
+        )
     events = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
     assert events and all(e.get("jsonrpc") == "2.0" and "id" in e and e["id"] is None for e in events), events
     assert "result" in events[-1]
@@ -232,24 +277,45 @@ async def test_a2a_streaming_with_a_null_id_keeps_the_jsonrpc_envelope(app: Star
 
 # --- MCP handshake era -----------------------------------------------------------------------------------------
 
+
 async def _open_session(http: httpx.AsyncClient, base: str = "", capabilities: Any = None) -> dict[str, str]:
-    response = await http.post(f"{base}/mcp", headers=MCP, json={
-        "jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": HANDSHAKE, "capabilities": capabilities or {},
-                   "clientInfo": {"name": "t", "version": "1"}}})
+    response = await http.post(
+        f"{base}/mcp",
+        headers=MCP,
+        json={
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": HANDSHAKE,
+                "capabilities": capabilities or {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+    )
     headers = {**MCP, "mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": HANDSHAKE}
-    await http.post(f"{base}/mcp", headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    await http.post(
+        f"{base}/mcp", headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+    )
     return headers
 
 
 @pytest.mark.parametrize("level", [[], {}, [1, 2], {"level": "debug"}, 3, None, "loud"])
-async def test_mcp_set_level_to_a_non_level_is_invalid_params_with_the_request_id(app: Starlette, level: Any) -> None:
+async def test_mcp_set_level_to_a_non_level_is_invalid_params_with_the_request_id(
+    app: Starlette, level: Any
+) -> None:
     async with client(app) as http:
         headers = await _open_session(http)
-        response = await http.post("/mcp", headers=headers, json={
-            "jsonrpc": "2.0", "id": "lvl", "method": "logging/setLevel", "params": {"level": level}})
-        ok = await http.post("/mcp", headers=headers, json={
-            "jsonrpc": "2.0", "id": "ok", "method": "logging/setLevel", "params": {"level": "info"}})
+        response = await http.post(
+            "/mcp",
+            headers=headers,
+            json={"jsonrpc": "2.0", "id": "lvl", "method": "logging/setLevel", "params": {"level": level}},
+        )
+        ok = await http.post(
+            "/mcp",
+            headers=headers,
+            json={"jsonrpc": "2.0", "id": "ok", "method": "logging/setLevel", "params": {"level": "info"}},
+        )
     answer = response.json()
     assert answer["id"] == "lvl" and answer["error"]["code"] == -32602, answer
     assert ok.json() == {"jsonrpc": "2.0", "id": "ok", "result": {}}
@@ -261,22 +327,33 @@ def live_url() -> Iterator[str]:
         yield url
 
 
-@pytest.mark.parametrize(("answer", "why"), [
-    ({"error": {"code": -32000, "message": "the user looked away"}}, "refused elicitation/create: the user looked"),
-    ({"error": "not an object"}, "refused elicitation/create"),
-    ({"result": {"action": "bogus"}}, "answered elicitation/create with an invalid result"),
-    ({"result": "a string"}, "answered elicitation/create with an invalid result"),
-    ({"result": {"action": "accept", "content": "not an object"}}, "Not approved"),  # no approval in it
-    ("close", ""),
-])
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (
+            {"error": {"code": -32000, "message": "the user looked away"}},
+            "refused elicitation/create: the user looked",
+        ),
+        ({"error": "not an object"}, "refused elicitation/create"),
+        ({"result": {"action": "bogus"}}, "answered elicitation/create with an invalid result"),
+        ({"result": "a string"}, "answered elicitation/create with an invalid result"),
+        ({"result": {"action": "accept", "content": "not an object"}}, "Not approved"),  # no approval in it
+        ("close", ""),
+    ],
+)
 async def test_mcp_a_bad_answer_to_the_gates_elicitation_is_a_tool_error_and_nothing_ran(
-        live_url: str, answer: Any, why: str, caplog: pytest.LogCaptureFixture) -> None:
+    live_url: str, answer: Any, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """Before: -32603 Internal error and a traceback (the failed question escaped the gate, before the function)."""
     ran.clear()
     async with httpx.AsyncClient(timeout=20) as http:
         headers = await _open_session(http, live_url, {"elicitation": {}})
-        call = {"jsonrpc": "2.0", "id": "call", "method": "tools/call",
-                "params": {"name": "write_down", "arguments": {"item": "milk"}}}
+        call = {
+            "jsonrpc": "2.0",
+            "id": "call",
+            "method": "tools/call",
+            "params": {"name": "write_down", "arguments": {"item": "milk"}},
+        }
         final: dict[str, Any] | None = None
         question: dict[str, Any] = {}
         async with http.stream("POST", f"{live_url}/mcp", headers=headers, json=call) as response:
@@ -292,12 +369,15 @@ async def test_mcp_a_bad_answer_to_the_gates_elicitation_is_a_tool_error_and_not
                     if line.startswith("data:"):
                         final = json.loads(line[5:])
         # the session still serves calls afterwards (a closed stream ended only that call)
-        again = await http.post(f"{live_url}/mcp", headers=headers,
-                                json={"jsonrpc": "2.0", "id": "ping", "method": "ping"})
+        again = await http.post(
+            f"{live_url}/mcp", headers=headers, json={"jsonrpc": "2.0", "id": "ping", "method": "ping"}
+        )
         assert again.json()["result"] == {}
     if answer == "close":  # nobody reads the answer: the server says, at debug level, that the call stopped
-        await eventually(lambda: any("stopped before it ran" in r.getMessage() for r in caplog.records),
-                         "the server to end the call whose stream was closed")
+        await eventually(
+            lambda: any("stopped before it ran" in r.getMessage() for r in caplog.records),
+            "the server to end the call whose stream was closed",
+        )
     else:
         assert final is not None
         assert final["id"] == "call", final
@@ -310,22 +390,50 @@ async def test_mcp_a_bad_answer_to_the_gates_elicitation_is_a_tool_error_and_not
 
 # --- roots ------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw", ["..%u2215secret", "..%u002fsecret", "..%U002Fsecret", "docs/%u002e%u002e/x",
-                                 "%25u2215secret", "file:///srv/..%u2215secret"])
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "..%u2215secret",
+        "..%u002fsecret",
+        "..%U002Fsecret",
+        "docs/%u002e%u002e/x",
+        "%25u2215secret",
+        "file:///srv/..%u2215secret",
+    ],
+)
 def test_roots_refuse_iis_percent_u_escapes(tmp_path, raw: str) -> None:
     with pytest.raises(RootViolation, match="%u escape"):
-        resolve_in_roots(raw if not raw.startswith("file:") else raw.replace("/srv", str(tmp_path)), [str(tmp_path)])
+        resolve_in_roots(
+            raw if not raw.startswith("file:") else raw.replace("/srv", str(tmp_path)), [str(tmp_path)]
+        )
 
 
-@pytest.mark.parametrize("raw", ["secret.", "secret ", "secret. ", "docs/secret./x", "docs/a /b", "...", "foo..",
-                                 "secret%2E", "secret%20", ". ", ".. "])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "secret.",
+        "secret ",
+        "secret. ",
+        "docs/secret./x",
+        "docs/a /b",
+        "...",
+        "foo..",
+        "secret%2E",
+        "secret%20",
+        ". ",
+        ".. ",
+    ],
+)
 def test_roots_refuse_names_windows_would_strip(tmp_path, raw: str) -> None:
     (tmp_path / "secret").write_text("s")
     with pytest.raises(RootViolation, match="ends with a dot or a space"):
         resolve_in_roots(raw, [str(tmp_path)])
 
 
-@pytest.mark.parametrize("raw", ["100%used", "50% off.txt", "docs/./a.txt", "docs/..", ".", "a.b", "docs/.hidden"])
+@pytest.mark.parametrize(
+    "raw", ["100%used", "50% off.txt", "docs/./a.txt", "docs/..", ".", "a.b", "docs/.hidden"]
+)
 def test_roots_keep_the_forms_that_are_not_ambiguous(tmp_path, raw: str) -> None:
     (tmp_path / "docs").mkdir()
     assert resolve_in_roots(raw, [str(tmp_path)]).startswith(str(tmp_path))
@@ -345,8 +453,16 @@ async def test_a_rooted_tool_refuses_a_trailing_dot_before_it_runs(tmp_path) -> 
     app.add_middleware(AgentMiddleware, agent=agent)
     async with client(app) as http:
         headers = await _open_session(http)
-        response = await http.post("/mcp", headers=headers, json={
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read", "arguments": {"path": "a."}}})
+        response = await http.post(
+            "/mcp",
+            headers=headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "read", "arguments": {"path": "a."}},
+            },
+        )
     result = response.json()["result"]
     assert result["isError"] is True and "ends with a dot" in result["content"][0]["text"]
     assert opened == []
@@ -354,23 +470,40 @@ async def test_a_rooted_tool_refuses_a_trailing_dot_before_it_runs(tmp_path) -> 
 
 # --- what the fuzz run found (tests/test_fuzz_faces.py) ---------------------------------------------------------
 
-@pytest.mark.parametrize("body", [
-    {"jsonrpc": "2.0", "id": "env", "method": True},
-    {"jsonrpc": "1.0", "id": "env", "method": "ping"},
-    {"jsonrpc": "2.0", "id": "env", "method": "ping", "params": [1]},
-])
-async def test_a_malformed_envelope_with_a_valid_id_is_answered_with_that_id(app: Starlette, body: Any) -> None:
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"jsonrpc": "2.0", "id": "env", "method": True},
+        {"jsonrpc": "1.0", "id": "env", "method": "ping"},
+        {"jsonrpc": "2.0", "id": "env", "method": "ping", "params": [1]},
+    ],
+)
+async def test_a_malformed_envelope_with_a_valid_id_is_answered_with_that_id(
+    app: Starlette, body: Any
+) -> None:
     async with client(app) as http:
         headers = await _open_session(http)
         mcp = await http.post("/mcp", headers=headers, json=body)
-        a2a = await http.post("/a2a", json={**body, "method": "GetTask"} if body["method"] == "ping" else body,
-                              headers=A2A)
-    assert mcp.status_code == 400 and mcp.json()["id"] == "env" and mcp.json()["error"]["code"] in (-32600, -32602)
-    assert a2a.status_code == 200 and a2a.json()["id"] == "env" and a2a.json()["error"]["code"] in (-32600, -32602)
+        a2a = await http.post(
+            "/a2a", json={**body, "method": "GetTask"} if body["method"] == "ping" else body, headers=A2A
+        )
+    assert (
+        mcp.status_code == 400
+        and mcp.json()["id"] == "env"
+        and mcp.json()["error"]["code"] in (-32600, -32602)
+    )
+    assert (
+        a2a.status_code == 200
+        and a2a.json()["id"] == "env"
+        and a2a.json()["error"]["code"] in (-32600, -32602)
+    )
 
 
 @pytest.mark.parametrize("arguments", ["text", ["a", "b"], [["k", "v"]], 5])
-async def test_agui_forwarded_arguments_that_are_not_an_object_are_422(app: Starlette, arguments: Any) -> None:
+async def test_agui_forwarded_arguments_that_are_not_an_object_are_422(
+    app: Starlette, arguments: Any
+) -> None:
     """Before: a traceback ("AG-UI run ... failed to start") and a RUN_ERROR; a list of pairs even became a dict."""
     async with client(app) as http:
         response = await http.post("/agui/echo", json=run_body(forwardedProps={"arguments": arguments}))
@@ -380,19 +513,35 @@ async def test_agui_forwarded_arguments_that_are_not_an_object_are_422(app: Star
 
 
 @pytest.mark.parametrize("era", [HANDSHAKE, "2026-07-28"])
-@pytest.mark.parametrize(("arguments", "status"), [
-    (nested(300), 400), (nested(5_000), 400), (b"[" + b",".join([b"[]"] * 30_000) + b"]", 413)])
-async def test_mcp_bodies_too_deep_or_too_many_values_keep_the_request_id(app: Starlette, era: str,
-                                                                          arguments: bytes, status: int) -> None:
-    meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": era,
-                      "io.modelcontextprotocol/clientCapabilities": {}}} if era != HANDSHAKE else {}
+@pytest.mark.parametrize(
+    ("arguments", "status"),
+    [(nested(300), 400), (nested(5_000), 400), (b"[" + b",".join([b"[]"] * 30_000) + b"]", 413)],
+)
+async def test_mcp_bodies_too_deep_or_too_many_values_keep_the_request_id(
+    app: Starlette, era: str, arguments: bytes, status: int
+) -> None:
+    meta = (
+        {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": era,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        }
+        if era != HANDSHAKE
+        else {}
+    )
     params = with_raw({"name": "write_down", **meta}, "arguments", arguments)
     raw = with_raw({"jsonrpc": "2.0", "id": "big", "method": "tools/call"}, "params", params)
     async with client(app) as http:
         if era == HANDSHAKE:
             headers = await _open_session(http)
         else:
-            headers = {**MCP, "mcp-protocol-version": era, "mcp-method": "tools/call", "mcp-name": "write_down"}
+            headers = {
+                **MCP,
+                "mcp-protocol-version": era,
+                "mcp-method": "tools/call",
+                "mcp-name": "write_down",
+            }
         response = await http.post("/mcp", content=raw, headers=headers)
     assert response.status_code == status, response.text[:300]
     assert response.json()["id"] == "big" and response.json()["error"]["code"] == -32600
@@ -426,8 +575,15 @@ async def test_roots_are_resolved_off_the_event_loop(tmp_path, monkeypatch: pyte
     app.add_middleware(AgentMiddleware, agent=agent)
     async with client(app) as http:
         headers = await _open_session(http)
-        response = await http.post("/mcp", headers=headers, json={
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "read", "arguments": {"path": "a.txt"}}})
+        response = await http.post(
+            "/mcp",
+            headers=headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "read", "arguments": {"path": "a.txt"}},
+            },
+        )
     assert response.json()["result"]["content"][0]["text"] == "a"
     assert threads and threading.get_ident() not in threads

@@ -19,7 +19,10 @@ ran: list[str] = []
 
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 STATELESS = "2026-07-28"
-META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
+META = {
+    "io.modelcontextprotocol/protocolVersion": STATELESS,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 class Exploding(BaseModel):
@@ -67,8 +70,11 @@ def app() -> Starlette:
 
 
 def client(app: Starlette) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
-                             base_url="http://127.0.0.1:8000", timeout=10)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+        base_url="http://127.0.0.1:8000",
+        timeout=10,
+    )
 
 
 def message(text: str = "hi", **extra: Any) -> dict[str, Any]:
@@ -77,8 +83,9 @@ def message(text: str = "hi", **extra: Any) -> dict[str, Any]:
 
 async def a2a(http: httpx.AsyncClient, body: bytes | str | Any, version: str = "1.0") -> httpx.Response:
     content = body if isinstance(body, (bytes, str)) else json.dumps(body)
-    return await http.post("/a2a", content=content, headers={"a2a-version": version,
-                                                              "content-type": "application/json"})
+    return await http.post(
+        "/a2a", content=content, headers={"a2a-version": version, "content-type": "application/json"}
+    )
 
 
 def strict_json(response: httpx.Response) -> Any:
@@ -93,13 +100,17 @@ def strict_json(response: httpx.Response) -> Any:
 
 # --- A2A -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw", [
-    b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"\\ud800","role":"ROLE_USER",'
-    b'"parts":[{"text":"\\udfff lone"}]}}}',
-    # CESU-8: a surrogate pair encoded as two 3-byte sequences is not UTF-8
-    b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER",'
-    b'"parts":[{"text":"\xed\xa0\xbd\xed\xb8\x80"}]}}}',
-])
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"\\ud800","role":"ROLE_USER",'
+        b'"parts":[{"text":"\\udfff lone"}]}}}',
+        # CESU-8: a surrogate pair encoded as two 3-byte sequences is not UTF-8
+        b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER",'
+        b'"parts":[{"text":"\xed\xa0\xbd\xed\xb8\x80"}]}}}',
+    ],
+)
 async def test_a2a_lone_surrogates_and_cesu8_never_break_the_writer(app: Starlette, raw: bytes) -> None:
     async with client(app) as http:
         response = await a2a(http, raw)
@@ -114,8 +125,10 @@ async def test_a2a_lone_surrogates_and_cesu8_never_break_the_writer(app: Starlet
 
 
 async def test_a2a_lone_surrogate_inside_a_stream(app: Starlette) -> None:
-    raw = (b'{"jsonrpc":"2.0","id":7,"method":"SendStreamingMessage","params":{"message":{"messageId":"s1",'
-           b'"role":"ROLE_USER","parts":[{"text":"\\ud800 stream"}]}}}')
+    raw = (
+        b'{"jsonrpc":"2.0","id":7,"method":"SendStreamingMessage","params":{"message":{"messageId":"s1",'
+        b'"role":"ROLE_USER","parts":[{"text":"\\ud800 stream"}]}}}'
+    )
     async with client(app) as http:
         response = await a2a(http, raw)
     assert response.headers["content-type"].startswith("text/event-stream")
@@ -126,11 +139,13 @@ async def test_a2a_lone_surrogate_inside_a_stream(app: Starlette) -> None:
 
 @pytest.mark.parametrize("bad_id", [1.5, [], {}, False, True, [1]])
 @pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage"])
-async def test_a2a_invalid_ids_are_invalid_requests_and_nothing_runs(app: Starlette, bad_id: Any,
-                                                                     method: str) -> None:
+async def test_a2a_invalid_ids_are_invalid_requests_and_nothing_runs(
+    app: Starlette, bad_id: Any, method: str
+) -> None:
     async with client(app) as http:
-        response = await a2a(http, {"jsonrpc": "2.0", "id": bad_id, "method": method,
-                                    "params": {"message": message("never")}})
+        response = await a2a(
+            http, {"jsonrpc": "2.0", "id": bad_id, "method": method, "params": {"message": message("never")}}
+        )
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     body = strict_json(response)
@@ -138,14 +153,17 @@ async def test_a2a_invalid_ids_are_invalid_requests_and_nothing_runs(app: Starle
     assert ran == []
 
 
-@pytest.mark.parametrize("raw", [
-    b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x","historyLength":NaN}}',
-    b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x","historyLength":Infinity}}',
-    b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x","historyLength":-Infinity}}',
-    b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x","historyLength":1e400}}',
-    b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}} trailing',
-    b'\xff\xfe{}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x","historyLength":NaN}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x","historyLength":Infinity}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x","historyLength":-Infinity}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x","historyLength":1e400}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}} trailing',
+        b"\xff\xfe{}",
+    ],
+)
 async def test_a2a_non_json_numbers_and_bytes_are_parse_errors(app: Starlette, raw: bytes) -> None:
     async with client(app) as http:
         response = await a2a(http, raw)
@@ -153,17 +171,26 @@ async def test_a2a_non_json_numbers_and_bytes_are_parse_errors(app: Starlette, r
     assert response.status_code == 200 and body["error"]["code"] == -32700 and body["id"] is None
 
 
-@pytest.mark.parametrize("params", [
-    {"message": None, "configuration": "x"},
-    {"message": "x"},
-    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}, "configuration": "x"},
-    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
-     "configuration": {"historyLength": 1.5}},
-    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
-     "configuration": {"taskPushNotificationConfig": {"url": "http://[::1"}}},
-    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
-     "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1:99999/x"}}},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"message": None, "configuration": "x"},
+        {"message": "x"},
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}, "configuration": "x"},
+        {
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+            "configuration": {"historyLength": 1.5},
+        },
+        {
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+            "configuration": {"taskPushNotificationConfig": {"url": "http://[::1"}},
+        },
+        {
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+            "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1:99999/x"}},
+        },
+    ],
+)
 async def test_a2a_bad_params_are_invalid_params(app: Starlette, params: dict[str, Any]) -> None:
     async with client(app) as http:
         response = await a2a(http, {"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": params})
@@ -172,19 +199,55 @@ async def test_a2a_bad_params_are_invalid_params(app: Starlette, params: dict[st
     assert body["id"] == 3
 
 
-@pytest.mark.parametrize("params", [
-    {"message": {"kind": "message", "messageId": "m", "role": [], "parts": [{"kind": "text", "text": "x"}]}},
-    {"message": {"kind": "message", "messageId": "m", "role": {}, "parts": [{"kind": "text", "text": "x"}]}},
-    {"message": {"kind": "message", "messageId": "m", "role": "user", "parts": [{"kind": "text", "text": "x"}]},
-     "configuration": "x"},
-    {"message": {"kind": "message", "messageId": "m", "role": "user", "parts": [{"kind": "text", "text": "x"}]},
-     "configuration": {"pushNotificationConfig": {"url": "http://127.0.0.1/x",
-                                                  "authentication": {"schemes": {"a": 1}}}}},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {
+            "message": {
+                "kind": "message",
+                "messageId": "m",
+                "role": [],
+                "parts": [{"kind": "text", "text": "x"}],
+            }
+        },
+        {
+            "message": {
+                "kind": "message",
+                "messageId": "m",
+                "role": {},
+                "parts": [{"kind": "text", "text": "x"}],
+            }
+        },
+        {
+            "message": {
+                "kind": "message",
+                "messageId": "m",
+                "role": "user",
+                "parts": [{"kind": "text", "text": "x"}],
+            },
+            "configuration": "x",
+        },
+        {
+            "message": {
+                "kind": "message",
+                "messageId": "m",
+                "role": "user",
+                "parts": [{"kind": "text", "text": "x"}],
+            },
+            "configuration": {
+                "pushNotificationConfig": {
+                    "url": "http://127.0.0.1/x",
+                    "authentication": {"schemes": {"a": 1}},
+                }
+            },
+        },
+    ],
+)
 async def test_a2a_v03_bad_shapes_are_invalid_params(app: Starlette, params: dict[str, Any]) -> None:
     async with client(app) as http:
-        response = await a2a(http, {"jsonrpc": "2.0", "id": "v", "method": "message/send", "params": params},
-                             version="0.3")
+        response = await a2a(
+            http, {"jsonrpc": "2.0", "id": "v", "method": "message/send", "params": params}, version="0.3"
+        )
     body = strict_json(response)
     assert body["error"]["code"] == -32602, body
     assert body["id"] == "v"
@@ -192,18 +255,30 @@ async def test_a2a_v03_bad_shapes_are_invalid_params(app: Starlette, params: dic
 
 async def test_a2a_v03_push_set_with_bad_nested_shapes(app: Starlette) -> None:
     async with client(app) as http:
-        sent = strict_json(await a2a(http, {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                                            "params": {"message": message("task")}}))
+        sent = strict_json(
+            await a2a(
+                http,
+                {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message("task")}},
+            )
+        )
         task_id = sent["result"]["task"]["id"]
         for nested in ("x", {"url": "http://127.0.0.1/x", "authentication": {"schemes": {"0": "x"}}}):
-            response = await a2a(http, {"jsonrpc": "2.0", "id": 2, "method": "tasks/pushNotificationConfig/set",
-                                        "params": {"taskId": task_id, "pushNotificationConfig": nested}},
-                                 version="0.3")
+            response = await a2a(
+                http,
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tasks/pushNotificationConfig/set",
+                    "params": {"taskId": task_id, "pushNotificationConfig": nested},
+                },
+                version="0.3",
+            )
             assert strict_json(response)["error"]["code"] == -32602
 
 
-@pytest.mark.parametrize("query", ["historyLength=inf", "historyLength=1e400", "historyLength=1.5",
-                                   "pageSize=NaN"])
+@pytest.mark.parametrize(
+    "query", ["historyLength=inf", "historyLength=1e400", "historyLength=1.5", "pageSize=NaN"]
+)
 async def test_a2a_rest_numbers_in_queries(app: Starlette, query: str) -> None:
     async with client(app) as http:
         response = await http.get(f"/a2a/tasks?{query}", headers={"a2a-version": "1.0"})
@@ -221,22 +296,42 @@ async def test_a2a_rest_body_that_is_not_json(app: Starlette) -> None:
 
 # --- MCP -------------------------------------------------------------------------------------------
 
+
 async def test_mcp_handshake_unhashable_ids_and_cancel_targets(app: Starlette) -> None:
     async with client(app) as http:
-        init = await http.post("/mcp", headers=MCP_HEADERS, json={
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-        session = {**MCP_HEADERS, "mcp-session-id": init.headers["mcp-session-id"],
-                   "mcp-protocol-version": "2025-11-25"}
+        init = await http.post(
+            "/mcp",
+            headers=MCP_HEADERS,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+        )
+        session = {
+            **MCP_HEADERS,
+            "mcp-session-id": init.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-11-25",
+        }
         for bad_id in ([], {}, 1.5, None, True):
             for shape in ({"method": "ping"}, {"result": {}}):
-                response = await http.post("/mcp", headers=session, json={"jsonrpc": "2.0", "id": bad_id, **shape})
+                response = await http.post(
+                    "/mcp", headers=session, json={"jsonrpc": "2.0", "id": bad_id, **shape}
+                )
                 assert response.status_code == 400
                 body = strict_json(response)
                 assert body["error"]["code"] == -32600 and body["id"] is None
         for target in ([], {}, [1], 1.5):
-            response = await http.post("/mcp", headers=session, json={
-                "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": target}})
+            response = await http.post(
+                "/mcp",
+                headers=session,
+                json={"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": target}},
+            )
             assert response.status_code == 202
 
 
@@ -244,15 +339,23 @@ async def test_mcp_stateless_unhashable_ids(app: Starlette) -> None:
     headers = {**MCP_HEADERS, "mcp-protocol-version": STATELESS, "mcp-method": "tools/list"}
     async with client(app) as http:
         for bad_id in ([], {}, 1.5, False):
-            response = await http.post("/mcp", headers=headers, json={
-                "jsonrpc": "2.0", "id": bad_id, "method": "tools/list", "params": {"_meta": META}})
+            response = await http.post(
+                "/mcp",
+                headers=headers,
+                json={"jsonrpc": "2.0", "id": bad_id, "method": "tools/list", "params": {"_meta": META}},
+            )
             assert response.status_code == 400
             assert strict_json(response)["error"]["code"] == -32600
 
 
-@pytest.mark.parametrize("raw", [b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}',
-                                 b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":1e999}}',
-                                 b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\xed\xa0\x80"}}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":1e999}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\xed\xa0\x80"}}',
+    ],
+)
 async def test_mcp_parse_errors(app: Starlette, raw: bytes) -> None:
     async with client(app) as http:
         response = await http.post("/mcp", headers=MCP_HEADERS, content=raw)
@@ -264,21 +367,41 @@ async def test_mcp_parse_errors(app: Starlette, raw: bytes) -> None:
 async def test_mcp_a_result_that_cannot_be_written_keeps_the_request_id(app: Starlette, era: str) -> None:
     async with client(app) as http:
         if era == "handshake":
-            init = await http.post("/mcp", headers=MCP_HEADERS, json={
-                "jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                           "clientInfo": {"name": "t", "version": "1"}}})
-            headers = {**MCP_HEADERS, "mcp-session-id": init.headers["mcp-session-id"],
-                       "mcp-protocol-version": "2025-11-25"}
+            init = await http.post(
+                "/mcp",
+                headers=MCP_HEADERS,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"},
+                    },
+                },
+            )
+            headers = {
+                **MCP_HEADERS,
+                "mcp-session-id": init.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            }
             meta: dict[str, Any] = {}
         else:
             headers = {**MCP_HEADERS, "mcp-protocol-version": STATELESS, "mcp-method": "tools/call"}
             meta = {"_meta": META}
         for name in ("explode", "nan"):
             call_headers = {**headers, "mcp-name": name} if era == "stateless" else headers
-            response = await http.post("/mcp", headers=call_headers, json={
-                "jsonrpc": "2.0", "id": f"call-{name}", "method": "tools/call",
-                "params": {"name": name, "arguments": {}, **meta}})
+            response = await http.post(
+                "/mcp",
+                headers=call_headers,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": f"call-{name}",
+                    "method": "tools/call",
+                    "params": {"name": name, "arguments": {}, **meta},
+                },
+            )
             body = strict_json(response)
             assert body["id"] == f"call-{name}", body
             assert response.status_code in (200, 500)
@@ -288,12 +411,16 @@ async def test_mcp_a_result_that_cannot_be_written_keeps_the_request_id(app: Sta
 
 # --- AG-UI -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw", [
-    b'{"threadId":"t","runId":"r","state":{"x":NaN},"messages":[],"tools":[],"context":[],"forwardedProps":{}}',
-    b'{"threadId":"t","runId":"r","state":{"x":Infinity},"messages":[],"tools":[],"context":[],"forwardedProps":{}}',
-    b'{"threadId":"t","runId":"r","state":{"x":1e400},"messages":[],"tools":[],"context":[],"forwardedProps":{}}',
-    b'{"threadId":"t","runId":"r","state":{},"messages":[],"tools":[],"context":[],"forwardedProps":{}}\xff',
-])
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"threadId":"t","runId":"r","state":{"x":NaN},"messages":[],"tools":[],"context":[],"forwardedProps":{}}',
+        b'{"threadId":"t","runId":"r","state":{"x":Infinity},"messages":[],"tools":[],"context":[],"forwardedProps":{}}',
+        b'{"threadId":"t","runId":"r","state":{"x":1e400},"messages":[],"tools":[],"context":[],"forwardedProps":{}}',
+        b'{"threadId":"t","runId":"r","state":{},"messages":[],"tools":[],"context":[],"forwardedProps":{}}\xff',
+    ],
+)
 async def test_agui_non_json_state_is_refused_before_any_stream(app: Starlette, raw: bytes) -> None:
     async with client(app) as http:
         response = await http.post("/agui/echo", content=raw, headers={"content-type": "application/json"})
@@ -303,8 +430,10 @@ async def test_agui_non_json_state_is_refused_before_any_stream(app: Starlette, 
 
 
 async def test_agui_lone_surrogate_in_a_message_streams_valid_json(app: Starlette) -> None:
-    raw = (b'{"threadId":"t-s","runId":"r-s","state":{"k":"\\ud800"},"tools":[],"context":[],"forwardedProps":{},'
-           b'"messages":[{"id":"u1","role":"user","content":"\\udc00 hi"}]}')
+    raw = (
+        b'{"threadId":"t-s","runId":"r-s","state":{"k":"\\ud800"},"tools":[],"context":[],"forwardedProps":{},'
+        b'"messages":[{"id":"u1","role":"user","content":"\\udc00 hi"}]}'
+    )
     async with client(app) as http:
         response = await http.post("/agui/echo", content=raw, headers={"content-type": "application/json"})
     assert response.status_code == 200
@@ -316,6 +445,7 @@ async def test_agui_lone_surrogate_in_a_message_streams_valid_json(app: Starlett
 
 # --- logging ---------------------------------------------------------------------------------------
 
+
 async def test_malformed_requests_log_no_tracebacks(app: Starlette, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="agentmw")
     async with client(app) as http:
@@ -323,8 +453,16 @@ async def test_malformed_requests_log_no_tracebacks(app: Starlette, caplog: pyte
         caplog.clear()
         await a2a(http, b"{nope")
         await a2a(http, {"jsonrpc": "2.0", "id": 1.5, "method": "SendMessage"})
-        await a2a(http, {"jsonrpc": "2.0", "id": 1, "method": "message/send",
-                         "params": {"message": {"role": [], "parts": []}}}, version="0.3")
+        await a2a(
+            http,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "message/send",
+                "params": {"message": {"role": [], "parts": []}},
+            },
+            version="0.3",
+        )
         await http.post("/mcp", headers=MCP_HEADERS, content=b'{"jsonrpc":"2.0","id":[],"method":"x"}')
         await http.post("/agui/echo", content=b"{", headers={"content-type": "application/json"})
     loud = [r for r in caplog.records if r.levelno > logging.DEBUG or r.exc_info]

@@ -78,23 +78,41 @@ MOUNTS = [with_middleware, with_router, with_mount, with_routes]
 
 def run_body(text: str = "hi") -> dict[str, Any]:
     run = f"r-{uuid.uuid4()}"
-    return {"threadId": f"t-{run}", "runId": run, "messages": [{"id": f"u-{run}", "role": "user", "content": text}],
-            "state": {}, "tools": [], "context": [], "forwardedProps": {}}
+    return {
+        "threadId": f"t-{run}",
+        "runId": run,
+        "messages": [{"id": f"u-{run}", "role": "user", "content": text}],
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
 
 
 def a2a_message(text: str = "hi") -> dict[str, Any]:
     return {"messageId": f"m-{uuid.uuid4()}", "role": "ROLE_USER", "parts": [{"text": text}]}
 
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 7, "method": "initialize",
-              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                         "clientInfo": {"name": "t", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 7,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
 
 # Each face's request: method, path (after the mount), headers, a fresh JSON body. Each is served with a good Host.
 FACES: dict[str, tuple[str, str, dict[str, str], Callable[[], Any]]] = {
     "mcp": ("POST", "/mcp", {"accept": ACCEPT_MCP}, lambda: INITIALIZE),
-    "a2a-jsonrpc": ("POST", "/a2a", {"a2a-version": "1.0"},
-                    lambda: {"jsonrpc": "2.0", "id": 8, "method": "SendMessage", "params": {"message": a2a_message()}}),
+    "a2a-jsonrpc": (
+        "POST",
+        "/a2a",
+        {"a2a-version": "1.0"},
+        lambda: {"jsonrpc": "2.0", "id": 8, "method": "SendMessage", "params": {"message": a2a_message()}},
+    ),
     "a2a-rest": ("POST", "/a2a/message:send", {"a2a-version": "1.0"}, lambda: {"message": a2a_message()}),
     "card": ("GET", "/.well-known/agent-card.json", {}, lambda: None),
     "agui": ("POST", "/agui/chat", {"accept": "text/event-stream"}, run_body),
@@ -102,9 +120,16 @@ FACES: dict[str, tuple[str, str, dict[str, str], Callable[[], Any]]] = {
 }
 
 
-async def send(app: Any, prefix: str, face: str, *, base: str = "http://127.0.0.1:8000",
-               headers: dict[str, str] | None = None, content: bytes | None = None,
-               method: str | None = None) -> httpx.Response:
+async def send(
+    app: Any,
+    prefix: str,
+    face: str,
+    *,
+    base: str = "http://127.0.0.1:8000",
+    headers: dict[str, str] | None = None,
+    content: bytes | None = None,
+    method: str | None = None,
+) -> httpx.Response:
     verb, path, face_headers, make_body = FACES[face]
     body = make_body()
     merged = {**face_headers, **(headers or {})}
@@ -122,12 +147,20 @@ def assert_refused(face: str, response: httpx.Response, status: int, message: st
     assert response.headers["content-type"] == "application/json"
     body = response.json()
     reason = "PERMISSION_DENIED" if status == 403 else "INVALID_ARGUMENT"
-    info = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "a2a-protocol.org",
-            "metadata": {}}
+    info = {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason,
+        "domain": "a2a-protocol.org",
+        "metadata": {},
+    }
     if face == "mcp":
         assert body == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32600, "message": message}}
     elif face == "a2a-jsonrpc":
-        assert body == {"jsonrpc": "2.0", "id": 8, "error": {"code": -32600, "message": message, "data": [info]}}
+        assert body == {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "error": {"code": -32600, "message": message, "data": [info]},
+        }
     elif face in ("a2a-rest", "card"):
         assert body == {"error": {"code": status, "status": reason, "message": message, "details": [info]}}
     else:
@@ -135,6 +168,7 @@ def assert_refused(face: str, response: httpx.Response, status: int, message: st
 
 
 # --- Host and Origin on every face, every way of serving ----------------------------------------------
+
 
 @pytest.mark.parametrize("mount", MOUNTS, ids=lambda m: m.__name__)
 @pytest.mark.parametrize("face", list(FACES))
@@ -146,7 +180,9 @@ async def test_every_face_refuses_a_foreign_host_and_origin(mount: Callable[...,
     foreign_origin = await send(app, prefix, face, headers={"origin": EVIL})
     assert_refused(face, foreign_origin, 403, "Origin not allowed")
     assert ran == [], "a refused request must not reach the capability"
-    served = await send(app, prefix, face, headers={"origin": "http://127.0.0.1:3000"})  # a local page: allowed
+    served = await send(
+        app, prefix, face, headers={"origin": "http://127.0.0.1:3000"}
+    )  # a local page: allowed
     # reached the face: the approvals endpoint has no such approval, the others answer
     assert served.status_code == (404 if face == "approvals" else 200), served.text[:300]
     assert ran == (["chat:hi"] if face in ("a2a-jsonrpc", "a2a-rest", "agui") else [])
@@ -154,21 +190,38 @@ async def test_every_face_refuses_a_foreign_host_and_origin(mount: Callable[...,
 
 @pytest.mark.parametrize("face", list(FACES))
 async def test_allowed_hosts_compare_the_port(face: str) -> None:
-    app, _ = with_middleware(make_agent(allowed_hosts=["api.example.com", "admin.example.com:8443",
-                                                       "dev.example.com:*"]))
-    for base in ("http://api.example.com", "https://api.example.com", "http://api.example.com:443",
-                 "https://admin.example.com:8443", "http://dev.example.com:5555", "http://localhost:9999",
-                 "http://[::1]:8000"):
+    app, _ = with_middleware(
+        make_agent(allowed_hosts=["api.example.com", "admin.example.com:8443", "dev.example.com:*"])
+    )
+    for base in (
+        "http://api.example.com",
+        "https://api.example.com",
+        "http://api.example.com:443",
+        "https://admin.example.com:8443",
+        "http://dev.example.com:5555",
+        "http://localhost:9999",
+        "http://[::1]:8000",
+    ):
         response = await send(app, "", face, base=base)
         assert response.status_code not in (403, 421), (base, response.text[:200])
     # another port of an allowed name is another server (and, with no resource=, another audience)
-    for host in ("api.example.com:8080", "admin.example.com", "admin.example.com:9443",
-                 "api.example.com.evil.example", "localhost:notaport", "localhost:80:80", "[::1"):
+    for host in (
+        "api.example.com:8080",
+        "admin.example.com",
+        "admin.example.com:9443",
+        "api.example.com.evil.example",
+        "localhost:notaport",
+        "localhost:80:80",
+        "[::1",
+    ):
         assert_refused(face, await send(app, "", face, headers={"host": host}), 421, "Invalid Host header")
-    ok_origin = await send(app, "", face, base="https://api.example.com", headers={"origin": "https://api.example.com"})
+    ok_origin = await send(
+        app, "", face, base="https://api.example.com", headers={"origin": "https://api.example.com"}
+    )
     assert ok_origin.status_code not in (403, 421)
-    other_port = await send(app, "", face, base="https://api.example.com",
-                            headers={"origin": "https://api.example.com:8080"})
+    other_port = await send(
+        app, "", face, base="https://api.example.com", headers={"origin": "https://api.example.com:8080"}
+    )
     assert_refused(face, other_port, 403, "Origin not allowed")
 
 
@@ -176,8 +229,12 @@ async def test_allowed_hosts_compare_the_port(face: str) -> None:
 async def test_two_host_headers_are_refused(face: str) -> None:
     app, _ = with_middleware(make_agent())
     verb, path, headers, make_body = FACES[face]
-    raw = [(b"host", b"127.0.0.1:8000"), (b"host", b"evil.example"), (b"content-type", b"application/json"),
-           *((k.encode(), v.encode()) for k, v in headers.items())]
+    raw = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"host", b"evil.example"),
+        (b"content-type", b"application/json"),
+        *((k.encode(), v.encode()) for k, v in headers.items()),
+    ]
     status, payload = await call_asgi(app, verb, path, raw, json.dumps(make_body()).encode())
     assert status == 421, payload
 
@@ -192,14 +249,20 @@ def test_allowed_origins_are_still_accepted() -> None:
 
 # --- Content-Type and the declared body size -----------------------------------------------------------
 
+
 @pytest.mark.parametrize("face", ["mcp", "a2a-jsonrpc", "a2a-rest", "agui"])
 async def test_a_form_or_text_body_is_refused(face: str) -> None:
     app, _ = with_middleware(make_agent())
     ran.clear()
     _, _, _, make_body = FACES[face]
-    for content_type in ("text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data"):
-        response = await send(app, "", face, headers={"content-type": content_type},
-                              content=json.dumps(make_body()).encode())
+    for content_type in (
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+    ):
+        response = await send(
+            app, "", face, headers={"content-type": content_type}, content=json.dumps(make_body()).encode()
+        )
         assert_refused(face, response, 400 if face == "mcp" else 415, "Content-Type must be application/json")
     assert ran == []
     suffixed = await send(app, "", face, headers={"content-type": "application/a2a+json; charset=utf-8"})
@@ -208,17 +271,41 @@ async def test_a_form_or_text_body_is_refused(face: str) -> None:
 
 async def test_a_decision_posted_as_a_form_is_refused() -> None:
     app, _ = with_middleware(make_agent())
-    response = await send(app, "", "approvals", method="POST", content=b"approve=true",
-                          headers={"content-type": "application/x-www-form-urlencoded"})
+    response = await send(
+        app,
+        "",
+        "approvals",
+        method="POST",
+        content=b"approve=true",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
     assert_refused("approvals", response, 415, "Content-Type must be application/json")
 
 
-async def call_asgi(app: Any, method: str, path: str, headers: list[tuple[bytes, bytes]],
-                    body: bytes = b"", *, read: list[bool] | None = None) -> tuple[int, Any]:
+async def call_asgi(
+    app: Any,
+    method: str,
+    path: str,
+    headers: list[tuple[bytes, bytes]],
+    body: bytes = b"",
+    *,
+    read: list[bool] | None = None,
+) -> tuple[int, Any]:
     """One request straight through ASGI; ``read`` records whether the app asked for the body."""
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": headers,
-             "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
+    }
     started: dict[str, Any] = {}
     chunks: list[bytes] = []
 
@@ -244,8 +331,12 @@ async def test_a_declared_length_over_the_limit_is_refused_before_reading(face: 
     app = AgentMiddleware(None, agent=agent)
     verb, path, headers, _ = FACES[face]
     limit = 65536 if face == "approvals" else 1000  # a decision has its own, smaller limit (docs/limits.md)
-    raw = [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json"),
-           (b"content-length", str(limit + 1).encode()), *((k.encode(), v.encode()) for k, v in headers.items())]
+    raw = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(limit + 1).encode()),
+        *((k.encode(), v.encode()) for k, v in headers.items()),
+    ]
     read: list[bool] = []
     status, body = await call_asgi(app, "POST", path, raw, b"{}", read=read)
     assert status == 413 and read == [], (status, body)
@@ -262,17 +353,26 @@ async def test_host_routes_are_not_the_edges() -> None:
     """The edge guards the agent's paths only: the app's own routes keep the app's own rules."""
     app = Starlette(routes=[Route("/ping", lambda request: PlainTextResponse("pong"))])
     app.add_middleware(AgentMiddleware, agent=make_agent())
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://evil.example") as http:
-        response = await http.post("/ping", headers={"origin": EVIL, "content-type": "text/plain"}, content=b"x")
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://evil.example"
+    ) as http:
+        response = await http.post(
+            "/ping", headers={"origin": EVIL, "content-type": "text/plain"}, content=b"x"
+        )
     assert response.status_code == 405  # the app's router answered, not agentmw
 
 
 # --- the app's CORS policy covers the agent's paths ---------------------------------------------------------
 
+
 def cors_app(order: str, *, origins: list[str] | None = None) -> Any:
     agent = make_agent()
-    cors = {"allow_origins": origins or [FRONT], "allow_methods": ["*"], "allow_headers": ["*"],
-            "expose_headers": ["mcp-session-id"]}
+    cors = {
+        "allow_origins": origins or [FRONT],
+        "allow_methods": ["*"],
+        "allow_headers": ["*"],
+        "expose_headers": ["mcp-session-id"],
+    }
     app = FastAPI()
     if order == "agent first":  # CORS added last: the outermost
         app.add_middleware(AgentMiddleware, agent=agent)
@@ -293,8 +393,11 @@ ORDERS = ["agent first", "cors first", "router"]
 @pytest.mark.parametrize("face", ["mcp", "agui", "a2a-jsonrpc"])
 async def test_the_apps_cors_policy_answers_preflights_on_the_agents_paths(order: str, face: str) -> None:
     app = cors_app(order)
-    preflight = {"origin": FRONT, "access-control-request-method": "POST",
-                 "access-control-request-headers": "content-type"}
+    preflight = {
+        "origin": FRONT,
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type",
+    }
     response = await send(app, "", face, method="OPTIONS", headers=preflight, content=b"")
     assert response.status_code == 200, response.text[:300]
     assert response.headers["access-control-allow-origin"] == FRONT
@@ -330,10 +433,21 @@ async def test_a_wildcard_cors_policy_does_not_widen_the_origin_check(order: str
 async def test_a_cors_regex_is_honoured() -> None:
     agent = make_agent()
     app = FastAPI()
-    app.add_middleware(CORSMiddleware, allow_origin_regex=r"https://[a-z]+\.front\.example", allow_methods=["*"],
-                       allow_headers=["*"])
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origin_regex=r"https://[a-z]+\.front\.example",
+        allow_methods=["*"],
+        allow_headers=["*"],
+    )
     app.add_middleware(AgentMiddleware, agent=agent)
     served = await send(app, "", "agui", headers={"origin": "https://shop.front.example"})
-    assert served.status_code == 200 and served.headers["access-control-allow-origin"] == "https://shop.front.example"
-    assert_refused("agui", await send(app, "", "agui", headers={"origin": "https://front.example.evil.example"}),
-                   403, "Origin not allowed")
+    assert (
+        served.status_code == 200
+        and served.headers["access-control-allow-origin"] == "https://shop.front.example"
+    )
+    assert_refused(
+        "agui",
+        await send(app, "", "agui", headers={"origin": "https://front.example.evil.example"}),
+        403,
+        "Origin not allowed",
+    )

@@ -58,6 +58,7 @@ SESSIONS = {"opened": 0, "closed": 0}
 
 # --- the app, as its team wrote it before agentmw: nothing in it knows about agents ---------------------------
 
+
 def get_db() -> Iterator[sqlite3.Connection]:
     db = sqlite3.connect(DATABASE["path"], check_same_thread=False)  # as FastAPI's SQL guide opens SQLite
     SESSIONS["opened"] += 1
@@ -68,8 +69,9 @@ def get_db() -> Iterator[sqlite3.Connection]:
         SESSIONS["closed"] += 1
 
 
-async def get_current_user(token: Annotated[str, Depends(oauth2_scheme)],
-                           db: Annotated[sqlite3.Connection, Depends(get_db)]) -> User:
+async def get_current_user(
+    token: Annotated[str, Depends(oauth2_scheme)], db: Annotated[sqlite3.Connection, Depends(get_db)]
+) -> User:
     invalid = HTTPException(401, "Could not validate credentials", headers={"WWW-Authenticate": "Bearer"})
     try:
         username = jwt.decode(token, SIGNING_KEY, algorithms=["HS256"])["sub"]
@@ -81,8 +83,9 @@ async def get_current_user(token: Annotated[str, Depends(oauth2_scheme)],
     return User(id=row[0], username=row[1], email=row[2])
 
 
-def login_route(form: Annotated[OAuth2PasswordRequestForm, Depends()],
-                db: Annotated[sqlite3.Connection, Depends(get_db)]) -> dict[str, str]:
+def login_route(
+    form: Annotated[OAuth2PasswordRequestForm, Depends()], db: Annotated[sqlite3.Connection, Depends(get_db)]
+) -> dict[str, str]:
     row = db.execute("SELECT password_hash FROM users WHERE username = ?", (form.username,)).fetchone()
     if row is None or row[0] != _hash(form.password):
         raise HTTPException(400, "Incorrect username or password")
@@ -98,9 +101,13 @@ class Shop:
 
     def __init__(self, db_path: Path) -> None:
         with sqlite3.connect(db_path) as db:
-            db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, username TEXT, email TEXT, password_hash TEXT)")
-            db.executemany("INSERT INTO users VALUES (?, ?, ?, ?)",
-                           [(i, name, mail, _hash(pw)) for i, name, mail, pw in PEOPLE])
+            db.execute(
+                "CREATE TABLE users (id INTEGER PRIMARY KEY, username TEXT, email TEXT, password_hash TEXT)"
+            )
+            db.executemany(
+                "INSERT INTO users VALUES (?, ?, ?, ?)",
+                [(i, name, mail, _hash(pw)) for i, name, mail, pw in PEOPLE],
+            )
         DATABASE["path"] = str(db_path)
         SESSIONS.update(opened=0, closed=0)
         self.app = FastAPI()
@@ -165,17 +172,23 @@ async def test_the_apps_users_request_and_decide_approvals_over_http(shop: Shop)
 
         decide = f"{url}/approvals/{approval['id']}"
         async with httpx.AsyncClient(timeout=10) as http:
-            for headers in ({}, {"Authorization": "Bearer not-a-jwt"},
-                            {"Authorization": f"Bearer {jwt.encode({'sub': 'mallory'}, SIGNING_KEY)}"}):
+            for headers in (
+                {},
+                {"Authorization": "Bearer not-a-jwt"},
+                {"Authorization": f"Bearer {jwt.encode({'sub': 'mallory'}, SIGNING_KEY)}"},
+            ):
                 refused = await http.post(decide, json={"approve": True}, headers=headers)
                 assert refused.status_code == 401, "what get_current_user refuses is no identity"
                 assert refused.headers["www-authenticate"] == "Bearer"
-            own = await http.post(decide, json={"approve": True}, headers={"Authorization": f"Bearer {alice}"})
+            own = await http.post(
+                decide, json={"approve": True}, headers={"Authorization": f"Bearer {alice}"}
+            )
             assert own.status_code == 403 and "cannot approve their own action" in own.json()["detail"]
             shown = await http.get(decide, headers={"Authorization": f"Bearer {bob}"})
             assert shown.status_code == 200 and shown.json()["arguments"] == {"amount": 5}
-            decided = await http.post(decide, json={"approve": True, "note": "ok"},
-                                      headers={"Authorization": f"Bearer {bob}"})
+            decided = await http.post(
+                decide, json={"approve": True, "note": "ok"}, headers={"Authorization": f"Bearer {bob}"}
+            )
             assert decided.status_code == 200 and decided.json()["decidedBy"] == "2"
         assert ran == []
 
@@ -264,7 +277,8 @@ async def test_the_refused_call_names_the_option() -> None:
 
 # --- which callables are dependencies, and how a user becomes an identity ------------------------------------
 
-def _hook(connection): ...  # noqa: ANN001, ANN202 - the oldest form: one plain parameter
+
+def _hook(connection): ...
 
 
 async def _typed_hook(connection: HTTPConnection) -> str | None: ...
@@ -308,7 +322,9 @@ def test_identity_of_a_user() -> None:
     assert identity_of({"sub": "auth0|123", "email": "f@x"}) == "auth0|123"
     assert identity_of(_Account(id=account)) == str(account)
     assert identity_of(User(id=3, username="c", email="c@x"), "email") == "c@x"
-    assert identity_of(User(id=3, username="c", email="c@x"), lambda user: f"{user.username}@corp") == "c@corp"
+    assert (
+        identity_of(User(id=3, username="c", email="c@x"), lambda user: f"{user.username}@corp") == "c@corp"
+    )
     with pytest.raises(TypeError, match="key=") as refused:
         identity_of(_Account(name="no id"))
     assert "id, sub, username, email" in str(refused.value)

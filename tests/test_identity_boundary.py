@@ -53,38 +53,93 @@ def build() -> Starlette:
 
 
 MCP = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 async def mcp_stateless(http: httpx.AsyncClient, token: str) -> httpx.Response:
-    return await http.post("/mcp", headers={**MCP, "authorization": f"Bearer {token}",
-                                            "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
-                                            "mcp-name": "touch"},
-                           json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                 "params": {"name": "touch", "arguments": {}, "_meta": META}})
+    return await http.post(
+        "/mcp",
+        headers={
+            **MCP,
+            "authorization": f"Bearer {token}",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/call",
+            "mcp-name": "touch",
+        },
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "touch", "arguments": {}, "_meta": META},
+        },
+    )
 
 
 async def mcp_handshake(http: httpx.AsyncClient, token: str) -> httpx.Response:
     headers = {**MCP, "authorization": f"Bearer {token}"}
-    init = await http.post("/mcp", headers=headers, json={
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-    session = {**headers, "mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
-    return await http.post("/mcp", headers=session, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                                                          "params": {"name": "touch", "arguments": {}}})
+    init = await http.post(
+        "/mcp",
+        headers=headers,
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+    )
+    session = {
+        **headers,
+        "mcp-session-id": init.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-11-25",
+    }
+    return await http.post(
+        "/mcp",
+        headers=session,
+        json={
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "touch", "arguments": {}},
+        },
+    )
 
 
 async def a2a(http: httpx.AsyncClient, token: str) -> httpx.Response:
-    return await http.post("/a2a", headers={"a2a-version": "1.0", "authorization": f"Bearer {token}"},
-                           json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-                               "message": {"messageId": f"m-{token}", "role": "ROLE_USER",
-                                           "parts": [{"text": "hello"}]}}})
+    return await http.post(
+        "/a2a",
+        headers={"a2a-version": "1.0", "authorization": f"Bearer {token}"},
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {"messageId": f"m-{token}", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
+            },
+        },
+    )
 
 
 async def agui(http: httpx.AsyncClient, token: str) -> httpx.Response:
-    return await http.post("/agui/chat", headers={"authorization": f"Bearer {token}"}, json={
-        "threadId": f"t-{token}", "runId": f"r-{token}", "state": {}, "tools": [], "context": [],
-        "forwardedProps": {}, "messages": [{"id": "u", "role": "user", "content": "hello"}]})
+    return await http.post(
+        "/agui/chat",
+        headers={"authorization": f"Bearer {token}"},
+        json={
+            "threadId": f"t-{token}",
+            "runId": f"r-{token}",
+            "state": {},
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+            "messages": [{"id": "u", "role": "user", "content": "hello"}],
+        },
+    )
 
 
 async def approvals(http: httpx.AsyncClient, token: str) -> httpx.Response:
@@ -96,7 +151,9 @@ async def approvals(http: httpx.AsyncClient, token: str) -> httpx.Response:
 async def test_identify_errors_are_http_401_and_403_on_every_face(face: Any, token: str, status: int) -> None:
     ran.clear()
     app = build()
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
+    ) as http:
         response = await face(http, token)
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
@@ -109,7 +166,9 @@ async def test_identify_errors_are_http_401_and_403_on_every_face(face: Any, tok
 async def test_a_valid_identity_passes_every_face(face: Any) -> None:
     ran.clear()
     app = build()
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
+    ) as http:
         response = await face(http, "alice")
     assert response.status_code == 200, response.text
     assert ran

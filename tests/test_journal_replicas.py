@@ -73,14 +73,19 @@ def replica(name: str, state: State, effects: Effects, *, hang: bool = False) ->
     async def transfer(amount: int, ctx: Context) -> dict[str, Any]:
         """Debit, ask for approval, credit."""
         debit = await ctx.once("debit", effects.do, "debit", name)
-        answer = await ctx.ask(f"Transfer {amount}?", {"type": "object", "properties": {"to": {"type": "string"}}})
+        answer = await ctx.ask(
+            f"Transfer {amount}?", {"type": "object", "properties": {"to": {"type": "string"}}}
+        )
         credit = await ctx.once("credit", effects.do, f"credit {answer.content['to']}", name)
         return {"debit": debit, "credit": credit}
 
     @agent.tool
     async def batch(ctx: Context) -> list[str]:
         """Three steps; on a hanging replica, the work stalls (and the replica dies) after the second."""
-        done = [await ctx.once("one", effects.do, "one", name), await ctx.once("two", effects.do, "two", name)]
+        done = [
+            await ctx.once("one", effects.do, "one", name),
+            await ctx.once("two", effects.do, "two", name),
+        ]
         if hang:
             effects.reached.set()
             await asyncio.Event().wait()
@@ -107,11 +112,14 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         await store.close()
 
 
-async def start(agent: Agent, tool: str, arguments: dict[str, Any], execution_id: str, face: Face,
-                lease: float = LEASE) -> Any:
+async def start(
+    agent: Agent, tool: str, arguments: dict[str, Any], execution_id: str, face: Face, lease: float = LEASE
+) -> Any:
     cap = agent.tools[tool]
     ctx = Context(cap, face, caller="alice", agent=agent, face="test")
-    return await invoke(cap, arguments, ctx, journal=Journal.for_agent(agent, execution_id, lease_seconds=lease))
+    return await invoke(
+        cap, arguments, ctx, journal=Journal.for_agent(agent, execution_id, lease_seconds=lease)
+    )
 
 
 @pytest.mark.parametrize("wait", [False, True], ids=["question-ends-the-call", "parked-in-memory"])

@@ -28,11 +28,16 @@ from tests.conftest import serve
 calls: list[dict[str, Any]] = []
 
 
-def contact(name: str | None = None, address: dict[str, str] | None = None,
-            contactMethod: str | None = None,  # noqa: N803 (the schema's name)
-            phone: str | None = None, email: str | None = None) -> str:
-    calls.append({"name": name, "address": address, "contactMethod": contactMethod, "phone": phone,
-                  "email": email})
+def contact(
+    name: str | None = None,
+    address: dict[str, str] | None = None,
+    contactMethod: str | None = None,
+    phone: str | None = None,
+    email: str | None = None,
+) -> str:
+    calls.append(
+        {"name": name, "address": address, "contactMethod": contactMethod, "phone": phone, "email": email}
+    )
     how = f"phone {phone}" if contactMethod == "phone" else f"email {email}"
     return f"{name or 'someone'} by {how}"
 
@@ -47,8 +52,11 @@ def build() -> tuple[Agent, Starlette]:
 
 
 def client(url: str, mode: str) -> Client:
-    return Client(streamable_http_client(f"{url}/mcp", http_client=httpx2.AsyncClient(timeout=30)), mode=mode,
-                  cache=None)
+    return Client(
+        streamable_http_client(f"{url}/mcp", http_client=httpx2.AsyncClient(timeout=30)),
+        mode=mode,
+        cache=None,
+    )
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -59,11 +67,20 @@ async def test_official_client_gets_the_schema_as_written_and_it_is_enforced(mod
         async with client(url, mode) as mcp:
             [tool] = (await mcp.list_tools()).tools
             assert tool.input_schema == SCHEMA  # $schema, $defs/$anchor, allOf/anyOf, if/then/else, closed
-            ok = await mcp.call_tool("contact", {"name": "Ada", "contactMethod": "phone", "phone": "555",
-                                                 "address": {"city": "Paris"}})
+            ok = await mcp.call_tool(
+                "contact",
+                {"name": "Ada", "contactMethod": "phone", "phone": "555", "address": {"city": "Paris"}},
+            )
             assert not ok.is_error and ok.content[0].text == "Ada by phone 555"
-            assert calls == [{"name": "Ada", "address": {"city": "Paris"}, "contactMethod": "phone",
-                              "phone": "555", "email": None}]
+            assert calls == [
+                {
+                    "name": "Ada",
+                    "address": {"city": "Paris"},
+                    "contactMethod": "phone",
+                    "phone": "555",
+                    "email": None,
+                }
+            ]
             refused = {
                 "then": ({"contactMethod": "phone", "email": "e"}, "arguments: 'phone' is a required"),
                 "anyOf": ({"name": "Ada"}, "is a required property (no alternative of anyOf matched)"),
@@ -101,7 +118,8 @@ async def test_mcp_test_client_in_process_gets_the_same_refusal() -> None:
         assert result["isError"] is True
         assert result["content"][0]["text"] == (
             "Invalid arguments: arguments: 'phone' is a required property (no alternative of anyOf matched); "
-            "arguments: 'phone' is a required property")
+            "arguments: 'phone' is a required property"
+        )
 
 
 async def test_the_validator_is_compiled_once_at_registration(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,22 +155,31 @@ def _fn_a(a: str, b: int = 1) -> str:
     return a
 
 
-BASE = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
-        "required": ["a"]}
+BASE = {
+    "type": "object",
+    "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+    "required": ["a"],
+}
 
 
-@pytest.mark.parametrize(("schema", "message"), [
-    ({**BASE, "required": ["a", "c"]}, "required properties ['c'] are not parameters"),
-    ({**BASE, "properties": {**BASE["properties"], "c": {}}}, "properties ['c'] are not parameters"),
-    ({**BASE, "properties": {"a": {"type": "string"}}}, "parameters ['b'] are not among the schema's"),
-    ({**BASE, "required": []}, "parameters ['a'] have no default but the schema does not require them"),
-    ({**BASE, "type": "array"}, 'whose root has "type": "object"'),
-    ({k: v for k, v in BASE.items() if k != "type"}, 'whose root has "type": "object"'),
-    ({**BASE, "$schema": "http://json-schema.org/draft-07/schema#"}, "agentmw validates JSON Schema 2020-12"),
-    ({**BASE, "minProperties": "two"}, "is not a valid JSON Schema 2020-12 (at minProperties:"),
-    ({**BASE, "properties": {"a": {"$ref": "https://example.com/s.json"}, "b": {}}}, "never fetches"),
-    ({**BASE, "properties": {"a": {"$ref": "#/$defs/missing"}, "b": {}}}, "which it does not define"),
-])
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({**BASE, "required": ["a", "c"]}, "required properties ['c'] are not parameters"),
+        ({**BASE, "properties": {**BASE["properties"], "c": {}}}, "properties ['c'] are not parameters"),
+        ({**BASE, "properties": {"a": {"type": "string"}}}, "parameters ['b'] are not among the schema's"),
+        ({**BASE, "required": []}, "parameters ['a'] have no default but the schema does not require them"),
+        ({**BASE, "type": "array"}, 'whose root has "type": "object"'),
+        ({k: v for k, v in BASE.items() if k != "type"}, 'whose root has "type": "object"'),
+        (
+            {**BASE, "$schema": "http://json-schema.org/draft-07/schema#"},
+            "agentmw validates JSON Schema 2020-12",
+        ),
+        ({**BASE, "minProperties": "two"}, "is not a valid JSON Schema 2020-12 (at minProperties:"),
+        ({**BASE, "properties": {"a": {"$ref": "https://example.com/s.json"}, "b": {}}}, "never fetches"),
+        ({**BASE, "properties": {"a": {"$ref": "#/$defs/missing"}, "b": {}}}, "which it does not define"),
+    ],
+)
 def test_a_schema_that_does_not_fit_is_refused_at_registration(schema: dict[str, Any], message: str) -> None:
     with pytest.raises(RegistrationError) as refused:
         Agent("bad").tool(_fn_a, input_schema=schema)
@@ -162,8 +189,11 @@ def test_a_schema_that_does_not_fit_is_refused_at_registration(schema: dict[str,
 
 def test_agreeing_schemas_register_and_references_resolve() -> None:
     agent = Agent("good")
-    schema = {**BASE, "$defs": {"s": {"$anchor": "text", "type": "string"}},
-              "properties": {"a": {"$ref": "#text"}, "b": {"$ref": "#/$defs/s/not-there/.."}}}
+    schema = {
+        **BASE,
+        "$defs": {"s": {"$anchor": "text", "type": "string"}},
+        "properties": {"a": {"$ref": "#text"}, "b": {"$ref": "#/$defs/s/not-there/.."}},
+    }
     with pytest.raises(RegistrationError):
         agent.tool(_fn_a, input_schema=schema)
     schema["properties"]["b"] = {"type": "integer", "minimum": 0}
@@ -196,6 +226,12 @@ def test_jsonschema_is_imported_only_for_a_hand_written_schema() -> None:
         "           'properties': {'a': {'type': 'integer'}, 'b': {'type': 'integer'}}})\n"
         "assert 'jsonschema' in sys.modules\n"
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         check=False, env={"AGENTMW_STORE": "memory://", "PATH": ""})
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"AGENTMW_STORE": "memory://", "PATH": ""},
+    )
     assert run.returncode == 0, run.stderr

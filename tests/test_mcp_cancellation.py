@@ -41,17 +41,37 @@ async def wait_for(entry: str, timeout: float = 2.0) -> None:
 
 
 async def open_session(client: httpx.AsyncClient) -> dict[str, str]:
-    init = await client.post("/mcp", headers={"accept": ACCEPT, "content-type": "application/json"}, json={
-        "jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
-    return {"accept": ACCEPT, "content-type": "application/json", "mcp-session-id": init.headers["mcp-session-id"],
-            "mcp-protocol-version": "2025-11-25"}
+    init = await client.post(
+        "/mcp",
+        headers={"accept": ACCEPT, "content-type": "application/json"},
+        json={
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
+    )
+    return {
+        "accept": ACCEPT,
+        "content-type": "application/json",
+        "mcp-session-id": init.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-11-25",
+    }
 
 
 async def test_cancelled_notification_reaches_the_coroutine(url: str) -> None:
     async with httpx.AsyncClient(base_url=url, timeout=10) as client:
         headers = await open_session(client)
-        call = {"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {"name": "slow", "arguments": {"tag": "n1"}}}
+        call = {
+            "jsonrpc": "2.0",
+            "id": 41,
+            "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"tag": "n1"}},
+        }
         async with anyio.create_task_group() as group:
             responses: list[httpx.Response] = []
 
@@ -72,7 +92,9 @@ async def test_cancelled_notification_reaches_the_coroutine(url: str) -> None:
 def serving(app: object) -> Iterator[tuple[str, uvicorn.Server]]:
     """Like ``conftest.serve``, and also hands back the server, whose open connections a test can watch."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -91,8 +113,12 @@ async def test_handshake_disconnect_does_not_cancel() -> None:
     with serving(wire_app.app) as (url, server):
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
             headers = await open_session(client)
-        call = {"jsonrpc": "2.0", "id": 42, "method": "tools/call",
-                "params": {"name": "slow", "arguments": {"tag": "n2"}, "_meta": {"progressToken": 1}}}
+        call = {
+            "jsonrpc": "2.0",
+            "id": 42,
+            "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"tag": "n2"}, "_meta": {"progressToken": 1}},
+        }
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
             async with client.stream("POST", "/mcp", headers=headers, json=call) as response:
                 async for _ in response.aiter_raw():
@@ -106,8 +132,9 @@ async def test_handshake_disconnect_does_not_cancel() -> None:
         # ... and has served two more requests since, so whatever that wake-up would do has been done.
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
             for n in (1, 2):
-                ping = await client.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 900 + n,
-                                                                        "method": "ping"})
+                ping = await client.post(
+                    "/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 900 + n, "method": "ping"}
+                )
                 assert ping.status_code == 200
         assert "n2:cancelled" not in wire_app.log
         wire_app.events["n2"].set()
@@ -117,12 +144,13 @@ async def test_handshake_disconnect_does_not_cancel() -> None:
 async def test_stateless_closed_stream_cancels_the_call(url: str) -> None:
     body = json.loads(modern_body("tools/call", {"name": "slow", "arguments": {"tag": "n3"}}))
     body["params"]["_meta"] = {**META, "progressToken": "t"}
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-        async with client.stream("POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body) as response:
-            assert response.headers["content-type"] == "text/event-stream"
-            async for chunk in response.aiter_raw():
-                assert b"notifications/progress" in chunk
-                break
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client, client.stream(
+        "POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body
+    ) as response:
+        assert response.headers["content-type"] == "text/event-stream"
+        async for chunk in response.aiter_raw():
+            assert b"notifications/progress" in chunk
+            break
     await wait_for("n3:cancelled", timeout=1.0)
     assert "n3:finished" not in wire_app.log
 
@@ -133,14 +161,15 @@ async def test_a_silent_stateless_call_gets_keepalives(url: str, monkeypatch: py
     monkeypatch.setattr(CallGuard, "KEEPALIVE_SECONDS", 0.05)
     wire_app.events["n4"] = anyio.Event()
     body = json.loads(modern_body("tools/call", {"name": "slow", "arguments": {"tag": "n4"}}))
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-        async with client.stream("POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body) as response:
-            assert response.headers["content-type"] == "text/event-stream"
-            seen = b""
-            async for chunk in response.aiter_raw():
-                seen += chunk
-                if seen.count(b": ping") >= 2:
-                    wire_app.events["n4"].set()
-                if b'"result"' in seen:
-                    break
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client, client.stream(
+        "POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body
+    ) as response:
+        assert response.headers["content-type"] == "text/event-stream"
+        seen = b""
+        async for chunk in response.aiter_raw():
+            seen += chunk
+            if seen.count(b": ping") >= 2:
+                wire_app.events["n4"].set()
+            if b'"result"' in seen:
+                break
     assert b"released" in seen

@@ -6,8 +6,8 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.shared.exceptions import MCPError
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from examples.fastapi_app.main import app
 
@@ -28,10 +28,12 @@ def socket_client(url: str, mode: str, headers: dict[str, str] | None = None, **
 
 
 def in_process_client(mode: str, headers: dict[str, str] | None = None, **kwargs: object) -> Client:
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8000",
-                              headers=headers or {})
-    return Client(streamable_http_client("http://127.0.0.1:8000/mcp", http_client=http), mode=mode, cache=None,
-                  **kwargs)
+    http = httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8000", headers=headers or {}
+    )
+    return Client(
+        streamable_http_client("http://127.0.0.1:8000/mcp", http_client=http), mode=mode, cache=None, **kwargs
+    )
 
 
 def connector(kind: str, example_url: str):
@@ -55,8 +57,13 @@ GATED = [("socket", mode) for mode in MODES] + [("in-process", "2026-07-28"), ("
 async def test_lists_and_calls_read_only_tool(connect, mode: str) -> None:
     async with connect(mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) == {"search_assets", "department_budget", "submit_purchase_request", "read_policy",
-                              "supplier_notes"}
+        assert set(tools) == {
+            "search_assets",
+            "department_budget",
+            "submit_purchase_request",
+            "read_policy",
+            "supplier_notes",
+        }
         search = tools["search_assets"]
         assert search.annotations.read_only_hint is True
         assert search.title == "Search the asset catalog"
@@ -99,10 +106,18 @@ async def test_resource_template_and_prompt(connect, mode: str) -> None:
 
 
 @pytest.mark.parametrize(("kind", "mode"), GATED)
-async def test_auth_dependency_is_resolved_from_the_mcp_request_headers(kind: str, mode: str, example_url: str) -> None:
+async def test_auth_dependency_is_resolved_from_the_mcp_request_headers(
+    kind: str, mode: str, example_url: str
+) -> None:
     connect = connector(kind, example_url)
-    request = {"request": {"sku": "MON-27", "quantity": 2, "department": "engineering",
-                           "justification": "Second screens for the on-call rotation"}}
+    request = {
+        "request": {
+            "sku": "MON-27",
+            "quantity": 2,
+            "department": "engineering",
+            "justification": "Second screens for the on-call rotation",
+        }
+    }
     async with connect(mode, AUTH, elicitation_callback=approve) as client:
         result = await client.call_tool("submit_purchase_request", request)
         assert result.is_error is False, result.content
@@ -111,8 +126,11 @@ async def test_auth_dependency_is_resolved_from_the_mcp_request_headers(kind: st
         assert result.structured_content["total"] == 898.0
     async with connect(mode) as anonymous:
         # the tool's declared scope is checked before the route's own dependency: an HTTP 401 (docs/auth.md)
-        with pytest.raises(MCPError, match=r"^Authentication required: tool submit_purchase_request needs the "
-                                           r"scope\(s\) purchases:write$"):
+        with pytest.raises(
+            MCPError,
+            match=r"^Authentication required: tool submit_purchase_request needs the "
+            r"scope\(s\) purchases:write$",
+        ):
             await anonymous.call_tool("submit_purchase_request", request)
 
 
@@ -124,8 +142,14 @@ async def test_progress_reaches_the_client(kind: str, mode: str, example_url: st
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
 
-    request = {"request": {"sku": "ACC-DOCK", "quantity": 1, "department": "engineering",
-                           "justification": "Docking station for a new hire"}}
+    request = {
+        "request": {
+            "sku": "ACC-DOCK",
+            "quantity": 1,
+            "department": "engineering",
+            "justification": "Docking station for a new hire",
+        }
+    }
     async with connect(mode, AUTH, elicitation_callback=approve) as client:
         result = await client.call_tool("submit_purchase_request", request, progress_callback=on_progress)
         assert result.is_error is False
@@ -140,7 +164,10 @@ async def test_example_roots_and_untrusted_supplier_text(connect, mode: str) -> 
         escape = await client.call_tool("read_policy", {"path": "../main.py"})
         assert escape.is_error is True and "outside the allowed roots" in escape.content[0].text
         notes = (await client.call_tool("supplier_notes", {"sku": "MON-27"})).content[0].text
-        assert notes.startswith('<untrusted-data source="tool supplier_notes"') and "&lt;b&gt;Best seller" in notes
+        assert (
+            notes.startswith('<untrusted-data source="tool supplier_notes"')
+            and "&lt;b&gt;Best seller" in notes
+        )
 
 
 async def test_plain_http_routes_still_work(example_url: str) -> None:
@@ -150,10 +177,24 @@ async def test_plain_http_routes_still_work(example_url: str) -> None:
         assert [a["sku"] for a in assets] == ["MON-27"]
         budget = await http.get("/budgets/design")
         assert budget.json()["spent"] == 18900.0
-        denied = await http.post("/purchase-requests", json={"sku": "MON-27", "quantity": 1,
-                                                             "department": "engineering",
-                                                             "justification": "A monitor for testing"})
+        denied = await http.post(
+            "/purchase-requests",
+            json={
+                "sku": "MON-27",
+                "quantity": 1,
+                "department": "engineering",
+                "justification": "A monitor for testing",
+            },
+        )
         assert denied.status_code == 401
-        ok = await http.post("/purchase-requests", headers=AUTH, json={
-            "sku": "MON-27", "quantity": 1, "department": "engineering", "justification": "A monitor for testing"})
+        ok = await http.post(
+            "/purchase-requests",
+            headers=AUTH,
+            json={
+                "sku": "MON-27",
+                "quantity": 1,
+                "department": "engineering",
+                "justification": "A monitor for testing",
+            },
+        )
         assert ok.status_code == 200 and ok.json()["status"] == "submitted"

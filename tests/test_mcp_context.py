@@ -31,14 +31,24 @@ def client(url: str, mode: str, **kwargs: object) -> Client:
 
 
 async def on_elicit(context, params: types.ElicitRequestParams) -> types.ElicitResult:
-    return types.ElicitResult(action="accept", content={"name": "Ada", "username": "ada", "email": "a@x.io",
-                                                         "color": "green", "ok": True, "context": "ctx"})
+    return types.ElicitResult(
+        action="accept",
+        content={
+            "name": "Ada",
+            "username": "ada",
+            "email": "a@x.io",
+            "color": "green",
+            "ok": True,
+            "context": "ctx",
+        },
+    )
 
 
 async def on_sample(context, params) -> types.CreateMessageResult:
     prompt = params.messages[0].content.text
-    return types.CreateMessageResult(role="assistant", model="stub-model",
-                                     content=types.TextContent(type="text", text=f"echo: {prompt}"))
+    return types.CreateMessageResult(
+        role="assistant", model="stub-model", content=types.TextContent(type="text", text=f"echo: {prompt}")
+    )
 
 
 async def on_roots(context) -> types.ListRootsResult:
@@ -55,8 +65,13 @@ async def test_elicitation_round_trip(fixture_url: str, mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_sampling_and_roots_in_one_request(fixture_url: str, mode: str) -> None:
-    async with client(fixture_url, mode, elicitation_callback=on_elicit, sampling_callback=on_sample,
-                      list_roots_callback=on_roots) as c:
+    async with client(
+        fixture_url,
+        mode,
+        elicitation_callback=on_elicit,
+        sampling_callback=on_sample,
+        list_roots_callback=on_roots,
+    ) as c:
         result = await c.call_tool("test_input_required_result_multiple_inputs", {})
         assert result.is_error is False, result.content
         assert result.content[0].text == "echo: Generate a greeting Ada (1 roots)"
@@ -101,7 +116,10 @@ async def test_handshake_fallback_when_the_client_cannot_be_asked(fixture_url: s
     async with client(fixture_url, "legacy") as c:
         result = await c.call_tool("test_input_required_result_elicitation", {})
     assert result.is_error is True
-    assert "elicitation capability" in result.content[0].text and "- What is your name?" in result.content[0].text
+    assert (
+        "elicitation capability" in result.content[0].text
+        and "- What is your name?" in result.content[0].text
+    )
     assert result.meta["agentmw/inputRequests"]["user_name"]["method"] == "elicitation/create"
 
 
@@ -114,7 +132,9 @@ async def test_raised_needs_input_reports_the_question_in_both_eras() -> None:
     @agent.tool
     async def order(sku: str = "") -> str:
         if not sku:
-            raise NeedsInput("Which SKU?", schema={"type": "object", "properties": {"sku": {"type": "string"}}})
+            raise NeedsInput(
+                "Which SKU?", schema={"type": "object", "properties": {"sku": {"type": "string"}}}
+            )
         return sku
 
     for era in ("2025-11-25", "2026-07-28"):

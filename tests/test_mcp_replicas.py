@@ -66,7 +66,9 @@ class Replica:
         @agent.tool
         async def confirm(ctx: Context, item: str) -> str:
             """Ask the person, then answer with what they said."""
-            answer = await ctx.ask(f"Order {item}?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
+            answer = await ctx.ask(
+                f"Order {item}?", {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+            )
             return f"{name}:{answer.action}:{(answer.content or {}).get('ok')}"
 
         @agent.resource("replica://status", mime_type="text/plain")
@@ -121,21 +123,39 @@ class RoundRobin(httpx2.AsyncBaseTransport):
 def balanced_client(replicas: list[Replica], **kwargs: Any) -> tuple[Client, RoundRobin]:
     balancer = RoundRobin([r.url for r in replicas])
     http = httpx2.AsyncClient(transport=balancer, base_url="http://balancer", timeout=30)
-    client = Client(streamable_http_client("http://balancer/mcp", http_client=http), mode="legacy", cache=None,
-                    **kwargs)
+    client = Client(
+        streamable_http_client("http://balancer/mcp", http_client=http), mode="legacy", cache=None, **kwargs
+    )
     return client, balancer
 
 
 # --- raw HTTP helpers -------------------------------------------------------------------------------------
 
-async def initialize(client: httpx.AsyncClient, url: str, capabilities: dict[str, Any] | None = None) -> dict[str, str]:
-    init = await client.post(f"{url}/mcp", headers={"accept": ACCEPT, "content-type": "application/json"}, json={
-        "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": LEGACY, "capabilities": capabilities or {},
-            "clientInfo": {"name": "replicas", "version": "0"}}})
+
+async def initialize(
+    client: httpx.AsyncClient, url: str, capabilities: dict[str, Any] | None = None
+) -> dict[str, str]:
+    init = await client.post(
+        f"{url}/mcp",
+        headers={"accept": ACCEPT, "content-type": "application/json"},
+        json={
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY,
+                "capabilities": capabilities or {},
+                "clientInfo": {"name": "replicas", "version": "0"},
+            },
+        },
+    )
     assert init.status_code == 200, init.text
-    return {"accept": ACCEPT, "content-type": "application/json", "mcp-session-id": init.headers["mcp-session-id"],
-            "mcp-protocol-version": LEGACY}
+    return {
+        "accept": ACCEPT,
+        "content-type": "application/json",
+        "mcp-session-id": init.headers["mcp-session-id"],
+        "mcp-protocol-version": LEGACY,
+    }
 
 
 def rpc(request_id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -163,6 +183,7 @@ async def wait_logged(entry: str, timeout: float = 5.0) -> float:
 
 
 # --- the tests --------------------------------------------------------------------------------------------
+
 
 async def test_official_client_through_a_round_robin_balancer(replicas: list[Replica]) -> None:
     client, balancer = balanced_client(replicas)
@@ -203,7 +224,10 @@ async def test_get_stream_on_a_receives_what_b_and_c_cause(replicas: list[Replic
             assert second_message["params"] == {"uri": "replica://status"}
             # unsubscribed through B: C's next update no longer reaches A's stream, a list change does
             unsubscribe = rpc(2, "resources/unsubscribe", {"uri": "replica://status"})
-            assert result_of(await client.post(f"{b.url}/mcp", headers=headers, json=unsubscribe))["result"] == {}
+            assert (
+                result_of(await client.post(f"{b.url}/mcp", headers=headers, json=unsubscribe))["result"]
+                == {}
+            )
             await anyio.sleep(0.3)  # the bus carries B's change to A (SQLite polls every 50 ms)
             c.agent.resource_updated("replica://status")
             c.agent.remove("tool", "add")
@@ -217,8 +241,13 @@ async def test_cancelled_on_b_cancels_the_call_running_on_a(replicas: list[Repli
     tag = f"cancel-{uuid.uuid4().hex[:6]}"
     async with httpx.AsyncClient(timeout=10) as client:
         headers = await initialize(client, a.url)
-        call = asyncio.create_task(client.post(f"{a.url}/mcp", headers=headers, json=rpc(7, "tools/call", {
-            "name": "hold", "arguments": {"tag": tag}})))
+        call = asyncio.create_task(
+            client.post(
+                f"{a.url}/mcp",
+                headers=headers,
+                json=rpc(7, "tools/call", {"name": "hold", "arguments": {"tag": tag}}),
+            )
+        )
         await wait_logged(f"{tag}:started:A")
         sent = time.monotonic()
         cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
@@ -241,7 +270,11 @@ async def test_elicitation_answered_through_b_for_a_call_waiting_on_a(replicas: 
             with anyio.fail_after(5):
                 question = await anext(messages)
             assert question["method"] == "elicitation/create"
-            answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"ok": True}}}
+            answer = {
+                "jsonrpc": "2.0",
+                "id": question["id"],
+                "result": {"action": "accept", "content": {"ok": True}},
+            }
             assert (await client.post(f"{b.url}/mcp", headers=headers, json=answer)).status_code == 202
             with anyio.fail_after(5):
                 final = await anext(messages)
@@ -269,8 +302,14 @@ async def test_delete_on_b_ends_the_session_on_a(replicas: list[Replica]) -> Non
     async with httpx.AsyncClient(timeout=10) as client:
         headers = await initialize(client, a.url)
         add = rpc(1, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}})
-        assert result_of(await client.post(f"{a.url}/mcp", headers=headers, json=add))["result"]["isError"] is False
-        assert result_of(await client.post(f"{c.url}/mcp", headers=headers, json=add))["result"]["isError"] is False
+        assert (
+            result_of(await client.post(f"{a.url}/mcp", headers=headers, json=add))["result"]["isError"]
+            is False
+        )
+        assert (
+            result_of(await client.post(f"{c.url}/mcp", headers=headers, json=add))["result"]["isError"]
+            is False
+        )
         stream_headers = {"accept": "text/event-stream", "mcp-session-id": headers["mcp-session-id"]}
         async with client.stream("GET", f"{a.url}/mcp", headers=stream_headers) as stream:
             lines = stream.aiter_lines()
@@ -282,7 +321,11 @@ async def test_delete_on_b_ends_the_session_on_a(replicas: list[Replica]) -> Non
                 async for _ in lines:
                     pass
         assert time.monotonic() - ended < 1.0
-        for replica in (a, c, b):  # every replica's copy ends with the bus message (SQLite: each polls at 50 ms)
+        for replica in (
+            a,
+            c,
+            b,
+        ):  # every replica's copy ends with the bus message (SQLite: each polls at 50 ms)
             with anyio.fail_after(0.5):
                 while (await client.post(f"{replica.url}/mcp", headers=headers, json=add)).status_code != 404:
                     await anyio.sleep(0.01)
@@ -303,7 +346,9 @@ async def test_log_level_set_on_b_applies_to_a_call_on_c(replicas: list[Replica]
     a, b, c = replicas
     async with httpx.AsyncClient(timeout=10) as client:
         headers = await initialize(client, a.url)
-        assert result_of(await client.post(f"{c.url}/mcp", headers=headers, json=rpc(1, "ping")))["result"] == {}
+        assert (
+            result_of(await client.post(f"{c.url}/mcp", headers=headers, json=rpc(1, "ping")))["result"] == {}
+        )
         level = rpc(2, "logging/setLevel", {"level": "error"})
         assert result_of(await client.post(f"{b.url}/mcp", headers=headers, json=level))["result"] == {}
         await anyio.sleep(0.3)  # the bus tells C the record changed

@@ -37,7 +37,12 @@ async def read_events(lines, count: int, timeout: float = 3.0) -> list[dict]:
 async def test_get_stream_carries_list_changes_and_subscribed_updates(url: str) -> None:
     async with httpx.AsyncClient(base_url=url, timeout=10) as client:
         headers = await open_session(client)
-        subscribe = {"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": {"uri": "wire://status"}}
+        subscribe = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "resources/subscribe",
+            "params": {"uri": "wire://status"},
+        }
         assert (await client.post("/mcp", headers=headers, json=subscribe)).json()["result"] == {}
         stream_headers = {"accept": "text/event-stream", "mcp-session-id": headers["mcp-session-id"]}
         async with client.stream("GET", "/mcp", headers=stream_headers) as stream:
@@ -51,32 +56,49 @@ async def test_get_stream_carries_list_changes_and_subscribed_updates(url: str) 
                 events = await read_events(stream.aiter_lines(), 2)
             finally:
                 wire_app.agent.remove("tool", "temporary")
-        assert [e["method"] for e in events] == ["notifications/tools/list_changed", "notifications/resources/updated"]
+        assert [e["method"] for e in events] == [
+            "notifications/tools/list_changed",
+            "notifications/resources/updated",
+        ]
         assert events[1]["params"] == {"uri": "wire://status"}
 
 
 async def test_subscriptions_listen_acknowledges_and_filters(url: str) -> None:
-    body = {"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen", "params": {
-        "_meta": META, "notifications": {"promptsListChanged": True, "resourceSubscriptions": ["wire://status"]}}}
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-        async with client.stream("POST", "/mcp", headers=modern_headers("subscriptions/listen"), json=body) as stream:
-            assert stream.headers["content-type"] == "text/event-stream"
-            lines = stream.aiter_lines()
-            [ack] = await read_events(lines, 1)
-            wire_app.agent.add("tool", lambda: "tmp", name="temporary2")  # tools were not asked for
-            try:  # the shared agent gets its tools and prompts back even when the stream fails
-                wire_app.agent.add("prompt", lambda: "p", name="temporary_prompt")
-                try:
-                    wire_app.agent.resource_updated("wire://status")
-                    events = await read_events(lines, 2)
-                finally:
-                    wire_app.agent.remove("prompt", "temporary_prompt")
+    body = {
+        "jsonrpc": "2.0",
+        "id": "sub-1",
+        "method": "subscriptions/listen",
+        "params": {
+            "_meta": META,
+            "notifications": {"promptsListChanged": True, "resourceSubscriptions": ["wire://status"]},
+        },
+    }
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client, client.stream(
+        "POST", "/mcp", headers=modern_headers("subscriptions/listen"), json=body
+    ) as stream:
+        assert stream.headers["content-type"] == "text/event-stream"
+        lines = stream.aiter_lines()
+        [ack] = await read_events(lines, 1)
+        wire_app.agent.add("tool", lambda: "tmp", name="temporary2")  # tools were not asked for
+        try:  # the shared agent gets its tools and prompts back even when the stream fails
+            wire_app.agent.add("prompt", lambda: "p", name="temporary_prompt")
+            try:
+                wire_app.agent.resource_updated("wire://status")
+                events = await read_events(lines, 2)
             finally:
-                wire_app.agent.remove("tool", "temporary2")
+                wire_app.agent.remove("prompt", "temporary_prompt")
+        finally:
+            wire_app.agent.remove("tool", "temporary2")
     assert ack["method"] == "notifications/subscriptions/acknowledged"
-    assert ack["params"]["notifications"] == {"promptsListChanged": True, "resourceSubscriptions": ["wire://status"]}
+    assert ack["params"]["notifications"] == {
+        "promptsListChanged": True,
+        "resourceSubscriptions": ["wire://status"],
+    }
     assert ack["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "sub-1"}
-    assert [e["method"] for e in events] == ["notifications/prompts/list_changed", "notifications/resources/updated"]
+    assert [e["method"] for e in events] == [
+        "notifications/prompts/list_changed",
+        "notifications/resources/updated",
+    ]
     assert all(e["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub-1" for e in events)
 
 
@@ -92,10 +114,13 @@ async def test_prompt_and_completion_errors() -> None:
         with pytest.raises(McpError) as info:
             await mcp.request("prompts/get", {"name": "greet", "arguments": {}})
         assert info.value.code == -32602 and "name" in info.value.message
-        assert (await mcp.request("prompts/get", {"name": "greet", "arguments": {"name": "Ada"}}))["messages"] == [
-            {"role": "user", "content": {"type": "text", "text": "Hello Ada"}}]
-        empty = await mcp.request("completion/complete", {"ref": {"type": "ref/prompt", "name": "greet"},
-                                                          "argument": {"name": "name", "value": "A"}})
+        assert (await mcp.request("prompts/get", {"name": "greet", "arguments": {"name": "Ada"}}))[
+            "messages"
+        ] == [{"role": "user", "content": {"type": "text", "text": "Hello Ada"}}]
+        empty = await mcp.request(
+            "completion/complete",
+            {"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "name", "value": "A"}},
+        )
         assert empty == {"completion": {"values": [], "total": 0, "hasMore": False}}
 
 

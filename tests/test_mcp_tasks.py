@@ -62,10 +62,12 @@ def build(store: str, stall: bool = False) -> tuple[Agent, Starlette]:
     @agent.tool(task="optional")
     async def wire(amount: int, ctx: Context) -> str:
         """Asks two questions at once, then transfers once."""
-        answers = await ctx.inputs({
-            "to": Ask("To whom?", {"type": "object", "properties": {"to": {"type": "string"}}}),
-            "ok": Ask("Sure?", {"type": "object", "properties": {"ok": {"type": "boolean"}}}),
-        })
+        answers = await ctx.inputs(
+            {
+                "to": Ask("To whom?", {"type": "object", "properties": {"to": {"type": "string"}}}),
+                "ok": Ask("Sure?", {"type": "object", "properties": {"ok": {"type": "boolean"}}}),
+            }
+        )
         to = (answers["to"].content or {}).get("to")
         done = await ctx.once("transfer", RAN.append, f"transfer {amount} to {to}")
         assert done is None
@@ -85,8 +87,14 @@ def build(store: str, stall: bool = False) -> tuple[Agent, Starlette]:
     @agent.tool(task="required", ask_first=True)
     async def onboard(ctx: Context) -> str:
         """Asks a name first, then works on as a task."""
-        name = ((await ctx.ask("Name?", {"type": "object", "properties": {"name": {"type": "string"}}},
-                                key="name")).content or {}).get("name")
+        name = (
+            (
+                await ctx.ask(
+                    "Name?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name"
+                )
+            ).content
+            or {}
+        ).get("name")
         await ctx.continue_as_task()
         await asyncio.sleep(0.05)
         return f"welcome {name}"
@@ -123,8 +131,9 @@ async def made() -> AsyncIterator[Callable[..., tuple[Agent, Starlette]]]:
         await agent.state.close()
 
 
-async def poll(mcp: McpTestClient, task_id: str, until: Callable[[dict[str, Any]], bool],
-               timeout: float = 10.0) -> dict[str, Any]:
+async def poll(
+    mcp: McpTestClient, task_id: str, until: Callable[[dict[str, Any]], bool], timeout: float = 10.0
+) -> dict[str, Any]:
     seen: list[dict[str, Any]] = []
 
     async def look() -> bool:
@@ -143,6 +152,7 @@ def terminal(task: dict[str, Any]) -> bool:
 
 
 # --- 2026-07-28: the extension --------------------------------------------------------------------------------
+
 
 async def test_a_task_tool_answers_with_a_handle_then_the_result_inlined(made) -> None:
     _, app = made("memory://")
@@ -191,7 +201,9 @@ async def test_cancel_acknowledges_and_stops_the_coroutine(made) -> None:
         assert ack["resultType"] == "complete" and not {"taskId", "status", "result", "error"} & set(ack)
         done = await poll(mcp, created["taskId"], terminal)
         assert done["status"] == "cancelled" and f"{label}:cancelled" in RAN
-        again = await mcp.request("tasks/cancel", {"taskId": created["taskId"]})  # idempotent on a terminal task
+        again = await mcp.request(
+            "tasks/cancel", {"taskId": created["taskId"]}
+        )  # idempotent on a terminal task
         assert again["resultType"] == "complete" and "status" not in again
         with pytest.raises(McpError) as unknown:
             await mcp.request("tasks/cancel", {"taskId": "no-such-task"})
@@ -205,13 +217,26 @@ async def test_questions_park_the_task_and_may_be_answered_one_at_a_time(made) -
         parked = await poll(mcp, created["taskId"], lambda t: t["status"] == "input_required")
         assert set(parked["inputRequests"]) == {"to", "ok"}
         assert parked["inputRequests"]["to"]["method"] == "elicitation/create"
-        ack = await mcp.request("tasks/update", {"taskId": created["taskId"], "inputResponses": {
-            "to": {"action": "accept", "content": {"to": "bob"}}, "unknown": {"action": "accept"}}})
+        ack = await mcp.request(
+            "tasks/update",
+            {
+                "taskId": created["taskId"],
+                "inputResponses": {
+                    "to": {"action": "accept", "content": {"to": "bob"}},
+                    "unknown": {"action": "accept"},
+                },
+            },
+        )
         assert "status" not in ack and ack["resultType"] == "complete"
         partial = await mcp.request("tasks/get", {"taskId": created["taskId"]})
         assert partial["status"] == "input_required" and set(partial["inputRequests"]) == {"ok"}
-        await mcp.request("tasks/update", {"taskId": created["taskId"], "inputResponses": {
-            "ok": {"action": "accept", "content": {"ok": True}}}})
+        await mcp.request(
+            "tasks/update",
+            {
+                "taskId": created["taskId"],
+                "inputResponses": {"ok": {"action": "accept", "content": {"ok": True}}},
+            },
+        )
         done = await poll(mcp, created["taskId"], terminal)
         assert done["result"]["content"][0]["text"] == "sent 5 to bob"
 
@@ -221,8 +246,15 @@ async def test_ask_first_resolves_questions_before_the_task_exists(made) -> None
     async with McpTestClient(app, capabilities=TAKES_TASKS) as mcp:
         first = await mcp.call_tool("onboard")
         assert first["resultType"] == "input_required" and "taskId" not in first
-        second = await mcp.request("tools/call", {"name": "onboard", "arguments": {}, "requestState": first[
-            "requestState"], "inputResponses": {"name": {"action": "accept", "content": {"name": "Alice"}}}})
+        second = await mcp.request(
+            "tools/call",
+            {
+                "name": "onboard",
+                "arguments": {},
+                "requestState": first["requestState"],
+                "inputResponses": {"name": {"action": "accept", "content": {"name": "Alice"}}},
+            },
+        )
         assert second["resultType"] == "task" and "requestState" not in second
         done = await poll(mcp, second["taskId"], terminal)
         assert done["result"]["content"][0]["text"] == "welcome Alice"
@@ -244,13 +276,16 @@ async def test_removed_methods_and_routing_headers(made) -> None:
         assert unknown.value.code == -32602
         tools = {t["name"]: t for t in (await mcp.request("tools/list"))["tools"]}
         assert tools["crunch"]["execution"] == {"taskSupport": "optional"} and "execution" not in tools.get(
-            "greet", {})
+            "greet", {}
+        )
 
 
 async def test_another_caller_does_not_see_the_task(made) -> None:
     _, app = made("memory://")
-    async with McpTestClient(app, capabilities=TAKES_TASKS, headers={"authorization": "Bearer alice"}) as alice, \
-            McpTestClient(app, capabilities=TAKES_TASKS, headers={"authorization": "Bearer mallory"}) as mallory:
+    async with (
+        McpTestClient(app, capabilities=TAKES_TASKS, headers={"authorization": "Bearer alice"}) as alice,
+        McpTestClient(app, capabilities=TAKES_TASKS, headers={"authorization": "Bearer mallory"}) as mallory,
+    ):
         created = await alice.call_tool("crunch", {"seconds": 0, "label": "owned"})
         for method in ("tasks/get", "tasks/cancel"):
             with pytest.raises(McpError) as hidden:
@@ -260,15 +295,22 @@ async def test_another_caller_does_not_see_the_task(made) -> None:
 
 # --- 2025-11-25: the experimental tasks ----------------------------------------------------------------------
 
+
 async def test_2025_tasks_get_result_list_and_cancel(made) -> None:
     _, app = made("memory://")
     # a caller with a credential: anonymous callers are listed no tasks (docs/auth.md)
-    async with McpTestClient(app, era="2025-11-25", capabilities={"elicitation": {}},
-                             headers={"authorization": "Bearer tasks-test"}) as mcp:
+    async with McpTestClient(
+        app,
+        era="2025-11-25",
+        capabilities={"elicitation": {}},
+        headers={"authorization": "Bearer tasks-test"},
+    ) as mcp:
         init_caps = (await mcp.request("tools/list"))["tools"]
         assert any(t.get("execution") == {"taskSupport": "required"} for t in init_caps)
-        created = await mcp.request("tools/call", {"name": "crunch", "arguments": {"seconds": 0.1, "label": "v1"},
-                                                   "task": {"ttl": 60000}})
+        created = await mcp.request(
+            "tools/call",
+            {"name": "crunch", "arguments": {"seconds": 0.1, "label": "v1"}, "task": {"ttl": 60000}},
+        )
         task = created["task"]
         assert task["status"] == "working" and isinstance(task["ttl"], int) and "ttlMs" not in task
         result = await mcp.request("tasks/result", {"taskId": task["taskId"]})  # waits until it ends
@@ -276,11 +318,17 @@ async def test_2025_tasks_get_result_list_and_cancel(made) -> None:
         assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task["taskId"]}
         listed = await mcp.request("tasks/list")
         assert task["taskId"] in [t["taskId"] for t in listed["tasks"]]
-        failing = (await mcp.request("tools/call", {"name": "broken", "arguments": {"kind": "tool"},
-                                                    "task": {}}))["task"]
-        assert (await poll(mcp, failing["taskId"], terminal))["status"] == "failed"  # isError is failed in 2025
-        long = (await mcp.request("tools/call", {"name": "crunch", "arguments": {"seconds": 30, "label": "v1c"},
-                                                 "task": {}}))["task"]
+        failing = (
+            await mcp.request("tools/call", {"name": "broken", "arguments": {"kind": "tool"}, "task": {}})
+        )["task"]
+        assert (await poll(mcp, failing["taskId"], terminal))[
+            "status"
+        ] == "failed"  # isError is failed in 2025
+        long = (
+            await mcp.request(
+                "tools/call", {"name": "crunch", "arguments": {"seconds": 30, "label": "v1c"}, "task": {}}
+            )
+        )["task"]
         cancelled = await mcp.request("tasks/cancel", {"taskId": long["taskId"]})
         assert cancelled["status"] == "cancelled" and cancelled["taskId"] == long["taskId"]
         with pytest.raises(McpError) as twice:  # a terminal task cannot be cancelled in this revision
@@ -297,7 +345,9 @@ async def test_2025_tasks_get_result_list_and_cancel(made) -> None:
 async def test_2025_tasks_result_asks_the_questions_on_its_stream(made) -> None:
     _, app = made("memory://")
     async with McpTestClient(app, era="2025-11-25", capabilities={"elicitation": {}}) as mcp:
-        task = (await mcp.request("tools/call", {"name": "wire", "arguments": {"amount": 7}, "task": {}}))["task"]
+        task = (await mcp.request("tools/call", {"name": "wire", "arguments": {"amount": 7}, "task": {}}))[
+            "task"
+        ]
         await poll(mcp, task["taskId"], lambda t: t["status"] == "input_required")
         answered: list[str] = []
         pending: set[asyncio.Task[Any]] = set()
@@ -307,9 +357,18 @@ async def test_2025_tasks_result_asks_the_questions_on_its_stream(made) -> None:
                 which = "to" if "whom" in message["params"]["message"] else "ok"
                 content = {"to": "carol"} if which == "to" else {"ok": True}
                 answered.append(which)
-                pending.add(asyncio.ensure_future(mcp.post(
-                    {"jsonrpc": "2.0", "id": message["id"], "result": {"action": "accept", "content": content}},
-                    mcp.headers_for("", None))))
+                pending.add(
+                    asyncio.ensure_future(
+                        mcp.post(
+                            {
+                                "jsonrpc": "2.0",
+                                "id": message["id"],
+                                "result": {"action": "accept", "content": content},
+                            },
+                            mcp.headers_for("", None),
+                        )
+                    )
+                )
 
         result = await mcp.request("tasks/result", {"taskId": task["taskId"]}, on_notification=on_message)
         await asyncio.gather(*pending)
@@ -319,15 +378,28 @@ async def test_2025_tasks_result_asks_the_questions_on_its_stream(made) -> None:
 
 # --- one task model under both faces ----------------------------------------------------------------------
 
+
 async def test_the_same_skill_is_an_a2a_task_and_an_mcp_task(made, tmp_path: Path) -> None:
     agent, app = made(f"sqlite:///{tmp_path}/both.db")
     async with McpTestClient(app, capabilities=TAKES_TASKS) as mcp:
         created = await mcp.call_tool("report", {"topic": "mcp"})
         mcp_done = await poll(mcp, created["taskId"], terminal)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as http:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-            "messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"data": {"topic": "a2a"}}],
-            "metadata": {"skill": "report"}}}}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
+    ) as http:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": uuid.uuid4().hex,
+                    "role": "ROLE_USER",
+                    "parts": [{"data": {"topic": "a2a"}}],
+                    "metadata": {"skill": "report"},
+                }
+            },
+        }
         a2a = (await http.post("/a2a", json=body, headers={"a2a-version": "1.0"})).json()["result"]["task"]
     assert mcp_done["result"]["content"][0]["text"] == "report on mcp"
     assert a2a["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -343,6 +415,7 @@ async def test_the_same_skill_is_an_a2a_task_and_an_mcp_task(made, tmp_path: Pat
 
 # --- replicas and restarts ------------------------------------------------------------------------------
 
+
 @pytest.fixture(params=["sqlite", "redis"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
@@ -353,15 +426,27 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 async def test_a_task_parked_on_one_replica_is_answered_on_another(made, backend: str) -> None:
     (a, app_a), (_, app_b) = made(backend), made(backend)
     amount = uuid.uuid4().int % 1_000_000  # what this run transfers, told apart from the other runs'
-    async with McpTestClient(app_a, capabilities=TAKES_TASKS) as on_a, \
-            McpTestClient(app_b, capabilities=TAKES_TASKS) as on_b:
+    async with (
+        McpTestClient(app_a, capabilities=TAKES_TASKS) as on_a,
+        McpTestClient(app_b, capabilities=TAKES_TASKS) as on_b,
+    ):
         created = await on_a.call_tool("wire", {"amount": amount})
         parked = await poll(on_b, created["taskId"], lambda t: t["status"] == "input_required")
         assert set(parked["inputRequests"]) == {"to", "ok"}
-        await on_b.request("tasks/update", {"taskId": created["taskId"], "inputResponses": {
-            "to": {"action": "accept", "content": {"to": "dave"}}, "ok": {"action": "accept", "content": {"ok": True}}}})
+        await on_b.request(
+            "tasks/update",
+            {
+                "taskId": created["taskId"],
+                "inputResponses": {
+                    "to": {"action": "accept", "content": {"to": "dave"}},
+                    "ok": {"action": "accept", "content": {"ok": True}},
+                },
+            },
+        )
         done = await poll(on_a, created["taskId"], terminal)
-        assert done["status"] == "completed" and done["result"]["content"][0]["text"] == f"sent {amount} to dave"
+        assert (
+            done["status"] == "completed" and done["result"]["content"][0]["text"] == f"sent {amount} to dave"
+        )
     assert RAN.count(f"transfer {amount} to dave") == 1
     assert tasks_of(a).registry.local(created["taskId"]) is None  # A let go; B finished it
 
@@ -369,8 +454,10 @@ async def test_a_task_parked_on_one_replica_is_answered_on_another(made, backend
 async def test_cancel_on_another_replica_stops_the_coroutine_over_the_bus(made, backend: str) -> None:
     (_, app_a), (_, app_b) = made(backend), made(backend)
     label = uuid.uuid4().hex[:6]
-    async with McpTestClient(app_a, capabilities=TAKES_TASKS) as on_a, \
-            McpTestClient(app_b, capabilities=TAKES_TASKS) as on_b:
+    async with (
+        McpTestClient(app_a, capabilities=TAKES_TASKS) as on_a,
+        McpTestClient(app_b, capabilities=TAKES_TASKS) as on_b,
+    ):
         created = await on_a.call_tool("crunch", {"seconds": 30, "label": label})
         await eventually(lambda: f"{label}:start" in RAN, "the task to start on A")
         await poll(on_b, created["taskId"], lambda t: t["status"] == "working")
@@ -380,17 +467,23 @@ async def test_cancel_on_another_replica_stops_the_coroutine_over_the_bus(made, 
         assert done["status"] == "cancelled"
 
 
-async def test_a_dead_replicas_task_is_taken_over_and_each_step_runs_once(made, backend: str,
-                                                                          monkeypatch) -> None:
+async def test_a_dead_replicas_task_is_taken_over_and_each_step_runs_once(
+    made, backend: str, monkeypatch
+) -> None:
     from agentmw.mcp import tasks as tasks_module
     from agentmw.tasks import Timing
 
-    monkeypatch.setattr(tasks_module, "TIMING", Timing(heartbeat_seconds=0.3, lease_seconds=0.6, sweep_seconds=0.1,
-                                                       retry_take_over_seconds=0.1))
+    monkeypatch.setattr(
+        tasks_module,
+        "TIMING",
+        Timing(heartbeat_seconds=0.3, lease_seconds=0.6, sweep_seconds=0.1, retry_take_over_seconds=0.1),
+    )
     (a, app_a), (_, app_b) = made(backend, stall=True), made(backend)
     label = f"kill-{uuid.uuid4().hex[:6]}"
-    async with McpTestClient(app_a, capabilities=TAKES_TASKS) as on_a, \
-            McpTestClient(app_b, capabilities=TAKES_TASKS) as on_b:
+    async with (
+        McpTestClient(app_a, capabilities=TAKES_TASKS) as on_a,
+        McpTestClient(app_b, capabilities=TAKES_TASKS) as on_b,
+    ):
         created = await on_a.call_tool("steps", {"label": label, "count": 4})
         await eventually(lambda: label in STALLED, "A to do two steps and stall")
         # A dies: its coroutine stops with nothing written or released, its heartbeat and listener stop
@@ -403,9 +496,12 @@ async def test_a_dead_replicas_task_is_taken_over_and_each_step_runs_once(made, 
             background.cancel()
         done = await poll(on_b, created["taskId"], terminal, timeout=20)  # B sweeps, or reads it lost
     assert done["status"] == "completed", done
-    assert [c["text"] for c in done["result"]["content"]] == [f"{label}:{n}" for n in range(4)], done["result"]
-    assert [r for r in RAN if r.startswith(f"{label}:")] == [f"{label}:{n}" for n in range(4)], \
+    assert [c["text"] for c in done["result"]["content"]] == [f"{label}:{n}" for n in range(4)], done[
+        "result"
+    ]
+    assert [r for r in RAN if r.startswith(f"{label}:")] == [f"{label}:{n}" for n in range(4)], (
         "each step done once: the two A did were replayed from the journal"
+    )
 
 
 async def test_a_parked_task_survives_a_restart(made, tmp_path: Path) -> None:
@@ -422,23 +518,47 @@ async def test_a_parked_task_survives_a_restart(made, tmp_path: Path) -> None:
     async with McpTestClient(again, capabilities=TAKES_TASKS) as mcp:
         parked = await mcp.request("tasks/get", {"taskId": created["taskId"]})
         assert parked["status"] == "input_required" and set(parked["inputRequests"]) == {"to", "ok"}
-        await mcp.request("tasks/update", {"taskId": created["taskId"], "inputResponses": {
-            "to": {"action": "accept", "content": {"to": "erin"}}, "ok": {"action": "accept", "content": {"ok": True}}}})
+        await mcp.request(
+            "tasks/update",
+            {
+                "taskId": created["taskId"],
+                "inputResponses": {
+                    "to": {"action": "accept", "content": {"to": "erin"}},
+                    "ok": {"action": "accept", "content": {"ok": True}},
+                },
+            },
+        )
         done = await poll(mcp, created["taskId"], terminal)
         assert done["result"]["content"][0]["text"] == "sent 3 to erin"
 
 
 # --- the shapes, without a server ------------------------------------------------------------------------------
 
+
 def test_render_per_revision() -> None:
-    record = TaskRecord("t1", "", "alice", state="TASK_STATE_COMPLETED", created_at=0.0, updated_at=1.5,
-                        metadata={"ttlMs": 1000, "result": {"content": [], "isError": True}})
+    record = TaskRecord(
+        "t1",
+        "",
+        "alice",
+        state="TASK_STATE_COMPLETED",
+        created_at=0.0,
+        updated_at=1.5,
+        metadata={"ttlMs": 1000, "result": {"content": [], "isError": True}},
+    )
     modern, legacy = render(record, True), render(record, False)
     assert modern["status"] == "completed" and modern["result"]["isError"] is True and modern["ttlMs"] == 1000
     assert legacy["status"] == "failed" and "result" not in legacy and legacy["ttl"] == 1000
-    assert modern["createdAt"] == "1970-01-01T00:00:00.000Z" and modern["lastUpdatedAt"] == "1970-01-01T00:00:01.500Z"
+    assert (
+        modern["createdAt"] == "1970-01-01T00:00:00.000Z"
+        and modern["lastUpdatedAt"] == "1970-01-01T00:00:01.500Z"
+    )
     assert "result" not in render(record, True, detailed=False)
-    parked = TaskRecord("t2", "", "a", state="TASK_STATE_INPUT_REQUIRED", metadata={
-        "inputRequests": {"k": {"method": "elicitation/create", "params": {}}}})
+    parked = TaskRecord(
+        "t2",
+        "",
+        "a",
+        state="TASK_STATE_INPUT_REQUIRED",
+        metadata={"inputRequests": {"k": {"method": "elicitation/create", "params": {}}}},
+    )
     assert render(parked, True)["inputRequests"] == {"k": {"method": "elicitation/create", "params": {}}}
     assert json.dumps(render(parked, False))  # plain JSON

@@ -52,7 +52,9 @@ def with_mount() -> tuple[object, str]:
 
 
 def starlette_routes() -> tuple[object, str]:
-    return Starlette(routes=[Route("/ping", lambda r: PlainTextResponse("pong")), *make_agent().routes()]), "/mcp"
+    return Starlette(
+        routes=[Route("/ping", lambda r: PlainTextResponse("pong")), *make_agent().routes()]
+    ), "/mcp"
 
 
 @pytest.mark.parametrize("build", [with_middleware, with_router, with_mount, starlette_routes])
@@ -67,11 +69,16 @@ async def test_each_way_of_mounting_serves_both_eras(build, era: str) -> None:
 @pytest.mark.parametrize("build", [with_middleware, with_router, with_mount])
 def test_host_routes_untouched_and_no_lifespan_needed(build) -> None:
     app, path = build()
-    with TestClient(app, base_url="http://localhost") as client:  # runs the host's own lifespan; agentmw adds none
+    with TestClient(
+        app, base_url="http://localhost"
+    ) as client:  # runs the host's own lifespan; agentmw adds none
         assert client.get("/ping").json() == {"pong": "yes"}
         assert client.get("/missing").status_code == 404
-        response = client.post(path, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                               headers={"accept": "application/json, text/event-stream"})
+        response = client.post(
+            path,
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={"accept": "application/json, text/event-stream"},
+        )
         assert response.status_code == 400  # reached agentmw: no session
     client = TestClient(app)  # and without the lifespan ever running
     assert client.get("/ping").json() == {"pong": "yes"}

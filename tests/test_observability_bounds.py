@@ -53,7 +53,9 @@ async def test_an_unknown_tools_name_is_not_a_span_name(kit: Kit, url: str, era:
     assert response.status_code == (200 if era == HANDSHAKE else 400) and "Unknown tool" in response.text
     assert known.status_code == 200
     spans = kit.named("tools/call", 1)
-    unknown = [s for s in spans if str((s.attributes or {}).get("gen_ai.tool.name", "")).startswith(name[:10])]
+    unknown = [
+        s for s in spans if str((s.attributes or {}).get("gen_ai.tool.name", "")).startswith(name[:10])
+    ]
     assert unknown, [s.name for s in kit.finished()]
     assert len(unknown[-1].attributes["gen_ai.tool.name"]) == MAX_ATTRIBUTE
     assert kit.named("tools/call add", 1)  # a tool the server serves keeps its name in the span's
@@ -64,8 +66,11 @@ async def test_an_unknown_mcp_method_and_a_huge_request_id_are_bounded(kit: Kit,
     async with httpx.AsyncClient(timeout=30) as http:
         client = Mcp(http, url, HANDSHAKE, None)
         assert await client.open() is None
-        response = await http.post(f"{url}/mcp", headers=client._headers(HUGE), json={
-            "jsonrpc": "2.0", "id": HUGE, "method": HUGE, "params": {}})
+        response = await http.post(
+            f"{url}/mcp",
+            headers=client._headers(HUGE),
+            json={"jsonrpc": "2.0", "id": HUGE, "method": HUGE, "params": {}},
+        )
     assert response.status_code == 200 and response.json()["error"]["code"] == -32601
     assert kit.named(OTHER, 1)
     assert _longest(kit)[0] < 100 and _longest(kit)[1] <= MAX_ATTRIBUTE
@@ -75,8 +80,11 @@ async def test_an_unknown_mcp_method_and_a_huge_request_id_are_bounded(kit: Kit,
 async def test_a2a_methods_and_ids_are_bounded(kit: Kit, url: str, binding: str) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         if binding == "jsonrpc":
-            response = await http.post(f"{url}/a2a", headers={"a2a-version": "1.0"}, json={
-                "jsonrpc": "2.0", "id": HUGE, "method": HUGE, "params": {}})
+            response = await http.post(
+                f"{url}/a2a",
+                headers={"a2a-version": "1.0"},
+                json={"jsonrpc": "2.0", "id": HUGE, "method": HUGE, "params": {}},
+            )
             assert response.json()["error"]["code"] == -32601
             assert kit.named(OTHER, 1)
         else:
@@ -87,9 +95,19 @@ async def test_a2a_methods_and_ids_are_bounded(kit: Kit, url: str, binding: str)
 
 async def test_agui_thread_and_run_ids_are_bounded(kit: Kit, url: str) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
-        response = await http.post(f"{url}/agui/approve", headers={"accept": "text/event-stream"}, json={
-            "threadId": f"t-{uuid.uuid4()}-{HUGE[:900]}", "runId": f"r-{HUGE[:900]}", "state": {}, "tools": [],
-            "context": [], "forwardedProps": {}, "messages": [{"id": "u", "role": "user", "content": "a pen"}]})
+        response = await http.post(
+            f"{url}/agui/approve",
+            headers={"accept": "text/event-stream"},
+            json={
+                "threadId": f"t-{uuid.uuid4()}-{HUGE[:900]}",
+                "runId": f"r-{HUGE[:900]}",
+                "state": {},
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+                "messages": [{"id": "u", "role": "user", "content": "a pen"}],
+            },
+        )
     assert response.status_code == 200
     span = kit.named("invoke_agent approve", 1)[-1]
     assert len(span.attributes["agui.thread.id"]) == MAX_ATTRIBUTE
@@ -97,6 +115,7 @@ async def test_agui_thread_and_run_ids_are_bounded(kit: Kit, url: str) -> None:
 
 
 # --- metrics ---------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("metric", [Counter("t", "test", ("code",)), Histogram("h", "test", ("code",))])
 def test_a_metric_keeps_at_most_max_series_label_sets(metric: Any) -> None:

@@ -33,7 +33,11 @@ TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE}-{CLIENT_SPAN}-01"
 # Attributes that change from run to run (or name the connection) are shown as a placeholder, or not at all.
-PLACEHOLDERS = {"a2a.task.id": "‹task id›", "a2a.context.id": "‹context id›", "agentmw.approval.id": "‹approval id›"}
+PLACEHOLDERS = {
+    "a2a.task.id": "‹task id›",
+    "a2a.context.id": "‹context id›",
+    "agentmw.approval.id": "‹approval id›",
+}
 HIDDEN = ("client.", "network.", "jsonrpc.request.id")
 
 
@@ -110,7 +114,9 @@ def render(spans: list[Any], labels: dict[str, str] | None = None) -> str:
         if shown:
             lines.extend(_wrapped(f"{body}    ", "", shown))
         for event in span.events:
-            lines.extend(_wrapped(f"{body}    ", f"event {event.name}", _attributes(event.attributes, labels)))
+            lines.extend(
+                _wrapped(f"{body}    ", f"event {event.name}", _attributes(event.attributes, labels))
+            )
         for link in span.links:
             target = number.get(link.context.span_id, "?")
             lines.extend(_wrapped(f"{body}    ", f"link → #{target}", _attributes(link.attributes, labels)))
@@ -132,16 +138,27 @@ def documented(name: str) -> str | None:
 
 def assert_documented(name: str, spans: list[Any], labels: dict[str, str] | None = None) -> None:
     shown = render(spans, labels)
-    assert shown == documented(name), (f"docs/observability.md's trace {name!r} (under <!-- trace: {name} -->) "
-                                       f"is out of date; it is now:\n{shown}")
+    assert shown == documented(name), (
+        f"docs/observability.md's trace {name!r} (under <!-- trace: {name} -->) "
+        f"is out of date; it is now:\n{shown}"
+    )
 
 
 # --- the purchase approval workflow, an A2A task -------------------------------------------------------------
 
 
 def a2a(url: str, message: dict, headers: dict[str, str]) -> dict:
-    response = httpx.post(f"{url}/a2a", timeout=30, headers={"A2A-Version": "1.0", **headers}, json={
-        "jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": "SendMessage", "params": {"message": message}})
+    response = httpx.post(
+        f"{url}/a2a",
+        timeout=30,
+        headers={"A2A-Version": "1.0", **headers},
+        json={
+            "jsonrpc": "2.0",
+            "id": str(uuid.uuid4()),
+            "method": "SendMessage",
+            "params": {"message": message},
+        },
+    )
     assert response.status_code == 200, response.text
     return response.json()["result"]["task"]
 
@@ -149,12 +166,27 @@ def a2a(url: str, message: dict, headers: dict[str, str]) -> dict:
 def test_the_purchase_approval_workflow_over_a2a_is_one_trace(traced: tuple[Kit, str]) -> None:
     kit, url = traced
     admin = {"authorization": "Bearer admin-token"}
-    asked = a2a(url, {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "metadata": {"skill": "approve_purchase"},
-                      "parts": [{"data": {"request_id": "PR-1001", "department": "engineering", "total": 898.0}}]},
-                {**admin, "traceparent": TRACEPARENT})
+    asked = a2a(
+        url,
+        {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "metadata": {"skill": "approve_purchase"},
+            "parts": [{"data": {"request_id": "PR-1001", "department": "engineering", "total": 898.0}}],
+        },
+        {**admin, "traceparent": TRACEPARENT},
+    )
     assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked
-    done = a2a(url, {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": asked["id"],
-                     "parts": [{"data": {"approved": True, "note": "ok"}}]}, admin)  # no traceparent
+    done = a2a(
+        url,
+        {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "taskId": asked["id"],
+            "parts": [{"data": {"approved": True, "note": "ok"}}],
+        },
+        admin,
+    )  # no traceparent
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
     assert done["artifacts"][0]["parts"][0]["data"]["approved"] is True
     opened, follow_up = sorted(kit.named("SendMessage", 2), key=lambda s: s.start_time)
@@ -171,15 +203,27 @@ def test_the_purchase_approval_workflow_over_a2a_is_one_trace(traced: tuple[Kit,
 
 
 def agui(url: str, body: dict) -> list[dict]:
-    response = httpx.post(f"{url}/agui/procurement_assistant", json=body, timeout=30,
-                          headers={"authorization": "Bearer demo-token", "accept": "text/event-stream"})
+    response = httpx.post(
+        f"{url}/agui/procurement_assistant",
+        json=body,
+        timeout=30,
+        headers={"authorization": "Bearer demo-token", "accept": "text/event-stream"},
+    )
     assert response.status_code == 200, response.text
     return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
 
 
 def run_body(thread: str, run: str, state: dict, **extra: Any) -> dict:
-    return {"threadId": thread, "runId": run, "state": state, "tools": [], "context": [], "forwardedProps": {},
-            "messages": [{"id": "user-1", "role": "user", "content": "Buy 2 monitors for engineering"}], **extra}
+    return {
+        "threadId": thread,
+        "runId": run,
+        "state": state,
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "messages": [{"id": "user-1", "role": "user", "content": "Buy 2 monitors for engineering"}],
+        **extra,
+    }
 
 
 def state_after(events: list[dict], state: dict) -> dict:
@@ -198,16 +242,27 @@ def test_the_pages_workflow_over_agui_is_one_trace(traced: tuple[Kit, str]) -> N
     # thread-1, run-1 and run-2
     thread, first, second = (f"{name}-{uuid.uuid4()}" for name in ("thread", "run", "run"))
     labels = {thread: "thread-1", first: "run-1", second: "run-2"}
-    asked = agui(url, run_body(thread, first, {}))  # the page sends no traceparent: the run's span is the root
+    asked = agui(
+        url, run_body(thread, first, {})
+    )  # the page sends no traceparent: the run's span is the root
     assert asked[0]["type"] == "RUN_STARTED" and asked[-1]["outcome"]["type"] == "interrupt", asked[-1]
     [interrupt] = asked[-1]["outcome"]["interrupts"]
-    resumed = agui(url, run_body(thread, second, state_after(asked, {}), resume=[
-        {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}]))
+    resumed = agui(
+        url,
+        run_body(
+            thread,
+            second,
+            state_after(asked, {}),
+            resume=[{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}],
+        ),
+    )
     assert resumed[-1]["outcome"] == {"type": "success"}, resumed[-1]
     answer = "".join(e["delta"] for e in resumed if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert answer.startswith("Submitted PR-"), answer
-    runs = sorted((s for s in kit.named("invoke_agent procurement_assistant", 3) if s.kind is SpanKind.SERVER),
-                  key=lambda s: s.start_time)
+    runs = sorted(
+        (s for s in kit.named("invoke_agent procurement_assistant", 3) if s.kind is SpanKind.SERVER),
+        key=lambda s: s.start_time,
+    )
     assert len(runs) == 2
     spans = kit.finished()
     trace_id = format(runs[0].context.trace_id, "032x")
@@ -224,8 +279,9 @@ def test_the_pages_workflow_over_agui_is_one_trace(traced: tuple[Kit, str]) -> N
 # --- no SDK ---------------------------------------------------------------------------------------------------
 
 
-def test_without_the_sdk_the_example_serves_untraced_and_says_why(monkeypatch: pytest.MonkeyPatch,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_without_the_sdk_the_example_serves_untraced_and_says_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     import examples.fastapi_app.main as example
 
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
@@ -233,7 +289,10 @@ def test_without_the_sdk_the_example_serves_untraced_and_says_why(monkeypatch: p
     with caplog.at_level(logging.WARNING, "examples.fastapi_app"):
         assert example._telemetry() is None
     [record] = caplog.records
-    assert "needs the OpenTelemetry SDK" in record.getMessage() and "serving without traces" in record.getMessage()
+    assert (
+        "needs the OpenTelemetry SDK" in record.getMessage()
+        and "serving without traces" in record.getMessage()
+    )
     assert "example-otel" in record.getMessage()
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
     assert example._telemetry() is None

@@ -239,7 +239,10 @@ def one_call_in_a_fresh_interpreter(setup: str, agent_options: str, then: str, r
 
 def test_an_agent_without_telemetry_imports_neither_opentelemetry_nor_the_observability_package() -> None:
     out = one_call_in_a_fresh_interpreter(
-        "", "", "", "sorted(m for m in sys.modules if m.startswith(('opentelemetry', 'agentmw.observability')))"
+        "",
+        "",
+        "",
+        "sorted(m for m in sys.modules if m.startswith(('opentelemetry', 'agentmw.observability')))",
     )
     assert out.strip() == "[]"
     assert agent_with()._hooks is None
@@ -256,7 +259,9 @@ def test_without_opentelemetry_a_telemetry_still_counts_and_makes_no_span() -> N
         " if m.startswith('opentelemetry') and sys.modules[m] is not None))",
     )
     text, _, last = out.strip().rpartition("\n")
-    assert last == "(None, None, [])"  # no tracer, no OpenTelemetry metrics, nothing of opentelemetry imported
+    assert (
+        last == "(None, None, [])"
+    )  # no tracer, no OpenTelemetry metrics, nothing of opentelemetry imported
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)

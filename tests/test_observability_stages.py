@@ -123,9 +123,16 @@ def test_roots_refusal_and_deadline_are_events_on_the_invocation_span(kit: Kit, 
     assert late.events[1].attributes["agentmw.timeout_s"] == 0.2
     assert late.attributes["error.type"] == "timeout" and late.attributes["agentmw.outcome.retryable"] is True
     samples = prometheus(served)["agentmw_invocation_outcomes_total"]
-    refusal = (("capability", "read"), ("code", "root_violation"), ("protocol", "mcp"), ("status", "rejected"))
+    refusal = (
+        ("capability", "read"),
+        ("code", "root_violation"),
+        ("protocol", "mcp"),
+        ("status", "rejected"),
+    )
     assert samples[refusal] == 1
-    assert samples[(("capability", "slow"), ("code", "timeout"), ("protocol", "mcp"), ("status", "failed"))] == 1
+    assert (
+        samples[(("capability", "slow"), ("code", "timeout"), ("protocol", "mcp"), ("status", "failed"))] == 1
+    )
 
 
 def test_an_out_of_band_gate_is_asked_and_counted_as_pending(kit: Kit, served: str) -> None:
@@ -164,20 +171,41 @@ async def test_a_push_given_up_on_is_counted(kit: Kit, served: str) -> None:
     with serve(Starlette(routes=[Route("/hook", receiver, methods=["POST"])])) as hook:
         message = {**a2a_message("x"), "metadata": {"skill": "note"}, "parts": [{"data": {"text": "x"}}]}
         async with httpx.AsyncClient(timeout=30) as client:
-            response = await client.post(f"{served}/a2a", headers={"A2A-Version": "1.0"}, json={
-                "jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": "SendMessage", "params": {
-                    "message": message,
-                    "configuration": {"taskPushNotificationConfig": {"url": f"{hook}/hook", "token": "t"}}}})
+            response = await client.post(
+                f"{served}/a2a",
+                headers={"A2A-Version": "1.0"},
+                json={
+                    "jsonrpc": "2.0",
+                    "id": str(uuid.uuid4()),
+                    "method": "SendMessage",
+                    "params": {
+                        "message": message,
+                        "configuration": {
+                            "taskPushNotificationConfig": {"url": f"{hook}/hook", "token": "t"}
+                        },
+                    },
+                },
+            )
         assert response.status_code == 200, response.text
-        await eventually(lambda: prometheus(served)["agentmw_push_delivery_failures_total"][()] >= 1,
-                         "a push given up on", timeout=10)
+        await eventually(
+            lambda: prometheus(served)["agentmw_push_delivery_failures_total"][()] >= 1,
+            "a push given up on",
+            timeout=10,
+        )
     assert refused and all(value.startswith("00-") for value in refused)  # each attempt carried a traceparent
     assert otel_value(kit, "agentmw.push.delivery_failures")[0][1] >= 1
 
 
 def test_an_agui_run_that_ends_in_run_error_fails_its_span_and_is_counted(kit: Kit, served: str) -> None:
-    body = {"threadId": "t-e", "runId": "r-e", "messages": [{"id": "u-e", "role": "user", "content": "x"}],
-            "state": {}, "tools": [], "context": [], "forwardedProps": {}}
+    body = {
+        "threadId": "t-e",
+        "runId": "r-e",
+        "messages": [{"id": "u-e", "role": "user", "content": "x"}],
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
     response = httpx.post(f"{served}/agui/broken", json=body, timeout=30)
     events = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
     assert events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_ERROR", events
@@ -190,4 +218,6 @@ def test_an_agui_run_that_ends_in_run_error_fails_its_span_and_is_counted(kit: K
 
 def test_only_internal_and_server_range_codes_are_mcp_server_errors() -> None:
     assert [mcp_server_error(code) for code in (-32603, -32000, -32099, -32042)] == [True] * 4
-    assert [mcp_server_error(code) for code in (-32700, -32600, -32601, -32602, -32002, -32100)] == [False] * 6
+    assert [mcp_server_error(code) for code in (-32700, -32600, -32601, -32602, -32002, -32100)] == [
+        False
+    ] * 6

@@ -86,7 +86,9 @@ def app() -> Starlette:
 
 def official(app: Starlette, mode: str) -> Client:
     http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8000")
-    return Client(streamable_http_client("http://127.0.0.1:8000/mcp", http_client=http), mode=mode, cache=None)
+    return Client(
+        streamable_http_client("http://127.0.0.1:8000/mcp", http_client=http), mode=mode, cache=None
+    )
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -119,7 +121,8 @@ async def test_every_declared_type_is_checked(app) -> None:
         none = await mcp.call_tool("count", {"items": "none"})
         assert none["isError"] is True and f"{MISMATCH} int" in none["content"][0]["text"]
         assert (await mcp.call_tool("points", {"n": 2}))["structuredContent"] == {
-            "result": [{"x": 0, "y": 0}, {"x": 1, "y": 1}]}
+            "result": [{"x": 0, "y": 0}, {"x": 1, "y": 1}]
+        }
         broken = await mcp.call_tool("points", {"n": 3})
         assert broken["isError"] is True and f"{MISMATCH} list[Point]" in broken["content"][0]["text"]
         assert "3:" in broken["content"][0]["text"], "the message says which element is wrong"
@@ -128,12 +131,22 @@ async def test_every_declared_type_is_checked(app) -> None:
 
 
 async def test_a2a_and_agui_get_the_failure_outcome(app) -> None:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000",
-                                 timeout=10) as client:
-        message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "next quarter"}],
-                   "metadata": {"skill": "plan"}}
-        reply = (await client.post("/a2a", headers={"a2a-version": "1.0"}, json={
-            "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}})).json()
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", timeout=10
+    ) as client:
+        message = {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "parts": [{"text": "next quarter"}],
+            "metadata": {"skill": "plan"},
+        }
+        reply = (
+            await client.post(
+                "/a2a",
+                headers={"a2a-version": "1.0"},
+                json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+            )
+        ).json()
         status = reply["result"]["task"]["status"]
         assert status["state"] == "TASK_STATE_FAILED"
         assert MISMATCH in status["message"]["parts"][0]["text"]

@@ -73,7 +73,8 @@ def test_no_symlinks_are_tracked(tracked: list[tuple[str, str]]) -> None:
     links = [path for mode, path in tracked if mode == "120000"]
     assert links == [], (
         f"tracked symlinks point at folders of one machine and break every other clone: {links}; "
-        "untrack them (git rm --cached) and list them in .gitignore without a trailing slash")
+        "untrack them (git rm --cached) and list them in .gitignore without a trailing slash"
+    )
 
 
 def test_no_tracked_file_names_a_path_of_this_machine(tracked: list[tuple[str, str]]) -> None:
@@ -99,10 +100,23 @@ def test_no_tracked_file_names_a_path_of_this_machine(tracked: list[tuple[str, s
 def test_the_checks_see_what_they_look_for() -> None:
     """The pattern catches the paths that broke clones before, and leaves URLs and relative paths alone."""
     pattern = machine_paths()
-    for bad in ["/work/deps", "see /root/.cache/x", "\"/home/ana/src/agentmw\"", str(ROOT / "x"),
-                "C:\\Users\\ana\\x", "/tmp/build-1/out"]:
+    for bad in [
+        "/work/deps",
+        "see /root/.cache/x",
+        '"/home/ana/src/agentmw"',
+        str(ROOT / "x"),
+        "C:\\Users\\ana\\x",
+        "/tmp/build-1/out",
+    ]:
         assert pattern.search(URL.sub(" ", bad).replace("file://", " ")), bad
     assert pattern.search(URL.sub(" ", "file:///work/x").replace("file://", " "))
-    for fine in ["https://registry.npmjs.org/root/-/root-1.0.0.tgz", "src/work/x", "../root/../outside",
-                 "\"/root\"", "/etc/passwd", "file:///srv/data", "~/work/x"]:
+    for fine in [
+        "https://registry.npmjs.org/root/-/root-1.0.0.tgz",
+        "src/work/x",
+        "../root/../outside",
+        '"/root"',
+        "/etc/passwd",
+        "file:///srv/data",
+        "~/work/x",
+    ]:
         assert not pattern.search(URL.sub(" ", fine).replace("file://", " ")), fine

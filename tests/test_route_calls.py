@@ -84,7 +84,9 @@ def lifecycle_app() -> tuple[FastAPI, dict[str, list[str]]]:
 
     @app.post("/notes")
     @tool
-    async def add_note(text: str, tasks: BackgroundTasks, db: Annotated[str, Depends(session)]) -> dict[str, str]:
+    async def add_note(
+        text: str, tasks: BackgroundTasks, db: Annotated[str, Depends(session)]
+    ) -> dict[str, str]:
         if text == "boom":
             raise HTTPException(409, "a note says boom already")
         tasks.add_task(later, text)
@@ -201,10 +203,14 @@ async def post_call(client: McpTestClient, name: str, arguments: dict[str, Any])
     return await client.post(body, client.headers_for("tools/call", params))
 
 
-async def test_a_handler_included_as_a_function_and_served_by_agent_router_keeps_its_routers_dependency() -> None:
+async def test_a_handler_included_as_a_function_and_served_by_agent_router_keeps_its_routers_dependency() -> (
+    None
+):
     app = FastAPI()
     app.include_router(guarded)
-    agent = Agent("router", include=[secret], store="memory://")  # a function: its route is found at the first call
+    agent = Agent(
+        "router", include=[secret], store="memory://"
+    )  # a function: its route is found at the first call
     app.include_router(agent.router())
     async with McpTestClient(app) as anonymous:
         refused = await post_call(anonymous, "secret", {})

@@ -30,6 +30,7 @@ async def post_call(client: McpTestClient, name: str, arguments: dict[str, Any])
 
 # --- route confusion: the arguments choose another route ------------------------------------------------------
 
+
 def reports_app() -> tuple[FastAPI, Agent, list[str]]:
     """FastAPI's own idiom: a fixed path declared before the parameterised one (``/users/me`` before
     ``/users/{id}``). The fixed one is gated, or not exposed at all."""
@@ -122,7 +123,9 @@ async def test_the_root_path_never_reroutes_a_call_to_another_route() -> None:
 
     agent = Agent("rooted", include=[app], store="memory://")
     app.add_middleware(AgentMiddleware, agent=agent)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
+    ) as http:
         assert (await http.get("/api/api/items")).json() == {"route": "list_items"}
     ran.clear()
     async with McpTestClient(app, path="/api/mcp") as client:
@@ -132,6 +135,7 @@ async def test_the_root_path_never_reroutes_a_call_to_another_route() -> None:
 
 
 # --- a handler served where its route's dependencies do not run ------------------------------------------------
+
 
 def require_key(x_api_key: Annotated[str | None, Header()] = None) -> None:
     if x_api_key != "k":
@@ -155,7 +159,7 @@ def endpoint_of(router: APIRouter, name: str) -> Any:
 
 async def _served_secret(app: Any, path: str = "/mcp", headers: dict[str, str] | None = None) -> Any:
     async with McpTestClient(app, path=path, headers=headers) as client:
-        return (await post_call(client, "secret", {}))
+        return await post_call(client, "secret", {})
 
 
 async def test_a_route_handler_served_by_agent_asgi_alone_never_skips_its_routers_dependency() -> None:
@@ -174,7 +178,9 @@ async def test_a_route_handler_served_by_agent_asgi_alone_never_skips_its_router
     assert '"42"' not in response.text, response.text
 
 
-async def test_a_route_handler_served_by_agent_router_on_another_app_never_skips_its_routers_dependency() -> None:
+async def test_a_route_handler_served_by_agent_router_on_another_app_never_skips_its_routers_dependency() -> (
+    None
+):
     """The handler's route lives in one app; ``agent.router()`` is included in another (an admin app, a test
     app). That app has no such route, the handler stays unbound and runs without its router's dependency: an
     anonymous caller gets the secret."""
@@ -224,6 +230,7 @@ async def test_an_agent_includes_an_api_router_and_serves_its_routes_with_their_
 
 # --- the gate's pre-check and the real call ---------------------------------------------------------------------
 
+
 async def test_a_gated_route_that_inner_middleware_refuses_asks_nobody() -> None:
     """Middleware added before ``AgentMiddleware`` runs for every route call (the docs say so), but the gate's
     pre-check runs only the dependencies: an anonymous caller the app's own API-key middleware refuses is offered
@@ -254,6 +261,7 @@ async def test_a_gated_route_that_inner_middleware_refuses_asks_nobody() -> None
 
 
 # --- budgets: a route that never ends ---------------------------------------------------------------------------
+
 
 async def test_a_stream_past_the_response_limit_ends_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """A route streaming without end (a log tail, an SSE feed) on a tool with no timeout: once the body passes
@@ -322,6 +330,7 @@ async def test_a_route_past_its_timeout_is_stopped_and_its_yield_dependency_clea
 
 # --- held: arguments and headers ----------------------------------------------------------------------------
 
+
 async def test_query_values_with_url_syntax_arrive_as_sent() -> None:
     """Held: ``&``, ``=`` and CR/LF in a query argument are one value; no other key is set."""
     app = FastAPI()
@@ -363,16 +372,37 @@ async def test_a_cross_site_page_cannot_ride_the_users_cookie_into_a_route() -> 
     """Held: a page on another origin posting to AG-UI or A2A with the user's session cookie (as a plain
     ``text/plain`` form would, with no preflight) is refused before any route runs."""
     app, ran = cookie_app()
-    run = {"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": "user", "content": "go"}],
-           "tools": [], "context": [], "state": {}, "forwardedProps": {}}
-    message = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": "1", "role": "ROLE_USER", "parts": [{"data": {}}], "metadata": {"skill": "delete_account"}}}}
+    run = {
+        "threadId": "t",
+        "runId": "r",
+        "messages": [{"id": "m", "role": "user", "content": "go"}],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    }
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "1",
+                "role": "ROLE_USER",
+                "parts": [{"data": {}}],
+                "metadata": {"skill": "delete_account"},
+            }
+        },
+    }
     headers = {"origin": "http://evil.example", "cookie": "session=alice-session", "a2a-version": "1.0"}
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
+    ) as http:
         for path, body in (("/agui/delete_account", run), ("/a2a", message)):
             for content_type in ("application/json", "text/plain"):
-                answer = await http.post(path, content=json.dumps(body),
-                                         headers={**headers, "content-type": content_type})
+                answer = await http.post(
+                    path, content=json.dumps(body), headers={**headers, "content-type": content_type}
+                )
                 assert answer.status_code == 403, (path, content_type, answer.text)
     assert ran == []
 

@@ -45,25 +45,48 @@ def built(root: Path):
 
 
 def http(app, **headers: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000",
-                             headers=headers, timeout=10)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", headers=headers, timeout=10
+    )
 
 
-async def a2a(client: httpx.AsyncClient, skill: str | None, data: dict | None = None, *, task_id: str | None = None,
-              metadata: dict | None = None, configuration: dict | None = None, message_id: str | None = None) -> dict:
-    message: dict = {"messageId": message_id or str(uuid.uuid4()), "role": "ROLE_USER",
-                     "parts": [{"data": data or {}}], "metadata": {**({"skill": skill} if skill else {}),
-                                                                  **(metadata or {})}}
+async def a2a(
+    client: httpx.AsyncClient,
+    skill: str | None,
+    data: dict | None = None,
+    *,
+    task_id: str | None = None,
+    metadata: dict | None = None,
+    configuration: dict | None = None,
+    message_id: str | None = None,
+) -> dict:
+    message: dict = {
+        "messageId": message_id or str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"data": data or {}}],
+        "metadata": {**({"skill": skill} if skill else {}), **(metadata or {})},
+    }
     if task_id:
         message["taskId"] = task_id
     params = {"message": message, "configuration": configuration or {}}
-    reply = (await client.post("/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params},
-                               headers={"a2a-version": "1.0"})).json()
+    reply = (
+        await client.post(
+            "/a2a",
+            json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params},
+            headers={"a2a-version": "1.0"},
+        )
+    ).json()
     return reply["result"]["task"] if "result" in reply else reply
 
 
-async def agui(client: httpx.AsyncClient, skill: str, thread: str, run: str, arguments: dict | None = None,
-               **props: object) -> list[dict]:
+async def agui(
+    client: httpx.AsyncClient,
+    skill: str,
+    thread: str,
+    run: str,
+    arguments: dict | None = None,
+    **props: object,
+) -> list[dict]:
     body = run_body(thread, run, props={"arguments": arguments or {}, **props})
     body["messages"] = []
     return frames((await client.post(f"/agui/{skill}", json=body)).text)
@@ -74,11 +97,16 @@ def text_of(events: list[dict]) -> str:
 
 
 def official(url: str, mode: str, **kwargs: object) -> Client:
-    return Client(streamable_http_client(f"{url}/mcp", http_client=httpx2.AsyncClient(timeout=30)), mode=mode,
-                  cache=None, **kwargs)
+    return Client(
+        streamable_http_client(f"{url}/mcp", http_client=httpx2.AsyncClient(timeout=30)),
+        mode=mode,
+        cache=None,
+        **kwargs,
+    )
 
 
 # --- roots ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_roots_over_mcp_intersect_with_the_clients(built, root: Path, mode: str) -> None:
@@ -114,6 +142,7 @@ async def test_roots_over_a2a_and_agui(built) -> None:
 
 # --- untrusted framing ----------------------------------------------------------------------------------
 
+
 def assert_framed(text: str) -> None:
     assert text.startswith('<untrusted-data source="') and text.rstrip().endswith(">")
     assert text.count("</untrusted-data") == 1, "the content cannot close the frame"
@@ -135,6 +164,7 @@ async def test_untrusted_output_is_framed_in_every_face(built) -> None:
 
 # --- human gates ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 @pytest.mark.parametrize("decision", [True, False])
 async def test_gate_over_mcp_in_band(built, mode: str, decision: bool) -> None:
@@ -150,11 +180,16 @@ async def test_gate_over_mcp_in_band(built, mode: str, decision: bool) -> None:
         async with official(url, mode, elicitation_callback=elicit) as client:
             result = await client.call_tool("place_order", {"item": item, "quantity": 2})
     summary = seen[0].message
-    assert summary == f'Run place_order(item="{item}", quantity=2). Side effects: Places an order with the supplier'
+    assert (
+        summary
+        == f'Run place_order(item="{item}", quantity=2). Side effects: Places an order with the supplier'
+    )
     if decision:
         assert result.content[0].text == f"ordered 2 x {item}" and f"order:{item}:2" in safety_app.entries()
     else:
-        assert result.is_error is True and "Nothing was executed and nothing changed" in result.content[0].text
+        assert (
+            result.is_error is True and "Nothing was executed and nothing changed" in result.content[0].text
+        )
         assert f"order:{item}:2" not in safety_app.entries()
 
 
@@ -166,8 +201,12 @@ async def test_gate_state_is_single_use_and_bound_to_the_arguments(built) -> Non
         assert first["resultType"] == "input_required"
         [key] = first["inputRequests"]
         answer = {key: {"action": "accept", "content": {"approved": True}}}
-        retry = {"name": "place_order", "arguments": arguments, "inputResponses": answer,
-                 "requestState": first["requestState"]}
+        retry = {
+            "name": "place_order",
+            "arguments": arguments,
+            "inputResponses": answer,
+            "requestState": first["requestState"],
+        }
         with pytest.raises(McpError) as other:  # an approval never carries over to other arguments
             await mcp.request("tools/call", {**retry, "arguments": {"item": "chair", "quantity": 50}})
         assert other.value.code == -32602 and "another request" in other.value.message
@@ -188,25 +227,45 @@ async def test_gate_fallback_out_of_band_approval(built) -> None:
         approval = pending["_meta"]["agentmw/approval"]
         assert approval["summary"].startswith('Run place_order(item="printer", quantity=3)')
         async with http(app) as client:
-            own = await client.post(f"/approvals/{approval['id']}", json={"approve": True},
-                                    headers={"authorization": "Bearer alice"})
+            own = await client.post(
+                f"/approvals/{approval['id']}",
+                json={"approve": True},
+                headers={"authorization": "Bearer alice"},
+            )
             assert own.status_code == 403, "the requester cannot approve their own action"
-            shown = (await client.get(f"/approvals/{approval['id']}", headers={"authorization": "Bearer admin"})).json()
+            shown = (
+                await client.get(f"/approvals/{approval['id']}", headers={"authorization": "Bearer admin"})
+            ).json()
             assert shown["status"] == "pending" and shown["arguments"] == arguments
-            decided = await client.post(f"/approvals/{approval['id']}", json={"approve": True, "note": "ok"},
-                                        headers={"authorization": "Bearer admin"})
+            decided = await client.post(
+                f"/approvals/{approval['id']}",
+                json={"approve": True, "note": "ok"},
+                headers={"authorization": "Bearer admin"},
+            )
             assert decided.json()["status"] == "approved" and decided.json()["decidedBy"] == "admin"
-            async with http(app, authorization="Bearer alice") as alice:  # an approval is bound to its requester
-                other_face = await a2a(alice, "place_order", arguments, metadata={"approvalId": approval["id"]})
+            async with http(
+                app, authorization="Bearer alice"
+            ) as alice:  # an approval is bound to its requester
+                other_face = await a2a(
+                    alice, "place_order", arguments, metadata={"approvalId": approval["id"]}
+                )
             assert other_face["status"]["state"] == "TASK_STATE_REJECTED"
             assert "only valid there" in other_face["status"]["message"]["parts"][0]["text"]
-        wrong_args = await mcp.request("tools/call", {"name": "place_order", "arguments": {**arguments, "quantity": 30},
-                                                      "_meta": {"agentmw/approvalId": approval["id"]}})
+        wrong_args = await mcp.request(
+            "tools/call",
+            {
+                "name": "place_order",
+                "arguments": {**arguments, "quantity": 30},
+                "_meta": {"agentmw/approvalId": approval["id"]},
+            },
+        )
         assert wrong_args["isError"] is True and "another action" in wrong_args["content"][0]["text"]
         meta = {"agentmw/approvalId": approval["id"]}
         done = await mcp.request("tools/call", {"name": "place_order", "arguments": arguments, "_meta": meta})
         assert done["content"][0]["text"] == "ordered 3 x printer"
-        again = await mcp.request("tools/call", {"name": "place_order", "arguments": arguments, "_meta": meta})
+        again = await mcp.request(
+            "tools/call", {"name": "place_order", "arguments": arguments, "_meta": meta}
+        )
         assert again["isError"] is True and "single-use" in again["content"][0]["text"]
     assert safety_app.entries().count("order:printer:3") == 1
 
@@ -214,12 +273,23 @@ async def test_gate_fallback_out_of_band_approval(built) -> None:
 async def test_gate_rejection_out_of_band_executes_nothing(built) -> None:
     _, app = built
     async with McpTestClient(app, era="2025-11-25", headers={"authorization": "Bearer bob"}) as mcp:
-        approval = (await mcp.call_tool("place_order", {"item": "sofa", "quantity": 1}))["_meta"]["agentmw/approval"]
+        approval = (await mcp.call_tool("place_order", {"item": "sofa", "quantity": 1}))["_meta"][
+            "agentmw/approval"
+        ]
         async with http(app) as client:
-            await client.post(f"/approvals/{approval['id']}", json={"approve": False},
-                              headers={"authorization": "Bearer admin"})
-        result = await mcp.request("tools/call", {"name": "place_order", "arguments": {"item": "sofa", "quantity": 1},
-                                                  "_meta": {"agentmw/approvalId": approval["id"]}})
+            await client.post(
+                f"/approvals/{approval['id']}",
+                json={"approve": False},
+                headers={"authorization": "Bearer admin"},
+            )
+        result = await mcp.request(
+            "tools/call",
+            {
+                "name": "place_order",
+                "arguments": {"item": "sofa", "quantity": 1},
+                "_meta": {"agentmw/approvalId": approval["id"]},
+            },
+        )
         assert result["isError"] is True and "admin rejected" in result["content"][0]["text"]
         assert "nothing changed" in result["content"][0]["text"]
     assert "order:sofa:1" not in safety_app.entries()
@@ -236,13 +306,17 @@ async def test_gate_over_a2a_and_agui(built, approve: bool) -> None:
         done = await a2a(client, None, {"approved": approve}, task_id=task["id"])
         expected = "TASK_STATE_COMPLETED" if approve else "TASK_STATE_REJECTED"
         assert done["status"]["state"] == expected
-        asked = await agui(client, "place_order", f"t-gate-{approve}", "r1", {"item": f"{item}-ui", "quantity": 1})
+        asked = await agui(
+            client, "place_order", f"t-gate-{approve}", "r1", {"item": f"{item}-ui", "quantity": 1}
+        )
         [interrupt] = asked[-1]["outcome"]["interrupts"]
         assert interrupt["reason"] == "confirmation"
         assert interrupt["responseSchema"]["x-action"]["sideEffects"] == "Places an order with the supplier"
         body = run_body(f"t-gate-{approve}", "r2")
         body["messages"] = []
-        body["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": approve}}]
+        body["resume"] = [
+            {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": approve}}
+        ]
         resumed = frames((await client.post("/agui/place_order", json=body)).text)
         assert resumed[-1]["type"] == ("RUN_FINISHED" if approve else "RUN_ERROR")
     ran = [e for e in safety_app.entries() if e.startswith(f"order:{item}")]
@@ -251,11 +325,14 @@ async def test_gate_over_a2a_and_agui(built, approve: bool) -> None:
 
 # --- error taxonomy -------------------------------------------------------------------------------------
 
+
 async def test_error_taxonomy_in_every_face(built) -> None:
     _, app = built
     async with McpTestClient(app) as mcp:
         retry = await mcp.call_tool("taxonomy", {"kind": "retryable"})
-        assert retry["isError"] and retry["content"][0]["text"] == "the ledger is locked Retry after 7 seconds."
+        assert (
+            retry["isError"] and retry["content"][0]["text"] == "the ledger is locked Retry after 7 seconds."
+        )
         assert retry["_meta"]["agentmw/retryable"] is True and retry["_meta"]["agentmw/retryAfter"] == 7
         permanent = await mcp.call_tool("taxonomy", {"kind": "permanent"})
         assert "repeating the same call will not help" in permanent["content"][0]["text"]
@@ -267,10 +344,15 @@ async def test_error_taxonomy_in_every_face(built) -> None:
         needs = await mcp.call_tool("taxonomy", {"kind": "needs"})
         assert needs["isError"] and "Which account?" in needs["content"][0]["text"]
     async with http(app) as client:
-        states = {kind: (await a2a(client, "taxonomy", {"kind": kind}))["status"]
-                  for kind in ("retryable", "permanent", "rejected", "needs", "crash")}
+        states = {
+            kind: (await a2a(client, "taxonomy", {"kind": kind}))["status"]
+            for kind in ("retryable", "permanent", "rejected", "needs", "crash")
+        }
         assert states["retryable"]["state"] == "TASK_STATE_FAILED"
-        assert states["retryable"]["message"]["parts"][1]["data"] == {"retryable": True, "retryAfterSeconds": 7}
+        assert states["retryable"]["message"]["parts"][1]["data"] == {
+            "retryable": True,
+            "retryAfterSeconds": 7,
+        }
         assert states["permanent"]["state"] == "TASK_STATE_FAILED"
         assert states["rejected"]["state"] == "TASK_STATE_REJECTED"
         assert states["needs"]["state"] == "TASK_STATE_INPUT_REQUIRED"
@@ -280,18 +362,27 @@ async def test_error_taxonomy_in_every_face(built) -> None:
             events = await agui(client, "taxonomy", f"t-tax-{kind}", f"r-{kind}", {"kind": kind})
             codes[kind] = events[-1].get("code")
             assert "hunter2" not in json.dumps(events)
-        assert codes == {"retryable": "RETRYABLE", "permanent": "FAILED", "rejected": "REJECTED", "crash": "FAILED"}
+        assert codes == {
+            "retryable": "RETRYABLE",
+            "permanent": "FAILED",
+            "rejected": "REJECTED",
+            "crash": "FAILED",
+        }
         needs = await agui(client, "taxonomy", "t-tax-needs", "r-needs", {"kind": "needs"})
         assert needs[-1]["outcome"]["type"] == "interrupt"
 
 
 # --- idempotency ----------------------------------------------------------------------------------------
 
+
 async def test_idempotency_over_mcp(built) -> None:
     agent, app = built
     async with McpTestClient(app) as mcp:
-        call = {"name": "charge", "arguments": {"account": "acme", "amount": 5},
-                "_meta": {"agentmw/idempotencyKey": "k-1"}}
+        call = {
+            "name": "charge",
+            "arguments": {"account": "acme", "amount": 5},
+            "_meta": {"agentmw/idempotencyKey": "k-1"},
+        }
         first, second = await asyncio.gather(mcp.request("tools/call", call), mcp.request("tools/call", call))
         third = await mcp.request("tools/call", call)
         assert first["structuredContent"] == second["structuredContent"] == third["structuredContent"]
@@ -312,10 +403,12 @@ async def test_idempotency_over_a2a_and_agui(built) -> None:
         same_message = await a2a(client, "charge", {"account": "initech", "amount": 1}, message_id="dup-1")
         again = await a2a(client, "charge", {"account": "initech", "amount": 1}, message_id="dup-1")
         assert again["id"] == same_message["id"], "a repeated messageId from the same caller is the same task"
-        first = await agui(client, "charge", "t-idem-1", "r1", {"account": "umbrella", "amount": 3},
-                           idempotencyKey="k-agui")
-        second = await agui(client, "charge", "t-idem-2", "r2", {"account": "umbrella", "amount": 3},
-                            idempotencyKey="k-agui")
+        first = await agui(
+            client, "charge", "t-idem-1", "r1", {"account": "umbrella", "amount": 3}, idempotencyKey="k-agui"
+        )
+        second = await agui(
+            client, "charge", "t-idem-2", "r2", {"account": "umbrella", "amount": 3}, idempotencyKey="k-agui"
+        )
         assert first[-1]["result"] == second[-1]["result"]
     log = safety_app.entries()
     assert log.count("charge:globex:9") == 1 and log.count("charge:initech:1") == 1
@@ -323,6 +416,7 @@ async def test_idempotency_over_a2a_and_agui(built) -> None:
 
 
 # --- deadlines and caps ---------------------------------------------------------------------------------
+
 
 async def test_hard_deadline_in_every_face_even_with_nobody_waiting(built) -> None:
     agent, app = built
@@ -332,10 +426,16 @@ async def test_hard_deadline_in_every_face_even_with_nobody_waiting(built) -> No
         assert result["_meta"]["agentmw/retryable"] is True
     async with http(app) as client:
         task = await a2a(client, "sleepy", {"label": "a2a"}, configuration={"returnImmediately": True})
+
         # nobody waits for it: GetTask only looks, so the deadline alone must end the task
         async def look() -> dict:
-            return (await client.post("/a2a", headers={"a2a-version": "1.0"}, json={
-                "jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}})).json()["result"]
+            return (
+                await client.post(
+                    "/a2a",
+                    headers={"a2a-version": "1.0"},
+                    json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}},
+                )
+            ).json()["result"]
 
         deadline = time.monotonic() + 5
         while (got := await look())["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"):
@@ -357,7 +457,9 @@ async def test_in_flight_caps_reject_fast_and_retryably(root: Path) -> None:
         started = time.monotonic()
         busy = await mcp.call_tool("exclusive", {"label": "cap-2"})
         assert time.monotonic() - started < 0.5
-        assert busy["isError"] and busy["content"][0]["text"].startswith("Busy: exclusive is at its limit of 1")
+        assert busy["isError"] and busy["content"][0]["text"].startswith(
+            "Busy: exclusive is at its limit of 1"
+        )
         assert busy["_meta"]["agentmw/retryable"] is True
         task = await a2a(client, "exclusive", {"label": "cap-3"})
         assert task["status"]["state"] == "TASK_STATE_FAILED"
@@ -367,7 +469,9 @@ async def test_in_flight_caps_reject_fast_and_retryably(root: Path) -> None:
         second = asyncio.create_task(mcp.call_tool("hold", {"label": "cap-global"}))  # the second global slot
         await wait_logged("hold:cap-global:started")
         global_busy = await mcp.call_tool("taxonomy", {"kind": "fine"})
-        assert global_busy["isError"] and "the agent is at its limit of 2" in global_busy["content"][0]["text"]
+        assert (
+            global_busy["isError"] and "the agent is at its limit of 2" in global_busy["content"][0]["text"]
+        )
         safety_app.gates["cap-1"].set()
         assert (await holder)["content"][0]["text"] == "cap-1"
         second.cancel()  # the client goes away: the held call is cancelled and gives its slot back
@@ -378,6 +482,7 @@ async def test_in_flight_caps_reject_fast_and_retryably(root: Path) -> None:
 
 
 # --- cancellation reaches the coroutine within 100 ms, and nothing is left behind -------------------
+
 
 async def wait_logged(entry: str, timeout: float = 3.0) -> float:
     deadline = time.monotonic() + timeout
@@ -399,22 +504,39 @@ async def test_cancellation_from_every_face_within_100ms(built) -> None:
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
             # MCP, handshake era: notifications/cancelled
             headers = await open_session(client)
-            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "hold", "arguments": {
-                "label": "mcp-legacy"}}}
+            call = {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "tools/call",
+                "params": {"name": "hold", "arguments": {"label": "mcp-legacy"}},
+            }
             pending = asyncio.create_task(client.post("/mcp", headers=headers, json=call))
             await wait_logged("hold:mcp-legacy:started")
             sent = time.monotonic()
-            await client.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                                             "params": {"requestId": 7}})
+            await client.post(
+                "/mcp",
+                headers=headers,
+                json={"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}},
+            )
             latencies["mcp notifications/cancelled"] = await wait_logged("hold:mcp-legacy:cancelled") - sent
             await pending
             session = agent.mcp.sessions.sessions[headers["mcp-session-id"]]
             assert session.inflight == {}
 
             # MCP, stateless era: closing the stream
-            body = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
-                "name": "hold", "arguments": {"label": "mcp-modern"}, "_meta": {**META, "progressToken": 1}}}
-            async with client.stream("POST", "/mcp", json=body, headers=modern_headers("tools/call", "hold")) as r:
+            body = {
+                "jsonrpc": "2.0",
+                "id": 8,
+                "method": "tools/call",
+                "params": {
+                    "name": "hold",
+                    "arguments": {"label": "mcp-modern"},
+                    "_meta": {**META, "progressToken": 1},
+                },
+            }
+            async with client.stream(
+                "POST", "/mcp", json=body, headers=modern_headers("tools/call", "hold")
+            ) as r:
                 async for _ in r.aiter_raw():
                     break
                 closed = time.monotonic()
@@ -424,8 +546,13 @@ async def test_cancellation_from_every_face_within_100ms(built) -> None:
             task = await a2a(client, "hold", {"label": "a2a"}, configuration={"returnImmediately": True})
             await wait_logged("hold:a2a:started")
             sent = time.monotonic()
-            canceled = (await client.post("/a2a", headers={"a2a-version": "1.0"}, json={
-                "jsonrpc": "2.0", "id": 9, "method": "CancelTask", "params": {"id": task["id"]}})).json()["result"]
+            canceled = (
+                await client.post(
+                    "/a2a",
+                    headers={"a2a-version": "1.0"},
+                    json={"jsonrpc": "2.0", "id": 9, "method": "CancelTask", "params": {"id": task["id"]}},
+                )
+            ).json()["result"]
             latencies["a2a CancelTask"] = await wait_logged("hold:a2a:cancelled") - sent
             assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
             assert task["id"] not in agent.a2a_app.ops.tasks.live

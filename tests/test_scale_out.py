@@ -65,8 +65,12 @@ AGUI = Path(__file__).parent / "agui"
 HARNESS = AGUI / "harness.mjs"
 NODE_SETUP = "run `scripts/setup` (or `scripts/test`, which runs it) to install it"
 APPROVE = {"request_id": "PR-1001", "department": "engineering", "total": 898.0}
-TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED,
-            TaskState.TASK_STATE_REJECTED}
+TERMINAL = {
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+}
 
 
 # --- who answered -----------------------------------------------------------------------------------
@@ -79,11 +83,19 @@ class Served:
         self.log: list[tuple[str, str, int, str]] = []
 
     async def __call__(self, response: Any) -> None:
-        self.log.append((response.request.method, response.request.url.path, response.status_code,
-                         response.headers.get(REPLICA_HEADER, "?")))
+        self.log.append(
+            (
+                response.request.method,
+                response.request.url.path,
+                response.status_code,
+                response.headers.get(REPLICA_HEADER, "?"),
+            )
+        )
 
     def replicas(self, method: str | None = None, path: str | None = None) -> list[str]:
-        return [r for m, p, _, r in self.log if (method is None or m == method) and (path is None or p == path)]
+        return [
+            r for m, p, _, r in self.log if (method is None or m == method) and (path is None or p == path)
+        ]
 
     def index(self, at: int) -> int:
         return int(self.log[at][3].split("-")[0])
@@ -127,8 +139,10 @@ async def check_mcp_handshake_calls(url: str, *, calls: int = 200, keepalive: bo
             if len(errors) >= 5:
                 break
     statuses = Counter(s for m, p, s, _ in served.log if p == "/mcp")
-    assert not errors, (f"{len(errors)} session errors (stopped after 5) in {calls} calls; HTTP statuses on /mcp "
-                        f"{dict(statuses)}; first: {errors[:3]}")
+    assert not errors, (
+        f"{len(errors)} session errors (stopped after 5) in {calls} calls; HTTP statuses on /mcp "
+        f"{dict(statuses)}; first: {errors[:3]}"
+    )
     return served
 
 
@@ -140,8 +154,10 @@ async def check_mcp_list_change(url: str, trigger: Callable[[str], Any]) -> None
     seen: list[str] = []
 
     async def on_message(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification) or \
-                getattr(getattr(message, "root", None), "method", None) == "notifications/tools/list_changed":
+        if (
+            isinstance(message, types.ToolListChangedNotification)
+            or getattr(getattr(message, "root", None), "method", None) == "notifications/tools/list_changed"
+        ):
             seen.append("tools/list_changed")
             changed.set()
 
@@ -157,31 +173,43 @@ async def check_mcp_list_change(url: str, trigger: Callable[[str], Any]) -> None
         try:
             await asyncio.wait_for(changed.wait(), 5)
         except TimeoutError:
-            raise AssertionError(f"a list change on {changer} never reached the GET stream held by {holder}; "
-                                 f"requests: {served.log}") from None
+            raise AssertionError(
+                f"a list change on {changer} never reached the GET stream held by {holder}; "
+                f"requests: {served.log}"
+            ) from None
 
 
 async def check_stateless_gated_call(url: str) -> Served:
     """The stateless era (2026-07-28): a gated call asks in-band (``input_required`` with a signed
     ``requestState``) and the retry carrying the answer lands on the next replica."""
     served = Served()
-    request = {"request": {"sku": "ACC-DOCK", "quantity": 1, "department": "engineering",
-                           "justification": "Docking station for a new hire"}}
+    request = {
+        "request": {
+            "sku": "ACC-DOCK",
+            "quantity": 1,
+            "department": "engineering",
+            "justification": "Docking station for a new hire",
+        }
+    }
     async with mcp_client(url, served, "2026-07-28", elicitation_callback=approve) as client:
         for _ in range(6):
             found = await client.call_tool("search_assets", {"query": "laptop"})
             assert found.is_error is False, found.content
         result = await client.call_tool("submit_purchase_request", request)
         assert result.is_error is False, result.content
-        assert result.structured_content["requested_by"] == "alice" and result.structured_content["total"] == 229.0
+        assert (
+            result.structured_content["requested_by"] == "alice"
+            and result.structured_content["total"] == 229.0
+        )
     return served
 
 
 # --- A2A ---------------------------------------------------------------------------------------------
 
 
-def message(text: str | None = None, *, skill: str | None = None, data: dict | None = None,
-            task_id: str | None = None) -> Message:
+def message(
+    text: str | None = None, *, skill: str | None = None, data: dict | None = None, task_id: str | None = None
+) -> Message:
     parts = [Part(text=text)] if text is not None else []
     if data is not None:
         value = struct_pb2.Value()
@@ -197,8 +225,9 @@ def message(text: str | None = None, *, skill: str | None = None, data: dict | N
 
 async def a2a_client(http: httpx.AsyncClient, url: str, *, streaming: bool = False) -> Any:
     card = await A2ACardResolver(http, url).get_agent_card()
-    return ClientFactory(ClientConfig(httpx_client=http, streaming=streaming,
-                                      supported_protocol_bindings=["JSONRPC"])).create(card)
+    return ClientFactory(
+        ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=["JSONRPC"])
+    ).create(card)
 
 
 async def last_task(client: Any, request: SendMessageRequest) -> Any:
@@ -226,8 +255,14 @@ class Receiver:
         return out
 
 
-async def check_a2a_flow(url: str, *, steer: Callable[[httpx.AsyncClient, int], Any] | None,
-                         receiver_url: str, receiver: Receiver, keepalive: bool = True) -> Served:
+async def check_a2a_flow(
+    url: str,
+    *,
+    steer: Callable[[httpx.AsyncClient, int], Any] | None,
+    receiver_url: str,
+    receiver: Receiver,
+    keepalive: bool = True,
+) -> Served:
     """Send (input-required) on replica 0, SubscribeToTask on replica 2, the follow-up answered on replica 1;
     push notifications to ``receiver`` once each and in order. Without ``steer`` (one multi-worker server),
     the same steps go wherever the kernel sends them."""
@@ -263,7 +298,9 @@ async def check_a2a_flow(url: str, *, steer: Callable[[httpx.AsyncClient, int], 
             await asyncio.wait_for(subscribed.wait(), 10)
         except TimeoutError:
             follower.cancel()
-            raise AssertionError(f"SubscribeToTask on another replica gave no first event: {served.log[mark:]}")
+            raise AssertionError(
+                f"SubscribeToTask on another replica gave no first event: {served.log[mark:]}"
+            )
         subscribed_on = served.log[mark][3]
 
         if steer:
@@ -273,15 +310,18 @@ async def check_a2a_flow(url: str, *, steer: Callable[[httpx.AsyncClient, int], 
         done = await last_task(client, SendMessageRequest(message=answer))
         answered_by = served.log[mark][3]
         assert done.status.state == TaskState.TASK_STATE_COMPLETED, (
-            f"the follow-up answered by {answered_by} (asked on {sent_by}): {done.status}")
+            f"the follow-up answered by {answered_by} (asked on {sent_by}): {done.status}"
+        )
         decision = done.artifacts[0].parts[0].data.struct_value
         assert decision["approved"] is True and decision["approver_note"] == "ok for on-call"
         try:
             await asyncio.wait_for(follower, 10)
         except TimeoutError:
             follower.cancel()
-            raise AssertionError(f"the subscriber on {subscribed_on} never saw the end; it saw "
-                                 f"{[e.WhichOneof('payload') for e in seen]}") from None
+            raise AssertionError(
+                f"the subscriber on {subscribed_on} never saw the end; it saw "
+                f"{[e.WhichOneof('payload') for e in seen]}"
+            ) from None
     if steer:
         assert len({sent_by, subscribed_on, answered_by}) == 3, (sent_by, subscribed_on, answered_by)
     kinds = [e.WhichOneof("payload") for e in seen]
@@ -303,8 +343,15 @@ async def check_a2a_flow(url: str, *, steer: Callable[[httpx.AsyncClient, int], 
 
 # What one process sends for the example's approve_purchase, asked then answered (the same sequence, in the
 # same order, is expected whichever replicas serve the two messages).
-PUSH_SEQUENCE = ["TASK_STATE_WORKING", "TASK_STATE_WORKING", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED",
-                 "TASK_STATE_WORKING", "artifactUpdate", "TASK_STATE_COMPLETED"]
+PUSH_SEQUENCE = [
+    "TASK_STATE_WORKING",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_WORKING",
+    "artifactUpdate",
+    "TASK_STATE_COMPLETED",
+]
 
 
 async def poll_tasks(client: Any, ids: list[str], timeout: float) -> dict[str, Any]:
@@ -380,8 +427,11 @@ process.exit(0);
 
 
 def node() -> str:
-    found = require_tool("Node (>= 20, with npm)", shutil.which("node"),
-                         "install Node >= 20 with npm, then run `scripts/setup`")
+    found = require_tool(
+        "Node (>= 20, with npm)",
+        shutil.which("node"),
+        "install Node >= 20 with npm, then run `scripts/setup`",
+    )
     require_tool("The AG-UI client npm package", AGUI / "node_modules" / "@ag-ui" / "client", NODE_SETUP)
     return found
 
@@ -389,8 +439,14 @@ def node() -> str:
 def harness(url: str, steps: list[dict], thread: str) -> list[dict]:
     """tests/agui/harness.mjs: one HttpAgent runs the steps."""
     scenario = {"url": f"{url}/agui/approve_purchase", "threadId": thread, "steps": steps}
-    run = subprocess.run([node(), str(HARNESS), json.dumps(scenario)], capture_output=True, text=True, timeout=90, check=False,
-                         cwd=AGUI)
+    run = subprocess.run(
+        [node(), str(HARNESS), json.dumps(scenario)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        cwd=AGUI,
+    )
     assert run.returncode == 0, run.stderr
     output = json.loads(run.stdout.strip().splitlines()[-1])
     assert output["warnings"] == [], output["warnings"]
@@ -402,9 +458,14 @@ class Driver:
 
     def __init__(self, url: str, steps: list[dict], thread: str) -> None:
         scenario = {"url": f"{url}/agui/approve_purchase", "threadId": thread, "steps": steps}
-        self.process = subprocess.Popen([node(), "--input-type=module", "-e", DRIVER, json.dumps(scenario)],
-                                        cwd=AGUI, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [node(), "--input-type=module", "-e", DRIVER, json.dumps(scenario)],
+            cwd=AGUI,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def next(self) -> dict:
         line = self.process.stdout.readline()  # type: ignore[union-attr]
@@ -459,7 +520,8 @@ async def check_agui(url: str, *, steer: Callable[[httpx.AsyncClient, int], Any]
         if steer:
             await steer(http, 0)  # the harness's two POSTs go to replicas 0 then 1 (round robin)
         asked, resumed = await asyncio.to_thread(
-            harness, url, [ask_step(f"{thread}-ask"), resume_step(f"{thread}-yes")], thread)
+            harness, url, [ask_step(f"{thread}-ask"), resume_step(f"{thread}-yes")], thread
+        )
         check_interrupt(asked)
         check_resumed(resumed)
         if steer:
@@ -474,8 +536,10 @@ async def check_agui(url: str, *, steer: Callable[[httpx.AsyncClient, int], Any]
         assert again["events"][-1]["outcome"] == {"type": "success"}
         if steer:
             await steer(http, 0)
-        rest = await http.get(f"{url}/agui/approve_purchase/runs/{thread}-yes/events",
-                              headers={"last-event-id": "2", "accept": "text/event-stream"})
+        rest = await http.get(
+            f"{url}/agui/approve_purchase/runs/{thread}-yes/events",
+            headers={"last-event-id": "2", "accept": "text/event-stream"},
+        )
         assert rest.status_code == 200, (rest.status_code, rest.text[:300])
         ids = [int(line[4:]) for line in rest.text.splitlines() if line.startswith("id: ")]
         assert ids and ids[0] == 3 and ids == sorted(ids), ids
@@ -499,13 +563,17 @@ async def test_a2a_card_through_the_proxy(redis_cluster: Cluster) -> None:
     async with hooked(served) as http:
         cards = [await http.get(f"{redis_cluster.url}/.well-known/agent-card.json") for _ in range(3)]
         card = await A2ACardResolver(http, redis_cluster.url).get_agent_card()
-        revalidated = await http.get(f"{redis_cluster.url}/.well-known/agent-card.json",
-                                     headers={"if-none-match": cards[0].headers["etag"]})
+        revalidated = await http.get(
+            f"{redis_cluster.url}/.well-known/agent-card.json",
+            headers={"if-none-match": cards[0].headers["etag"]},
+        )
     assert len({r[3] for r in served.log[:3]}) == 3  # one card from each replica
     assert cards[0].json() == cards[1].json() == cards[2].json()
     assert len({c.headers["etag"] for c in cards}) == 1, "replicas disagree on the card's ETag"
     assert revalidated.status_code == 304, "a cached card was not revalidated by another replica"
-    assert {i.url for i in card.supported_interfaces} == {f"{redis_cluster.url}/a2a"}  # the proxy, not a replica
+    assert {i.url for i in card.supported_interfaces} == {
+        f"{redis_cluster.url}/a2a"
+    }  # the proxy, not a replica
     assert {s.id for s in card.skills} >= {"approve_purchase", "procurement_assistant"}
 
 
@@ -514,8 +582,12 @@ async def test_a2a_send_then_get_task_on_another_replica(redis_cluster: Cluster)
     async with hooked(served) as http:
         client = await a2a_client(http, redis_cluster.url)
         await redis_cluster.steer(http, 0)
-        done = await last_task(client, SendMessageRequest(message=message(
-            skill="scale_steps", data={"label": "get-elsewhere", "steps": 1, "pause": 0})))
+        done = await last_task(
+            client,
+            SendMessageRequest(
+                message=message(skill="scale_steps", data={"label": "get-elsewhere", "steps": 1, "pause": 0})
+            ),
+        )
         assert done.status.state == TaskState.TASK_STATE_COMPLETED, done.status
         await redis_cluster.steer(http, 1)
         mark = len(served.log)
@@ -543,18 +615,22 @@ async def test_a2a_parked_task_read_on_other_replicas_stays_parked(redis_cluster
     async with hooked(served) as http:
         client = await a2a_client(http, redis_cluster.url)
         await redis_cluster.steer(http, 0)
-        asked = await last_task(client, SendMessageRequest(message=message(skill="approve_purchase", data=APPROVE)))
+        asked = await last_task(
+            client, SendMessageRequest(message=message(skill="approve_purchase", data=APPROVE))
+        )
         assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         mark = len(served.log)
         got = [await client.get_task(GetTaskRequest(id=asked.id)) for _ in range(2)]
         assert [served.index(mark), served.index(mark + 1)] == [1, 2]
         for seen in got:
             assert seen.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, (
-                f"{TaskState.Name(seen.status.state)}: {[p.text for p in seen.status.message.parts]}")
+                f"{TaskState.Name(seen.status.state)}: {[p.text for p in seen.status.message.parts]}"
+            )
             assert seen.status.message.parts[0].text == asked.status.message.parts[0].text
         await redis_cluster.steer(http, 0)
-        done = await last_task(client, SendMessageRequest(message=message(
-            data={"approved": False}, task_id=asked.id)))
+        done = await last_task(
+            client, SendMessageRequest(message=message(data={"approved": False}, task_id=asked.id))
+        )
     assert done.status.state == TaskState.TASK_STATE_COMPLETED, done.status
     assert done.artifacts[0].parts[0].data.struct_value["approved"] is False
 
@@ -583,11 +659,13 @@ async def test_mcp_list_change_reaches_a_get_stream_on_another_replica(redis_clu
 
 
 async def test_a2a_follow_up_on_another_replica_subscribe_on_a_third_push_once_in_order(
-        redis_cluster: Cluster) -> None:
+    redis_cluster: Cluster,
+) -> None:
     receiver = Receiver()
     with serve(receiver.app()) as receiver_url:
-        await check_a2a_flow(redis_cluster.url, steer=redis_cluster.steer, receiver_url=receiver_url,
-                             receiver=receiver)
+        await check_a2a_flow(
+            redis_cluster.url, steer=redis_cluster.steer, receiver_url=receiver_url, receiver=receiver
+        )
 
 
 async def test_agui_interrupt_resume_and_reconnect_through_the_proxy(redis_cluster: Cluster) -> None:
@@ -606,8 +684,9 @@ async def test_kill_9_of_a_replica_while_20_tasks_run(redis_cluster: Cluster) ->
             ids: list[str] = []
             where: dict[str, str] = {}
             for label in labels:
-                request = SendMessageRequest(message=message(skill="scale_steps", data={
-                    "label": label, "steps": steps, "pause": 0.4}))
+                request = SendMessageRequest(
+                    message=message(skill="scale_steps", data={"label": label, "steps": steps, "pause": 0.4})
+                )
                 request.configuration.return_immediately = True
                 mark = len(served.log)
                 task = await last_task(client, request)
@@ -626,10 +705,14 @@ async def test_kill_9_of_a_replica_while_20_tasks_run(redis_cluster: Cluster) ->
             redis_cluster.replicas[victim].start()  # the module's other tests want three replicas
     states = {i: TaskState.Name(t.status.state) for i, t in final.items()}
     unfinished = {i: s for i, s in states.items() if s != "TASK_STATE_COMPLETED"}
-    why = Counter((states[i], where[i].split("-")[0], " ".join(p.text for p in final[i].status.message.parts))
-                  for i in unfinished)
-    assert not unfinished, (f"{len(unfinished)} of 20 tasks did not complete after replica {victim} was killed "
-                            f"({len(on_victim)} were on it); (state, replica it was sent to, message): {why}")
+    why = Counter(
+        (states[i], where[i].split("-")[0], " ".join(p.text for p in final[i].status.message.parts))
+        for i in unfinished
+    )
+    assert not unfinished, (
+        f"{len(unfinished)} of 20 tasks did not complete after replica {victim} was killed "
+        f"({len(on_victim)} were on it); (state, replica it was sent to, message): {why}"
+    )
     counts = Counter((e["label"], e["step"]) for e in redis_cluster.effects_seen() if e["label"] in labels)
     twice = {k: n for k, n in counts.items() if n > 1}
     missing = [(label, s) for label in labels for s in range(steps) if (label, s) not in counts]
@@ -648,7 +731,9 @@ async def test_workers_mcp_handshake_200_calls(workers_server: Cluster) -> None:
     assert len(processes) >= 2, f"every call went to one worker, which proves nothing: {processes}"
 
 
-async def test_workers_mcp_list_change_reaches_a_get_stream_in_another_worker(workers_server: Cluster) -> None:
+async def test_workers_mcp_list_change_reaches_a_get_stream_in_another_worker(
+    workers_server: Cluster,
+) -> None:
     async def trigger(holder: str) -> str:
         async with httpx.AsyncClient(timeout=10, **fresh_connections()) as http:
             for _ in range(40):
@@ -665,8 +750,9 @@ async def test_workers_mcp_list_change_reaches_a_get_stream_in_another_worker(wo
 async def test_workers_a2a_follow_up_subscribe_and_push(workers_server: Cluster) -> None:
     receiver = Receiver()
     with serve(receiver.app()) as receiver_url:
-        await check_a2a_flow(workers_server.url, steer=None, receiver_url=receiver_url, receiver=receiver,
-                             keepalive=False)
+        await check_a2a_flow(
+            workers_server.url, steer=None, receiver_url=receiver_url, receiver=receiver, keepalive=False
+        )
 
 
 async def test_workers_agui_interrupt_resume_and_reconnect(workers_server: Cluster) -> None:
@@ -680,7 +766,9 @@ async def test_a2a_parked_task_resumes_after_a_restart(single_replica: Cluster) 
     replica = single_replica.replicas[0]
     async with httpx.AsyncClient(timeout=30) as http:
         client = await a2a_client(http, single_replica.url)
-        asked = await last_task(client, SendMessageRequest(message=message(skill="approve_purchase", data=APPROVE)))
+        asked = await last_task(
+            client, SendMessageRequest(message=message(skill="approve_purchase", data=APPROVE))
+        )
         assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     replica.restart()
     async with httpx.AsyncClient(timeout=30) as http:
@@ -688,19 +776,22 @@ async def test_a2a_parked_task_resumes_after_a_restart(single_replica: Cluster) 
         parked = await client.get_task(GetTaskRequest(id=asked.id))
         assert parked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, (
             f"after the restart the parked task is {TaskState.Name(parked.status.state)}: "
-            f"{[p.text for p in parked.status.message.parts]}")
+            f"{[p.text for p in parked.status.message.parts]}"
+        )
         answer = message(data={"approved": True, "note": "after the restart"}, task_id=asked.id)
         done = await last_task(client, SendMessageRequest(message=answer))
     assert done.status.state == TaskState.TASK_STATE_COMPLETED, (
-        f"{TaskState.Name(done.status.state)}: {[p.text for p in done.status.message.parts]}")
+        f"{TaskState.Name(done.status.state)}: {[p.text for p in done.status.message.parts]}"
+    )
     decision = done.artifacts[0].parts[0].data.struct_value
     assert decision["approved"] is True and decision["approver_note"] == "after the restart"
 
 
 async def test_agui_interrupt_resumes_after_a_restart(single_replica: Cluster) -> None:
     thread = f"t-restart-{uuid.uuid4().hex[:8]}"
-    driver = Driver(single_replica.url, [ask_step(f"{thread}-ask"), {"pause": True}, resume_step(f"{thread}-yes")],
-                    thread)
+    driver = Driver(
+        single_replica.url, [ask_step(f"{thread}-ask"), {"pause": True}, resume_step(f"{thread}-yes")], thread
+    )
     try:
         check_interrupt(await asyncio.to_thread(driver.next))
         assert (await asyncio.to_thread(driver.next)) == {"paused": True}

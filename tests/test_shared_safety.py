@@ -40,6 +40,7 @@ releases: dict[str, asyncio.Event] = {}
 
 # --- the app every replica runs ------------------------------------------------------------------------
 
+
 def identify(connection: HTTPConnection) -> str | None:
     _, _, token = connection.headers.get("authorization", "").partition(" ")
     return USERS.get(token)
@@ -119,8 +120,11 @@ def mcp(app: Starlette, token: str = "t-alice", **options: Any) -> McpTestClient
 
 
 def http(app: Starlette, token: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000",
-                             headers={"authorization": f"Bearer {token}"})
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://127.0.0.1:8000",
+        headers={"authorization": f"Bearer {token}"},
+    )
 
 
 ACCEPT = {"action": "accept", "content": {"approved": True}}
@@ -131,15 +135,23 @@ async def ask(client: McpTestClient, arguments: dict[str, Any]) -> dict[str, Any
     first = await client.call_tool("pay", arguments)
     assert first["resultType"] == "input_required", first
     [key] = first["inputRequests"]
-    return {"name": "pay", "arguments": arguments, "inputResponses": {key: ACCEPT},
-            "requestState": first["requestState"]}
+    return {
+        "name": "pay",
+        "arguments": arguments,
+        "inputResponses": {key: ACCEPT},
+        "requestState": first["requestState"],
+    }
 
 
 # --- requestState: single use across replicas, and one secret ------------------------------------------------
 
+
 async def test_a_request_state_used_on_one_replica_is_refused_on_another(replicas) -> None:
     (_, a), (_, b) = replicas(2, secret="configured")  # the secret's own sharing is the test after next
-    async with mcp(a, capabilities={"elicitation": {}}) as on_a, mcp(b, capabilities={"elicitation": {}}) as on_b:
+    async with (
+        mcp(a, capabilities={"elicitation": {}}) as on_a,
+        mcp(b, capabilities={"elicitation": {}}) as on_b,
+    ):
         retry = await ask(on_a, {"to": "bob", "amount": 3})
         done = await on_a.request("tools/call", retry)
         assert done["content"][0]["text"] == "paid 3 to bob"
@@ -153,8 +165,11 @@ async def test_a_request_state_used_on_one_replica_is_refused_on_another(replica
 async def test_concurrent_retries_of_one_state_on_two_replicas_run_once(replicas) -> None:
     (_, a), (_, b), (_, c) = replicas(3, secret="configured")
     caps = {"elicitation": {}}
-    async with mcp(a, capabilities=caps) as on_a, mcp(b, capabilities=caps) as on_b, \
-            mcp(c, capabilities=caps) as on_c:
+    async with (
+        mcp(a, capabilities=caps) as on_a,
+        mcp(b, capabilities=caps) as on_b,
+        mcp(c, capabilities=caps) as on_c,
+    ):
         retry = await ask(on_c, {"to": "dave", "amount": 9})
 
         async def attempt(client: McpTestClient) -> str:
@@ -176,7 +191,7 @@ async def test_replicas_agree_on_the_secret_through_the_store(replicas, store_ur
     assert not first.secret_known and not second.secret_known  # nothing read before it is needed
     secrets = await asyncio.gather(first.signing_secret(), second.signing_secret())
     assert secrets[0] == secrets[1] == first.secret == second.secret and len(secrets[0]) == 32
-    (later, _), = replicas(1)
+    ((later, _),) = replicas(1)
     assert await later.signing_secret() == secrets[0]  # a replica started later reads the same one
     explicit, _ = replica(open_state(store_url), secret="configured")
     try:
@@ -189,7 +204,10 @@ async def test_replicas_agree_on_the_secret_through_the_store(replicas, store_ur
 
 async def test_a_request_state_issued_on_one_replica_is_answered_on_another(replicas) -> None:
     (_, a), (_, b) = replicas(2)  # no secret configured: the store's is used
-    async with mcp(a, capabilities={"elicitation": {}}) as on_a, mcp(b, capabilities={"elicitation": {}}) as on_b:
+    async with (
+        mcp(a, capabilities={"elicitation": {}}) as on_a,
+        mcp(b, capabilities={"elicitation": {}}) as on_b,
+    ):
         retry = await ask(on_a, {"to": "gina", "amount": 4})
         done = await on_b.request("tools/call", retry)
         assert done["content"][0]["text"] == "paid 4 to gina"
@@ -197,7 +215,7 @@ async def test_a_request_state_issued_on_one_replica_is_answered_on_another(repl
 
 
 async def test_the_stateless_path_without_key_or_gate_never_touches_the_state(replicas) -> None:
-    (agent, app), = replicas(1)
+    ((agent, app),) = replicas(1)
     touched: list[str] = []
     state = agent.state
 
@@ -215,9 +233,13 @@ async def test_the_stateless_path_without_key_or_gate_never_touches_the_state(re
 
 # --- idempotency keys across replicas ------------------------------------------------------------------------------
 
+
 def keyed(account: str, amount: int, key: str) -> dict[str, Any]:
-    return {"name": "charge", "arguments": {"account": account, "amount": amount},
-            "_meta": {"agentmw/idempotencyKey": key}}
+    return {
+        "name": "charge",
+        "arguments": {"account": account, "amount": amount},
+        "_meta": {"agentmw/idempotencyKey": key},
+    }
 
 
 async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -250,7 +272,9 @@ async def test_a_duplicate_key_on_another_replica_waits_and_gets_the_first_outco
 async def test_concurrent_duplicates_on_two_replicas_run_once(replicas) -> None:
     (_, a), (_, b) = replicas(2)
     async with mcp(a) as on_a, mcp(b) as on_b:
-        calls = [client.request("tools/call", keyed("globex", 7, "k-2")) for client in (on_a, on_b, on_a, on_b)]
+        calls = [
+            client.request("tools/call", keyed("globex", 7, "k-2")) for client in (on_a, on_b, on_a, on_b)
+        ]
         results = await asyncio.wait_for(asyncio.gather(*calls), 10)
     assert len({str(result["structuredContent"]) for result in results}) == 1
     assert effects.count("charge:globex:7") == 1
@@ -284,7 +308,10 @@ async def test_a_key_whose_owner_died_is_taken_over(store_url: str) -> None:
             return "charged once"
 
         started = time.monotonic()
-        assert await asyncio.wait_for(survivor.run(key, arguments, produce, lambda _: True), 10) == "charged once"
+        assert (
+            await asyncio.wait_for(survivor.run(key, arguments, produce, lambda _: True), 10)
+            == "charged once"
+        )
         assert len(runs) == 1 and runs[0] - started >= 0.3, "it waited for the dead owner's lease to expire"
         again = IdempotencyCache(60, state=stores[0])
         assert await again.run(key, arguments, produce, lambda _: True) == "charged once" and len(runs) == 1
@@ -294,6 +321,7 @@ async def test_a_key_whose_owner_died_is_taken_over(store_url: str) -> None:
 
 
 # --- approvals across replicas ------------------------------------------------------------------------------------
+
 
 async def _approval(client: McpTestClient, arguments: dict[str, Any]) -> str:
     pending = await client.call_tool("pay", arguments)
@@ -332,12 +360,18 @@ async def test_racing_uses_and_decisions_of_one_approval_on_two_replicas(replica
     arguments = {"to": "frank", "amount": 2}
     async with mcp(a) as on_a, mcp(b) as on_b, http(a, "t-admin") as admin_a, http(b, "t-admin") as admin_b:
         approval_id = await _approval(on_a, arguments)
-        decisions = await asyncio.gather(admin_a.post(f"/approvals/{approval_id}", json={"approve": True}),
-                                         admin_b.post(f"/approvals/{approval_id}", json={"approve": False}))
+        decisions = await asyncio.gather(
+            admin_a.post(f"/approvals/{approval_id}", json={"approve": True}),
+            admin_b.post(f"/approvals/{approval_id}", json={"approve": False}),
+        )
         assert sorted(d.status_code for d in decisions) == [200, 409], "exactly one decision wins"
         approved = next(d for d in decisions if d.status_code == 200).json()["status"] == "approved"
-        uses = await asyncio.gather(*(client.request("tools/call", _use(arguments, approval_id))
-                                      for client in (on_a, on_b, on_a, on_b)))
+        uses = await asyncio.gather(
+            *(
+                client.request("tools/call", _use(arguments, approval_id))
+                for client in (on_a, on_b, on_a, on_b)
+            )
+        )
     texts = sorted(use["content"][0]["text"] for use in uses)
     if approved:
         assert texts[-1] == "paid 2 to frank" and all("already used" in t for t in texts[:-1])
@@ -346,8 +380,8 @@ async def test_racing_uses_and_decisions_of_one_approval_on_two_replicas(replica
         assert all("rejected" in t for t in texts) and effects == []
 
 
-
 # --- what crosses: an outcome as JSON and back ---------------------------------------------------------------------
+
 
 def test_an_outcome_survives_json_with_its_types() -> None:
     import json
@@ -360,10 +394,24 @@ def test_an_outcome_survives_json_with_its_types() -> None:
     answer = Message(["hi", File(data=b"\x00\x01", name="a.bin"), Data({"k": [1, 2]})], metadata={"m": 1})
     artifacts = [Artifact([Data({"x": (1, 2)})], name="r", artifact_id="a-1")]
     outcomes = [
-        Outcome(status="completed", content=[Text("t"), Image(b"\x89PNG")], structured={"n": 1.5, "s": "x"},
-                value=answer),
-        Outcome(status="completed", content=[Text("done")], value=artifacts, data={"$t": "not a tag", 1: "int key"}),
-        Outcome(status="rejected", message="no", code="approval_invalid", pending={"q": Ask("Sure?", confirmation=True)}),
+        Outcome(
+            status="completed",
+            content=[Text("t"), Image(b"\x89PNG")],
+            structured={"n": 1.5, "s": "x"},
+            value=answer,
+        ),
+        Outcome(
+            status="completed",
+            content=[Text("done")],
+            value=artifacts,
+            data={"$t": "not a tag", 1: "int key"},
+        ),
+        Outcome(
+            status="rejected",
+            message="no",
+            code="approval_invalid",
+            pending={"q": Ask("Sure?", confirmation=True)},
+        ),
         Outcome(status="failed", message="gone", code="permanent", retryable=False, value=float("nan")),
     ]
     for outcome in outcomes:

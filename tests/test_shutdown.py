@@ -45,11 +45,14 @@ FORCED = "timeout graceful shutdown exceeded"
 ACCEPT = "application/json, text/event-stream"
 HANDSHAKE = "2025-11-25"
 STATELESS = "2026-07-28"
-STATELESS_META = {"io.modelcontextprotocol/protocolVersion": STATELESS,
-                  "io.modelcontextprotocol/clientCapabilities": {}}
+STATELESS_META = {
+    "io.modelcontextprotocol/protocolVersion": STATELESS,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 # --- the server ------------------------------------------------------------------------------------
+
 
 @dataclass
 class Server:
@@ -67,8 +70,18 @@ class Server:
 @contextlib.asynccontextmanager
 async def uvicorn_server(log_path: Path, graceful_timeout: int | None) -> AsyncIterator[Server]:
     port = free_port()
-    args = [sys.executable, "-m", "uvicorn", "tests.shutdown_app:app", "--host", "127.0.0.1", "--port", str(port),
-            "--log-level", "info"]
+    args = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "tests.shutdown_app:app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "info",
+    ]
     if graceful_timeout is not None:
         args += ["--timeout-graceful-shutdown", str(graceful_timeout)]
     proc = _spawn(args, log_path)
@@ -96,8 +109,9 @@ def _spawn(args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
     """Start the server with its stdout and stderr in ``log_path`` (a file never fills up like a pipe)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with log_path.open("wb") as log:
-        return subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env)
+        return subprocess.Popen(
+            args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:
@@ -119,6 +133,7 @@ async def wait_for_exit(proc: subprocess.Popen[bytes], bound: float) -> float | 
 
 
 # --- reading streams -------------------------------------------------------------------------------
+
 
 @dataclass
 class Stream:
@@ -155,6 +170,7 @@ def data_of(line: str) -> dict | None:
 async def drain(stream: Stream, bound: float) -> str:
     """How a still-open stream ended: ``clean`` (last chunk received), ``cut (...)`` (the server closed the
     connection mid-body) or ``hang`` (nothing within ``bound`` seconds)."""
+
     async def rest() -> str:
         try:
             async for _ in stream.lines:
@@ -169,8 +185,14 @@ async def drain(stream: Stream, bound: float) -> str:
         return "hang"
 
 
-async def open_stream(stack: contextlib.AsyncExitStack, http: httpx.AsyncClient, name: str, method: str, url: str,
-                      **kwargs: object) -> Stream:
+async def open_stream(
+    stack: contextlib.AsyncExitStack,
+    http: httpx.AsyncClient,
+    name: str,
+    method: str,
+    url: str,
+    **kwargs: object,
+) -> Stream:
     response = await stack.enter_async_context(http.stream(method, url, **kwargs))  # type: ignore[arg-type]
     assert response.status_code == 200, (name, response.status_code, await response.aread())
     assert response.headers["content-type"].startswith("text/event-stream"), (name, response.headers)
@@ -185,29 +207,58 @@ Setup = Callable[[httpx.AsyncClient, contextlib.AsyncExitStack], Awaitable[Waiti
 async def a2a_subscribe_input_required(http: httpx.AsyncClient, stack: contextlib.AsyncExitStack) -> Waiting:
     """A2A ``SubscribeToTask`` on a task parked in INPUT_REQUIRED (the skill awaits ``ctx.ask``)."""
     headers = {"a2a-version": "1.0"}
-    message = {"messageId": f"m-{uuid.uuid4()}", "role": "ROLE_USER", "parts": [{"data": {"item": "pc"}}],
-               "metadata": {"skill": "approve"}}
-    sent = await http.post("/a2a", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                                                         "params": {"message": message}})
+    message = {
+        "messageId": f"m-{uuid.uuid4()}",
+        "role": "ROLE_USER",
+        "parts": [{"data": {"item": "pc"}}],
+        "metadata": {"skill": "approve"},
+    }
+    sent = await http.post(
+        "/a2a",
+        headers=headers,
+        json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+    )
     task = sent.json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
-    stream = await open_stream(stack, http, "a2a SubscribeToTask", "POST", "/a2a", headers=headers, json={
-        "jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task["id"]}})
+    stream = await open_stream(
+        stack,
+        http,
+        "a2a SubscribeToTask",
+        "POST",
+        "/a2a",
+        headers=headers,
+        json={"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task["id"]}},
+    )
     first = data_of(await read_until(stream.lines, lambda line: line.startswith("data:"), "first SSE event"))
     assert first is not None and first["id"] == 2 and first["result"]["task"]["id"] == task["id"], first
     return Waiting([stream])
 
 
 async def handshake_session(http: httpx.AsyncClient, capabilities: dict) -> dict[str, str]:
-    init = await http.post("/mcp", headers={"accept": ACCEPT, "content-type": "application/json"}, json={
-        "jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": HANDSHAKE, "capabilities": capabilities,
-                   "clientInfo": {"name": "shutdown-test", "version": "0"}}})
+    init = await http.post(
+        "/mcp",
+        headers={"accept": ACCEPT, "content-type": "application/json"},
+        json={
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": HANDSHAKE,
+                "capabilities": capabilities,
+                "clientInfo": {"name": "shutdown-test", "version": "0"},
+            },
+        },
+    )
     assert init.status_code == 200, init.text
-    headers = {"accept": ACCEPT, "content-type": "application/json",
-               "mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": HANDSHAKE}
-    initialized = await http.post("/mcp", headers=headers,
-                                  json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    headers = {
+        "accept": ACCEPT,
+        "content-type": "application/json",
+        "mcp-session-id": init.headers["mcp-session-id"],
+        "mcp-protocol-version": HANDSHAKE,
+    }
+    initialized = await http.post(
+        "/mcp", headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+    )
     assert initialized.status_code == 202, initialized.text
     return headers
 
@@ -215,12 +266,27 @@ async def handshake_session(http: httpx.AsyncClient, capabilities: dict) -> dict
 async def mcp_handshake_elicitation(http: httpx.AsyncClient, stack: contextlib.AsyncExitStack) -> Waiting:
     """A handshake-era ``tools/call`` whose tool awaits ``ctx.ask``; the client never answers the elicitation."""
     headers = await handshake_session(http, {"elicitation": {}})
-    stream = await open_stream(stack, http, "mcp tools/call", "POST", "/mcp", headers=headers, json={
-        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": "confirm_order", "arguments": {"sku": "MON-27"}}})
-    request = data_of(await read_until(
-        stream.lines, lambda line: (data_of(line) or {}).get("method") == "elicitation/create",
-        "elicitation/create request"))
+    stream = await open_stream(
+        stack,
+        http,
+        "mcp tools/call",
+        "POST",
+        "/mcp",
+        headers=headers,
+        json={
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "confirm_order", "arguments": {"sku": "MON-27"}},
+        },
+    )
+    request = data_of(
+        await read_until(
+            stream.lines,
+            lambda line: (data_of(line) or {}).get("method") == "elicitation/create",
+            "elicitation/create request",
+        )
+    )
     assert request is not None and "id" in request, request
     return Waiting([stream])
 
@@ -228,9 +294,18 @@ async def mcp_handshake_elicitation(http: httpx.AsyncClient, stack: contextlib.A
 async def mcp_handshake_get_stream(http: httpx.AsyncClient, stack: contextlib.AsyncExitStack) -> Waiting:
     """The handshake-era GET stream of a session."""
     headers = await handshake_session(http, {})
-    stream = await open_stream(stack, http, "mcp GET stream", "GET", "/mcp", headers={
-        "accept": "text/event-stream", "mcp-session-id": headers["mcp-session-id"],
-        "mcp-protocol-version": HANDSHAKE})
+    stream = await open_stream(
+        stack,
+        http,
+        "mcp GET stream",
+        "GET",
+        "/mcp",
+        headers={
+            "accept": "text/event-stream",
+            "mcp-session-id": headers["mcp-session-id"],
+            "mcp-protocol-version": HANDSHAKE,
+        },
+    )
     # The response has started; the first bytes (an SSE comment or event) say the server is in its loop.
     await read_until(stream.lines, lambda line: line != "", "first line of the GET stream")
     return Waiting([stream])
@@ -238,27 +313,56 @@ async def mcp_handshake_get_stream(http: httpx.AsyncClient, stack: contextlib.As
 
 async def mcp_stateless_listen(http: httpx.AsyncClient, stack: contextlib.AsyncExitStack) -> Waiting:
     """A stateless-era ``subscriptions/listen`` stream."""
-    headers = {"accept": ACCEPT, "content-type": "application/json", "mcp-protocol-version": STATELESS,
-               "mcp-method": "subscriptions/listen"}
-    stream = await open_stream(stack, http, "mcp subscriptions/listen", "POST", "/mcp", headers=headers, json={
-        "jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
-        "params": {"_meta": STATELESS_META, "notifications": {"toolsListChanged": True}}})
-    ack = data_of(await read_until(stream.lines, lambda line: line.startswith("data:"), "the acknowledgement"))
+    headers = {
+        "accept": ACCEPT,
+        "content-type": "application/json",
+        "mcp-protocol-version": STATELESS,
+        "mcp-method": "subscriptions/listen",
+    }
+    stream = await open_stream(
+        stack,
+        http,
+        "mcp subscriptions/listen",
+        "POST",
+        "/mcp",
+        headers=headers,
+        json={
+            "jsonrpc": "2.0",
+            "id": "sub-1",
+            "method": "subscriptions/listen",
+            "params": {"_meta": STATELESS_META, "notifications": {"toolsListChanged": True}},
+        },
+    )
+    ack = data_of(
+        await read_until(stream.lines, lambda line: line.startswith("data:"), "the acknowledgement")
+    )
     assert ack is not None and ack["method"] == "notifications/subscriptions/acknowledged", ack
     return Waiting([stream])
 
 
 def run_body(thread: str, run: str, text: str, **props: object) -> dict:
-    return {"threadId": thread, "runId": run, "messages": [{"id": f"u-{run}", "role": "user", "content": text}],
-            "state": {}, "tools": [], "context": [], "forwardedProps": props}
+    return {
+        "threadId": thread,
+        "runId": run,
+        "messages": [{"id": f"u-{run}", "role": "user", "content": text}],
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": props,
+    }
 
 
 async def agui_interrupt(http: httpx.AsyncClient, stack: contextlib.AsyncExitStack) -> Waiting:
     """An AG-UI run that ends in an interrupt: its stream ends, the coroutine stays parked in the server."""
     run = f"r-{uuid.uuid4().hex[:8]}"
-    stream = await open_stream(stack, http, "agui run", "POST", "/agui/approve", json=run_body("t-int", run, "pc"))
-    finished = data_of(await read_until(
-        stream.lines, lambda line: (data_of(line) or {}).get("type") == "RUN_FINISHED", "RUN_FINISHED"))
+    stream = await open_stream(
+        stack, http, "agui run", "POST", "/agui/approve", json=run_body("t-int", run, "pc")
+    )
+    finished = data_of(
+        await read_until(
+            stream.lines, lambda line: (data_of(line) or {}).get("type") == "RUN_FINISHED", "RUN_FINISHED"
+        )
+    )
     assert finished is not None and finished["outcome"]["type"] == "interrupt", finished
     async for _ in stream.lines:  # the run's stream is over; the client keeps its (idle) connection
         pass
@@ -268,9 +372,14 @@ async def agui_interrupt(http: httpx.AsyncClient, stack: contextlib.AsyncExitSta
 async def agui_live_run(http: httpx.AsyncClient, stack: contextlib.AsyncExitStack) -> Waiting:
     """An attached AG-UI run whose skill is still working: its POST stream waits for more events."""
     run = f"r-{uuid.uuid4().hex[:8]}"
-    stream = await open_stream(stack, http, "agui live run", "POST", "/agui/wait", json=run_body("t-live", run, "x"))
-    await read_until(stream.lines, lambda line: (data_of(line) or {}).get("type") == "ACTIVITY_SNAPSHOT",
-                     "ACTIVITY_SNAPSHOT")
+    stream = await open_stream(
+        stack, http, "agui live run", "POST", "/agui/wait", json=run_body("t-live", run, "x")
+    )
+    await read_until(
+        stream.lines,
+        lambda line: (data_of(line) or {}).get("type") == "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_SNAPSHOT",
+    )
     return Waiting([stream])
 
 
@@ -279,13 +388,20 @@ async def agui_reconnect(http: httpx.AsyncClient, stack: contextlib.AsyncExitSta
     run = f"r-{uuid.uuid4().hex[:8]}"
     async with http.stream("POST", "/agui/wait", json=run_body("t-re", run, "x", detached=True)) as first:
         assert first.status_code == 200
-        await read_until(first.aiter_lines(), lambda line: (data_of(line) or {}).get("type") == "ACTIVITY_SNAPSHOT",
-                         "ACTIVITY_SNAPSHOT")
+        await read_until(
+            first.aiter_lines(),
+            lambda line: (data_of(line) or {}).get("type") == "ACTIVITY_SNAPSHOT",
+            "ACTIVITY_SNAPSHOT",
+        )
     # The first connection is gone; the detached run goes on. Come back and follow it.
-    stream = await open_stream(stack, http, "agui reconnect", "GET", f"/agui/wait/runs/{run}/events",
-                               params={"after": 0})
-    await read_until(stream.lines, lambda line: (data_of(line) or {}).get("type") == "ACTIVITY_SNAPSHOT",
-                     "replayed ACTIVITY_SNAPSHOT")
+    stream = await open_stream(
+        stack, http, "agui reconnect", "GET", f"/agui/wait/runs/{run}/events", params={"after": 0}
+    )
+    await read_until(
+        stream.lines,
+        lambda line: (data_of(line) or {}).get("type") == "ACTIVITY_SNAPSHOT",
+        "replayed ACTIVITY_SNAPSHOT",
+    )
     return Waiting([stream])
 
 
@@ -311,6 +427,7 @@ def failure(server: Server, what: str) -> str:
 
 # --- the tests -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("situation", SITUATIONS)
 async def test_sigterm_after_the_client_left(situation: str, tmp_path: Path) -> None:
     async with uvicorn_server(tmp_path / "uvicorn.log", graceful_timeout=None) as server:
@@ -324,9 +441,11 @@ async def test_sigterm_after_the_client_left(situation: str, tmp_path: Path) -> 
         server.proc.send_signal(signal.SIGTERM)
         elapsed = await wait_for_exit(server.proc, EXIT_BOUND)
         assert elapsed is not None, failure(
-            server, f"{situation}: uvicorn still runs {EXIT_BOUND} s after SIGTERM (the client had left)")
+            server, f"{situation}: uvicorn still runs {EXIT_BOUND} s after SIGTERM (the client had left)"
+        )
         assert server.proc.returncode in (0, -signal.SIGTERM), failure(
-            server, f"{situation}: uvicorn exited with {server.proc.returncode}")
+            server, f"{situation}: uvicorn exited with {server.proc.returncode}"
+        )
 
 
 @pytest.mark.parametrize("situation", SITUATIONS)
@@ -341,17 +460,25 @@ async def test_sigterm_with_the_client_still_connected(situation: str, tmp_path:
                 how = await drain(stream, STREAM_BOUND)
                 return stream.name, how, time.monotonic() - sigterm
 
-            elapsed, *streams = await asyncio.gather(wait_for_exit(server.proc, EXIT_BOUND),
-                                                     *(ended(s) for s in waiting.streams))
+            elapsed, *streams = await asyncio.gather(
+                wait_for_exit(server.proc, EXIT_BOUND), *(ended(s) for s in waiting.streams)
+            )
         summary = f"{situation}: exit after {elapsed if elapsed is None else round(elapsed, 2)} s; " + (
             "streams " + ", ".join(f"{name}: {how} after {at:.2f} s" for name, how, at in streams)
-            if streams else "no stream left open")
+            if streams
+            else "no stream left open"
+        )
         print(summary)  # shown with -rA: how each stream ended, also when the test passes
         hung = [name for name, how, _ in streams if how == "hang"]
         assert not hung, failure(server, f"{summary}\nstill open {STREAM_BOUND} s after SIGTERM: {hung}")
-        assert elapsed is not None, failure(server, f"{summary}\nuvicorn still runs {EXIT_BOUND} s after SIGTERM")
+        assert elapsed is not None, failure(
+            server, f"{summary}\nuvicorn still runs {EXIT_BOUND} s after SIGTERM"
+        )
         assert FORCED not in server.log(), failure(
-            server, f"{summary}\nuvicorn had to cancel the request after --timeout-graceful-shutdown "
-                    f"{GRACEFUL_TIMEOUT}: the stream did not notice the server's shutdown by itself")
+            server,
+            f"{summary}\nuvicorn had to cancel the request after --timeout-graceful-shutdown "
+            f"{GRACEFUL_TIMEOUT}: the stream did not notice the server's shutdown by itself",
+        )
         assert server.proc.returncode in (0, -signal.SIGTERM), failure(
-            server, f"{summary}\nuvicorn exited with {server.proc.returncode}")
+            server, f"{summary}\nuvicorn exited with {server.proc.returncode}"
+        )

@@ -119,19 +119,31 @@ async def test_a_deadline_answers_at_once_and_the_late_result_is_discarded() -> 
 
 
 async def test_a_closed_stream_cancels_a_long_sync_call_and_frees_its_slot(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Stateless era: past ``SYNC_DELAY`` the watcher runs, so a client that leaves still cancels the call."""
     monkeypatch.setattr(CallGuard, "SYNC_DELAY", 0.05)
     log.clear()
     gates["c1"] = threading.Event()
-    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-               "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "hold"}
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {}}
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "hold",
+    }
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
 
     def call(i: int, label: str, wait: bool) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                "params": {"name": "hold", "arguments": {"label": label, "wait": wait}, "_meta": meta}}
+        return {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "tools/call",
+            "params": {"name": "hold", "arguments": {"label": label, "wait": wait}, "_meta": meta},
+        }
 
     with serve(build(max_in_flight=1)) as url:
         async with httpx.AsyncClient(base_url=url) as http:
@@ -176,6 +188,7 @@ async def test_a_fast_sync_call_starts_no_watcher(monkeypatch: pytest.MonkeyPatc
 
 
 # --- the worker pool, with real threads -------------------------------------------------------------------
+
 
 async def test_the_pool_is_bounded_and_its_idle_workers_end() -> None:
     workers = _Workers(2, idle_seconds=0.2)

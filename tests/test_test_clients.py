@@ -141,10 +141,17 @@ async def test_agui_cancel_and_disconnect(app) -> None:
 async def test_mcp_notifications_arrive_while_the_call_runs(app) -> None:
     arrived: list[tuple[str, bool]] = []
     async with McpTestClient(app) as mcp:
-        task = asyncio.create_task(mcp.request(
-            "tools/call", {"name": "slow_count", "arguments": {"steps": 2, "pause": 0.2},
-                           "_meta": {"progressToken": "p"}},
-            on_notification=lambda m: arrived.append((m["params"]["message"], task.done()))))
+        task = asyncio.create_task(
+            mcp.request(
+                "tools/call",
+                {
+                    "name": "slow_count",
+                    "arguments": {"steps": 2, "pause": 0.2},
+                    "_meta": {"progressToken": "p"},
+                },
+                on_notification=lambda m: arrived.append((m["params"]["message"], task.done())),
+            )
+        )
         result = await task
     assert result["structuredContent"] == {"result": 2}
     assert arrived == [("step 1", False), ("step 2", False)]  # each seen before the call had ended
@@ -156,31 +163,61 @@ async def test_mcp_notifications_arrive_while_the_call_runs(app) -> None:
 def _sse_app(body: bytes, content_type: bytes = b"text/event-stream"):
     async def app(scope, receive, send):
         await receive()
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]})
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]}
+        )
         await send({"type": "http.response.body", "body": body})
 
     return app
 
 
 async def test_a_malformed_agui_event_fails_the_test() -> None:
-    bad = _sse_app(b'id: 1\ndata: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'
-                   b'id: 2\ndata: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m"}\n\n')  # no delta
+    bad = _sse_app(
+        b'id: 1\ndata: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'
+        b'id: 2\ndata: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m"}\n\n'
+    )  # no delta
     with pytest.raises(ValidationError):
         await AguiTestClient(bad).run("any", "hi")
-    backwards = _sse_app(b'id: 2\ndata: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'
-                         b'id: 1\ndata: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n\n')
+    backwards = _sse_app(
+        b'id: 2\ndata: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'
+        b'id: 1\ndata: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n\n'
+    )
     with pytest.raises(AssertionError, match="sequence numbers must rise"):
         await AguiTestClient(backwards).run("any", "hi")
 
 
 async def test_a_malformed_a2a_answer_fails_the_test() -> None:
-    bad = _sse_app(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"task": {
-        "id": "t", "contextId": "c", "status": {"state": "TASK_STATE_DAYDREAMING"}}}}).encode(), b"application/json")
+    bad = _sse_app(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "result": {
+                    "task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_DAYDREAMING"}}
+                },
+            }
+        ).encode(),
+        b"application/json",
+    )
     with pytest.raises(ParseError):
         await A2ATestClient(bad).send("hi", skill="x")
-    stray = _sse_app(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"task": {
-        "id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}, "mood": "good"}}}).encode(),
-        b"application/json")
+    stray = _sse_app(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "result": {
+                    "task": {
+                        "id": "t",
+                        "contextId": "c",
+                        "status": {"state": "TASK_STATE_COMPLETED"},
+                        "mood": "good",
+                    }
+                },
+            }
+        ).encode(),
+        b"application/json",
+    )
     with pytest.raises(ParseError):
         await A2ATestClient(stray).send("hi", skill="x")
     assert (await A2ATestClient(stray, validate=False).send("hi", skill="x"))["task"]["mood"] == "good"

@@ -10,7 +10,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-async def eventually(condition: Callable[[], T], what: str, *, timeout: float = 5.0, interval: float = 0.005) -> T:
+async def eventually(
+    condition: Callable[[], T], what: str, *, timeout: float = 5.0, interval: float = 0.005
+) -> T:
     """The first truthy value of ``condition()``, polled every ``interval`` seconds; AssertionError after
     ``timeout`` seconds (generous: a loaded 2-core machine is slow, but a missed condition must still fail)."""
     deadline = time.monotonic() + timeout

@@ -22,7 +22,9 @@ async def add(a: int, b: int) -> int:
 
 
 @agent.tool
-async def regional(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})], n: int = 1) -> str:
+async def regional(
+    region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})], n: int = 1
+) -> str:
     """Echo the region, which proxies can route on."""
     return f"{region}:{n}"
 

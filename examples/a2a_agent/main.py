@@ -29,10 +29,15 @@ from agentmw.stores import MemoryStore
 CHUNKS = ("The quick ", "brown fox ", "jumps over ", "the lazy dog.")
 
 
-@skill(tags=("conformance",), examples=("message hello", "artifacts", "stream", "ask"),
-       input_modes=("text/plain", "application/json", "application/octet-stream"),
-       output_modes=("text/plain", "application/json", "text/csv"))
-async def conform(message: Message, files: list[File], ctx: Context) -> Message | Artifact | list[Artifact] | None:
+@skill(
+    tags=("conformance",),
+    examples=("message hello", "artifacts", "stream", "ask"),
+    input_modes=("text/plain", "application/json", "application/octet-stream"),
+    output_modes=("text/plain", "application/json", "text/csv"),
+)
+async def conform(
+    message: Message, files: list[File], ctx: Context
+) -> Message | Artifact | list[Artifact] | None:
     """Show one A2A behaviour, chosen by the first word of the text.
 
     Summary:
@@ -47,20 +52,41 @@ async def conform(message: Message, files: list[File], ctx: Context) -> Message 
     if word == "artifacts":
         return [
             Artifact("A plain-text summary.", name="summary", description="Text"),
-            Artifact([File(data=b"sku,qty\nL-14,2\n", name="order.csv", media_type="text/csv"),
-                      File(url="https://example.com/catalog.pdf", name="catalog.pdf", media_type="application/pdf")],
-                     name="files", description="A file with its bytes, and a link"),
+            Artifact(
+                [
+                    File(data=b"sku,qty\nL-14,2\n", name="order.csv", media_type="text/csv"),
+                    File(
+                        url="https://example.com/catalog.pdf",
+                        name="catalog.pdf",
+                        media_type="application/pdf",
+                    ),
+                ],
+                name="files",
+                description="A file with its bytes, and a link",
+            ),
             Artifact(Data({"total": 3, "currency": "EUR"}), name="totals", description="Data"),
         ]
     if word == "file":
         if not files:
             return Message("Send a file part with the word 'file'.")
-        return [Artifact(File(data=(f.data or b"")[::-1], name=f"reversed-{f.name or 'file'}",
-                              media_type=f.media_type or "application/octet-stream"),
-                         name=f"reversed-{f.name or 'file'}", description="The file, reversed") for f in files]
+        return [
+            Artifact(
+                File(
+                    data=(f.data or b"")[::-1],
+                    name=f"reversed-{f.name or 'file'}",
+                    media_type=f.media_type or "application/octet-stream",
+                ),
+                name=f"reversed-{f.name or 'file'}",
+                description="The file, reversed",
+            )
+            for f in files
+        ]
     if word == "data":
-        return Artifact(Data({"received": [p.data for p in message.data_parts]}), name="data",
-                        description="The data parts it received")
+        return Artifact(
+            Data({"received": [p.data for p in message.data_parts]}),
+            name="data",
+            description="The data parts it received",
+        )
     if word == "say":
         await ctx.say("Looking at it.")
         await ctx.say("Almost done.")
@@ -69,24 +95,44 @@ async def conform(message: Message, files: list[File], ctx: Context) -> Message 
         delay = float(message.data.get("delay", 0.2))
         await asyncio.sleep(delay)  # time for a client to subscribe before the first chunk
         for index, chunk in enumerate(CHUNKS):
-            await ctx.artifact(Artifact(chunk, name="story", artifact_id="story", append=index > 0,
-                                        last_chunk=index == len(CHUNKS) - 1))
+            await ctx.artifact(
+                Artifact(
+                    chunk,
+                    name="story",
+                    artifact_id="story",
+                    append=index > 0,
+                    last_chunk=index == len(CHUNKS) - 1,
+                )
+            )
             await asyncio.sleep(delay / 4)
         return None
     if word == "ask":
-        answer = await ctx.ask("What is your name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        answer = await ctx.ask(
+            "What is your name?", {"type": "object", "properties": {"name": {"type": "string"}}}
+        )
         follow_ups = ctx.messages[1:]
         name = (answer.content or {}).get("name", "?")
-        return Message(f"Hello, {name}. This task has {len(ctx.messages)} messages; the last said "
-                       f"{follow_ups[-1].text or follow_ups[-1].data!r}.")
-    return Message(f"Received {len(message.parts)} parts: text {message.text!r}, {len(files)} files, "
-                   f"{len(message.data_parts)} data parts; metadata {dict(message.metadata)}.")
+        return Message(
+            f"Hello, {name}. This task has {len(ctx.messages)} messages; the last said "
+            f"{follow_ups[-1].text or follow_ups[-1].data!r}."
+        )
+    return Message(
+        f"Received {len(message.parts)} parts: text {message.text!r}, {len(files)} files, "
+        f"{len(message.data_parts)} data parts; metadata {dict(message.metadata)}."
+    )
 
 
 def build(store: MemoryStore | None = None) -> tuple[Agent, Starlette]:
-    agent = Agent("a2a-conformance", "1.0.0", include=[conform],
-                  a2a=A2ASettings(description="Shows each A2A behaviour; the first word of the text picks one.",
-                                  store=store, push=None))
+    agent = Agent(
+        "a2a-conformance",
+        "1.0.0",
+        include=[conform],
+        a2a=A2ASettings(
+            description="Shows each A2A behaviour; the first word of the text picks one.",
+            store=store,
+            push=None,
+        ),
+    )
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
     return agent, app

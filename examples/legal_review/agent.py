@@ -69,9 +69,11 @@ class Review:
 
 def find_jurisdiction(text: str) -> str | None:
     """The jurisdiction a text names: a code (EU, UK, US) or a country or union name."""
-    names = {"EU": ("eu", "european union", "germany", "france", "netherlands"),
-             "UK": ("uk", "united kingdom", "england", "scotland"),
-             "US": ("us", "usa", "united states")}
+    names = {
+        "EU": ("eu", "european union", "germany", "france", "netherlands"),
+        "UK": ("uk", "united kingdom", "england", "scotland"),
+        "US": ("us", "usa", "united states"),
+    }
     words = text.lower()
     for code, spellings in names.items():
         if any(re.search(rf"\b{re.escape(s)}\b", words) for s in spellings):
@@ -118,8 +120,9 @@ class LegalReviewExecutor(AgentExecutor):
         if jurisdiction not in JURISDICTIONS:
             await updater.requires_input(updater.new_agent_message([new_text_part(QUESTION)]))
             return
-        await updater.start_work(updater.new_agent_message([new_text_part(
-            f"Checking {JURISDICTIONS[jurisdiction]} rules")]))
+        await updater.start_work(
+            updater.new_agent_message([new_text_part(f"Checking {JURISDICTIONS[jurisdiction]} rules")])
+        )
         result = review(purchase.get("description", ""), jurisdiction, purchase.get("total"))
         await updater.add_artifact([new_text_part(result.summary())], name="summary")
         await updater.add_artifact([new_data_part(result.as_data())], name="review")
@@ -149,22 +152,30 @@ def _purchase(message: Any) -> dict[str, Any]:
 
 def agent_card(url: str) -> AgentCard:
     return AgentCard(
-        name="legal-review", version="1.0.0",
+        name="legal-review",
+        version="1.0.0",
         description="Reviews purchases for legal issues: data protection, licences, export control, contracts.",
-        default_input_modes=["text/plain", "application/json"], default_output_modes=["text/plain",
-                                                                                      "application/json"],
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain", "application/json"],
         capabilities=AgentCapabilities(streaming=True),
         supported_interfaces=[
             AgentInterface(url=f"{url}/a2a", protocol_binding="JSONRPC", protocol_version="1.0"),
             AgentInterface(url=f"{url}/rest", protocol_binding="HTTP+JSON", protocol_version="1.0"),
         ],
-        skills=[AgentSkill(
-            id="review_purchase", name="Review a purchase",
-            description="Reviews a purchase for legal issues under EU, UK or US rules; asks for the jurisdiction "
-                        "when the purchase does not name it.",
-            tags=["legal", "procurement"],
-            examples=["Review: 20 company phones for the EU sales team, total 15980",
-                      "Review a SaaS subscription for customer data, jurisdiction UK"])])
+        skills=[
+            AgentSkill(
+                id="review_purchase",
+                name="Review a purchase",
+                description="Reviews a purchase for legal issues under EU, UK or US rules; asks for the jurisdiction "
+                "when the purchase does not name it.",
+                tags=["legal", "procurement"],
+                examples=[
+                    "Review: 20 company phones for the EU sales team, total 15980",
+                    "Review a SaaS subscription for customer data, jurisdiction UK",
+                ],
+            )
+        ],
+    )
 
 
 def a2a_app(card: AgentCard, executor: AgentExecutor, routes: Sequence[BaseRoute] = ()) -> Starlette:
@@ -183,10 +194,16 @@ def a2a_app(card: AgentCard, executor: AgentExecutor, routes: Sequence[BaseRoute
     async def health(request: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
-    return Starlette(routes=[*routes, Route("/health", health),
-                             *create_agent_card_routes(card, cache_control="public, max-age=60"),
-                             *create_jsonrpc_routes(handler, rpc_url="/a2a"),
-                             *create_rest_routes(handler, path_prefix="/rest")], lifespan=lifespan)
+    return Starlette(
+        routes=[
+            *routes,
+            Route("/health", health),
+            *create_agent_card_routes(card, cache_control="public, max-age=60"),
+            *create_jsonrpc_routes(handler, rpc_url="/a2a"),
+            *create_rest_routes(handler, path_prefix="/rest"),
+        ],
+        lifespan=lifespan,
+    )
 
 
 def create_app(url: str | None = None) -> Starlette:

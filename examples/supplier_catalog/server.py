@@ -38,16 +38,46 @@ class SearchResult(BaseModel):
 
 
 ITEMS = [
-    SupplierItem(sku="LPT-14", name="14-inch developer laptop, 32 GB", supplier="Northwind Devices",
-                 unit_price=1849.0, in_stock=12, lead_time_days=5),
-    SupplierItem(sku="LPT-13", name="13-inch ultralight laptop, 16 GB", supplier="Northwind Devices",
-                 unit_price=1249.0, in_stock=0, lead_time_days=21),
-    SupplierItem(sku="MON-27", name="27-inch 4K monitor, USB-C", supplier="Contoso Displays",
-                 unit_price=429.0, in_stock=40, lead_time_days=3),
-    SupplierItem(sku="PHN-6", name="Company phone, 128 GB", supplier="Fabrikam Mobile",
-                 unit_price=779.0, in_stock=25, lead_time_days=7),
-    SupplierItem(sku="ACC-DOCK", name="USB-C docking station, 100 W", supplier="Contoso Displays",
-                 unit_price=219.0, in_stock=60, lead_time_days=2),
+    SupplierItem(
+        sku="LPT-14",
+        name="14-inch developer laptop, 32 GB",
+        supplier="Northwind Devices",
+        unit_price=1849.0,
+        in_stock=12,
+        lead_time_days=5,
+    ),
+    SupplierItem(
+        sku="LPT-13",
+        name="13-inch ultralight laptop, 16 GB",
+        supplier="Northwind Devices",
+        unit_price=1249.0,
+        in_stock=0,
+        lead_time_days=21,
+    ),
+    SupplierItem(
+        sku="MON-27",
+        name="27-inch 4K monitor, USB-C",
+        supplier="Contoso Displays",
+        unit_price=429.0,
+        in_stock=40,
+        lead_time_days=3,
+    ),
+    SupplierItem(
+        sku="PHN-6",
+        name="Company phone, 128 GB",
+        supplier="Fabrikam Mobile",
+        unit_price=779.0,
+        in_stock=25,
+        lead_time_days=7,
+    ),
+    SupplierItem(
+        sku="ACC-DOCK",
+        name="USB-C docking station, 100 W",
+        supplier="Contoso Displays",
+        unit_price=219.0,
+        in_stock=60,
+        lead_time_days=2,
+    ),
 ]
 TERMS = """# Supplier terms
 
@@ -58,8 +88,11 @@ TERMS = """# Supplier terms
 
 
 def build_server() -> MCPServer:
-    server = MCPServer("supplier-catalog", version="1.0.0",
-                       instructions="Prices, stock and lead times of the supplier's items, by procurement SKU.")
+    server = MCPServer(
+        "supplier-catalog",
+        version="1.0.0",
+        instructions="Prices, stock and lead times of the supplier's items, by procurement SKU.",
+    )
     by_sku = {item.sku: item for item in ITEMS}
 
     @server.tool(title="Search the supplier's items")
@@ -71,8 +104,11 @@ def build_server() -> MCPServer:
             limit: at most this many items.
         """
         words = query.lower().split()
-        found = [item for item in ITEMS
-                 if all(w in f"{item.sku} {item.name} {item.supplier}".lower() for w in words)]
+        found = [
+            item
+            for item in ITEMS
+            if all(w in f"{item.sku} {item.name} {item.supplier}".lower() for w in words)
+        ]
         return SearchResult(items=found[:limit])
 
     @server.tool(title="Get one supplier item")
@@ -87,13 +123,21 @@ def build_server() -> MCPServer:
             raise ToolError(f"Unknown SKU: {sku}")
         return item
 
-    @server.resource("supplier://terms", name="supplier-terms", description="Delivery and return terms.",
-                     mime_type="text/markdown")
+    @server.resource(
+        "supplier://terms",
+        name="supplier-terms",
+        description="Delivery and return terms.",
+        mime_type="text/markdown",
+    )
     def terms() -> str:
         return TERMS
 
-    @server.resource("supplier://items/{sku}", name="supplier-item", description="One item, as JSON.",
-                     mime_type="application/json")
+    @server.resource(
+        "supplier://items/{sku}",
+        name="supplier-item",
+        description="One item, as JSON.",
+        mime_type="application/json",
+    )
     def item(sku: str) -> str:
         found = by_sku.get(sku.upper())
         if found is None:

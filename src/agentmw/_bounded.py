@@ -44,13 +44,32 @@ class BoundedTable(MutableMapping[K, V], Generic[K, V]):
         size: ``(key, value) -> bytes``, read at ``put`` and ``resize``; required with ``max_bytes``.
     """
 
-    __slots__ = ("_entries", "_sizes", "bytes", "clock", "max_age", "max_bytes", "max_items", "on_evict", "pinned",
-                 "size", "touch")
+    __slots__ = (
+        "_entries",
+        "_sizes",
+        "bytes",
+        "clock",
+        "max_age",
+        "max_bytes",
+        "max_items",
+        "on_evict",
+        "pinned",
+        "size",
+        "touch",
+    )
 
-    def __init__(self, max_items: int, max_age: float, *, pinned: Callable[[V], bool] | None = None,
-                 on_evict: Callable[[K, V, bool], None] | None = None, touch: bool = False,
-                 clock: Callable[[], float] = time.monotonic, max_bytes: int | None = None,
-                 size: Callable[[K, V], int] | None = None) -> None:
+    def __init__(
+        self,
+        max_items: int,
+        max_age: float,
+        *,
+        pinned: Callable[[V], bool] | None = None,
+        on_evict: Callable[[K, V, bool], None] | None = None,
+        touch: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        max_bytes: int | None = None,
+        size: Callable[[K, V], int] | None = None,
+    ) -> None:
         if max_items < 1:
             raise ValueError("max_items must be at least 1")
         if max_age <= 0:

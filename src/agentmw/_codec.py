@@ -23,9 +23,11 @@ def _classes() -> dict[str, type]:
     from . import content, context, messages
 
     found: dict[str, type] = {}
-    for module, names in ((content, ("Text", "Image", "Audio", "ResourceLink", "EmbeddedResource", "PromptMessage")),
-                          (messages, ("Message", "File", "Data", "Artifact")),
-                          (context, ("Ask", "Sample", "ListRoots", "Answer", "Sampled", "Root"))):
+    for module, names in (
+        (content, ("Text", "Image", "Audio", "ResourceLink", "EmbeddedResource", "PromptMessage")),
+        (messages, ("Message", "File", "Data", "Artifact")),
+        (context, ("Ask", "Sample", "ListRoots", "Answer", "Sampled", "Root")),
+    ):
         for name in names:
             cls = getattr(module, name, None)
             if isinstance(cls, type) and dataclasses.is_dataclass(cls):
@@ -60,11 +62,20 @@ def to_json(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value) and _TAG not in value:
             return {k: to_json(v, _depth + 1) for k, v in value.items()}
-        return {_TAG: "dict", "v": [[to_json(k, _depth + 1), to_json(v, _depth + 1)] for k, v in value.items()]}
+        return {
+            _TAG: "dict",
+            "v": [[to_json(k, _depth + 1), to_json(v, _depth + 1)] for k, v in value.items()],
+        }
     cls = type(value)
     if dataclasses.is_dataclass(value) and _registry().get(cls.__name__) is cls:
-        return {_TAG: cls.__name__, "v": {f.name: to_json(getattr(value, f.name), _depth + 1)
-                                          for f in dataclasses.fields(value) if f.init}}
+        return {
+            _TAG: cls.__name__,
+            "v": {
+                f.name: to_json(getattr(value, f.name), _depth + 1)
+                for f in dataclasses.fields(value)
+                if f.init
+            },
+        }
     dump = getattr(value, "model_dump", None)
     if callable(dump):  # a pydantic model: its JSON form
         try:

@@ -44,14 +44,37 @@ MAX_ROUTE_RESPONSE_BYTES = 32 * 1024 * 1024
 """A route's response body beyond this is not kept: the call fails, saying so."""
 
 # Headers of the agent's own request that describe that request's body or protocol, not the caller.
-_DROPPED_HEADERS = frozenset({
-    b"content-length", b"content-type", b"content-encoding", b"transfer-encoding", b"accept", b"accept-encoding",
-    b"mcp-session-id",
-    b"mcp-protocol-version", b"last-event-id", b"expect", b"connection", b"upgrade", b"te", b"trailer",
-})
+_DROPPED_HEADERS = frozenset(
+    {
+        b"content-length",
+        b"content-type",
+        b"content-encoding",
+        b"transfer-encoding",
+        b"accept",
+        b"accept-encoding",
+        b"mcp-session-id",
+        b"mcp-protocol-version",
+        b"last-event-id",
+        b"expect",
+        b"connection",
+        b"upgrade",
+        b"te",
+        b"trailer",
+    }
+)
 # Scope keys a request keeps from the agent request: what outer middleware established about the caller.
-_KEPT_SCOPE_KEYS = ("app", "http_version", "scheme", "server", "client", "root_path", "user", "auth", "session",
-                    "extensions")
+_KEPT_SCOPE_KEYS = (
+    "app",
+    "http_version",
+    "scheme",
+    "server",
+    "client",
+    "root_path",
+    "user",
+    "auth",
+    "session",
+    "extensions",
+)
 _RETRYABLE = frozenset({408, 425, 429, 502, 503, 504})
 _background: set[asyncio.Task[None]] = set()
 
@@ -73,8 +96,9 @@ def _check_reaches(route: HostRoute, scope: Mapping[str, Any]) -> None:
     from ._routes import reaches
 
     if not reaches(route.app, dict(scope), route.route):
-        raise RouteCallRefused(f"these path parameters would reach another route of the app than {route.label}; "
-                               f"nothing was sent")
+        raise RouteCallRefused(
+            f"these path parameters would reach another route of the app than {route.label}; nothing was sent"
+        )
 
 
 def wire_values(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -82,8 +106,12 @@ def wire_values(values: Mapping[str, Any]) -> dict[str, Any]:
     aliases, so that FastAPI's own validation (and a handler's ``exclude_unset``) sees what was sent."""
     from pydantic import BaseModel
 
-    return {k: v.model_dump(mode="json", by_alias=True, exclude_unset=True) if isinstance(v, BaseModel)
-            else to_jsonable_python(v) for k, v in values.items()}
+    return {
+        k: v.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        if isinstance(v, BaseModel)
+        else to_jsonable_python(v)
+        for k, v in values.items()
+    }
 
 
 def _text(value: Any) -> str:
@@ -127,7 +155,9 @@ def _path(route: HostRoute, values: Mapping[str, Any]) -> str:
         name, param = found
         value = _text(values.get(name, ""))
         if not param.path_convertor and ("/" in value or value in ("", ".", "..")):
-            raise RouteCallRefused(f"path parameter {name!r} cannot be {value!r}: it must be one path segment")
+            raise RouteCallRefused(
+                f"path parameter {name!r} cannot be {value!r}: it must be one path segment"
+            )
         return value
 
     return route.mount_prefix + _PLACEHOLDER.sub(fill, route.path_format)
@@ -139,15 +169,20 @@ def _body(route: HostRoute, values: Mapping[str, Any]) -> tuple[bytes, bytes | N
         return b"", None
     if route.form_body:
         flat = body if route.embed_body or len(body) != 1 else next(iter(body.values()))
-        pairs = [(k, _text(i)) for k, v in (flat or {}).items() for i in (v if isinstance(v, list) else [v])
-                 if i is not None]
+        pairs = [
+            (k, _text(i))
+            for k, v in (flat or {}).items()
+            for i in (v if isinstance(v, list) else [v])
+            if i is not None
+        ]
         return urlencode(pairs).encode(), b"application/x-www-form-urlencoded"
     payload = body if route.embed_body else next(iter(body.values()))
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode(), b"application/json"
 
 
-def _scope(route: HostRoute, values: Mapping[str, Any], ctx: Context, origin: Mapping[str, Any]) -> tuple[
-        dict[str, Any], bytes]:
+def _scope(
+    route: HostRoute, values: Mapping[str, Any], ctx: Context, origin: Mapping[str, Any]
+) -> tuple[dict[str, Any], bytes]:
     path = _path(route, values)
     body, content_type = _body(route, values)
     headers = [(k, v) for k, v in origin.get("headers", ()) if k.lower() not in _DROPPED_HEADERS]
@@ -156,18 +191,29 @@ def _scope(route: HostRoute, values: Mapping[str, Any], ctx: Context, origin: Ma
         headers.append((b"content-type", content_type))
         headers.append((b"content-length", str(len(body)).encode()))
     root = origin.get("root_path", "") or ""
-    scope: dict[str, Any] = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
-                             "http_version": "1.1", "scheme": "http", "root_path": root}
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "scheme": "http",
+        "root_path": root,
+    }
     for key in _KEPT_SCOPE_KEYS:
         if key in origin:
             scope[key] = origin[key]
     full = root + path  # the route's path is relative to the app, and the app strips its root path
-    scope.update({
-        "method": route.method, "path": full, "raw_path": quote(full).encode(),
-        "query_string": urlencode(_query_pairs(route, values)).encode(), "headers": headers,
-        # what outer middleware put on request.state stays visible; what this request's own stack adds stays here
-        "state": dict(origin.get("state") or {}), CONTEXT_KEY: ctx,
-    })
+    scope.update(
+        {
+            "method": route.method,
+            "path": full,
+            "raw_path": quote(full).encode(),
+            "query_string": urlencode(_query_pairs(route, values)).encode(),
+            "headers": headers,
+            # what outer middleware put on request.state stays visible; what this request's own stack adds stays here
+            "state": dict(origin.get("state") or {}),
+            CONTEXT_KEY: ctx,
+        }
+    )
     return scope, body
 
 
@@ -190,7 +236,9 @@ def _target(route: HostRoute, origin: Mapping[str, Any]) -> Any:
 
     below = origin.get(HOST_APP_KEY)
     if below is not None and origin.get("app") is route.app:
-        return below  # the app's own stack below AgentMiddleware: outer middleware already ran for this request
+        return (
+            below  # the app's own stack below AgentMiddleware: outer middleware already ran for this request
+        )
     return route.app
 
 
@@ -315,36 +363,69 @@ def response_outcome(capability: Capability, response: _Response) -> Outcome:
     route = capability.route
     assert route is not None
     if response.limit_hit:
-        message = (f"{capability.name}: the route's response is larger than {MAX_ROUTE_RESPONSE_BYTES} bytes, "
-                   f"which agentmw does not relay.")
+        message = (
+            f"{capability.name}: the route's response is larger than {MAX_ROUTE_RESPONSE_BYTES} bytes, "
+            f"which agentmw does not relay."
+        )
         return Outcome(status=Status.FAILED, content=[Text(message)], message=message, code="permanent")
     if 200 <= status < 300:
         return _completed(capability, response)
     if 300 <= status < 400:
         where = response.header(b"location") or "another URL"
-        message = (f"{route.label} answered with a redirect ({status}) to {where}; an agent call does not follow "
-                   f"redirects. Nothing else was done.")
-        return Outcome(status=Status.FAILED, content=[Text(message)], message=message, code="permanent",
-                       data={"status": status, "location": where})
+        message = (
+            f"{route.label} answered with a redirect ({status}) to {where}; an agent call does not follow "
+            f"redirects. Nothing else was done."
+        )
+        return Outcome(
+            status=Status.FAILED,
+            content=[Text(message)],
+            message=message,
+            code="permanent",
+            data={"status": status, "location": where},
+        )
     detail, data = _detail(response)
     text = f"HTTP {status}: {detail}".rstrip(": ")
     info = {"status": status, "detail": detail}
     if status in (401, 403):
         challenge = response.header(b"www-authenticate")
-        return Outcome(status=Status.REJECTED, content=[Text(text)], message=text,
-                       code="unauthenticated" if status == 401 else "forbidden", data={**info, "challenge": challenge})
+        return Outcome(
+            status=Status.REJECTED,
+            content=[Text(text)],
+            message=text,
+            code="unauthenticated" if status == 401 else "forbidden",
+            data={**info, "challenge": challenge},
+        )
     if status == 404:
-        return Outcome(status=Status.REJECTED, content=[Text(text)], message=text, code="not_found", data=info)
+        return Outcome(
+            status=Status.REJECTED, content=[Text(text)], message=text, code="not_found", data=info
+        )
     if status in _RETRYABLE:
         after = _retry_after(response)
         when = f" Retry after {after:g} seconds." if after is not None else " Retry later."
-        return Outcome(status=Status.FAILED, content=[Text(text + when)], message=text, retryable=True,
-                       retry_after=after, code="retryable", data=info)
+        return Outcome(
+            status=Status.FAILED,
+            content=[Text(text + when)],
+            message=text,
+            retryable=True,
+            retry_after=after,
+            code="retryable",
+            data=info,
+        )
     if 400 <= status < 500:
-        return Outcome(status=Status.REJECTED, content=[Text(text)], message=f"Invalid arguments: {text}",
-                       code="invalid_arguments", data={**info, "body": data})
-    return Outcome(status=Status.FAILED, content=[Text(f"{text} This failure is permanent.")], message=text,
-                   code="permanent", data=info)
+        return Outcome(
+            status=Status.REJECTED,
+            content=[Text(text)],
+            message=f"Invalid arguments: {text}",
+            code="invalid_arguments",
+            data={**info, "body": data},
+        )
+    return Outcome(
+        status=Status.FAILED,
+        content=[Text(f"{text} This failure is permanent.")],
+        message=text,
+        code="permanent",
+        data=info,
+    )
 
 
 def _completed(capability: Capability, response: _Response) -> Outcome:
@@ -385,7 +466,9 @@ def _json_outcome(capability: Capability, value: Any, body: bytes) -> Outcome:
         structured = value if isinstance(value, dict) else {"result": value}
         return Outcome(status=Status.COMPLETED, content=[Text(text)], structured=structured, value=value)
     structured = {"result": value} if output.mode == "wrapped" else value
-    return Outcome(status=Status.COMPLETED, content=[Text(text)], structured=structured, value=_typed(output, value))
+    return Outcome(
+        status=Status.COMPLETED, content=[Text(text)], structured=structured, value=_typed(output, value)
+    )
 
 
 def _typed(output: Any, value: Any) -> Any:
@@ -473,14 +556,18 @@ def _probe_chain(top: Any) -> Any:
     cached = _PROBES.get(id(top))
     if cached is not None and cached[0] is top:
         return cached[1]
-    if getattr(top, "routes", None) is not None and hasattr(top, "build_middleware_stack"):  # an app, not a chain
+    if getattr(top, "routes", None) is not None and hasattr(
+        top, "build_middleware_stack"
+    ):  # an app, not a chain
         top = getattr(top, "middleware_stack", None) or top.build_middleware_stack()
     layers: list[Any] = []
     node = top
     while node is not None and type(node).__name__ != "ExceptionMiddleware":
         layers.append(node)
         node = getattr(node, "app", None)
-        if node is not None and getattr(node, "routes", None) is not None:  # reached a router: no handlers below
+        if (
+            node is not None and getattr(node, "routes", None) is not None
+        ):  # reached a router: no handlers below
             node = None
     chain: Any = None
     if node is not None:
@@ -513,9 +600,14 @@ async def _probe(scope: dict[str, Any], receive: Any, send: Any) -> None:
     async with AsyncExitStack() as stack:
         scope["fastapi_astack"] = scope["fastapi_inner_astack"] = scope["fastapi_function_astack"] = stack
         solved = await solve_dependencies(
-            request=request, dependant=route.route.dependant, body=parsed, async_exit_stack=stack,
+            request=request,
+            dependant=route.route.dependant,
+            body=parsed,
+            async_exit_stack=stack,
             embed_body_fields=route.embed_body,
-            dependency_overrides_provider=getattr(route.route, "dependency_overrides_provider", None) or route.app)
+            dependency_overrides_provider=getattr(route.route, "dependency_overrides_provider", None)
+            or route.app,
+        )
     if solved.errors:
         raise RequestValidationError(solved.errors)
     await send({"type": "http.response.start", "status": _PROBE_PASSED, "headers": []})

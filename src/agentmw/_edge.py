@@ -49,8 +49,12 @@ logger = logging.getLogger("agentmw")
 LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 _DEFAULT_PORTS: Final = frozenset({None, "", "80", "443"})
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
-_EDGE_HEADERS: Final = frozenset({b"host", b"origin", b"content-type", b"content-length", b"transfer-encoding"})
-_MAX_VERDICTS: Final = 1024  # distinct (Host, Origin, app) triples remembered: arbitrary values must not grow memory
+_EDGE_HEADERS: Final = frozenset(
+    {b"host", b"origin", b"content-type", b"content-length", b"transfer-encoding"}
+)
+_MAX_VERDICTS: Final = (
+    1024  # distinct (Host, Origin, app) triples remembered: arbitrary values must not grow memory
+)
 
 
 class Refusal(NamedTuple):
@@ -75,6 +79,7 @@ async def detail_refusal(scope: Scope, receive: Receive, send: Send, refusal: Re
 
 # --- Host and Origin ---------------------------------------------------------------------------------
 
+
 def split_host(value: str) -> tuple[str, str | None]:
     """``Host`` (or an origin's authority) as its lower-case name and its port (None when it names none).
 
@@ -84,11 +89,11 @@ def split_host(value: str) -> tuple[str, str | None]:
     value = value.strip().lower()
     if value.startswith("["):
         end = value.find("]")
-        rest = value[end + 1:] if end > 0 else "?"
+        rest = value[end + 1 :] if end > 0 else "?"
         if not rest:
             return value, None
         if rest.startswith(":"):
-            return value[:end + 1], rest[1:]
+            return value[: end + 1], rest[1:]
         return value, None
     if value.count(":") == 1:
         name, _, port = value.partition(":")
@@ -97,7 +102,9 @@ def split_host(value: str) -> tuple[str, str | None]:
 
 
 @functools.lru_cache(maxsize=64)
-def _rules(allowed_hosts: tuple[str, ...]) -> tuple[bool, frozenset[str], frozenset[str], frozenset[tuple[str, str]]]:
+def _rules(
+    allowed_hosts: tuple[str, ...],
+) -> tuple[bool, frozenset[str], frozenset[str], frozenset[tuple[str, str]]]:
     """``allowed_hosts`` parsed once: (any host, names at any port, names at the default port, exact name:port)."""
     any_port: set[str] = set()
     default_port: set[str] = set()
@@ -169,7 +176,7 @@ class HostGuard:
     """The ``Host``/``Origin`` verdicts of one agent, shared by its faces and remembered per (Host, Origin, app):
     a server sees few distinct ones, and the host app's CORS policy is looked up once per app."""
 
-    __slots__ = ("agent", "_verdicts", "_cors")
+    __slots__ = ("_cors", "_verdicts", "agent")
 
     def __init__(self, agent: Any) -> None:
         self.agent = agent  # read for allowed_hosts and allowed_origins, which may change after it is made
@@ -192,8 +199,11 @@ class HostGuard:
     def _decide(self, app: Any, host: bytes | None, origin: bytes | None) -> Refusal | None:
         agent = self.agent
         if host is None or not host_allowed(host.decode("latin-1"), agent.allowed_hosts):
-            logger.debug("refused Host %r: not a local name and not in Agent(allowed_hosts=...) (add it, with "
-                         "its port or ':*' when it is not 80 or 443)", host)
+            logger.debug(
+                "refused Host %r: not a local name and not in Agent(allowed_hosts=...) (add it, with "
+                "its port or ':*' when it is not 80 or 443)",
+                host,
+            )
             return FOREIGN_HOST
         if origin is None:
             return None
@@ -207,11 +217,14 @@ class HostGuard:
                 self._cors[app] = cors_policy(app)
             if _cors_lists(self._cors[app], text.strip()):
                 return None
-        logger.debug("refused Origin %r: not in Agent(allowed_origins=...) nor the app's CORS allow_origins", text)
+        logger.debug(
+            "refused Origin %r: not in Agent(allowed_origins=...) nor the app's CORS allow_origins", text
+        )
         return FOREIGN_ORIGIN
 
 
 # --- the edge -------------------------------------------------------------------------------------------
+
 
 def _is_json(content_type: bytes) -> bool:
     if content_type == b"application/json":  # what every client sends: no split, no lower
@@ -227,10 +240,18 @@ class Edge:
     makes every POST need a JSON Content-Type, with or without a body, answered ``content_type_status``.
     """
 
-    __slots__ = ("app", "guard", "render", "body_limit", "json_posts", "content_type_status", "_limit_digits")
+    __slots__ = ("_limit_digits", "app", "body_limit", "content_type_status", "guard", "json_posts", "render")
 
-    def __init__(self, app: ASGIApp, guard: HostGuard, render: Render, *, body_limit: int,
-                 json_posts: bool = False, content_type_status: int = 415) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        guard: HostGuard,
+        render: Render,
+        *,
+        body_limit: int,
+        json_posts: bool = False,
+        content_type_status: int = 415,
+    ) -> None:
         self.app = app
         self.guard = guard
         self.render = render
@@ -286,7 +307,11 @@ class Edge:
             # which also keeps a browser's no-preflight "simple" request from carrying one
             if chunked or (length is not None and length.strip() not in (b"", b"0")):
                 return Refusal(self.content_type_status, "Content-Type must be application/json")
-        if length is not None and len(length) >= self._limit_digits and length.strip().isdigit() \
-                and int(length) > self.body_limit:  # a shorter number is under the limit: no int() made
+        if (
+            length is not None
+            and len(length) >= self._limit_digits
+            and length.strip().isdigit()
+            and int(length) > self.body_limit
+        ):  # a shorter number is under the limit: no int() made
             return Refusal(413, f"Request body too large (the limit is {self.body_limit} bytes)")
         return None

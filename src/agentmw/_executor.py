@@ -36,8 +36,9 @@ IDLE_SECONDS = 10.0
 
 logger = logging.getLogger("agentmw")
 
-_WorkItem = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any],
-                  dict[str, Any]]
+_WorkItem = tuple[
+    asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any], dict[str, Any]
+]
 _running: set[asyncio.Task[Any]] = set()
 
 
@@ -124,8 +125,13 @@ class _Workers:
             return None
 
     @staticmethod
-    def _run(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], context: contextvars.Context,
-             fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    def _run(
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[Any],
+        context: contextvars.Context,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+    ) -> None:
         if future.cancelled():  # cancelled while it waited for a worker: it never starts
             return
         try:

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
     from .capability import Capability
 
-__all__ = ["resolve_host_dependencies", "HostDependencyError"]
+__all__ = ["HostDependencyError", "resolve_host_dependencies"]
+
 
 class HostDependencyError(Exception):
     """A dependency's parameters (a header, a cookie) were missing or invalid."""
@@ -42,7 +43,9 @@ async def resolve_host_dependencies(
     from starlette.requests import Request
 
     if connection is None:
-        raise HostDependencyError("this capability needs the host app's dependencies, but the call has no request")
+        raise HostDependencyError(
+            "this capability needs the host app's dependencies, but the call has no request"
+        )
     scope = dict(connection.scope)
     scope["fastapi_inner_astack"] = stack
     scope["fastapi_function_astack"] = stack

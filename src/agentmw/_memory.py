@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["note", "trim", "LARGE", "QUIET_SECONDS", "BUSY_SECONDS"]
+__all__ = ["BUSY_SECONDS", "LARGE", "QUIET_SECONDS", "note", "trim"]
 
 LARGE = 64 * 1024
 QUIET_SECONDS = 2.0

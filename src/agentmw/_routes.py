@@ -116,8 +116,12 @@ def iter_host_routes(app: Any, prefix: str = "") -> Iterator[tuple[Any, str]]:
                 yield route, prefix
             continue
         nested = getattr(route, "app", None)
-        if getattr(route, "endpoint", None) is None and nested is not None and nested is not app \
-                and getattr(nested, "routes", None) is not None:
+        if (
+            getattr(route, "endpoint", None) is None
+            and nested is not None
+            and nested is not app
+            and getattr(nested, "routes", None) is not None
+        ):
             yield from iter_host_routes(nested, prefix + (getattr(route, "path", "") or ""))
 
 
@@ -139,16 +143,20 @@ def _is_file(field: Any) -> bool:
         return True
     annotation = info.annotation
     names = {getattr(a, "__name__", "") for a in (annotation, *typing.get_args(annotation))}
-    return "UploadFile" in names or any("UploadFile" in {getattr(b, "__name__", "") for b in typing.get_args(a)}
-                                        for a in typing.get_args(annotation))
+    return "UploadFile" in names or any(
+        "UploadFile" in {getattr(b, "__name__", "") for b in typing.get_args(a)}
+        for a in typing.get_args(annotation)
+    )
 
 
 def _model_type(annotation: Any) -> Any:
     from pydantic import BaseModel
 
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None)) \
-            and len(args) == 1:
+    if (
+        typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None))
+        and len(args) == 1
+    ):
         annotation = args[0]
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
@@ -159,14 +167,20 @@ def _params(route: Any, label: str) -> tuple[dict[str, RouteParam], bool]:
     convertors = getattr(route, "param_convertors", None) or {}
     for dependant in _walk(route.dependant):
         scheme = _query_key_scheme(dependant.call)
-        if scheme is not None and scheme not in params:  # APIKeyQuery reads the query itself: its key is an argument
+        if (
+            scheme is not None and scheme not in params
+        ):  # APIKeyQuery reads the query itself: its key is an argument
             from fastapi import Query
 
             info = Query(None, description=f"The API key, sent as the {scheme!r} query parameter.")
-            params[scheme] = RouteParam(name=scheme, alias=scheme, location="query", annotation=str | None,
-                                        field_info=info)
-        for location, fields in (("path", dependant.path_params), ("query", dependant.query_params),
-                                 ("body", dependant.body_params)):
+            params[scheme] = RouteParam(
+                name=scheme, alias=scheme, location="query", annotation=str | None, field_info=info
+            )
+        for location, fields in (
+            ("path", dependant.path_params),
+            ("query", dependant.query_params),
+            ("body", dependant.body_params),
+        ):
             for field in fields:
                 if field.name in params:
                     continue
@@ -174,13 +188,18 @@ def _params(route: Any, label: str) -> tuple[dict[str, RouteParam], bool]:
                     raise RegistrationError(
                         f"{label}: parameter {field.name!r} is a file upload, which an agent call cannot send; "
                         f"serve a route that takes the file's content (bytes or a URL) instead, or leave this "
-                        f"route out (exclude it from the selection, or remove its decorator)")
+                        f"route out (exclude it from the selection, or remove its decorator)"
+                    )
                 if location == "body" and type(field.field_info).__name__ == "Form":
                     form = True
                 params[field.name] = RouteParam(
-                    name=field.name, alias=field.alias, location=location,  # type: ignore[arg-type]
-                    annotation=field.field_info.annotation, field_info=field.field_info,
-                    path_convertor=location == "path" and type(convertors.get(field.alias)).__name__ == "PathConvertor",
+                    name=field.name,
+                    alias=field.alias,
+                    location=location,  # type: ignore[arg-type]
+                    annotation=field.field_info.annotation,
+                    field_info=field.field_info,
+                    path_convertor=location == "path"
+                    and type(convertors.get(field.alias)).__name__ == "PathConvertor",
                     model_query=location == "query" and _model_type(field.field_info.annotation) is not None,
                 )
     return params, form
@@ -220,11 +239,19 @@ def build_host_route(app: Any, route: Any, prefix: str) -> HostRoute:
     label = f"{_method(route.methods)} {prefix}{route.path}"
     params, form = _params(route, f"route {label}")
     return HostRoute(
-        app=app, route=route, path=prefix + route.path, mount_prefix=prefix,
-        path_format=getattr(route, "path_format", route.path), convertors=dict(route.param_convertors or {}),
-        method=_method(route.methods), params=params, embed_body=_embed(route, params), form_body=form,
+        app=app,
+        route=route,
+        path=prefix + route.path,
+        mount_prefix=prefix,
+        path_format=getattr(route, "path_format", route.path),
+        convertors=dict(route.param_convertors or {}),
+        method=_method(route.methods),
+        params=params,
+        embed_body=_embed(route, params),
+        form_body=form,
         response_model=_response_model(route),
-        include=getattr(route, "response_model_include", None), exclude=getattr(route, "response_model_exclude", None),
+        include=getattr(route, "response_model_include", None),
+        exclude=getattr(route, "response_model_exclude", None),
         by_alias=getattr(route, "response_model_by_alias", True) is not False,
         exclude_unset=bool(getattr(route, "response_model_exclude_unset", False)),
         exclude_defaults=bool(getattr(route, "response_model_exclude_defaults", False)),
@@ -284,8 +311,12 @@ def route_table(app: Any, *, fresh: bool = False) -> dict[Any, list[tuple[Any, s
 def _refresh_flat(app: Any) -> None:
     for route in flat_routes(app, fresh=True):
         nested = getattr(route, "app", None)
-        if getattr(route, "endpoint", None) is None and nested is not None and nested is not app \
-                and getattr(nested, "routes", None) is not None:
+        if (
+            getattr(route, "endpoint", None) is None
+            and nested is not None
+            and nested is not app
+            and getattr(nested, "routes", None) is not None
+        ):
             _refresh_flat(nested)
 
 
@@ -299,7 +330,9 @@ def _unwrapped(fn: Any) -> Any:
 _BUILT = IdentityCache()
 
 
-def host_route_of(app: Any, fn: Callable[..., Any], *, fresh: bool = False, path: str | None = None) -> HostRoute | None:
+def host_route_of(
+    app: Any, fn: Callable[..., Any], *, fresh: bool = False, path: str | None = None
+) -> HostRoute | None:
     """The route of ``app`` whose endpoint is ``fn`` (at ``path``, when the caller knows which), or None. A
     function served by several routes, none named, is refused: whose dependencies and response model apply
     would be a guess."""
@@ -329,7 +362,8 @@ def _find(app: Any, fn: Callable[..., Any], fresh: bool) -> HostRoute | None:
         raise RegistrationError(
             f"{getattr(fn, '__qualname__', fn)!r} is the endpoint of several routes ({labels}); an agent call "
             f"would have to guess whose dependencies and response model apply. Decorate one function per route "
-            f"(a thin wrapper for each route that calls the shared code).")
+            f"(a thin wrapper for each route that calls the shared code)."
+        )
     route, prefix = found[0]
     return build_host_route(app, route, prefix)
 
@@ -358,8 +392,12 @@ def routes_holding(fn: Callable[..., Any]) -> list[Any]:
         if not isinstance(referrer, dict):
             continue
         for owner in gc.get_referrers(referrer):
-            if getattr(owner, "__dict__", None) is referrer and _is_api_route(owner) \
-                    and _unwrapped(owner.endpoint) is target and owner not in found:
+            if (
+                getattr(owner, "__dict__", None) is referrer
+                and _is_api_route(owner)
+                and _unwrapped(owner.endpoint) is target
+                and owner not in found
+            ):
                 found.append(owner)
     return found
 

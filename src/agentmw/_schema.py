@@ -96,33 +96,41 @@ def _compile(schema: dict[str, Any], name: str) -> Any:
         from referencing.exceptions import Unresolvable
         from referencing.jsonschema import DRAFT202012
     except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise RegistrationError(f"{name!r}: a hand-written input_schema needs the jsonschema package: "
-                                "pip install 'agentmw[jsonschema]'") from exc
+        raise RegistrationError(
+            f"{name!r}: a hand-written input_schema needs the jsonschema package: "
+            "pip install 'agentmw[jsonschema]'"
+        ) from exc
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "the root"
-        raise RegistrationError(f"{name!r}: input_schema is not a valid JSON Schema 2020-12 (at {where}: "
-                                f"{exc.message})") from exc
+        raise RegistrationError(
+            f"{name!r}: input_schema is not a valid JSON Schema 2020-12 (at {where}: {exc.message})"
+        ) from exc
     # An empty registry that retrieves nothing: a reference can only reach this document.
     base = "urn:agentmw:input-schema"
     registry: Any = Registry().with_resource(base, DRAFT202012.create_resource(schema))
     resolver = registry.resolver(base_uri=base)
     for ref in _references(schema):
         if not ref.startswith("#"):
-            raise RegistrationError(f"{name!r}: input_schema refers to {ref!r}; only references inside the "
-                                    "schema (#/$defs/..., #anchor) are allowed: agentmw never fetches one")
+            raise RegistrationError(
+                f"{name!r}: input_schema refers to {ref!r}; only references inside the "
+                "schema (#/$defs/..., #anchor) are allowed: agentmw never fetches one"
+            )
         try:
             resolver.lookup(ref)
         except Unresolvable as exc:
-            raise RegistrationError(f"{name!r}: input_schema refers to {ref!r}, which it does not "
-                                    "define") from exc
+            raise RegistrationError(
+                f"{name!r}: input_schema refers to {ref!r}, which it does not define"
+            ) from exc
     validator = Draft202012Validator(schema, registry=registry)
     try:  # a reference loop that reads no deeper into the arguments ({"allOf": [{"$ref": "#"}]}) never ends
         next(validator.iter_errors({}), None)
     except RecursionError:
-        raise RegistrationError(f"{name!r}: input_schema refers to itself without reading deeper into the "
-                                "arguments (a $ref loop): no call could ever be checked") from None
+        raise RegistrationError(
+            f"{name!r}: input_schema refers to itself without reading deeper into the "
+            "arguments (a $ref loop): no call could ever be checked"
+        ) from None
     return validator
 
 
@@ -135,27 +143,35 @@ def _agree(schema: Mapping[str, Any], params: ParamPlan, fields: Mapping[str, An
     if unknown := [p for p in required if p not in arguments]:
         problems.append(f"required properties {unknown} are not parameters of the function")
     if extra := [p for p in properties if p not in arguments]:
-        problems.append(f"properties {extra} are not parameters of the function (their values would be "
-                        "dropped)")
+        problems.append(
+            f"properties {extra} are not parameters of the function (their values would be dropped)"
+        )
     if missing := [a for a in params.arg_names if a not in properties]:
         problems.append(f"parameters {missing} are not among the schema's top-level properties")
     if optional := [a for a, f in fields.items() if f.is_required() and a not in required]:
-        problems.append(f"parameters {optional} have no default but the schema does not require them "
-                        "(give them a default, or list them in required)")
+        problems.append(
+            f"parameters {optional} have no default but the schema does not require them "
+            "(give them a default, or list them in required)"
+        )
     if problems:
-        raise RegistrationError(f"{name!r}: input_schema does not agree with the function: "
-                                f"{'; '.join(problems)}")
+        raise RegistrationError(
+            f"{name!r}: input_schema does not agree with the function: {'; '.join(problems)}"
+        )
 
 
 def apply_input_schema(params: ParamPlan, schema: Mapping[str, Any], name: str) -> None:
     """Make ``schema`` the capability's input schema and put its validator in front of the argument model."""
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        raise RegistrationError(f"{name!r}: input_schema must be a JSON Schema object whose root has "
-                                '"type": "object" (MCP tool arguments are an object)')
+        raise RegistrationError(
+            f"{name!r}: input_schema must be a JSON Schema object whose root has "
+            '"type": "object" (MCP tool arguments are an object)'
+        )
     dialect = schema.get("$schema", DIALECT)
     if not isinstance(dialect, str) or dialect.rstrip("#") != DIALECT:
-        raise RegistrationError(f"{name!r}: input_schema declares $schema {dialect!r}; agentmw validates "
-                                f"JSON Schema 2020-12 ({DIALECT}), the MCP default")
+        raise RegistrationError(
+            f"{name!r}: input_schema declares $schema {dialect!r}; agentmw validates "
+            f"JSON Schema 2020-12 ({DIALECT}), the MCP default"
+        )
     if not params.arg_names or params.input_model is None:
         raise RegistrationError(f"{name!r}: input_schema describes arguments, but the function takes none")
     owned = copy.deepcopy(dict(schema))  # the caller's dict may change later; the served schema must not
@@ -166,4 +182,3 @@ def apply_input_schema(params: ParamPlan, schema: Mapping[str, Any], name: str) 
     checked.__agentmw_validator__ = validator
     params.input_model = checked
     params.input_schema = owned
-

@@ -85,9 +85,13 @@ def check_shape(raw: bytes, shape: BodyShape) -> None:
     brackets = outside.translate(None, _KEEP_BRACKETS)
     # The depth first, so that nesting is refused alike at every depth; its cost is bounded, since a body with
     # more brackets than this holds more values than allowed anyway (one per '[' or '{', and two brackets each).
-    if shape.max_depth < len(brackets) <= 4 * shape.max_values + 2 and max(
-            itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets))) > shape.max_depth:
-        error = ShapeError("depth", f"The body is nested more than {shape.max_depth} levels deep", shape.max_depth)
+    if (
+        shape.max_depth < len(brackets) <= 4 * shape.max_values + 2
+        and max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets))) > shape.max_depth
+    ):
+        error = ShapeError(
+            "depth", f"The body is nested more than {shape.max_depth} levels deep", shape.max_depth
+        )
         _attach_id(error, raw)
         raise error
     if outside.count(b",") + brackets.count(b"[") + brackets.count(b"{") > shape.max_values:
@@ -95,8 +99,12 @@ def check_shape(raw: bytes, shape: BodyShape) -> None:
 
 
 def _too_many(raw: bytes, shape: BodyShape) -> ShapeError:
-    error = ShapeError("values", f"The body holds more than {shape.max_values} JSON values (array items and "
-                       "object members, at every level)", shape.max_values)
+    error = ShapeError(
+        "values",
+        f"The body holds more than {shape.max_values} JSON values (array items and "
+        "object members, at every level)",
+        shape.max_values,
+    )
     _attach_id(error, raw)
     return error
 
@@ -110,7 +118,7 @@ def _attach_id(error: ShapeError, raw: bytes) -> None:
 
 _TOKEN: Final = re.compile(rb'["{}\[\]]')
 _STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_SCALAR: Final = re.compile(rb'-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null')
+_SCALAR: Final = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
 _SPACE: Final = re.compile(rb"[ \t\r\n]*")
 _TOKEN_BUDGET: Final = 20_000
 _WINDOW: Final = 1024 * 1024
@@ -127,7 +135,7 @@ def top_level_id(raw: bytes, budget: int = _TOKEN_BUDGET, window: int = _WINDOW)
     """
     end = min(len(raw), window)
     at = _SPACE.match(raw, 0).end()  # type: ignore[union-attr]
-    if raw[at:at + 1] != b"{":
+    if raw[at : at + 1] != b"{":
         return False, None
     depth, at = 1, at + 1
     for _ in range(budget):
@@ -135,7 +143,7 @@ def top_level_id(raw: bytes, budget: int = _TOKEN_BUDGET, window: int = _WINDOW)
         if token is None:
             return False, None
         at = token.start()
-        char = raw[at:at + 1]
+        char = raw[at : at + 1]
         if char == b'"':
             string = _STRING.match(raw, at)
             if string is None:
@@ -143,7 +151,7 @@ def top_level_id(raw: bytes, budget: int = _TOKEN_BUDGET, window: int = _WINDOW)
             start, at = at, string.end()
             if depth == 1 and at - start == 4 and raw[start:at] == b'"id"':
                 after = _SPACE.match(raw, at).end()  # type: ignore[union-attr]
-                if raw[after:after + 1] == b":":
+                if raw[after : after + 1] == b":":
                     return _scalar_at(raw, _SPACE.match(raw, after + 1).end())  # type: ignore[union-attr]
         elif char in b"{[":
             depth, at = depth + 1, at + 1

@@ -21,11 +21,11 @@ from . import _memory
 from ._types import Receive, Scope, Send
 
 __all__ = [
-    "PARSE_ERROR",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
-    "INVALID_PARAMS",
-    "INTERNAL_ERROR",
+    "PARSE_ERROR",
     "SSE_HEADERS",
     "ClientDisconnected",
     "ProtocolError",
@@ -72,8 +72,15 @@ class ProtocolError(Exception):
 
     request_id: Any = None
 
-    def __init__(self, code: int, message: str, data: Any = None, *, status: int | None = None,
-                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        data: Any = None,
+        *,
+        status: int | None = None,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -98,14 +105,23 @@ def identity_error(exc: Exception) -> ProtocolError:
     from .identity import Unauthenticated
 
     if isinstance(exc, Unauthenticated):
-        return ProtocolError(INVALID_REQUEST, str(exc) or "Authentication required", status=401,
-                             headers=[(b"www-authenticate", exc.challenge.encode("latin-1", "replace"))])
+        return ProtocolError(
+            INVALID_REQUEST,
+            str(exc) or "Authentication required",
+            status=401,
+            headers=[(b"www-authenticate", exc.challenge.encode("latin-1", "replace"))],
+        )
     # a Forbidden may carry its own status and headers (agentmw.auth: 403 insufficient_scope, 429 with Retry-After)
-    return ProtocolError(INVALID_REQUEST, str(exc) or "Forbidden", status=getattr(exc, "status", 403),
-                         headers=getattr(exc, "headers", None))
+    return ProtocolError(
+        INVALID_REQUEST,
+        str(exc) or "Forbidden",
+        status=getattr(exc, "status", 403),
+        headers=getattr(exc, "headers", None),
+    )
 
 
 # --- bodies ----------------------------------------------------------------------------------------
+
 
 async def read_body(receive: Receive, limit: int) -> bytes:
     """The whole request body; :class:`ProtocolError` (413) past ``limit``, :class:`ClientDisconnected` if the
@@ -120,12 +136,15 @@ async def read_body(receive: Receive, limit: int) -> bytes:
         if chunk:
             size += len(chunk)
             if size > limit:
-                raise ProtocolError(INVALID_REQUEST, f"Request body too large (the limit is {limit} bytes)",
-                                    status=413)
+                raise ProtocolError(
+                    INVALID_REQUEST, f"Request body too large (the limit is {limit} bytes)", status=413
+                )
             chunks.append(chunk)
         if not message.get("more_body", False):
             if size >= _memory.LARGE:
-                _memory.note(size)  # a large body: its memory is given back once such bodies stop (_memory.py)
+                _memory.note(
+                    size
+                )  # a large body: its memory is given back once such bodies stop (_memory.py)
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
@@ -135,6 +154,7 @@ async def read_json(receive: Receive, limit: int) -> Any:
 
 
 # --- strict JSON in ------------------------------------------------------------------------------
+
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
@@ -174,7 +194,9 @@ def loads(raw: bytes | str) -> Any:
         try:
             value = _replace_surrogates(value)
         except RecursionError as exc:
-            raise ProtocolError(PARSE_ERROR, "Parse error: the body is nested too deeply", status=400) from exc
+            raise ProtocolError(
+                PARSE_ERROR, "Parse error: the body is nested too deeply", status=400
+            ) from exc
     return value
 
 
@@ -209,6 +231,7 @@ def compact_encoder(*, ensure_ascii: bool, default: Callable[[Any], Any] | None)
     then fails as one nested too deeply does, with ValueError (not an endless loop): RecursionError, caught
     and turned into it here. ``default``: what an object JSON cannot hold becomes (None: TypeError).
     """
+
     def refuse(value: Any) -> Any:
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
@@ -216,8 +239,9 @@ def compact_encoder(*, ensure_ascii: bool, default: Callable[[Any], Any] | None)
     if make is not None:
         quote = json.encoder.c_encode_basestring_ascii if ensure_ascii else json.encoder.c_encode_basestring
         chunks = make(None, default or refuse, quote, None, ":", ",", False, False, False)
-        checked = json.JSONEncoder(ensure_ascii=ensure_ascii, allow_nan=False, separators=(",", ":"),
-                                   default=default).encode
+        checked = json.JSONEncoder(
+            ensure_ascii=ensure_ascii, allow_nan=False, separators=(",", ":"), default=default
+        ).encode
         # On 3.11 the C encoder's depth follows sys.setrecursionlimit: with a limit raised far enough, a cycle
         # would overflow the C stack before RecursionError; such a process keeps the circular check.
         raised = sys.version_info < (3, 12)
@@ -228,11 +252,18 @@ def compact_encoder(*, ensure_ascii: bool, default: Callable[[Any], Any] | None)
             try:
                 return "".join(chunks(value, 0))
             except RecursionError as exc:
-                raise ValueError("a value nested too deeply, or one that contains itself, is not JSON") from exc
+                raise ValueError(
+                    "a value nested too deeply, or one that contains itself, is not JSON"
+                ) from exc
 
         return encode_with_c
-    encoder = json.JSONEncoder(ensure_ascii=ensure_ascii, allow_nan=False, separators=(",", ":"), default=default,
-                               check_circular=False)
+    encoder = json.JSONEncoder(
+        ensure_ascii=ensure_ascii,
+        allow_nan=False,
+        separators=(",", ":"),
+        default=default,
+        check_circular=False,
+    )
 
     def encode_in_python(value: Any) -> str:
         try:
@@ -271,8 +302,10 @@ def _finite(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {(str(k) if isinstance(k, float) and not math.isfinite(k) else k): _finite(v)
-                for k, v in value.items()}
+        return {
+            (str(k) if isinstance(k, float) and not math.isfinite(k) else k): _finite(v)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     if hasattr(value, "model_dump"):
@@ -297,13 +330,20 @@ _any_adapter: Any = None
 
 # --- the JSON-RPC envelope -----------------------------------------------------------------------
 
+
 class RpcMessage:
     """One valid JSON-RPC 2.0 message: a request (``id`` set), a notification, or a response."""
 
-    __slots__ = ("kind", "id", "method", "params", "body")
+    __slots__ = ("body", "id", "kind", "method", "params")
 
-    def __init__(self, kind: str, request_id: Any, method: str | None, params: dict[str, Any] | None,
-                 body: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        request_id: Any,
+        method: str | None,
+        params: dict[str, Any] | None,
+        body: dict[str, Any],
+    ) -> None:
         self.kind = kind
         self.id = request_id
         self.method = method
@@ -326,8 +366,9 @@ def request_id_of(body: Any) -> str | int | None:
     return None
 
 
-def classify_rpc(body: Any, *, responses: bool = False, notifications: bool = True,
-                 null_id: bool = False) -> RpcMessage:
+def classify_rpc(
+    body: Any, *, responses: bool = False, notifications: bool = True, null_id: bool = False
+) -> RpcMessage:
     """Check one JSON-RPC message; raises :class:`ProtocolError` (``INVALID_REQUEST``, 400) when it is not one.
 
     Batches are refused. ``responses`` admits response objects (a client answering a server request);
@@ -372,16 +413,31 @@ def classify_rpc(body: Any, *, responses: bool = False, notifications: bool = Tr
 
 # --- JSON and SSE out ----------------------------------------------------------------------------
 
-async def send_bytes(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [*(headers or ()), (b"content-length", str(len(body)).encode())]})
+
+async def send_bytes(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*(headers or ()), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_json(send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def send_json(
+    send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = dumps(payload)
-    await send({"type": "http.response.start", "status": status,
-                "headers": [_JSON_CT, (b"content-length", str(len(body)).encode()), *(headers or ())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [_JSON_CT, (b"content-length", str(len(body)).encode()), *(headers or ())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -420,10 +476,18 @@ async def wait_for_exit(poll: float = 0.25) -> None:
         await asyncio.sleep(poll)
 
 
-async def stream_sse(scope: Scope, receive: Receive, send: Send, frames: AsyncIterable[bytes], *,
-                     headers: list[tuple[bytes, bytes]] | None = None, status: int = 200,
-                     on_disconnect: Callable[[], Awaitable[None] | None] | None = None,
-                     keepalive: float = KEEPALIVE_SECONDS, first: bytes = b"") -> bool:
+async def stream_sse(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    frames: AsyncIterable[bytes],
+    *,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    status: int = 200,
+    on_disconnect: Callable[[], Awaitable[None] | None] | None = None,
+    keepalive: float = KEEPALIVE_SECONDS,
+    first: bytes = b"",
+) -> bool:
     """Stream ``frames`` (already framed SSE bytes) as one ``text/event-stream`` response.
 
     Built on sse-starlette's :class:`EventSourceResponse`, which sends the keep-alive comments, ends the
@@ -453,9 +517,14 @@ async def stream_sse(scope: Scope, receive: Receive, send: Send, frames: AsyncIt
                 await result
 
     response = EventSourceResponse(
-        body(), status_code=status, headers=None, sep="\n", ping=int(keepalive) or 15,
+        body(),
+        status_code=status,
+        headers=None,
+        sep="\n",
+        ping=int(keepalive) or 15,
         ping_message_factory=lambda: ServerSentEvent(comment="ping", sep="\n"),
-        client_close_handler_callable=client_closed, media_type="text/event-stream",
+        client_close_handler_callable=client_closed,
+        media_type="text/event-stream",
     )
     response.raw_headers = [*SSE_HEADERS, *(headers or ())]
     if first:

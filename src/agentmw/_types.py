@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, TypeAlias
 
-__all__ = ["JSON", "JSONObject", "Scope", "Message", "Receive", "Send", "ASGIApp"]
+__all__ = ["JSON", "ASGIApp", "JSONObject", "Message", "Receive", "Scope", "Send"]
 
 JSON: TypeAlias = Any
 JSONObject: TypeAlias = dict[str, Any]

@@ -165,7 +165,9 @@ class Agent:
         self.max_body_bytes = max_body_bytes
         from ._shape import BodyShape
 
-        self.body_shape = BodyShape(max_body_values, max_body_depth)  # checked here: a bad setting fails at once
+        self.body_shape = BodyShape(
+            max_body_values, max_body_depth
+        )  # checked here: a bad setting fails at once
         self.max_sessions = max_sessions
         self.session_idle_seconds = session_idle_seconds
         self.input_state_ttl_seconds = input_state_ttl_seconds
@@ -173,7 +175,9 @@ class Agent:
         self.a2a_path = "/" + a2a_path.strip("/")
         from .identity import as_identify
 
-        self.identify = as_identify(identify)  # a hook, or the app's own FastAPI dependency (get_current_user)
+        self.identify = as_identify(
+            identify
+        )  # a hook, or the app's own FastAPI dependency (get_current_user)
         self.park_timeout_seconds = park_timeout_seconds
         self.agui_path = "/" + agui_path.strip("/")
         self.agui_buffer_events = agui_buffer_events
@@ -200,9 +204,13 @@ class Agent:
         self.budgets: Budgets = budgets or Budgets()
         self.limits = Limits(max_in_flight, self.budgets.max_parked, self.budgets.parked_bytes)
         # their records live in the shared state, opened on first use (never by a call that needs neither)
-        self.idempotency = IdempotencyCache(idempotency_ttl_seconds, idempotency_max_entries, state=lambda: self.state)
+        self.idempotency = IdempotencyCache(
+            idempotency_ttl_seconds, idempotency_max_entries, state=lambda: self.state
+        )
         self.approvals = Approvals(max_approvals, state=lambda: self.state)
-        self.access: Any = None  # agentmw.auth.Access: made only when auth, rate limits or a policy ask for it
+        self.access: Any = (
+            None  # agentmw.auth.Access: made only when auth, rate limits or a policy ask for it
+        )
         if auth is not None or rate_limits:
             self._guard(auth, rate_limits)
         self.tools: dict[str, Capability] = {}
@@ -214,7 +222,9 @@ class Agent:
         self._included_apps: list[tuple[Any, Callable[..., bool] | None]] = []
         from ._routes import IdentityCache
 
-        self._bound_apps = IdentityCache()  # the host apps the agent has started for (an APIRouter is unhashable)
+        self._bound_apps = (
+            IdentityCache()
+        )  # the host apps the agent has started for (an APIRouter is unhashable)
         self._listeners: set[Listener] = set()
         self._mcp: Any = None
         self._a2a: Any = None
@@ -234,7 +244,9 @@ class Agent:
 
     # registration -----------------------------------------------------------------------------
     def add(self, kind: CapabilityKind, fn: Callable[..., Any], **options: Any) -> Capability:
-        return self.register(build_capability(kind, fn, **{k: v for k, v in options.items() if v is not None}))
+        return self.register(
+            build_capability(kind, fn, **{k: v for k, v in options.items() if v is not None})
+        )
 
     def register(self, cap: Capability) -> Capability:
         """Register a capability that is already built (bridges build theirs from a peer's description)."""
@@ -254,7 +266,8 @@ class Agent:
 
             raise RegistrationError(
                 f"duplicate {kind} {key!r}: {_qualname(cap.fn)} ({_where(cap.fn)}) and {_qualname(table[key].fn)} "
-                f"({_where(table[key].fn)}) both have it; give one of them another name (name=...)")
+                f"({_where(table[key].fn)}) both have it; give one of them another name (name=...)"
+            )
         table[key] = cap
         try:
             decorators.SERVED.add(cap.fn)
@@ -298,7 +311,11 @@ class Agent:
             return
         if isinstance(target, types.ModuleType):
             for value in list(vars(target).values()):
-                if callable(value) and specs_of(value) and getattr(value, "__module__", None) == target.__name__:
+                if (
+                    callable(value)
+                    and specs_of(value)
+                    and getattr(value, "__module__", None) == target.__name__
+                ):
                     self.include(value)
             return
         if getattr(target, "routes", None) is not None:
@@ -333,11 +350,19 @@ class Agent:
         for route in getattr(app, "routes", None) or ():
             endpoint = getattr(route, "endpoint", None)
             nested = getattr(route, "app", None)
-            if endpoint is None and nested is not None and nested is not app \
-                    and getattr(nested, "routes", None) is not None:
+            if (
+                endpoint is None
+                and nested is not None
+                and nested is not app
+                and getattr(nested, "routes", None) is not None
+            ):
                 self._include_plain(nested, done)
-            elif endpoint is not None and getattr(route, "dependant", None) is None and specs_of(endpoint) \
-                    and id(endpoint) not in done:
+            elif (
+                endpoint is not None
+                and getattr(route, "dependant", None) is None
+                and specs_of(endpoint)
+                and id(endpoint) not in done
+            ):
                 done.add(id(endpoint))
                 self.include(endpoint)
 
@@ -383,7 +408,9 @@ class Agent:
             options["route"] = route
         self.add(spec.kind, fn, **options)
 
-    def _registering(self, mark: Callable[..., Any], fn: Any, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
+    def _registering(
+        self, mark: Callable[..., Any], fn: Any, args: tuple[Any, ...], options: dict[str, Any]
+    ) -> Any:
         """Apply the module-level decorator ``mark``, then register what it marked with this agent."""
 
         def register(f: F) -> F:
@@ -415,8 +442,10 @@ class Agent:
 
         if auth is not None:
             if self.identify is not None:
-                raise ValueError("Agent(auth=...) decides who the caller is: drop identify=, or map the verified "
-                                 "caller with ProtectedResource(identity=...)")
+                raise ValueError(
+                    "Agent(auth=...) decides who the caller is: drop identify=, or map the verified "
+                    "caller with ProtectedResource(identity=...)"
+                )
             auth.bind(self)
             self.identify = auth.identify
         self.access = Access(self, auth, rate_limits)
@@ -454,7 +483,9 @@ class Agent:
         """The Prometheus text of the agent's metrics (``GET``), as a bare ASGI app to mount where you choose,
         e.g. ``app.mount("/metrics", agent.metrics_app)``; needs ``Agent(telemetry=...)``."""
         if self.telemetry is None:
-            raise RuntimeError("agent.metrics_app needs telemetry: Agent(telemetry=True) or agent.use(Telemetry())")
+            raise RuntimeError(
+                "agent.metrics_app needs telemetry: Agent(telemetry=True) or agent.use(Telemetry())"
+            )
         if self._metrics_app is None:
             from .observability.metrics import MetricsApp
 
@@ -474,8 +505,10 @@ class Agent:
 
             self._bridges = Bridges(self)
             # endpoints made before the first bridge start the bridges too
-            self._mcp, self._a2a, self._agui = (self._bridges.gate(app) if app is not None else None
-                                                for app in (self._mcp, self._a2a, self._agui))
+            self._mcp, self._a2a, self._agui = (
+                self._bridges.gate(app) if app is not None else None
+                for app in (self._mcp, self._a2a, self._agui)
+            )
         return self._bridges.add(peer)
 
     async def start_bridges(self) -> None:
@@ -541,7 +574,9 @@ class Agent:
         elif os.environ.get("AGENTMW_STORE"):
             check_store(os.environ["AGENTMW_STORE"], label="$AGENTMW_STORE")
         else:
-            check_store(DEFAULT_STORE, label="the default store (give Agent(store=...) or set $AGENTMW_STORE)")
+            check_store(
+                DEFAULT_STORE, label="the default store (give Agent(store=...) or set $AGENTMW_STORE)"
+            )
 
     @property
     def secret(self) -> bytes:
@@ -608,7 +643,9 @@ class Agent:
         if self._mcp is None:
             from .mcp.endpoint import McpEndpoint, refuse
 
-            self._mcp = self._gated(self._edged(McpEndpoint(self), refuse, json_posts=True, content_type_status=400))
+            self._mcp = self._gated(
+                self._edged(McpEndpoint(self), refuse, json_posts=True, content_type_status=400)
+            )
         return self._mcp
 
     @property
@@ -638,7 +675,9 @@ class Agent:
             from ._edge import detail_refusal
             from .approvals import _MAX_DECISION_BYTES, ApprovalsEndpoint
 
-            self._approvals_app = self._edged(ApprovalsEndpoint(self), detail_refusal, body_limit=_MAX_DECISION_BYTES)
+            self._approvals_app = self._edged(
+                ApprovalsEndpoint(self), detail_refusal, body_limit=_MAX_DECISION_BYTES
+            )
         return self._approvals_app
 
     def asgi(self) -> ASGIApp:
@@ -658,10 +697,16 @@ class Agent:
             Route("/.well-known/agent-card.json", endpoint=self.a2a_app, methods=None, name="agentmw-card"),
             Route("/.well-known/agent.json", endpoint=self.a2a_app, methods=None, name="agentmw-card-v02"),
             Route(self.a2a_path, endpoint=self.a2a_app, methods=None, name="agentmw-a2a"),
-            Route(self.a2a_path + "/{rest:path}", endpoint=self.a2a_app, methods=None, name="agentmw-a2a-rest"),
+            Route(
+                self.a2a_path + "/{rest:path}", endpoint=self.a2a_app, methods=None, name="agentmw-a2a-rest"
+            ),
             Route(self.agui_path + "/{rest:path}", endpoint=self.agui_app, methods=None, name="agentmw-agui"),
-            Route(self.approvals_path + "/{rest:path}", endpoint=self.approvals_app, methods=None,
-                  name="agentmw-approvals"),
+            Route(
+                self.approvals_path + "/{rest:path}",
+                endpoint=self.approvals_app,
+                methods=None,
+                name="agentmw-approvals",
+            ),
             *self._well_known_routes(),
         ]
 
@@ -672,10 +717,16 @@ class Agent:
         from .auth.wellknown import WellKnown
 
         app = WellKnown(self)
-        return [Route("/.well-known/oauth-protected-resource", endpoint=app, methods=None, name="agentmw-prm"),
-                Route("/.well-known/oauth-protected-resource/{path:path}", endpoint=app, methods=None,
-                      name="agentmw-prm-path"),
-                Route("/.well-known/jwks.json", endpoint=app, methods=None, name="agentmw-jwks")]
+        return [
+            Route("/.well-known/oauth-protected-resource", endpoint=app, methods=None, name="agentmw-prm"),
+            Route(
+                "/.well-known/oauth-protected-resource/{path:path}",
+                endpoint=app,
+                methods=None,
+                name="agentmw-prm-path",
+            ),
+            Route("/.well-known/jwks.json", endpoint=app, methods=None, name="agentmw-jwks"),
+        ]
 
     def router(self) -> Any:
         """A FastAPI ``APIRouter`` with the agent's paths, for ``app.include_router(agent.router())``."""

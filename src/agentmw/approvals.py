@@ -27,9 +27,11 @@ if TYPE_CHECKING:
 
 __all__ = ["NO_APPROVER", "ApprovalsEndpoint"]
 
-NO_APPROVER = ("Out-of-band approval is off: no approver configured. It needs the app's authentication to know "
-               "who decides: the app's current-user dependency (Agent(identify=get_current_user)), an "
-               "identify(connection) hook, or an authentication middleware that sets the user.")
+NO_APPROVER = (
+    "Out-of-band approval is off: no approver configured. It needs the app's authentication to know "
+    "who decides: the app's current-user dependency (Agent(identify=get_current_user)), an "
+    "identify(connection) hook, or an authentication middleware that sets the user."
+)
 _MAX_DECISION_BYTES = 65536
 
 
@@ -58,25 +60,40 @@ class ApprovalsEndpoint:
             await send_json(send, error.status or 401, {"detail": error.message}, error.headers)
             return
         if identity is None:
-            await send_json(send, 401, {"detail": "Authentication required to see or decide an approval"},
-                            [(b"www-authenticate", b"Bearer")])
+            await send_json(
+                send,
+                401,
+                {"detail": "Authentication required to see or decide an approval"},
+                [(b"www-authenticate", b"Bearer")],
+            )
             return
-        approval_id = route_path(scope)[len(self.agent.approvals_path):].strip("/")
+        approval_id = route_path(scope)[len(self.agent.approvals_path) :].strip("/")
         approval = await self.agent.approvals.get(approval_id) if approval_id else None
         if approval is None:
-            await send_json(send, 404, {"detail": f"No pending approval {approval_id!r} (unknown, expired or used)"})
+            await send_json(
+                send, 404, {"detail": f"No pending approval {approval_id!r} (unknown, expired or used)"}
+            )
             return
         may_decide = self.may_decide(identity, approval)
         if method == "GET":
             if not may_decide and identity != approval.requested_by:
-                await send_json(send, 403, {"detail": "Only its requester and those who may decide it can see "
-                                                      "this approval"})
+                await send_json(
+                    send,
+                    403,
+                    {"detail": "Only its requester and those who may decide it can see this approval"},
+                )
                 return
             await send_json(send, 200, approval.public())
             return
         if not may_decide:
-            await send_json(send, 403, {"detail": "This caller may not decide this approval (the requester cannot "
-                                                  "approve their own action)"})
+            await send_json(
+                send,
+                403,
+                {
+                    "detail": "This caller may not decide this approval (the requester cannot "
+                    "approve their own action)"
+                },
+            )
             return
         try:
             body = await read_body(receive, _MAX_DECISION_BYTES)
@@ -87,11 +104,14 @@ class ApprovalsEndpoint:
             await send_json(send, exc.status or 400, {"detail": exc.message})
             return
         if not isinstance(decision, dict) or not isinstance(decision.get("approve"), bool):
-            await send_json(send, 422, {"detail": 'The body must be {"approve": true|false, "note"?: string}'})
+            await send_json(
+                send, 422, {"detail": 'The body must be {"approve": true|false, "note"?: string}'}
+            )
             return
         try:
-            decided = await self.agent.approvals.decide(approval_id, identity, decision["approve"],
-                                                        str(decision.get("note", "")))
+            decided = await self.agent.approvals.decide(
+                approval_id, identity, decision["approve"], str(decision.get("note", ""))
+            )
         except ApprovalProblem as exc:
             await send_json(send, 409, {"detail": str(exc)})
             return

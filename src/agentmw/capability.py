@@ -28,7 +28,7 @@ from .messages import MESSAGE_TYPES, Message, MessageParam, content_of, is_answe
 if typing.TYPE_CHECKING:
     from ._routes import HostRoute
 
-__all__ = ["Capability", "CapabilityKind", "OutputPlan", "build_capability", "NAME_RULE", "route_output_plan"]
+__all__ = ["NAME_RULE", "Capability", "CapabilityKind", "OutputPlan", "build_capability", "route_output_plan"]
 
 CapabilityKind = Literal["tool", "resource", "prompt", "skill"]
 NAME_RULE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
@@ -85,9 +85,9 @@ class OutputPlan:
         if self.mode == "content":
             return None
         primitive = self.primitive
-        if primitive is not None and (type(value) is primitive or (primitive is float and type(value) is int)):
-            dumped = value
-        elif self.adapter is None:
+        if primitive is not None and (
+            type(value) is primitive or (primitive is float and type(value) is int)
+        ) or self.adapter is None:
             dumped = value
         else:
             adapter = self.adapter
@@ -98,7 +98,9 @@ class OutputPlan:
 def _content_annotation(annotation: Any) -> bool:
     if annotation in (inspect.Signature.empty, None, type(None), str, Any):
         return True
-    if isinstance(annotation, type) and issubclass(annotation, (*CONTENT_TYPES, PromptMessage, *MESSAGE_TYPES)):
+    if isinstance(annotation, type) and issubclass(
+        annotation, (*CONTENT_TYPES, PromptMessage, *MESSAGE_TYPES)
+    ):
         return True
     origin = typing.get_origin(annotation)
     if origin in (list, tuple, typing.Union, getattr(__import__("types"), "UnionType", None)):
@@ -108,14 +110,18 @@ def _content_annotation(annotation: Any) -> bool:
 
 
 def _is_object_schema(schema: Mapping[str, Any]) -> bool:
-    return schema.get("type") == "object" or ("$ref" in schema and "$defs" in schema) or "properties" in schema
+    return (
+        schema.get("type") == "object" or ("$ref" in schema and "$defs" in schema) or "properties" in schema
+    )
 
 
 def _output_plan(annotation: Any) -> OutputPlan:
     if _content_annotation(annotation):
         return OutputPlan(mode="content")
     if isinstance(annotation, str):
-        raise RegistrationError(f"cannot resolve the return annotation {annotation!r}; define it at module level")
+        raise RegistrationError(
+            f"cannot resolve the return annotation {annotation!r}; define it at module level"
+        )
     try:
         adapter: TypeAdapter[Any] = TypeAdapter(annotation)
         schema = adapter.json_schema(mode="serialization")
@@ -130,8 +136,13 @@ def _output_plan(annotation: Any) -> OutputPlan:
     wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
     if "$defs" in schema:
         wrapped["$defs"] = schema.pop("$defs")
-    return OutputPlan(mode="wrapped", schema=wrapped, adapter=adapter, declared=declared,
-                      primitive=annotation if annotation in _PRIMITIVES else None)
+    return OutputPlan(
+        mode="wrapped",
+        schema=wrapped,
+        adapter=adapter,
+        declared=declared,
+        primitive=annotation if annotation in _PRIMITIVES else None,
+    )
 
 
 def route_output_plan(route: HostRoute) -> OutputPlan:
@@ -154,7 +165,9 @@ def route_output_plan(route: HostRoute) -> OutputPlan:
     choices = schema.get("anyOf") or schema.get("oneOf")
     if choices and all(_resolves_to_object({**c, "$defs": schema.get("$defs", {})}) for c in choices):
         # a union of models: every body is an object, served as it is; the schema says so at its top
-        return OutputPlan(mode="object", schema={"type": "object", **schema}, adapter=adapter, declared=declared)
+        return OutputPlan(
+            mode="object", schema={"type": "object", **schema}, adapter=adapter, declared=declared
+        )
     wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
     if "$defs" in schema:
         wrapped["$defs"] = schema.pop("$defs")
@@ -177,7 +190,9 @@ def _filtered_schema(schema: dict[str, Any], route: HostRoute) -> dict[str, Any]
             keep = set(include)
             node["properties"] = properties = {k: v for k, v in properties.items() if k in keep}
         if exclude is not None:
-            drop = {k for k in exclude if not isinstance(exclude, dict) or exclude[k] is True or exclude[k] is ...}
+            drop = {
+                k for k in exclude if not isinstance(exclude, dict) or exclude[k] is True or exclude[k] is ...
+            }
             node["properties"] = properties = {k: v for k, v in properties.items() if k not in drop}
         if relax:
             node.pop("required", None)
@@ -267,7 +282,8 @@ def _injected_by_fastapi(param: inspect.Parameter, hints: Mapping[str, Any]) -> 
         metadata = tuple(rest)
     if _is_host_param(param.default) or any(_is_host_param(m) for m in metadata):
         return type(param.default).__name__ in ("Depends", "Security") or any(
-            type(m).__name__ in ("Depends", "Security") for m in metadata)
+            type(m).__name__ in ("Depends", "Security") for m in metadata
+        )
     return _is_request_type(annotation) or _is_context_type(annotation)
 
 
@@ -299,15 +315,16 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     for key, annotation in getattr(inspect.unwrap(fn), "__annotations__", {}).items():
         if isinstance(annotation, str):
             try:
-                annotation = eval(annotation, module_globals, namespace)  # noqa: S307 (annotations are code)
+                annotation = eval(annotation, module_globals, namespace)
             except Exception:
                 pass
         hints[key] = annotation
     return hints
 
 
-def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[str, str],
-                        route: HostRoute | None = None) -> ParamPlan:
+def _analyse_parameters(
+    fn: Callable[..., Any], name: str, param_docs: Mapping[str, str], route: HostRoute | None = None
+) -> ParamPlan:
     """The parameters' plan. For a host route (``route``), the arguments are exactly the route's path, query and
     body inputs, its dependencies' included; everything else of the signature is FastAPI's to inject."""
     signature = inspect.signature(fn)
@@ -323,7 +340,8 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
             star = "*" if param.kind is param.VAR_POSITIONAL else "**"
             raise RegistrationError(
                 f"{name!r} ({_where(fn)}): parameter {star}{param.name} cannot be served: a caller's arguments are "
-                f"named, and {star}{param.name} has no schema. Declare each argument as a named parameter.")
+                f"named, and {star}{param.name} has no schema. Declare each argument as a named parameter."
+            )
         annotation = hints.get(param.name, param.annotation)
         bare = annotation
         metadata: tuple[Any, ...] = ()
@@ -348,8 +366,10 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
         if annotation is inspect.Parameter.empty:
             annotation = Any
         elif isinstance(annotation, str):
-            raise RegistrationError(f"{name!r}: cannot resolve the annotation {annotation!r} of parameter "
-                                    f"{param.name!r}; import it at module level")
+            raise RegistrationError(
+                f"{name!r}: cannot resolve the annotation {annotation!r} of parameter "
+                f"{param.name!r}; import it at module level"
+            )
         default = param.default
         if default is inspect.Parameter.empty:
             default = ...
@@ -382,7 +402,8 @@ def _analyse_parameters(fn: Callable[..., Any], name: str, param_docs: Mapping[s
                 raise RegistrationError(
                     f"{name!r} ({_where(fn)}): parameter {field_name!r} has the type {_type_name(annotation)}, which "
                     f"has no JSON schema, so no caller could send it. Use a pydantic model or a JSON type, or have "
-                    f"the value injected (a FastAPI dependency, Context).") from exc
+                    f"the value injected (a FastAPI dependency, Context)."
+                ) from exc
         raise RegistrationError(f"{name!r}: cannot build an input schema from the signature: {exc}") from exc
     schema = _tidy_schema(schema)
     schema.setdefault("properties", {})
@@ -543,7 +564,8 @@ def build_capability(
     if route is None and inspect.isgeneratorfunction(target):
         raise RegistrationError(
             f"{name!r} ({_where(fn)}) is a generator function: its items would be collected, not streamed. Make it "
-            f"an async generator (async def ... yield) to stream its items, or return the whole value.")
+            f"an async generator (async def ... yield) to stream its items, or return the whole value."
+        )
     params = _analyse_parameters(fn, name, docs.params, route)
     if input_schema is not None:  # hand-written, served as written and checked before the model (_schema.py)
         if kind not in ("tool", "skill"):
@@ -567,7 +589,9 @@ def build_capability(
         if variables:
             missing = [v for v in variables if v not in params.arg_names]
             if missing:
-                raise RegistrationError(f"resource {uri!r}: template variables {missing} are not parameters of {name}")
+                raise RegistrationError(
+                    f"resource {uri!r}: template variables {missing} are not parameters of {name}"
+                )
             uri_template, pattern, uri = uri, _template_pattern(uri), None
         elif params.input_model is not None and any(
             f.is_required() for f in params.input_model.model_fields.values()
@@ -591,7 +615,11 @@ def build_capability(
         strings = [n for n, f in fields.items() if f.annotation is str]
         if len(strings) == 1 and {n for n, f in fields.items() if f.is_required()} <= set(strings):
             text_parameter = strings[0]
-        models = [n for n, f in fields.items() if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)]
+        models = [
+            n
+            for n, f in fields.items()
+            if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)
+        ]
         data_parameter = models[0] if len(models) == 1 else None
     description = contract if contract is not None else docs.contract
     return Capability(

@@ -11,7 +11,7 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Text", "Image", "Audio", "ResourceLink", "EmbeddedResource", "PromptMessage", "Content"]
+__all__ = ["Audio", "Content", "EmbeddedResource", "Image", "PromptMessage", "ResourceLink", "Text"]
 
 
 def _b64(data: bytes | str) -> str:

@@ -32,23 +32,32 @@ if TYPE_CHECKING:
     from .messages import Artifact, Message
 
 __all__ = [
-    "Context",
-    "Channel",
-    "Ask",
-    "Sample",
-    "ListRoots",
-    "InputRequest",
     "Answer",
-    "Sampled",
-    "Root",
-    "LogLevel",
+    "Ask",
+    "Channel",
     "ClientCapabilityMissing",
+    "Context",
+    "InputRequest",
+    "ListRoots",
+    "LogLevel",
+    "Root",
+    "Sample",
+    "Sampled",
     "ToolCallFailed",
     "answer_from",
 ]
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
-LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_LEVELS: tuple[str, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +196,22 @@ _SILENT = _SilentChannel()
 class Context:
     """Handed to a function that declares a ``Context`` parameter."""
 
-    __slots__ = ("capability", "request", "caller", "agent", "face", "_channel", "_emit", "_counter", "state",
-                 "_published", "_calls", "_text_frame", "messages", "_journal")
+    __slots__ = (
+        "_calls",
+        "_channel",
+        "_counter",
+        "_emit",
+        "_journal",
+        "_published",
+        "_text_frame",
+        "agent",
+        "caller",
+        "capability",
+        "face",
+        "messages",
+        "request",
+        "state",
+    )
 
     def __init__(
         self,
@@ -211,7 +234,9 @@ class Context:
         self._counter = 0
         self._calls = 0
         self._journal: Any = None  # the execution's journal, when it has one (journal.py)
-        self.messages: list[Message] = []  # the work's incoming messages, follow-ups appended (the face fills it)
+        self.messages: list[
+            Message
+        ] = []  # the work's incoming messages, follow-ups appended (the face fills it)
         self._text_frame: Any = None  # the open frame of an untrusted capability's streamed text
         if state:
             self.state: dict[str, Any] = state
@@ -340,7 +365,9 @@ class Context:
         self._calls += 1
         call_id = f"call-{id(self):x}-{self._calls}"
         await self.emit(ToolCallStarted(call_id, name, dict(arguments or {})))
-        child = Context(capability, self._channel, self.request, self.caller, agent=self.agent, face=self.face)
+        child = Context(
+            capability, self._channel, self.request, self.caller, agent=self.agent, face=self.face
+        )
         child._emit = None  # the tool's own text stays inside its result
         outcome = await invoke(capability, arguments or {}, child)
         text = "".join(getattr(part, "text", "") for part in outcome.content) or outcome.message
@@ -399,17 +426,24 @@ class Context:
             await self.end_text_frame()  # a question ends the message (and, on AG-UI, the run)
         return await self._channel.gather(requests)
 
-    async def confirm(self, action: str, *, details: Mapping[str, Any] | None = None, key: str | None = None) -> bool:
+    async def confirm(
+        self, action: str, *, details: Mapping[str, Any] | None = None, key: str | None = None
+    ) -> bool:
         """Ask a person to approve the exact ``action``; True only for an explicit approval."""
-        schema = {"type": "object", "properties": {"approved": {"type": "boolean", "description": action}},
-                  "required": ["approved"]}
+        schema = {
+            "type": "object",
+            "properties": {"approved": {"type": "boolean", "description": action}},
+            "required": ["approved"],
+        }
         if details:
             schema["x-action"] = dict(details)
         key = key or self._next_key("confirm")
         answer: Answer = (await self.inputs({key: Ask(action, schema, confirmation=True)}))[key]
         return answer.accepted and (answer.content or {}).get("approved") is True
 
-    async def ask(self, message: str, schema: Mapping[str, Any] | None = None, *, key: str | None = None) -> Answer:
+    async def ask(
+        self, message: str, schema: Mapping[str, Any] | None = None, *, key: str | None = None
+    ) -> Answer:
         """Ask the person behind the caller; returns their :class:`Answer`.
 
         Where the caller cannot be asked, raises :class:`ClientCapabilityMissing` (see the docs for how
@@ -419,8 +453,9 @@ class Context:
         key = key or self._next_key("ask")
         return (await self.inputs({key: request}))[key]
 
-    async def sample(self, prompt: str, *, max_tokens: int = 100, system_prompt: str | None = None,
-                     key: str | None = None) -> Sampled:
+    async def sample(
+        self, prompt: str, *, max_tokens: int = 100, system_prompt: str | None = None, key: str | None = None
+    ) -> Sampled:
         key = key or self._next_key("sample")
         return (await self.inputs({key: Sample(prompt, max_tokens, system_prompt)}))[key]
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar, overload
 
 from .capability import CapabilityKind
 
-__all__ = ["tool", "resource", "prompt", "skill", "CapabilitySpec", "specs_of"]
+__all__ = ["CapabilitySpec", "prompt", "resource", "skill", "specs_of", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 MARK = "__agentmw_specs__"
@@ -106,21 +106,40 @@ def tool_options(
 
 def _access(scopes: Any, roles: Any, rate_limit: Any) -> dict[str, Any]:
     """``scopes``, ``roles`` and ``rate_limit`` (docs/auth.md), only where given."""
-    return {key: value for key, value in (("scopes", scopes), ("roles", roles), ("rate_limit", rate_limit))
-            if value is not None}
+    return {
+        key: value
+        for key, value in (("scopes", scopes), ("roles", roles), ("rate_limit", rate_limit))
+        if value is not None
+    }
 
 
 @overload
 def tool(fn: F, /) -> F: ...
 @overload
 def tool(
-    fn: None = None, /, *, name: str | None = None, title: str | None = None, contract: str | None = None,
-    summary: str | None = None, read_only: bool | None = None, destructive: bool | None = None,
-    idempotent: bool | None = None, open_world: bool | None = None, tags: tuple[str, ...] = (),
-    examples: tuple[str, ...] = (), untrusted: bool = False, meta: Mapping[str, Any] | None = None,
-    timeout: float | None = None, max_in_flight: int | None = None, scopes: list[str] | None = None,
-    roles: list[str] | None = None, rate_limit: Any = None, input_schema: Mapping[str, Any] | None = None,
-    task: str | None = None, ask_first: bool = False,
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    contract: str | None = None,
+    summary: str | None = None,
+    read_only: bool | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
+    open_world: bool | None = None,
+    tags: tuple[str, ...] = (),
+    examples: tuple[str, ...] = (),
+    untrusted: bool = False,
+    meta: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    max_in_flight: int | None = None,
+    scopes: list[str] | None = None,
+    roles: list[str] | None = None,
+    rate_limit: Any = None,
+    input_schema: Mapping[str, Any] | None = None,
+    task: str | None = None,
+    ask_first: bool = False,
 ) -> Callable[[F], F]: ...
 def tool(fn: Any = None, /, **options: Any) -> Any:
     """Mark a function as a model-controlled tool.
@@ -161,9 +180,19 @@ def resource(
     A URI with ``{variables}`` is a template: each variable is a parameter of the function.
     ``completions`` maps a variable to a function that suggests values for a partial input.
     """
-    spec = CapabilitySpec("resource", {"uri": uri, "name": name, "title": title, "contract": contract,
-                                       "summary": summary, "mime_type": mime_type, "completions": completions,
-                                       **_access(scopes, roles, rate_limit)})
+    spec = CapabilitySpec(
+        "resource",
+        {
+            "uri": uri,
+            "name": name,
+            "title": title,
+            "contract": contract,
+            "summary": summary,
+            "mime_type": mime_type,
+            "completions": completions,
+            **_access(scopes, roles, rate_limit),
+        },
+    )
     return lambda f: _mark(f, spec)
 
 
@@ -171,9 +200,17 @@ def resource(
 def prompt(fn: F, /) -> F: ...
 @overload
 def prompt(
-    fn: None = None, /, *, name: str | None = None, title: str | None = None, contract: str | None = None,
-    summary: str | None = None, completions: Mapping[str, Callable[..., Any]] | None = None,
-    scopes: list[str] | None = None, roles: list[str] | None = None, rate_limit: Any = None,
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    contract: str | None = None,
+    summary: str | None = None,
+    completions: Mapping[str, Callable[..., Any]] | None = None,
+    scopes: list[str] | None = None,
+    roles: list[str] | None = None,
+    rate_limit: Any = None,
 ) -> Callable[[F], F]: ...
 def prompt(fn: Any = None, /, **options: Any) -> Any:
     """Mark a function as a user-controlled prompt template; it returns text or ``PromptMessage`` items."""
@@ -210,13 +247,25 @@ def skill(
     ``@tool`` functions this skill groups: an A2A message may call one of them by naming the skill and
     the tool in its metadata.
     """
-    spec = CapabilitySpec("skill", {
-        "name": name, "title": title, "contract": contract, "summary": summary, "tags": tuple(tags),
-        "examples": tuple(examples), "input_modes": tuple(input_modes), "output_modes": tuple(output_modes),
-        "groups": tuple(getattr(t, "__name__", str(t)) for t in tools),
-        "untrusted": untrusted, "timeout": timeout, "max_in_flight": max_in_flight,
-        "input_schema": input_schema, **_access(scopes, roles, rate_limit),
-    })
+    spec = CapabilitySpec(
+        "skill",
+        {
+            "name": name,
+            "title": title,
+            "contract": contract,
+            "summary": summary,
+            "tags": tuple(tags),
+            "examples": tuple(examples),
+            "input_modes": tuple(input_modes),
+            "output_modes": tuple(output_modes),
+            "groups": tuple(getattr(t, "__name__", str(t)) for t in tools),
+            "untrusted": untrusted,
+            "timeout": timeout,
+            "max_in_flight": max_in_flight,
+            "input_schema": input_schema,
+            **_access(scopes, roles, rate_limit),
+        },
+    )
     if fn is not None:
         return _mark(fn, spec)
     return lambda f: _mark(f, spec)

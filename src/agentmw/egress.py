@@ -54,13 +54,24 @@ def is_private(address: str) -> bool:
         for inner in (ip.ipv4_mapped, ip.sixtofour, *(teredo or ())):
             if inner is not None and is_private(str(inner)):
                 return True
-    return not ip.is_global or ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved or \
-        ip.is_multicast or ip.is_unspecified
+    return (
+        not ip.is_global
+        or ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_reserved
+        or ip.is_multicast
+        or ip.is_unspecified
+    )
 
 
 def _networks(values: Iterable[str | _Network]) -> tuple[_Network, ...]:
-    return tuple(v if isinstance(v, (ipaddress.IPv4Network, ipaddress.IPv6Network))
-                 else ipaddress.ip_network(v, strict=False) for v in values)
+    return tuple(
+        v
+        if isinstance(v, (ipaddress.IPv4Network, ipaddress.IPv6Network))
+        else ipaddress.ip_network(v, strict=False)
+        for v in values
+    )
 
 
 def _host_allowed(host: str, allow_hosts: Iterable[str]) -> bool:
@@ -83,8 +94,15 @@ def _split(url: Any, what: str) -> tuple[str, str, int]:
     return parts.hostname.lower(), parts.scheme, port or (443 if parts.scheme == "https" else 80)
 
 
-def _refuse(url: str, addresses: Iterable[str], *, allow_networks: Sequence[_Network], allow_private: bool,
-            public_hosts: bool, what: str) -> None:
+def _refuse(
+    url: str,
+    addresses: Iterable[str],
+    *,
+    allow_networks: Sequence[_Network],
+    allow_private: bool,
+    public_hosts: bool,
+    what: str,
+) -> None:
     """Raise :class:`EgressRefused` unless every one of ``addresses`` (what the URL's host resolved to) is allowed."""
     for address in addresses:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
@@ -93,14 +111,23 @@ def _refuse(url: str, addresses: Iterable[str], *, allow_networks: Sequence[_Net
         if is_private(address):
             if allow_private:
                 continue
-            raise EgressRefused(f"{what} url {url!r} points to a private, loopback or link-local address; allow it "
-                                "explicitly to use it")
+            raise EgressRefused(
+                f"{what} url {url!r} points to a private, loopback or link-local address; allow it "
+                "explicitly to use it"
+            )
         if not public_hosts:
             raise EgressRefused(f"{what} url {url!r} is not on the egress allowlist (hosts and networks)")
 
 
-def check_url(url: Any, *, allow_hosts: Iterable[str] = (), allow_networks: Iterable[str | _Network] = (),
-              allow_private: bool = False, public_hosts: bool = True, what: str = "outbound") -> str:
+def check_url(
+    url: Any,
+    *,
+    allow_hosts: Iterable[str] = (),
+    allow_networks: Iterable[str | _Network] = (),
+    allow_private: bool = False,
+    public_hosts: bool = True,
+    what: str = "outbound",
+) -> str:
     """``url`` if the policy allows a request to it; :class:`EgressRefused` otherwise. Resolves the name
     (blocking: use :meth:`Egress.resolve` or :meth:`Egress.acheck` on an event loop)."""
     host, _, port = _split(url, what)
@@ -110,8 +137,14 @@ def check_url(url: Any, *, allow_hosts: Iterable[str] = (), allow_networks: Iter
         addresses = {info[4][0] for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)}
     except (socket.gaierror, UnicodeError) as exc:
         raise EgressRefused(f"{what} host {host!r} does not resolve") from exc
-    _refuse(url, addresses, allow_networks=_networks(allow_networks), allow_private=allow_private,
-            public_hosts=public_hosts, what=what)
+    _refuse(
+        url,
+        addresses,
+        allow_networks=_networks(allow_networks),
+        allow_private=allow_private,
+        public_hosts=public_hosts,
+        what=what,
+    )
     return url
 
 
@@ -148,12 +181,16 @@ class _Resolver:
 
     def submit(self, job: _Job) -> None:
         if self._jobs.qsize() >= _MAX_PENDING_LOOKUPS:
-            raise EgressRefused(f"too many name lookups are pending ({_MAX_PENDING_LOOKUPS}); try again later")
+            raise EgressRefused(
+                f"too many name lookups are pending ({_MAX_PENDING_LOOKUPS}); try again later"
+            )
         with self._lock:
             if self._idle == 0 and self._threads < _RESOLVER_THREADS:
                 self._threads += 1
                 self._idle += 1
-                threading.Thread(target=self._run, name=f"agentmw-resolver-{self._threads}", daemon=True).start()
+                threading.Thread(
+                    target=self._run, name=f"agentmw-resolver-{self._threads}", daemon=True
+                ).start()
         self._jobs.put(job)
 
     def _run(self) -> None:
@@ -191,8 +228,9 @@ def _resolver() -> _Resolver:
         return _RESOLVER
 
 
-async def resolve(host: str, port: int, *, timeout: float = RESOLVE_TIMEOUT_SECONDS,
-                  what: str = "outbound") -> tuple[str, ...]:
+async def resolve(
+    host: str, port: int, *, timeout: float = RESOLVE_TIMEOUT_SECONDS, what: str = "outbound"
+) -> tuple[str, ...]:
     """The addresses ``host`` resolves to for TCP, in the resolver's order, without blocking the loop;
     :class:`EgressRefused` when it does not resolve, or not within ``timeout`` seconds."""
     try:
@@ -206,7 +244,7 @@ async def resolve(host: str, port: int, *, timeout: float = RESOLVE_TIMEOUT_SECO
     _resolver().submit((host, port, loop, future))
     try:
         infos = await asyncio.wait_for(future, timeout)
-    except asyncio.TimeoutError as exc:
+    except TimeoutError as exc:
         raise EgressRefused(f"{what} host {host!r} did not resolve within {timeout:g} s") from exc
     except (socket.gaierror, UnicodeError) as exc:
         raise EgressRefused(f"{what} host {host!r} does not resolve") from exc
@@ -241,9 +279,15 @@ class Egress:
 
     __slots__ = ("allow_hosts", "allow_networks", "allow_private", "public_hosts", "resolve_timeout_seconds")
 
-    def __init__(self, *, allow_hosts: Iterable[str] = (), allow_networks: Iterable[str | _Network] = (),
-                 allow_private: bool = False, public_hosts: bool = True,
-                 resolve_timeout_seconds: float = RESOLVE_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        *,
+        allow_hosts: Iterable[str] = (),
+        allow_networks: Iterable[str | _Network] = (),
+        allow_private: bool = False,
+        public_hosts: bool = True,
+        resolve_timeout_seconds: float = RESOLVE_TIMEOUT_SECONDS,
+    ) -> None:
         self.allow_hosts = frozenset(h.lower() for h in allow_hosts)
         self.allow_networks = _networks(allow_networks)
         self.allow_private = allow_private
@@ -251,8 +295,10 @@ class Egress:
         self.resolve_timeout_seconds = resolve_timeout_seconds
 
     def __repr__(self) -> str:
-        return (f"Egress(allow_hosts={sorted(self.allow_hosts)!r}, allow_networks={[str(n) for n in self.allow_networks]!r}, "
-                f"allow_private={self.allow_private!r}, public_hosts={self.public_hosts!r})")
+        return (
+            f"Egress(allow_hosts={sorted(self.allow_hosts)!r}, allow_networks={[str(n) for n in self.allow_networks]!r}, "
+            f"allow_private={self.allow_private!r}, public_hosts={self.public_hosts!r})"
+        )
 
     def names(self, host: str) -> bool:
         """Whether ``host`` is named in ``allow_hosts`` (exactly or by a ``*.suffix`` pattern)."""
@@ -260,8 +306,14 @@ class Egress:
 
     def check(self, url: Any, what: str = "outbound") -> str:
         """``url`` if allowed, else :class:`EgressRefused`; resolves the host name, blocking."""
-        return check_url(url, allow_hosts=self.allow_hosts, allow_networks=self.allow_networks,
-                         allow_private=self.allow_private, public_hosts=self.public_hosts, what=what)
+        return check_url(
+            url,
+            allow_hosts=self.allow_hosts,
+            allow_networks=self.allow_networks,
+            allow_private=self.allow_private,
+            public_hosts=self.public_hosts,
+            what=what,
+        )
 
     async def resolve(self, url: Any, what: str = "outbound") -> Target:
         """The :class:`Target` of ``url`` if allowed, else :class:`EgressRefused`: the name is resolved off the
@@ -270,8 +322,14 @@ class Egress:
         if _host_allowed(host, self.allow_hosts) or (self.allow_private and self.public_hosts):
             return Target(url, host, port)
         addresses = await resolve(host, port, timeout=self.resolve_timeout_seconds, what=what)
-        _refuse(url, addresses, allow_networks=self.allow_networks, allow_private=self.allow_private,
-                public_hosts=self.public_hosts, what=what)
+        _refuse(
+            url,
+            addresses,
+            allow_networks=self.allow_networks,
+            allow_private=self.allow_private,
+            public_hosts=self.public_hosts,
+            what=what,
+        )
         return Target(url, host, port, addresses)
 
     async def acheck(self, url: Any, what: str = "outbound") -> str:

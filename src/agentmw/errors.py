@@ -12,12 +12,12 @@ from typing import Any
 
 __all__ = [
     "AgentError",
-    "Retryable",
+    "ConfigurationError",
     "NeedsInput",
     "Permanent",
-    "Rejected",
     "RegistrationError",
-    "ConfigurationError",
+    "Rejected",
+    "Retryable",
 ]
 
 
@@ -33,8 +33,9 @@ class AgentError(Exception):
 class Retryable(AgentError):
     """A transient failure: the same call may succeed later, ideally after ``retry_after`` seconds."""
 
-    def __init__(self, message: str = "temporarily unavailable", *, retry_after: float | None = None,
-                 data: Any = None) -> None:
+    def __init__(
+        self, message: str = "temporarily unavailable", *, retry_after: float | None = None, data: Any = None
+    ) -> None:
         super().__init__(message, data=data)
         self.retry_after = retry_after
 

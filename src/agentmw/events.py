@@ -10,8 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TextDelta", "StepStarted", "StepFinished", "ReasoningDelta", "ToolCallStarted", "ToolCallFinished",
-           "StateChanged", "Progress", "ArtifactUpdate", "CoreEvent"]
+__all__ = [
+    "ArtifactUpdate",
+    "CoreEvent",
+    "Progress",
+    "ReasoningDelta",
+    "StateChanged",
+    "StepFinished",
+    "StepStarted",
+    "TextDelta",
+    "ToolCallFinished",
+    "ToolCallStarted",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,5 +85,14 @@ class ArtifactUpdate:
     artifact: Any
 
 
-CoreEvent = TextDelta | StepStarted | StepFinished | ReasoningDelta | ToolCallStarted | ToolCallFinished | \
-    StateChanged | Progress | ArtifactUpdate
+CoreEvent = (
+    TextDelta
+    | StepStarted
+    | StepFinished
+    | ReasoningDelta
+    | ToolCallStarted
+    | ToolCallFinished
+    | StateChanged
+    | Progress
+    | ArtifactUpdate
+)

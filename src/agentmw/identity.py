@@ -18,9 +18,21 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-__all__ = ["Unauthenticated", "Forbidden", "resolve_caller", "caller_from_headers", "IdentifyFn",
-           "authenticated_identity", "has_identity_source", "UNVERIFIED_PREFIX", "IDENTITY_KEYS",
-           "DependencyIdentity", "as_identify", "from_dependency", "identity_of"]
+__all__ = [
+    "IDENTITY_KEYS",
+    "UNVERIFIED_PREFIX",
+    "DependencyIdentity",
+    "Forbidden",
+    "IdentifyFn",
+    "Unauthenticated",
+    "as_identify",
+    "authenticated_identity",
+    "caller_from_headers",
+    "from_dependency",
+    "has_identity_source",
+    "identity_of",
+    "resolve_caller",
+]
 
 IdentifyFn = Callable[[HTTPConnection], "str | None | Awaitable[str | None]"]
 
@@ -115,8 +127,10 @@ def identity_of(user: Any, key: IdentityKey | None = None) -> str | None:
         if value is not None and not (isinstance(value, str) and not value):
             return identity_of(value)
     wanted = repr(key) if key else ", ".join(IDENTITY_KEYS)
-    raise TypeError(f"the identity dependency returned a {type(user).__name__} with no {wanted}: name its identity "
-                    "with Agent(identify=from_dependency(get_current_user, key=...)) (agentmw.identity)")
+    raise TypeError(
+        f"the identity dependency returned a {type(user).__name__} with no {wanted}: name its identity "
+        "with Agent(identify=from_dependency(get_current_user, key=...)) (agentmw.identity)"
+    )
 
 
 class DependencyIdentity:
@@ -158,16 +172,21 @@ class DependencyIdentity:
         from starlette.requests import Request
 
         try:
-            async with AsyncExitStack() as stack:  # closed before returning: the db session of get_db ends here
+            async with (
+                AsyncExitStack() as stack
+            ):  # closed before returning: the db session of get_db ends here
                 scope = dict(connection.scope)
                 scope["fastapi_inner_astack"] = stack
                 scope["fastapi_function_astack"] = stack
                 scope.setdefault("query_string", b"")
                 app = scope.get("app")
                 found = await solve_dependencies(
-                    request=Request(scope), dependant=self._dependant, async_exit_stack=stack,
+                    request=Request(scope),
+                    dependant=self._dependant,
+                    async_exit_stack=stack,
                     embed_body_fields=False,
-                    dependency_overrides_provider=app if hasattr(app, "dependency_overrides") else None)
+                    dependency_overrides_provider=app if hasattr(app, "dependency_overrides") else None,
+                )
                 if found.errors:  # a header, cookie or query value it reads is missing or invalid
                     return None
                 return identity_of(found.values["value"], self.key)
@@ -195,8 +214,10 @@ def as_identify(identify: Any) -> IdentifyFn | None:
         return identify
     security = sys.modules.get("fastapi.security.base")
     if security is not None and isinstance(identify, security.SecurityBase):
-        raise TypeError(f"identify={type(identify).__name__}(...) would make the credential itself the identity: "
-                        "pass the dependency that turns it into a user (identify=get_current_user)")
+        raise TypeError(
+            f"identify={type(identify).__name__}(...) would make the credential itself the identity: "
+            "pass the dependency that turns it into a user (identify=get_current_user)"
+        )
     if _is_dependency(identify):
         return DependencyIdentity(identify)
     if not callable(identify):
@@ -205,7 +226,9 @@ def as_identify(identify: Any) -> IdentifyFn | None:
 
 
 def _is_dependency(fn: Any) -> bool:
-    params = sys.modules.get("fastapi.params")  # nothing declares a FastAPI dependency before fastapi is imported
+    params = sys.modules.get(
+        "fastapi.params"
+    )  # nothing declares a FastAPI dependency before fastapi is imported
     if params is not None and isinstance(fn, params.Depends):
         return True
     if not callable(fn):

@@ -43,8 +43,17 @@ if TYPE_CHECKING:
     from .runtime import Outcome
     from .state import State
 
-__all__ = ["FORMAT", "JOURNAL_NS", "LEASE_NS", "Journal", "ReplayDiverged", "TakenOver", "cancel", "orphaned",
-           "resume"]
+__all__ = [
+    "FORMAT",
+    "JOURNAL_NS",
+    "LEASE_NS",
+    "Journal",
+    "ReplayDiverged",
+    "TakenOver",
+    "cancel",
+    "orphaned",
+    "resume",
+]
 
 logger = logging.getLogger("agentmw")
 
@@ -65,11 +74,15 @@ class ReplayDiverged(Permanent):
     """
 
     def __init__(self, execution_id: str, position: int, recorded: str, found: str) -> None:
-        message = (f"Replay of execution {execution_id!r} diverged at step {position}: the journal records "
-                   f"{recorded}, but the function now {found}. A replayed function must take the same steps in "
-                   "the same order (docs/durability.md); the execution was stopped.")
-        super().__init__(message, data={"execution": execution_id, "position": position, "recorded": recorded,
-                                        "found": found})
+        message = (
+            f"Replay of execution {execution_id!r} diverged at step {position}: the journal records "
+            f"{recorded}, but the function now {found}. A replayed function must take the same steps in "
+            "the same order (docs/durability.md); the execution was stopped."
+        )
+        super().__init__(
+            message,
+            data={"execution": execution_id, "position": position, "recorded": recorded, "found": found},
+        )
         self.execution_id = execution_id
         self.position = position
         self.recorded = recorded
@@ -89,7 +102,9 @@ def _describe(step: Mapping[str, Any]) -> str:
     kind = step.get("t")
     key = step.get("k")
     if kind == "ask":
-        return f"the question {', '.join(map(repr, key))}" if isinstance(key, list) else f"the question {key!r}"
+        return (
+            f"the question {', '.join(map(repr, key))}" if isinstance(key, list) else f"the question {key!r}"
+        )
     if kind == "call":
         return f"the sub-call {key!r}"
     return f"the one-time step {key!r}"
@@ -112,9 +127,11 @@ def _exact_json(value: Any, what: str) -> Any:
     except Exception:
         same = False
     if not same:
-        raise TypeError(f"{what} returned {type(value).__name__}, which does not come back unchanged from the "
-                        "journal; return JSON values (dict, list, str, int, float, bool, None; bytes and tuples "
-                        "also work)")
+        raise TypeError(
+            f"{what} returned {type(value).__name__}, which does not come back unchanged from the "
+            "journal; return JSON values (dict, list, str, int, float, bool, None; bytes and tuples "
+            "also work)"
+        )
     return encoded
 
 
@@ -132,8 +149,14 @@ class Journal:
         lease_seconds: how long a lease lasts without renewal; it is renewed every third of it.
     """
 
-    def __init__(self, state: State, execution_id: str, *, owner: str | None = None,
-                 lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+    def __init__(
+        self,
+        state: State,
+        execution_id: str,
+        *,
+        owner: str | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    ) -> None:
         self.state = state
         self.id = execution_id
         self._owner = owner
@@ -180,20 +203,30 @@ class Journal:
         return self._lock_
 
     @classmethod
-    def for_agent(cls, agent: Agent, execution_id: str, *, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Journal:
+    def for_agent(
+        cls, agent: Agent, execution_id: str, *, lease_seconds: float = DEFAULT_LEASE_SECONDS
+    ) -> Journal:
         return cls(agent.state, execution_id, lease_seconds=lease_seconds)
 
     @classmethod
-    async def load(cls, state: State, execution_id: str, *, owner: str | None = None,
-                   lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Journal | None:
+    async def load(
+        cls,
+        state: State,
+        execution_id: str,
+        *,
+        owner: str | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    ) -> Journal | None:
         """The stored journal of the execution, or None."""
         found = await state.get(JOURNAL_NS, execution_id)
         if found is None:
             return None
         value, version = found
         if int(value.get("format", 0)) > FORMAT:
-            raise ValueError(f"the journal of {execution_id!r} has format {value.get('format')}, newer than "
-                             f"this agentmw reads ({FORMAT})")
+            raise ValueError(
+                f"the journal of {execution_id!r} has format {value.get('format')}, newer than "
+                f"this agentmw reads ({FORMAT})"
+            )
         journal = cls(state, execution_id, owner=owner, lease_seconds=lease_seconds)
         journal.run = value.get("run")
         journal.steps = list(value.get("steps") or [])
@@ -243,8 +276,9 @@ class Journal:
             self.owner = owner
         if ttl is not None:
             self.lease_seconds = ttl
-        taken = await self.state.set_if_absent(LEASE_NS, self.id, {"owner": self.owner, "execution": self.id},
-                                               self.lease_seconds)
+        taken = await self.state.set_if_absent(
+            LEASE_NS, self.id, {"owner": self.owner, "execution": self.id}, self.lease_seconds
+        )
         if taken:
             self._leased = True
             self._lost = False
@@ -275,7 +309,9 @@ class Journal:
     def _start_renewer(self) -> None:
         if self._renewer is None or self._renewer.done():
             try:
-                self._renewer = asyncio.get_running_loop().create_task(self._keep(), name=f"journal-lease-{self.id}")
+                self._renewer = asyncio.get_running_loop().create_task(
+                    self._keep(), name=f"journal-lease-{self.id}"
+                )
             except RuntimeError:
                 self._renewer = None
 
@@ -289,7 +325,9 @@ class Journal:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
                 if not await self.renew():
-                    logger.warning("execution %s lost its lease; it stops at its next journaled step", self.id)
+                    logger.warning(
+                        "execution %s lost its lease; it stops at its next journaled step", self.id
+                    )
                     return
                 if self.delivered != self._stored_delivered and self.stored and not self._lock.locked():
                     await self.flush()
@@ -305,15 +343,28 @@ class Journal:
     def _value(self) -> dict[str, Any]:
         if self.run is None and self._start is not None:
             capability, arguments, ctx, idempotency_key, approval_id = self._start
-            self.run = {"kind": capability.kind, "name": _registry_key(capability),
-                        "arguments": to_json(dict(arguments)), "caller": ctx.caller, "face": ctx.face,
-                        "idempotencyKey": idempotency_key, "approvalId": approval_id,
-                        "supports": [c for c in _CAPABILITIES if ctx.supports(c)]}
+            self.run = {
+                "kind": capability.kind,
+                "name": _registry_key(capability),
+                "arguments": to_json(dict(arguments)),
+                "caller": ctx.caller,
+                "face": ctx.face,
+                "idempotencyKey": idempotency_key,
+                "approvalId": approval_id,
+                "supports": [c for c in _CAPABILITIES if ctx.supports(c)],
+            }
         run = self.run
         if run is not None and "messages" not in run and self._messages:
             run["messages"] = to_json(list(self._messages))
-        value: dict[str, Any] = {"format": FORMAT, "status": self.status, "run": self.run, "steps": self.steps,
-                                 "delivered": self.delivered, "owner": self.owner, "updatedAt": time.time()}
+        value: dict[str, Any] = {
+            "format": FORMAT,
+            "status": self.status,
+            "run": self.run,
+            "steps": self.steps,
+            "delivered": self.delivered,
+            "owner": self.owner,
+            "updatedAt": time.time(),
+        }
         if self.outcome is not None:
             value["outcome"] = self.outcome
         return value
@@ -332,12 +383,15 @@ class Journal:
         async with self._lock:
             delivered = self.delivered
             try:
-                self.version = await self.state.put(JOURNAL_NS, self.id, self._value(),
-                                                    expected_version=self.version or None)
+                self.version = await self.state.put(
+                    JOURNAL_NS, self.id, self._value(), expected_version=self.version or None
+                )
             except Conflict as exc:
                 self._lost = True
                 self._stop_renewer()
-                raise TakenOver(f"execution {self.id} was moved on elsewhere (version {exc.actual})") from None
+                raise TakenOver(
+                    f"execution {self.id} was moved on elsewhere (version {exc.actual})"
+                ) from None
             self._stored_delivered = delivered
             self._stored_status = self.status
 
@@ -380,8 +434,14 @@ class Journal:
 
     # -- running ------------------------------------------------------------------------------------------
 
-    def _begin(self, capability: Capability, arguments: Mapping[str, Any], ctx: Context,
-               idempotency_key: str | None, approval_id: str | None) -> None:
+    def _begin(
+        self,
+        capability: Capability,
+        arguments: Mapping[str, Any],
+        ctx: Context,
+        idempotency_key: str | None,
+        approval_id: str | None,
+    ) -> None:
         if self.run is None:  # what to run, kept as it is until the first write (docs/durability.md)
             self._start = (capability, arguments, ctx, idempotency_key, approval_id)
         self._by_scope = {}
@@ -401,7 +461,9 @@ class Journal:
         if self._leased:
             self._start_renewer()
 
-    def _counting(self, emit: Callable[[Any], Awaitable[None]] | None) -> Callable[[Any], Awaitable[None]] | None:
+    def _counting(
+        self, emit: Callable[[Any], Awaitable[None]] | None
+    ) -> Callable[[Any], Awaitable[None]] | None:
         """The face's ``emit``, numbering events; those a previous run delivered are not sent again."""
         if emit is None:
             return None
@@ -518,8 +580,15 @@ class _Scope:
         step = {"t": "ask", "k": key, "q": {k: to_json(r) for k, r in requests.items()}, "a": {}}
         return await self._wait(ctx, step, requests, requests, new=True)
 
-    async def _wait(self, ctx: Context, step: dict[str, Any], missing: Mapping[str, InputRequest],
-                    requests: Mapping[str, InputRequest], *, new: bool) -> dict[str, Any]:
+    async def _wait(
+        self,
+        ctx: Context,
+        step: dict[str, Any],
+        missing: Mapping[str, InputRequest],
+        requests: Mapping[str, InputRequest],
+        *,
+        new: bool,
+    ) -> dict[str, Any]:
         """Park on the missing answers: the journal says so (and the lease is given up) before the face is
         asked, so an answer may land on any replica. A face that waits in memory (the fast path) gets its
         answer recorded here, unless another replica resumed the execution meanwhile."""
@@ -583,8 +652,10 @@ def _registry_key(capability: Capability) -> str:
 
 # -- the steps Context delegates to ------------------------------------------------------------------------
 
-async def journaled_call(ctx: Context, scope: _Scope, name: str, capability: Capability,
-                         arguments: Mapping[str, Any]) -> Any:
+
+async def journaled_call(
+    ctx: Context, scope: _Scope, name: str, capability: Capability, arguments: Mapping[str, Any]
+) -> Any:
     """``ctx.call`` in a journaled execution: a recorded sub-call returns its recorded value (its events are
     emitted again, numbered, so delivered ones are skipped); another runs with its own scope of the journal."""
     from .runtime import invoke
@@ -621,7 +692,12 @@ async def journaled_call(ctx: Context, scope: _Scope, name: str, capability: Cap
         raise InputsPending(outcome.pending)  # the tool parked on a question: so does the whole execution
     text = "".join(getattr(part, "text", "") for part in outcome.content) or outcome.message
     ok = outcome.status == "completed"
-    record: dict[str, Any] = {"t": "call", "k": key, "ok": ok, "x": text if ok else (text or str(outcome.status))}
+    record: dict[str, Any] = {
+        "t": "call",
+        "k": key,
+        "ok": ok,
+        "x": text if ok else (text or str(outcome.status)),
+    }
     if ok:
         record["v"] = to_json(outcome.value)
     else:
@@ -645,8 +721,9 @@ def _restored(capability: Capability, value: Any) -> Any:
         return value
 
 
-async def once(ctx: Context, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> Any:
+async def once(
+    ctx: Context, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """``ctx.once``: run ``fn`` once per execution and journal its JSON result; a replay returns it."""
     if not isinstance(name, str) or not name:
         raise ValueError("ctx.once needs a non-empty step name")
@@ -699,8 +776,16 @@ async def _run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[
 
 # -- invoke with a journal ---------------------------------------------------------------------------------
 
-async def run_journaled(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Context, journal: Journal,
-                        *, idempotency_key: str | None, approval_id: str | None) -> Outcome:
+
+async def run_journaled(
+    capability: Capability,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    journal: Journal,
+    *,
+    idempotency_key: str | None,
+    approval_id: str | None,
+) -> Outcome:
     """What ``invoke(..., journal=journal)`` does: the pipeline, with the journal behind ctx's steps."""
     from .runtime import _PERMANENT, Outcome, invoke
 
@@ -708,19 +793,28 @@ async def run_journaled(capability: Capability, arguments: Mapping[str, Any] | N
         return Outcome.from_dict(journal.outcome)
     journal._begin(capability, arguments or {}, ctx, idempotency_key, approval_id)
     try:
-        outcome = await invoke(capability, arguments, ctx, idempotency_key=idempotency_key,
-                               approval_id=approval_id)
+        outcome = await invoke(
+            capability, arguments, ctx, idempotency_key=idempotency_key, approval_id=approval_id
+        )
         failure = journal._failure
         if failure is not None:  # even if the function caught it: a divergence always fails the execution
-            outcome = Outcome(status=Status.FAILED, content=[Text(f"{failure.message} {_PERMANENT}")],
-                              message=failure.message, code="replay_diverged", data=failure.data)
+            outcome = Outcome(
+                status=Status.FAILED,
+                content=[Text(f"{failure.message} {_PERMANENT}")],
+                message=failure.message,
+                code="replay_diverged",
+                data=failure.data,
+            )
         await journal._settle(outcome)
         return outcome
     except TakenOver as exc:
         journal._stop_renewer()
         journal._leased = False
-        return Outcome(status=Status.CANCELED, message=f"{exc} The execution goes on where it was resumed.",
-                       code="taken_over")
+        return Outcome(
+            status=Status.CANCELED,
+            message=f"{exc} The execution goes on where it was resumed.",
+            code="taken_over",
+        )
     except BaseException:
         # cancellation (or a crash of the face): nothing is written and the lease is not given up, so when it
         # expires another replica may take the execution over and replay it. A face that cancels for good
@@ -730,6 +824,7 @@ async def run_journaled(capability: Capability, arguments: Mapping[str, Any] | N
 
 
 # -- resuming on any replica --------------------------------------------------------------------------------
+
 
 class _ReplayChannel:
     """The channel of a resume without a face: recorded answers only; a new question parks the execution."""
@@ -760,11 +855,20 @@ def _find(agent: Agent, run: Mapping[str, Any]) -> Capability | None:
     return agent.resources.get(str(name)) or agent.templates.get(str(name))
 
 
-async def resume(agent: Agent, execution_id: str, *, answers: Mapping[str, Any] | None = None,
-                 channel: Any = None, request: Any = None, messages: list[Any] | None = None,
-                 owner: str | None = None, lease_seconds: float = DEFAULT_LEASE_SECONDS,
-                 wait: float = 0.0, journal: Journal | None = None,
-                 state: dict[str, Any] | None = None) -> Outcome:
+async def resume(
+    agent: Agent,
+    execution_id: str,
+    *,
+    answers: Mapping[str, Any] | None = None,
+    channel: Any = None,
+    request: Any = None,
+    messages: list[Any] | None = None,
+    owner: str | None = None,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    wait: float = 0.0,
+    journal: Journal | None = None,
+    state: dict[str, Any] | None = None,
+) -> Outcome:
     """Resume a stored execution on this replica: take its lease, record ``answers`` to its pending
     questions, and replay it (docs/durability.md).
 
@@ -790,28 +894,48 @@ async def resume(agent: Agent, execution_id: str, *, answers: Mapping[str, Any] 
     if journal is None:
         journal = await Journal.load(state, execution_id, owner=owner, lease_seconds=lease_seconds)
     if journal is None or journal.run is None:
-        return Outcome(status=Status.REJECTED, code="unknown_execution",
-                       message=f"No stored execution {execution_id!r}: it never took a journaled step, or it "
-                               "expired.")
+        return Outcome(
+            status=Status.REJECTED,
+            code="unknown_execution",
+            message=f"No stored execution {execution_id!r}: it never took a journaled step, or it expired.",
+        )
     if journal.finished:
-        return Outcome.from_dict(journal.outcome) if journal.outcome else Outcome(
-            status=Status.CANCELED, code=journal.status, message=f"Execution {execution_id!r} ended ({journal.status}).")
+        return (
+            Outcome.from_dict(journal.outcome)
+            if journal.outcome
+            else Outcome(
+                status=Status.CANCELED,
+                code=journal.status,
+                message=f"Execution {execution_id!r} ended ({journal.status}).",
+            )
+        )
     deadline = time.monotonic() + max(wait, 0.0)
     while not await journal.acquire(owner, lease_seconds):
         if time.monotonic() >= deadline:
-            return Outcome(status=Status.FAILED, retryable=True, retry_after=journal.lease_seconds / 3,
-                           code="execution_busy", content=[Text(
-                               f"Execution {execution_id!r} is running on another replica. Retry later.")],
-                           message=f"Execution {execution_id!r} is running on another replica.")
+            return Outcome(
+                status=Status.FAILED,
+                retryable=True,
+                retry_after=journal.lease_seconds / 3,
+                code="execution_busy",
+                content=[Text(f"Execution {execution_id!r} is running on another replica. Retry later.")],
+                message=f"Execution {execution_id!r} is running on another replica.",
+            )
         await asyncio.sleep(min(0.05, max(deadline - time.monotonic(), 0.001)))
     try:
-        fresh = await state.get(JOURNAL_NS, execution_id)  # the lease is ours: read what the last holder wrote
+        fresh = await state.get(
+            JOURNAL_NS, execution_id
+        )  # the lease is ours: read what the last holder wrote
         if fresh is None:
             await journal.release()
-            return Outcome(status=Status.REJECTED, code="unknown_execution",
-                           message=f"No stored execution {execution_id!r}.")
+            return Outcome(
+                status=Status.REJECTED,
+                code="unknown_execution",
+                message=f"No stored execution {execution_id!r}.",
+            )
         if fresh.version != journal.version:
-            moved = await Journal.load(state, execution_id, owner=journal.owner, lease_seconds=journal.lease_seconds)
+            moved = await Journal.load(
+                state, execution_id, owner=journal.owner, lease_seconds=journal.lease_seconds
+            )
             assert moved is not None
             moved._leased, journal._leased = True, False
             journal._stop_renewer()
@@ -825,20 +949,35 @@ async def resume(agent: Agent, execution_id: str, *, answers: Mapping[str, Any] 
         capability = _find(agent, run)
         if capability is None:
             await journal.release()
-            return Outcome(status=Status.FAILED, code="unknown_capability",
-                           message=f"This replica does not serve {run.get('kind')} {run.get('name')!r}, which "
-                                   f"execution {execution_id!r} runs.")
+            return Outcome(
+                status=Status.FAILED,
+                code="unknown_capability",
+                message=f"This replica does not serve {run.get('kind')} {run.get('name')!r}, which "
+                f"execution {execution_id!r} runs.",
+            )
         if answers:
             await journal.answer(answers)
-        ctx = Context(capability, channel or _ReplayChannel(list(run.get("supports") or [])), request,
-                      run.get("caller"), agent=agent, face=run.get("face"), state=replay_state)
+        ctx = Context(
+            capability,
+            channel or _ReplayChannel(list(run.get("supports") or [])),
+            request,
+            run.get("caller"),
+            agent=agent,
+            face=run.get("face"),
+            state=replay_state,
+        )
         bind = getattr(channel, "bind", None)
         if bind is not None:  # a face's channel that needs the replay's context (AG-UI counts progress on it)
             bind(ctx)
         ctx.messages = list(messages) if messages is not None else list(from_json(run.get("messages")) or [])
         # no idempotency key: it guarded the start of this execution, and a resume is the same execution
-        return await invoke(capability, from_json(run.get("arguments")) or {}, ctx,
-                            approval_id=run.get("approvalId"), journal=journal)
+        return await invoke(
+            capability,
+            from_json(run.get("arguments")) or {},
+            ctx,
+            approval_id=run.get("approvalId"),
+            journal=journal,
+        )
     except TakenOver as exc:
         await journal.release()
         return Outcome(status=Status.CANCELED, message=str(exc), code="taken_over")

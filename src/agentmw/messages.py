@@ -25,8 +25,23 @@ from typing import Any, Literal
 
 from .content import Audio, EmbeddedResource, Image, ResourceLink, Text
 
-__all__ = ["Message", "File", "Data", "Artifact", "Part", "MESSAGE_TYPES", "MessageParam", "message_param_of",
-           "bind_message_params", "content_of", "part_to_json", "merge_chunk", "is_answer", "decode_base64", "framed"]
+__all__ = [
+    "MESSAGE_TYPES",
+    "Artifact",
+    "Data",
+    "File",
+    "Message",
+    "MessageParam",
+    "Part",
+    "bind_message_params",
+    "content_of",
+    "decode_base64",
+    "framed",
+    "is_answer",
+    "merge_chunk",
+    "message_param_of",
+    "part_to_json",
+]
 
 
 def decode_base64(value: str) -> bytes:
@@ -199,10 +214,14 @@ def merge_chunk(artifacts: list[Artifact], chunk: Artifact) -> None:
     if chunk.append:
         for index, existing in enumerate(artifacts):
             if existing.artifact_id == chunk.artifact_id:
-                artifacts[index] = Artifact(existing.parts + chunk.parts, existing.name or chunk.name,
-                                            existing.description or chunk.description,
-                                            existing.metadata or chunk.metadata, existing.artifact_id,
-                                            last_chunk=chunk.last_chunk)
+                artifacts[index] = Artifact(
+                    existing.parts + chunk.parts,
+                    existing.name or chunk.name,
+                    existing.description or chunk.description,
+                    existing.metadata or chunk.metadata,
+                    existing.artifact_id,
+                    last_chunk=chunk.last_chunk,
+                )
                 return
     artifacts.append(chunk)
 
@@ -221,6 +240,7 @@ def framed(value: Any, source: str, budget: int) -> Any:
 
 
 # --- as neutral content (MCP content blocks, AG-UI text and activities) ----------------------------------
+
 
 def _content_of_part(part: Part) -> Any:
     if isinstance(part, Text):
@@ -272,6 +292,7 @@ def part_to_json(part: Part) -> dict[str, Any]:
 
 # --- typed parameters ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class MessageParam:
     """A parameter agentmw fills from the messages: ``message``, one ``file`` or ``files`` (a list)."""
@@ -296,7 +317,9 @@ def message_param_of(name: str, annotation: Any, has_default: bool) -> MessagePa
         return MessageParam(name, "message", False)
     if annotation is File:
         return MessageParam(name, "file", not (optional or has_default), has_default)
-    if origin in (list, tuple, Sequence, Iterable, typing.Sequence) and typing.get_args(annotation)[:1] == (File,):
+    if origin in (list, tuple, Sequence, Iterable, typing.Sequence) and typing.get_args(annotation)[:1] == (
+        File,
+    ):
         return MessageParam(name, "files", False)
     return None
 
@@ -306,8 +329,12 @@ def _plain(value: Any) -> Any:
     return dump(mode="json") if callable(dump) else value
 
 
-def bind_message_params(params: Sequence[MessageParam], kwargs: dict[str, Any], messages: Sequence[Message],
-                        arguments: Mapping[str, Any]) -> str | None:
+def bind_message_params(
+    params: Sequence[MessageParam],
+    kwargs: dict[str, Any],
+    messages: Sequence[Message],
+    arguments: Mapping[str, Any],
+) -> str | None:
     """Fill the message parameters of one call; a reason when a required one cannot be filled.
 
     Without messages (an MCP tool call, a direct call), a ``Message`` parameter receives a message with one
@@ -316,8 +343,11 @@ def bind_message_params(params: Sequence[MessageParam], kwargs: dict[str, Any], 
     files = [f for m in messages for f in m.files]
     for param in params:
         if param.kind == "message":
-            kwargs[param.name] = messages[0] if messages else Message(
-                (Data({k: _plain(v) for k, v in arguments.items()}),), role="user")
+            kwargs[param.name] = (
+                messages[0]
+                if messages
+                else Message((Data({k: _plain(v) for k, v in arguments.items()}),), role="user")
+            )
         elif param.kind == "files":
             kwargs[param.name] = files
         elif files:

@@ -25,14 +25,19 @@ def route_path(scope: Scope) -> str:
     path: str = scope["path"]
     root: str = scope.get("root_path", "")
     if root and path.startswith(root):
-        return path[len(root):] or "/"
+        return path[len(root) :] or "/"
     return path
 
 
 async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "http":
-        await send({"type": "http.response.start", "status": 404,
-                    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"9")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 404,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"9")],
+            }
+        )
         await send({"type": "http.response.body", "body": b"Not Found"})
 
 
@@ -74,7 +79,9 @@ class AgentMiddleware:
             if self._wraps:
                 scope[HOST_APP_KEY] = self.app
             host = scope.get("app")
-            if host is not self._bound and host is not None:  # the app's first request: the agent starts for it
+            if (
+                host is not self._bound and host is not None
+            ):  # the app's first request: the agent starts for it
                 self._bound = host
                 self.agent.bind_host(host)
             face = self._face(route_path(scope))

@@ -29,10 +29,19 @@ from .messages import Artifact, Data, bind_message_params, framed, is_answer, me
 if TYPE_CHECKING:
     from .journal import Journal
 
-__all__ = ["Code", "InputsPending", "Outcome", "OutcomeStatus", "Status", "describe_validation_error", "invoke",
-           "validate"]
+__all__ = [
+    "Code",
+    "InputsPending",
+    "Outcome",
+    "OutcomeStatus",
+    "Status",
+    "describe_validation_error",
+    "invoke",
+    "validate",
+]
 
 logger = logging.getLogger("agentmw")
+
 
 class Status(StrEnum):
     """How an invocation ended. Each face maps it to its wire (docs/context.md, "Outcomes")."""
@@ -84,7 +93,11 @@ class Code(StrEnum):
     UNKNOWN_CAPABILITY = "unknown_capability"
     REPLAY_DIVERGED = "replay_diverged"
     HOOK_FAILED = "hook_failed"  # a hook's ``before`` raised: the call fails closed (docs/observability.md)
-    CLIENT_NOT_ANSWERED = "client_not_answered"  # the gate's or the roots' question went unanswered (MCP, 2025)
+    CLIENT_NOT_ANSWERED = (
+        "client_not_answered"  # the gate's or the roots' question went unanswered (MCP, 2025)
+    )
+
+
 _RETRYABLE_HTTP = frozenset({408, 425, 429, 502, 503, 504})
 
 
@@ -94,7 +107,9 @@ class InputsPending(BaseException):
     A BaseException, like cancellation, so that a function's own ``except Exception`` cannot swallow it.
     """
 
-    def __init__(self, requests: Mapping[str, InputRequest], answered: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, requests: Mapping[str, InputRequest], answered: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__("input required")
         self.requests = dict(requests)
         self.answered = dict(answered or {})
@@ -123,20 +138,35 @@ class Outcome:
         types; any other value is kept as its JSON form (``_codec``)."""
         from ._codec import to_json
 
-        return {"status": str(self.status), "content": to_json(self.content),
-                "structured": to_json(self.structured), "message": self.message, "retryable": self.retryable,
-                "retryAfter": self.retry_after, "pending": to_json(self.pending), "code": self.code,
-                "data": to_json(self.data), "value": to_json(self.value)}
+        return {
+            "status": str(self.status),
+            "content": to_json(self.content),
+            "structured": to_json(self.structured),
+            "message": self.message,
+            "retryable": self.retryable,
+            "retryAfter": self.retry_after,
+            "pending": to_json(self.pending),
+            "code": self.code,
+            "data": to_json(self.data),
+            "value": to_json(self.value),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
         from ._codec import from_json
 
-        return cls(status=Status(data["status"]), content=from_json(data.get("content")) or [],
-                   structured=from_json(data.get("structured")), message=data.get("message") or "",
-                   retryable=bool(data.get("retryable")), retry_after=data.get("retryAfter"),
-                   pending=from_json(data.get("pending")), code=data.get("code"), data=from_json(data.get("data")),
-                   value=from_json(data.get("value")))
+        return cls(
+            status=Status(data["status"]),
+            content=from_json(data.get("content")) or [],
+            structured=from_json(data.get("structured")),
+            message=data.get("message") or "",
+            retryable=bool(data.get("retryable")),
+            retry_after=data.get("retryAfter"),
+            pending=from_json(data.get("pending")),
+            code=data.get("code"),
+            data=from_json(data.get("data")),
+            value=from_json(data.get("value")),
+        )
 
 
 def describe_validation_error(exc: ValidationError) -> str:
@@ -224,7 +254,9 @@ def completed(capability: Capability, value: Any) -> Outcome:
         return Outcome(status=Status.COMPLETED, value=value)
     output = capability.output
     if output.mode == "content":
-        return Outcome(status=Status.COMPLETED, content=text_of(value), structured=_answer_data(value), value=value)
+        return Outcome(
+            status=Status.COMPLETED, content=text_of(value), structured=_answer_data(value), value=value
+        )
     try:
         structured = output.structured(value)
         text = dumps(structured).decode()
@@ -256,24 +288,45 @@ def _output_mismatch(capability: Capability, exc: ValidationError) -> Outcome:
     Logged as a warning without a traceback: the cause is the function's return value, not a crash.
     """
     errors = exc.errors(include_url=False)
-    found = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())) or 'value'}: {e.get('msg', 'invalid')}"
-                      for e in errors[:3]) + (f" (and {len(errors) - 3} more)" if len(errors) > 3 else "")
+    found = "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ())) or 'value'}: {e.get('msg', 'invalid')}"
+        for e in errors[:3]
+    ) + (f" (and {len(errors) - 3} more)" if len(errors) > 3 else "")
     declared = capability.output.declared
-    message = f"The return value of {capability.name} does not match the declared output type {declared} ({found})."
-    logger.warning("The return value of %s does not match the declared output type %s (%s).",
-                   capability.name, declared, found)
-    return Outcome(status=Status.FAILED, content=[Text(f"{message} {_PERMANENT}")], message=message,
-                   code="invalid_output")
+    message = (
+        f"The return value of {capability.name} does not match the declared output type {declared} ({found})."
+    )
+    logger.warning(
+        "The return value of %s does not match the declared output type %s (%s).",
+        capability.name,
+        declared,
+        found,
+    )
+    return Outcome(
+        status=Status.FAILED,
+        content=[Text(f"{message} {_PERMANENT}")],
+        message=message,
+        code="invalid_output",
+    )
 
 
 def _settled(outcome: Outcome) -> bool:
     """Outcomes an idempotency key keeps: final ones, not a retryable failure or a pending question."""
-    return outcome.status in ("completed", "rejected") or (outcome.status == "failed" and not outcome.retryable)
+    return outcome.status in ("completed", "rejected") or (
+        outcome.status == "failed" and not outcome.retryable
+    )
 
 
-def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Context, *,
-           idempotency_key: str | None = None, approval_id: str | None = None,
-           journal: Journal | None = None, validated: Any = None) -> Coroutine[Any, Any, Outcome]:
+def invoke(
+    capability: Capability,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    *,
+    idempotency_key: str | None = None,
+    approval_id: str | None = None,
+    journal: Journal | None = None,
+    validated: Any = None,
+) -> Coroutine[Any, Any, Outcome]:
     """Run one capability for one caller through the pipeline, and classify what happened (await it).
 
     validate -> idempotency -> in-flight caps -> authorize (the host app's dependencies) -> roots ->
@@ -297,8 +350,9 @@ def invoke(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Con
     if journal is not None:
         from .journal import run_journaled
 
-        return run_journaled(capability, arguments, ctx, journal, idempotency_key=idempotency_key,
-                             approval_id=approval_id)
+        return run_journaled(
+            capability, arguments, ctx, journal, idempotency_key=idempotency_key, approval_id=approval_id
+        )
     agent = ctx.agent
     if agent is not None and agent._hooks is not None:
         return agent._hooks.run(capability, arguments, ctx, idempotency_key, approval_id, validated)
@@ -318,7 +372,9 @@ def _bound(capability: Capability, ctx: Context) -> Capability:
     return agent.current(capability)
 
 
-_ORPHANS: Any = None  # an agentmw._routes.IdentityCache: function -> the routes it serves (by identity, weakly)
+_ORPHANS: Any = (
+    None  # an agentmw._routes.IdentityCache: function -> the routes it serves (by identity, weakly)
+)
 
 
 def _orphan_route(capability: Capability) -> str | None:
@@ -340,10 +396,12 @@ def _orphan_route(capability: Capability) -> str | None:
 
 async def _refused_orphan(capability: Capability) -> Outcome:
     where = _orphan_route(capability)
-    message = (f"{capability.name} is the handler of the route {where}, but the app serving this agent is not the "
-               f"app of that route, so the route's dependencies could not run. Serve the agent from that app "
-               f"(app.add_middleware(AgentMiddleware, agent=agent), or app.include_router(agent.router())), or "
-               f"include the app: Agent(include=[app]). Nothing was executed.")
+    message = (
+        f"{capability.name} is the handler of the route {where}, but the app serving this agent is not the "
+        f"app of that route, so the route's dependencies could not run. Serve the agent from that app "
+        f"(app.add_middleware(AgentMiddleware, agent=agent), or app.include_router(agent.router())), or "
+        f"include the app: Agent(include=[app]). Nothing was executed."
+    )
     logger.warning("agentmw: %s", message)
     return Outcome(status=Status.FAILED, content=[Text(message)], message=message, code="permanent")
 
@@ -352,7 +410,9 @@ def validate(capability: Capability, arguments: Mapping[str, Any] | None, valida
     """The capability's input model made from ``arguments`` (``validated`` when it already is one), None for a
     capability that takes no arguments, or the ``rejected`` outcome (``invalid_arguments``)."""
     if arguments is not None and type(arguments) is not dict and not isinstance(arguments, Mapping):
-        return Outcome(status=Status.REJECTED, message="Invalid arguments: expected an object", code="invalid_arguments")
+        return Outcome(
+            status=Status.REJECTED, message="Invalid arguments: expected an object", code="invalid_arguments"
+        )
     params = capability.params
     model = params.input_model
     if not params.arg_names or model is None:
@@ -362,11 +422,14 @@ def validate(capability: Capability, arguments: Mapping[str, Any] | None, valida
     try:
         return model.model_validate(arguments if arguments is not None else {})
     except ValidationError as exc:
-        return Outcome(status=Status.REJECTED, message=describe_validation_error(exc), code="invalid_arguments")
+        return Outcome(
+            status=Status.REJECTED, message=describe_validation_error(exc), code="invalid_arguments"
+        )
 
 
-async def _refused_by_route(capability: Capability, arguments: Mapping[str, Any], ctx: Context,
-                            invalid: Outcome) -> Outcome:
+async def _refused_by_route(
+    capability: Capability, arguments: Mapping[str, Any], ctx: Context, invalid: Outcome
+) -> Outcome:
     """Arguments the route's own validation must answer: sent as they came, so the app's answer (FastAPI's 422, or
     the app's own ``RequestValidationError`` handler) is the caller's, as over HTTP. Only for a route with no gate
     and no rooted paths, whose call is nothing but the app's, after the caller's access is checked; an answer that
@@ -397,14 +460,25 @@ def _stage(ctx: Context, name: str, **attributes: Any) -> None:
         agent._hooks.stage(name, attributes)
 
 
-async def _pipeline(capability: Capability, arguments: Mapping[str, Any] | None, ctx: Context,
-                    idempotency_key: str | None, approval_id: str | None, validated: Any) -> Outcome:
+async def _pipeline(
+    capability: Capability,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    idempotency_key: str | None,
+    approval_id: str | None,
+    validated: Any,
+) -> Outcome:
     checked = validate(capability, arguments, validated)
     if checked is None:
         kwargs: dict[str, Any] = {}
     elif type(checked) is Outcome:
-        if capability.route is not None and capability.gate is None and not capability.path_params \
-                and checked.code == "invalid_arguments" and isinstance(arguments, Mapping):
+        if (
+            capability.route is not None
+            and capability.gate is None
+            and not capability.path_params
+            and checked.code == "invalid_arguments"
+            and isinstance(arguments, Mapping)
+        ):
             return await _refused_by_route(capability, arguments, ctx, checked)
         return checked
     else:
@@ -447,15 +521,22 @@ def _plain(validated: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return validated.model_dump(mode="json") if validated is not None else {}
 
 
-async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: Any, ctx: Context,
-                   approval_id: str | None) -> Outcome:
+async def _guarded(
+    capability: Capability, kwargs: dict[str, Any], validated: Any, ctx: Context, approval_id: str | None
+) -> Outcome:
     agent = ctx.agent
     assert agent is not None
     busy = agent.limits.acquire(capability.name, capability.max_in_flight)
     if busy is not None:
         _stage(ctx, "agentmw.busy", **{"agentmw.reason": busy})
-        return Outcome(status=Status.FAILED, content=[Text(f"Busy: {busy}. Retry after 1 second.")], message=busy,
-                       retryable=True, retry_after=1.0, code="busy")
+        return Outcome(
+            status=Status.FAILED,
+            content=[Text(f"Busy: {busy}. Retry after 1 second.")],
+            message=busy,
+            retryable=True,
+            retry_after=1.0,
+            code="busy",
+        )
     try:
         if capability.params.host_params:
             # The host app's dependencies are its authorization: they run before anything is asked or run.
@@ -467,7 +548,8 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
             from ._dispatch import authorize_route
 
             outcome = await authorize_route(capability, kwargs, ctx) or await _checked(
-                capability, kwargs, validated, ctx, approval_id)
+                capability, kwargs, validated, ctx, approval_id
+            )
         elif capability.path_params or capability.gate is not None:
             outcome = await _checked(capability, kwargs, validated, ctx, approval_id)
         else:
@@ -475,23 +557,31 @@ async def _guarded(capability: Capability, kwargs: dict[str, Any], validated: An
     except InputsPending as pending:  # the roots request or the gate's question, in a stateless era
         return Outcome(status=Status.NEEDS_INPUT, pending=pending.requests, data=pending.answered)
     except ClientCapabilityMissing as exc:
-        return Outcome(status=Status.REJECTED, message=str(exc), code="missing_capability", data=exc.capability,
-                       pending=exc.requests or None)
+        return Outcome(
+            status=Status.REJECTED,
+            message=str(exc),
+            code="missing_capability",
+            data=exc.capability,
+            pending=exc.requests or None,
+        )
     finally:
         agent.limits.release(capability.name)
     if capability.untrusted and outcome.status == "completed":
         from .safety.framing import frame_text
 
         source = f"{capability.kind} {capability.name}"
-        outcome.content = [Text(frame_text(p.text, source, agent.untrusted_budget_chars)) if isinstance(p, Text)
-                           else p for p in outcome.content]
+        outcome.content = [
+            Text(frame_text(p.text, source, agent.untrusted_budget_chars)) if isinstance(p, Text) else p
+            for p in outcome.content
+        ]
         if is_answer(outcome.value):  # a Message or Artifacts the faces render from the value (messages.py)
             outcome.value = framed(outcome.value, source, agent.untrusted_budget_chars)
     return outcome
 
 
-async def _resolve_host(capability: Capability, kwargs: dict[str, Any], ctx: Context,
-                        stack: AsyncExitStack) -> Outcome | None:
+async def _resolve_host(
+    capability: Capability, kwargs: dict[str, Any], ctx: Context, stack: AsyncExitStack
+) -> Outcome | None:
     from ._host import HostDependencyError, resolve_host_dependencies
 
     try:
@@ -505,8 +595,9 @@ async def _resolve_host(capability: Capability, kwargs: dict[str, Any], ctx: Con
     return None
 
 
-async def _checked(capability: Capability, kwargs: dict[str, Any], validated: Any, ctx: Context,
-                   approval_id: str | None) -> Outcome:
+async def _checked(
+    capability: Capability, kwargs: dict[str, Any], validated: Any, ctx: Context, approval_id: str | None
+) -> Outcome:
     """Roots, then the gate, then the call; the host's dependencies are already resolved."""
     if capability.path_params:
         refused = await _check_roots(capability, kwargs, ctx)
@@ -528,20 +619,30 @@ async def _check_roots(capability: Capability, kwargs: dict[str, Any], ctx: Cont
     if ctx.supports("roots"):
         client = [root.uri for root in await ctx.roots(key="agentmw-roots")]
     try:  # resolution reads the file system: on a worker thread, never on the loop (safety/roots.py)
-        resolved = await run_sync(resolve_parameters, {
-            "values": {name: kwargs[name] for name in capability.path_params}, "server": agent.roots,
-            "client": client, "case_insensitive": agent.case_insensitive_paths})
+        resolved = await run_sync(
+            resolve_parameters,
+            {
+                "values": {name: kwargs[name] for name in capability.path_params},
+                "server": agent.roots,
+                "client": client,
+                "case_insensitive": agent.case_insensitive_paths,
+            },
+        )
     except RootViolation as exc:
         name = exc.parameter
         _stage(ctx, "agentmw.roots.refused", **{"agentmw.parameter": name})
-        return Outcome(status=Status.REJECTED, message=f"Path {name!r} refused: {exc}. Nothing was executed.",
-                       code="root_violation")
+        return Outcome(
+            status=Status.REJECTED,
+            message=f"Path {name!r} refused: {exc}. Nothing was executed.",
+            code="root_violation",
+        )
     kwargs.update(resolved)
     return None
 
 
-async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
-                approval_id: str | None) -> Outcome | None:
+async def _gate(
+    capability: Capability, arguments: dict[str, Any], ctx: Context, approval_id: str | None
+) -> Outcome | None:
     from .safety.gate import ApprovalProblem, arguments_hash, describe
 
     agent = ctx.agent
@@ -550,47 +651,83 @@ async def _gate(capability: Capability, arguments: dict[str, Any], ctx: Context,
     summary = describe(capability.name, arguments, spec.side_effects)
     nothing = "Nothing was executed and nothing changed."
     if approval_id is not None:
-        requester = await _approval_requester(ctx, f"Approval {approval_id} cannot be used: out-of-band approval")
+        requester = await _approval_requester(
+            ctx, f"Approval {approval_id} cannot be used: out-of-band approval"
+        )
         if isinstance(requester, Outcome):
             return requester
         try:
             if ctx._journal is not None:  # a replay finds the approval it used in the journal (journal.py)
                 from .journal import journaled_approval
 
-                approval = await journaled_approval(ctx, approval_id, lambda: agent.approvals.consume(
-                    approval_id, capability.name, arguments, ctx.face or "direct", requester))
+                approval = await journaled_approval(
+                    ctx,
+                    approval_id,
+                    lambda: agent.approvals.consume(
+                        approval_id, capability.name, arguments, ctx.face or "direct", requester
+                    ),
+                )
             else:
-                approval = await agent.approvals.consume(approval_id, capability.name, arguments,
-                                                         ctx.face or "direct", requester)
+                approval = await agent.approvals.consume(
+                    approval_id, capability.name, arguments, ctx.face or "direct", requester
+                )
         except ApprovalProblem as exc:
-            _stage(ctx, "agentmw.gate.decided", **{"agentmw.gate.approved": False, "agentmw.reason": str(exc)})
+            _stage(
+                ctx, "agentmw.gate.decided", **{"agentmw.gate.approved": False, "agentmw.reason": str(exc)}
+            )
             return Outcome(status=Status.REJECTED, message=f"{exc}. {nothing}", code="approval_invalid")
-        _stage(ctx, "agentmw.gate.decided", **{"agentmw.gate.approved": approval.status != "rejected",
-                                               "agentmw.gate.mode": "out_of_band", "agentmw.approval.id": approval_id})
+        _stage(
+            ctx,
+            "agentmw.gate.decided",
+            **{
+                "agentmw.gate.approved": approval.status != "rejected",
+                "agentmw.gate.mode": "out_of_band",
+                "agentmw.approval.id": approval_id,
+            },
+        )
         if approval.status == "rejected":
-            return Outcome(status=Status.REJECTED, message=f"{approval.decided_by} rejected: {summary}. {nothing}",
-                           code="approval_rejected")
+            return Outcome(
+                status=Status.REJECTED,
+                message=f"{approval.decided_by} rejected: {summary}. {nothing}",
+                code="approval_rejected",
+            )
         return None
     digest = arguments_hash(capability.name, arguments)
     if ctx.supports("elicitation"):
         _stage(ctx, "agentmw.gate.asked", **{"agentmw.gate.mode": "in_band"})
-        approved = await ctx.confirm(summary, details={
-            "function": capability.name, "arguments": arguments, "sideEffects": spec.side_effects,
-            "argumentsHash": digest}, key=f"approve-{digest[:16]}")
+        approved = await ctx.confirm(
+            summary,
+            details={
+                "function": capability.name,
+                "arguments": arguments,
+                "sideEffects": spec.side_effects,
+                "argumentsHash": digest,
+            },
+            key=f"approve-{digest[:16]}",
+        )
         _stage(ctx, "agentmw.gate.decided", **{"agentmw.gate.approved": bool(approved)})
         if approved:
             return None
-        return Outcome(status=Status.REJECTED, message=f"Not approved: {summary}. {nothing}", code="approval_rejected")
+        return Outcome(
+            status=Status.REJECTED, message=f"Not approved: {summary}. {nothing}", code="approval_rejected"
+        )
     requester = await _approval_requester(
-        ctx, f"Approval required: {summary}. This client cannot be asked in-band, and out-of-band approval")
+        ctx, f"Approval required: {summary}. This client cannot be asked in-band, and out-of-band approval"
+    )
     if isinstance(requester, Outcome):
         return requester
-    approval = await agent.approvals.create(capability.name, arguments, summary, ctx.face or "direct", requester,
-                                            spec.ttl_seconds)
-    _stage(ctx, "agentmw.gate.asked", **{"agentmw.gate.mode": "out_of_band", "agentmw.approval.id": approval.id})
-    return Outcome(status=Status.AWAITING_APPROVAL, message=summary,
-                   pending={approval.id: Ask(summary, {"type": "object", "properties": {}}, confirmation=True)},
-                   data={"approval": approval.public()})
+    approval = await agent.approvals.create(
+        capability.name, arguments, summary, ctx.face or "direct", requester, spec.ttl_seconds
+    )
+    _stage(
+        ctx, "agentmw.gate.asked", **{"agentmw.gate.mode": "out_of_band", "agentmw.approval.id": approval.id}
+    )
+    return Outcome(
+        status=Status.AWAITING_APPROVAL,
+        message=summary,
+        pending={approval.id: Ask(summary, {"type": "object", "properties": {}}, confirmation=True)},
+        data={"approval": approval.public()},
+    )
 
 
 async def _approval_requester(ctx: Context, lead: str) -> str | Outcome:
@@ -607,27 +744,45 @@ async def _approval_requester(ctx: Context, lead: str) -> str | Outcome:
     nothing = "Nothing was executed and nothing changed."
     connection = ctx.request
     if not has_identity_source(connection.scope if connection is not None else {}, agent.identify):
-        return Outcome(status=Status.REJECTED, code="approval_unavailable",
-                       message=f"{lead} is off: no approver configured (the server has no authentication to tell "
-                               f"who approves: pass the app's current-user dependency, "
-                               f"Agent(identify=get_current_user)). {nothing}")
+        return Outcome(
+            status=Status.REJECTED,
+            code="approval_unavailable",
+            message=f"{lead} is off: no approver configured (the server has no authentication to tell "
+            f"who approves: pass the app's current-user dependency, "
+            f"Agent(identify=get_current_user)). {nothing}",
+        )
     try:
-        identity = await authenticated_identity(connection, agent.identify) if connection is not None else None
+        identity = (
+            await authenticated_identity(connection, agent.identify) if connection is not None else None
+        )
     except (Unauthenticated, Forbidden):
         identity = None
     if identity is None:
-        return Outcome(status=Status.REJECTED, code="approval_unavailable",
-                       message=f"{lead} needs an authenticated caller: authenticate and call again. {nothing}")
+        return Outcome(
+            status=Status.REJECTED,
+            code="approval_unavailable",
+            message=f"{lead} needs an authenticated caller: authenticate and call again. {nothing}",
+        )
     return identity
 
 
-async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, host_ready: bool = False) -> Outcome:
+async def _run(
+    capability: Capability, kwargs: dict[str, Any], ctx: Context, *, host_ready: bool = False
+) -> Outcome:
     params = capability.params
-    if params.message_params:  # Message / File parameters, from the messages the face put on ctx (messages.py)
-        missing = bind_message_params(params.message_params, kwargs, ctx.messages,
-                                      {k: kwargs[k] for k in params.arg_names if k in kwargs})
+    if (
+        params.message_params
+    ):  # Message / File parameters, from the messages the face put on ctx (messages.py)
+        missing = bind_message_params(
+            params.message_params,
+            kwargs,
+            ctx.messages,
+            {k: kwargs[k] for k in params.arg_names if k in kwargs},
+        )
         if missing is not None:
-            return Outcome(status=Status.REJECTED, message=f"Invalid arguments: {missing}", code="invalid_arguments")
+            return Outcome(
+                status=Status.REJECTED, message=f"Invalid arguments: {missing}", code="invalid_arguments"
+            )
     if params.context_param:
         kwargs[params.context_param] = ctx
     if params.request_param:
@@ -651,14 +806,19 @@ async def _run(capability: Capability, kwargs: dict[str, Any], ctx: Context, *, 
     except TimeoutError as exc:
         return _timed_out(capability, ctx, deadline, exc)
     except Exception as exc:
-        return _raised_outcome(capability, exc) or _http_exception_outcome(exc) or _unexpected(capability, exc)
-    except SystemExit as exc:  # sys.exit() in the function (argparse, click): re-raised, it would stop the server
+        return (
+            _raised_outcome(capability, exc) or _http_exception_outcome(exc) or _unexpected(capability, exc)
+        )
+    except (
+        SystemExit
+    ) as exc:  # sys.exit() in the function (argparse, click): re-raised, it would stop the server
         return _unexpected(capability, exc)
     return completed(capability, value)
 
 
-async def _run_route(capability: Capability, kwargs: dict[str, Any], ctx: Context,
-                     deadline: asyncio.Timeout | None) -> Outcome:
+async def _run_route(
+    capability: Capability, kwargs: dict[str, Any], ctx: Context, deadline: asyncio.Timeout | None
+) -> Outcome:
     """A host route's call, through the host app (``_dispatch.py``): its response is the outcome."""
     from ._dispatch import RouteCallRefused, call_route, response_outcome
 
@@ -683,13 +843,20 @@ async def _run_route(capability: Capability, kwargs: dict[str, Any], ctx: Contex
     return response_outcome(capability, response)
 
 
-def _timed_out(capability: Capability, ctx: Context, deadline: asyncio.Timeout | None, exc: TimeoutError) -> Outcome:
+def _timed_out(
+    capability: Capability, ctx: Context, deadline: asyncio.Timeout | None, exc: TimeoutError
+) -> Outcome:
     """The capability's own deadline passed (retryable), or a ``TimeoutError`` of its code (unexpected)."""
     if deadline is not None and deadline.expired():
         _stage(ctx, "agentmw.deadline.exceeded", **{"agentmw.timeout_s": capability.timeout})
         message = f"{capability.name} did not finish within {capability.timeout:g} seconds and was stopped."
-        return Outcome(status=Status.FAILED, content=[Text(message + " Retry later.")], message=message,
-                       retryable=True, code="timeout")
+        return Outcome(
+            status=Status.FAILED,
+            content=[Text(message + " Retry later.")],
+            message=message,
+            retryable=True,
+            code="timeout",
+        )
     return _unexpected(capability, exc)
 
 
@@ -697,27 +864,52 @@ def _raised_outcome(capability: Capability, exc: Exception) -> Outcome | None:
     """agentmw's own exceptions (a question, a retryable, rejected or permanent failure, a missing client
     capability), raised by a function, or by a route handler and not turned into a response by the app."""
     if isinstance(exc, NeedsInput):
-        return Outcome(status=Status.NEEDS_INPUT, pending={"question": Ask(exc.question, exc.schema)},
-                       message=exc.question, code="raised")
+        return Outcome(
+            status=Status.NEEDS_INPUT,
+            pending={"question": Ask(exc.question, exc.schema)},
+            message=exc.question,
+            code="raised",
+        )
     if isinstance(exc, Retryable):
-        when = f" Retry after {exc.retry_after:g} seconds." if exc.retry_after is not None else " Retry later."
-        return Outcome(status=Status.FAILED, content=[Text(exc.message + when)], message=exc.message, retryable=True,
-                       retry_after=exc.retry_after, code="retryable", data=exc.data)
+        when = (
+            f" Retry after {exc.retry_after:g} seconds." if exc.retry_after is not None else " Retry later."
+        )
+        return Outcome(
+            status=Status.FAILED,
+            content=[Text(exc.message + when)],
+            message=exc.message,
+            retryable=True,
+            retry_after=exc.retry_after,
+            code="retryable",
+            data=exc.data,
+        )
     if isinstance(exc, Rejected):
         return Outcome(status=Status.REJECTED, message=exc.message, code="rejected", data=exc.data)
     if isinstance(exc, (Permanent, AgentError)):
-        return Outcome(status=Status.FAILED, content=[Text(f"{exc.message} {_PERMANENT}")], message=exc.message,
-                       code="permanent", data=exc.data)
+        return Outcome(
+            status=Status.FAILED,
+            content=[Text(f"{exc.message} {_PERMANENT}")],
+            message=exc.message,
+            code="permanent",
+            data=exc.data,
+        )
     if isinstance(exc, ClientCapabilityMissing):
-        return Outcome(status=Status.REJECTED, message=str(exc), code="missing_capability", data=exc.capability,
-                       pending=exc.requests or None)
+        return Outcome(
+            status=Status.REJECTED,
+            message=str(exc),
+            code="missing_capability",
+            data=exc.capability,
+            pending=exc.requests or None,
+        )
     return None
 
 
 def _unexpected(capability: Capability, exc: BaseException) -> Outcome:
     logger.error("capability %r raised", capability.name, exc_info=exc)
     message = _sanitized(capability, exc)
-    return Outcome(status=Status.FAILED, content=[Text(f"{message} {_PERMANENT}")], message=message, code="permanent")
+    return Outcome(
+        status=Status.FAILED, content=[Text(f"{message} {_PERMANENT}")], message=message, code="permanent"
+    )
 
 
 _PERMANENT = "This failure is permanent: repeating the same call will not help."

@@ -35,8 +35,17 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .capability import Capability
 
-__all__ = ["ROUTE_META", "RouteInfo", "RouteSelection", "derived_options", "include_routes", "iter_routes",
-           "log_served", "refusal", "route_of"]
+__all__ = [
+    "ROUTE_META",
+    "RouteInfo",
+    "RouteSelection",
+    "derived_options",
+    "include_routes",
+    "iter_routes",
+    "log_served",
+    "refusal",
+    "route_of",
+]
 
 logger = logging.getLogger("agentmw")
 
@@ -73,8 +82,13 @@ def _methods(route: Any) -> frozenset[str]:
     return methods - {"HEAD"} if "GET" in methods else methods  # Starlette adds HEAD to every GET route
 
 
-def iter_routes(app: Any, prefix: str = "", tags: tuple[str, ...] = (), dependencies: int | None = None,
-                in_schema: bool = True) -> Iterator[RouteInfo]:
+def iter_routes(
+    app: Any,
+    prefix: str = "",
+    tags: tuple[str, ...] = (),
+    dependencies: int | None = None,
+    in_schema: bool = True,
+) -> Iterator[RouteInfo]:
     """Every endpoint of a FastAPI/Starlette app or router: included routers and mounts are walked."""
     if dependencies is None:  # the app's own dependencies (FastAPI(dependencies=[...]))
         dependencies = len(getattr(getattr(app, "router", app), "dependencies", None) or ())
@@ -83,18 +97,25 @@ def iter_routes(app: Any, prefix: str = "", tags: tuple[str, ...] = (), dependen
         if included is not None:
             context = getattr(route, "include_context", None)
             yield from iter_routes(
-                included, prefix + (getattr(context, "prefix", "") or ""),
+                included,
+                prefix + (getattr(context, "prefix", "") or ""),
                 tags + tuple(getattr(context, "tags", None) or ()),
                 dependencies + len(getattr(context, "dependencies", None) or ()),
-                in_schema and getattr(context, "include_in_schema", True) is not False)
+                in_schema and getattr(context, "include_in_schema", True) is not False,
+            )
             continue
         endpoint = getattr(route, "endpoint", None)
         if endpoint is None:
             nested = getattr(route, "app", None)
             if nested is not None and nested is not app and getattr(nested, "routes", None) is not None:
                 inner = getattr(getattr(nested, "router", nested), "dependencies", None) or ()
-                yield from iter_routes(nested, prefix + (getattr(route, "path", "") or ""), tags,
-                                       dependencies + len(inner), in_schema)
+                yield from iter_routes(
+                    nested,
+                    prefix + (getattr(route, "path", "") or ""),
+                    tags,
+                    dependencies + len(inner),
+                    in_schema,
+                )
             continue
         yield RouteInfo(
             path=prefix + (getattr(route, "path", "") or ""),
@@ -129,16 +150,24 @@ class RouteSelection:
 
     __slots__ = ("exclude", "methods", "paths", "tags")
 
-    def __init__(self, *, methods: str | Iterable[str] = ("GET",), tags: str | Iterable[str] = (),
-                 paths: str | Iterable[str] = (), exclude: str | Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        methods: str | Iterable[str] = ("GET",),
+        tags: str | Iterable[str] = (),
+        paths: str | Iterable[str] = (),
+        exclude: str | Iterable[str] = (),
+    ) -> None:
         self.methods = frozenset(m.upper() for m in _tuple(methods))
         self.tags = frozenset(_tuple(tags))
         self.paths = _tuple(paths)
         self.exclude = _tuple(exclude)
 
     def __repr__(self) -> str:
-        return (f"RouteSelection(methods={sorted(self.methods)}, tags={sorted(self.tags)}, paths={list(self.paths)}, "
-                f"exclude={list(self.exclude)})")
+        return (
+            f"RouteSelection(methods={sorted(self.methods)}, tags={sorted(self.tags)}, paths={list(self.paths)}, "
+            f"exclude={list(self.exclude)})"
+        )
 
     def __call__(self, route: RouteInfo) -> bool:
         if not route.methods or not route.methods <= self.methods:
@@ -147,7 +176,9 @@ class RouteSelection:
             return False
         if self.paths and not any(fnmatch.fnmatchcase(route.path, p) for p in self.paths):
             return False
-        return not any(fnmatch.fnmatchcase(route.path, p) or fnmatch.fnmatchcase(route.name, p) for p in self.exclude)
+        return not any(
+            fnmatch.fnmatchcase(route.path, p) or fnmatch.fnmatchcase(route.name, p) for p in self.exclude
+        )
 
 
 def refusal(route: RouteInfo) -> str | None:
@@ -167,8 +198,11 @@ def _sentence(text: str) -> str:
 def derived_options(route: RouteInfo) -> dict[str, Any]:
     """The tool options of an undecorated route: name, contract, hints, tags, and where it came from."""
     name = route.operation_id or route.name
-    options: dict[str, Any] = {"name": name, "tags": route.tags,
-                               "meta": {ROUTE_META: {"methods": sorted(route.methods), "path": route.path}}}
+    options: dict[str, Any] = {
+        "name": name,
+        "tags": route.tags,
+        "meta": {ROUTE_META: {"methods": sorted(route.methods), "path": route.path}},
+    }
     if not parse_docstring(inspect.getdoc(inspect.unwrap(route.endpoint))).contract:
         lead = route.description or route.summary or re.sub(r"[_\W]+", " ", name).strip().capitalize()
         options["contract"] = f"{_sentence(lead)} Serves the app's {route.method_text} {route.path} route."
@@ -217,22 +251,47 @@ def log_served(agent: Agent, app: Any) -> None:
     that no agent serves."""
     tools = sorted(agent.tools)
     resources = sorted([*agent.resources, *agent.templates])
-    served_fns = {id(c.fn) for table in (agent.tools, agent.resources, agent.templates, agent.prompts, agent.skills)
-                  for c in table.values()}
-    hidden = sorted(f"{r.method_text} {r.path}" for r in iter_routes(app)
-                    if r.include_in_schema and id(r.endpoint) not in served_fns)
-    logger.info("agentmw %s: MCP serves %d tools %s, %d resources %s, %d prompts %s; %d routes of the app are not "
-                "served %s", agent.name, len(tools), tools, len(resources), resources, len(agent.prompts),
-                sorted(agent.prompts), len(hidden), hidden)
-    logger.info("agentmw %s: A2A serves %d skills %s; AG-UI serves %s", agent.name, len(agent.skills),
-                sorted(agent.skills), [f"{agent.agui_path}/{s}" for s in sorted(agent.skills)])
+    served_fns = {
+        id(c.fn)
+        for table in (agent.tools, agent.resources, agent.templates, agent.prompts, agent.skills)
+        for c in table.values()
+    }
+    hidden = sorted(
+        f"{r.method_text} {r.path}"
+        for r in iter_routes(app)
+        if r.include_in_schema and id(r.endpoint) not in served_fns
+    )
+    logger.info(
+        "agentmw %s: MCP serves %d tools %s, %d resources %s, %d prompts %s; %d routes of the app are not "
+        "served %s",
+        agent.name,
+        len(tools),
+        tools,
+        len(resources),
+        resources,
+        len(agent.prompts),
+        sorted(agent.prompts),
+        len(hidden),
+        hidden,
+    )
+    logger.info(
+        "agentmw %s: A2A serves %d skills %s; AG-UI serves %s",
+        agent.name,
+        len(agent.skills),
+        sorted(agent.skills),
+        [f"{agent.agui_path}/{s}" for s in sorted(agent.skills)],
+    )
     from .decorators import MARKED, SERVED
 
     for fn in list(MARKED):
         if fn not in SERVED:
-            logger.warning("agentmw: %s.%s is marked (%s) but no agent serves it; include it (Agent(include=[...])) "
-                           "or remove the decorator", getattr(fn, "__module__", "?"), getattr(fn, "__qualname__", fn),
-                           ", ".join(spec.kind for spec in specs_of(fn)))
+            logger.warning(
+                "agentmw: %s.%s is marked (%s) but no agent serves it; include it (Agent(include=[...])) "
+                "or remove the decorator",
+                getattr(fn, "__module__", "?"),
+                getattr(fn, "__qualname__", fn),
+                ", ".join(spec.kind for spec in specs_of(fn)),
+            )
 
 
 def route_of(capability: Capability) -> dict[str, Any] | None:

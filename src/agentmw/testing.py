@@ -93,8 +93,15 @@ class AsgiExchange:
     it to finish (cancelling it after a grace period). An exception the app raises reaches the reader.
     """
 
-    def __init__(self, app: ASGIApp, method: str, url: str, *, headers: Mapping[str, str] | None = None,
-                 body: bytes = b"") -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
+    ) -> None:
         parts = urlsplit(url)
         host = parts.netloc or "127.0.0.1:8000"
         raw = [(b"host", host.encode())]
@@ -103,11 +110,20 @@ class AsgiExchange:
             raw.append((b"content-length", str(len(body)).encode()))
         hostname, _, port = host.partition(":")
         self.scope: dict[str, Any] = {
-            "type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1",
-            "method": method.upper(), "scheme": parts.scheme or "http", "path": parts.path or "/",
-            "raw_path": (parts.path or "/").encode(), "query_string": parts.query.encode(), "root_path": "",
-            "headers": raw, "client": ("127.0.0.1", 50000), "server": (hostname, int(port or 80)),
-            "extensions": {}, "state": {},
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.4"},
+            "http_version": "1.1",
+            "method": method.upper(),
+            "scheme": parts.scheme or "http",
+            "path": parts.path or "/",
+            "raw_path": (parts.path or "/").encode(),
+            "query_string": parts.query.encode(),
+            "root_path": "",
+            "headers": raw,
+            "client": ("127.0.0.1", 50000),
+            "server": (hostname, int(port or 80)),
+            "extensions": {},
+            "state": {},
         }
         self.app = app
         self.body = body
@@ -193,9 +209,16 @@ class AsgiExchange:
 class McpTestClient:
     """A small MCP client over ``httpx.ASGITransport``; ``notifications`` collects what streamed back."""
 
-    def __init__(self, app: ASGIApp, *, path: str = "/mcp", era: str = MODERN,
-                 base_url: str = "http://127.0.0.1:8000", headers: Mapping[str, str] | None = None,
-                 capabilities: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        path: str = "/mcp",
+        era: str = MODERN,
+        base_url: str = "http://127.0.0.1:8000",
+        headers: Mapping[str, str] | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+    ) -> None:
         self.app = app
         self.base_url = base_url
         self.extra_headers = dict(headers or {})
@@ -214,15 +237,24 @@ class McpTestClient:
         if self._client is None:
             import httpx
 
-            self._client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url=self.base_url,
-                                             headers=self.extra_headers, timeout=30)
+            self._client = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=self.app),
+                base_url=self.base_url,
+                headers=self.extra_headers,
+                timeout=30,
+            )
         return self._client
 
     async def __aenter__(self) -> McpTestClient:
         if self.era != MODERN:
-            result = await self.request("initialize", {
-                "protocolVersion": self.era, "capabilities": self.capabilities,
-                "clientInfo": {"name": "agentmw-testing", "version": "0"}})
+            result = await self.request(
+                "initialize",
+                {
+                    "protocolVersion": self.era,
+                    "capabilities": self.capabilities,
+                    "clientInfo": {"name": "agentmw-testing", "version": "0"},
+                },
+            )
             self.era = result["protocolVersion"]
             await self.notify("notifications/initialized")
         return self
@@ -234,15 +266,28 @@ class McpTestClient:
             await self._client.aclose()
 
     def headers_for(self, method: str, params: Mapping[str, Any] | None) -> dict[str, str]:
-        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-                   "mcp-protocol-version": self.era}
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-protocol-version": self.era,
+        }
         if self.era == MODERN:
             headers["mcp-method"] = method
-            key = {"resources/read": "uri", "tasks/get": "taskId", "tasks/update": "taskId",
-                   "tasks/cancel": "taskId"}.get(method, "name")
+            key = {
+                "resources/read": "uri",
+                "tasks/get": "taskId",
+                "tasks/update": "taskId",
+                "tasks/cancel": "taskId",
+            }.get(method, "name")
             name = (params or {}).get(key)
-            if method in ("tools/call", "prompts/get", "resources/read", "tasks/get", "tasks/update",
-                          "tasks/cancel") and isinstance(name, str):
+            if method in (
+                "tools/call",
+                "prompts/get",
+                "resources/read",
+                "tasks/get",
+                "tasks/update",
+                "tasks/cancel",
+            ) and isinstance(name, str):
                 headers["mcp-name"] = name
         elif self.session_id:
             headers["mcp-session-id"] = self.session_id
@@ -270,9 +315,14 @@ class McpTestClient:
         response = await self.post(body, self.headers_for(method, params))
         response.raise_for_status()
 
-    async def request(self, method: str, params: Mapping[str, Any] | None = None, *,
-                      on_notification: Callable[[dict[str, Any]], None] | None = None,
-                      **extra_headers: str) -> Any:
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        on_notification: Callable[[dict[str, Any]], None] | None = None,
+        **extra_headers: str,
+    ) -> Any:
         """Send one request; returns its result or raises :class:`McpError`.
 
         With ``on_notification``, the answer is read as it streams and each notification is handed over as it
@@ -297,10 +347,16 @@ class McpTestClient:
             raise McpError(response.status_code, reply["error"])
         return reply["result"]
 
-    async def _streamed(self, body: Any, headers: dict[str, str],
-                        on_notification: Callable[[dict[str, Any]], None]) -> Any:
-        exchange = AsgiExchange(self.app, "POST", self.base_url + self.path,
-                                headers={**self.extra_headers, **headers}, body=json.dumps(body).encode())
+    async def _streamed(
+        self, body: Any, headers: dict[str, str], on_notification: Callable[[dict[str, Any]], None]
+    ) -> Any:
+        exchange = AsgiExchange(
+            self.app,
+            "POST",
+            self.base_url + self.path,
+            headers={**self.extra_headers, **headers},
+            body=json.dumps(body).encode(),
+        )
         reply: Any = None
         async with exchange:
             if exchange.headers.get("content-type", "").startswith("text/event-stream"):
@@ -334,7 +390,8 @@ class _LiveStream:
         """Start the exchange; the body (the exchange closed) when the answer is no stream, else None."""
         await self._exchange.start()
         if self._exchange.status == 200 and self._exchange.headers.get("content-type", "").startswith(
-                "text/event-stream"):
+            "text/event-stream"
+        ):
             return None
         body = await self._exchange.read()
         await self._exchange.close()
@@ -364,8 +421,12 @@ class A2AError(Exception):
 
 
 _A2A_RESULTS = {  # the official a2a-sdk model each 1.0 method answers with
-    "SendMessage": "SendMessageResponse", "SendStreamingMessage": "StreamResponse",
-    "SubscribeToTask": "StreamResponse", "GetTask": "Task", "CancelTask": "Task", "ListTasks": "ListTasksResponse",
+    "SendMessage": "SendMessageResponse",
+    "SendStreamingMessage": "StreamResponse",
+    "SubscribeToTask": "StreamResponse",
+    "GetTask": "Task",
+    "CancelTask": "Task",
+    "ListTasks": "ListTasksResponse",
 }
 
 
@@ -386,8 +447,16 @@ class A2ATestClient:
     ``{"message": ...}``, ``get``/``cancel`` a task, ``stream`` the stream's events.
     """
 
-    def __init__(self, app: ASGIApp, *, path: str = "/a2a", base_url: str = "http://127.0.0.1:8000",
-                 headers: Mapping[str, str] | None = None, version: str = "1.0", validate: bool = True) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        path: str = "/a2a",
+        base_url: str = "http://127.0.0.1:8000",
+        headers: Mapping[str, str] | None = None,
+        version: str = "1.0",
+        validate: bool = True,
+    ) -> None:
         self.app = app
         self.validate = validate
         self.path = path
@@ -402,9 +471,18 @@ class A2ATestClient:
         return None
 
     # --- building messages ----------------------------------------------------------------------------
-    def message(self, text: str | None = None, *, data: Any = None, skill: str | None = None, tool: str | None = None,
-                task_id: str | None = None, context_id: str | None = None,
-                metadata: Mapping[str, Any] | None = None, parts: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    def message(
+        self,
+        text: str | None = None,
+        *,
+        data: Any = None,
+        skill: str | None = None,
+        tool: str | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        parts: Sequence[Mapping[str, Any]] = (),
+    ) -> dict[str, Any]:
         """A user message: text and/or a data part, naming the skill (and a tool it groups) in its metadata."""
         body: list[dict[str, Any]] = [dict(p) for p in parts]
         if text is not None:
@@ -429,12 +507,15 @@ class A2ATestClient:
 
     # --- calls ------------------------------------------------------------------------------------------
     def _body(self, method: str, params: Mapping[str, Any]) -> bytes:
-        return json.dumps({"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": dict(params)}).encode()
+        return json.dumps(
+            {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": dict(params)}
+        ).encode()
 
     async def rpc(self, method: str, params: Mapping[str, Any]) -> Any:
         """One JSON-RPC call; the result, checked against its a2a-sdk model, or :class:`A2AError`."""
-        async with AsgiExchange(self.app, "POST", self.base_url + self.path, headers=self.headers,
-                                body=self._body(method, params)) as exchange:
+        async with AsgiExchange(
+            self.app, "POST", self.base_url + self.path, headers=self.headers, body=self._body(method, params)
+        ) as exchange:
             raw = await exchange.read()
         reply = json.loads(raw)
         if "error" in reply:
@@ -443,19 +524,36 @@ class A2ATestClient:
             _a2a_check(_A2A_RESULTS[method], reply["result"])
         return reply["result"]
 
-    async def send(self, text: str | None = None, *, data: Any = None, skill: str | None = None,
-                   tool: str | None = None, task_id: str | None = None, metadata: Mapping[str, Any] | None = None,
-                   configuration: Mapping[str, Any] | None = None,
-                   message: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    async def send(
+        self,
+        text: str | None = None,
+        *,
+        data: Any = None,
+        skill: str | None = None,
+        tool: str | None = None,
+        task_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        configuration: Mapping[str, Any] | None = None,
+        message: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """``SendMessage``: ``{"task": ...}`` (waits until the task is done or needs input) or ``{"message": ...}``."""
-        params: dict[str, Any] = {"message": dict(message) if message is not None else self.message(
-            text, data=data, skill=skill, tool=tool, task_id=task_id, metadata=metadata)}
+        params: dict[str, Any] = {
+            "message": dict(message)
+            if message is not None
+            else self.message(text, data=data, skill=skill, tool=tool, task_id=task_id, metadata=metadata)
+        }
         if configuration:
             params["configuration"] = dict(configuration)
         return await self.rpc("SendMessage", params)
 
-    async def follow_up(self, task: Mapping[str, Any] | str, text: str | None = None, *, data: Any = None,
-                        metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    async def follow_up(
+        self,
+        task: Mapping[str, Any] | str,
+        text: str | None = None,
+        *,
+        data: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """A follow-up on a task (an answer to its question, or the arguments it asked for)."""
         task_id = task if isinstance(task, str) else task["id"]
         return await self.send(text, data=data, task_id=task_id, metadata=metadata)
@@ -474,21 +572,36 @@ class A2ATestClient:
 
     async def card(self) -> dict[str, Any]:
         """The agent card, checked as an a2a-sdk ``AgentCard``."""
-        async with AsgiExchange(self.app, "GET", self.base_url + "/.well-known/agent-card.json",
-                                headers={k: v for k, v in self.headers.items() if k != "content-type"}) as exchange:
+        async with AsgiExchange(
+            self.app,
+            "GET",
+            self.base_url + "/.well-known/agent-card.json",
+            headers={k: v for k, v in self.headers.items() if k != "content-type"},
+        ) as exchange:
             card = json.loads(await exchange.read())
         if self.validate:
             _a2a_check("AgentCard", card)
         return card
 
-    def stream(self, text: str | None = None, *, data: Any = None, skill: str | None = None, tool: str | None = None,
-               task_id: str | None = None, metadata: Mapping[str, Any] | None = None,
-               message: Mapping[str, Any] | None = None) -> A2AStream:
+    def stream(
+        self,
+        text: str | None = None,
+        *,
+        data: Any = None,
+        skill: str | None = None,
+        tool: str | None = None,
+        task_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        message: Mapping[str, Any] | None = None,
+    ) -> A2AStream:
         """``SendStreamingMessage``, read live: ``async with a2a.stream(...) as events: async for e in events``.
 
         Leaving the block before the stream ends disconnects, as a client that goes away."""
-        params = {"message": dict(message) if message is not None else self.message(
-            text, data=data, skill=skill, tool=tool, task_id=task_id, metadata=metadata)}
+        params = {
+            "message": dict(message)
+            if message is not None
+            else self.message(text, data=data, skill=skill, tool=tool, task_id=task_id, metadata=metadata)
+        }
         return A2AStream(self, "SendStreamingMessage", params)
 
     def subscribe(self, task_id: str) -> A2AStream:
@@ -500,8 +613,15 @@ class A2AStream(_LiveStream):
     """A live A2A stream: iterate it for each ``StreamResponse`` (checked); ``events`` keeps what was read."""
 
     def __init__(self, client: A2ATestClient, method: str, params: Mapping[str, Any]) -> None:
-        super().__init__(AsgiExchange(client.app, "POST", client.base_url + client.path, headers=client.headers,
-                                      body=client._body(method, params)))
+        super().__init__(
+            AsgiExchange(
+                client.app,
+                "POST",
+                client.base_url + client.path,
+                headers=client.headers,
+                body=client._body(method, params),
+            )
+        )
         self.events: list[dict[str, Any]] = []
         self.validate = client.validate
 
@@ -651,8 +771,14 @@ class AguiTestClient:
     """An AG-UI client for tests: runs, interrupts and resumes, reconnects (``Last-Event-ID``) and cancels; every
     event is validated against ``ag_ui.core``'s models and its sequence number checked to rise."""
 
-    def __init__(self, app: ASGIApp, *, path: str = "/agui", base_url: str = "http://127.0.0.1:8000",
-                 headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        path: str = "/agui",
+        base_url: str = "http://127.0.0.1:8000",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self.app = app
         self.path = path.rstrip("/")
         self.base_url = base_url
@@ -668,10 +794,20 @@ class AguiTestClient:
     def _url(self, skill: str, *rest: str) -> str:
         return "/".join([self.base_url + self.path, skill, *rest])
 
-    def stream(self, skill: str, text: str | None = None, *, thread_id: str | None = None,
-               run_id: str | None = None, arguments: Mapping[str, Any] | None = None, state: Any = None,
-               resume: Sequence[Mapping[str, Any]] | None = None, detached: bool = False,
-               forwarded_props: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None) -> AguiStream:
+    def stream(
+        self,
+        skill: str,
+        text: str | None = None,
+        *,
+        thread_id: str | None = None,
+        run_id: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        state: Any = None,
+        resume: Sequence[Mapping[str, Any]] | None = None,
+        detached: bool = False,
+        forwarded_props: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> AguiStream:
         """Start a run and read it live. ``text`` is a user message; ``arguments`` go in
         ``forwardedProps.arguments``; ``detached`` keeps the run going when the client leaves."""
         thread_id = thread_id or f"thread-{uuid.uuid4()}"
@@ -684,8 +820,14 @@ class AguiTestClient:
             props["arguments"] = dict(arguments)
         if detached:
             props["detached"] = True
-        body: dict[str, Any] = {"threadId": thread_id, "runId": run_id, "messages": list(messages), "tools": [],
-                                "context": [], "forwardedProps": props}
+        body: dict[str, Any] = {
+            "threadId": thread_id,
+            "runId": run_id,
+            "messages": list(messages),
+            "tools": [],
+            "context": [],
+            "forwardedProps": props,
+        }
         if state is not None:
             body["state"] = state
         if resume is not None:
@@ -693,9 +835,18 @@ class AguiTestClient:
         from ag_ui.core import RunAgentInput
 
         RunAgentInput.model_validate(body)  # what we send is a valid input too
-        exchange = AsgiExchange(self.app, "POST", self._url(skill), body=json.dumps(body).encode(),
-                                headers={**self.headers, **dict(headers or {}), "content-type": "application/json",
-                                         "accept": "text/event-stream"})
+        exchange = AsgiExchange(
+            self.app,
+            "POST",
+            self._url(skill),
+            body=json.dumps(body).encode(),
+            headers={
+                **self.headers,
+                **dict(headers or {}),
+                "content-type": "application/json",
+                "accept": "text/event-stream",
+            },
+        )
         return AguiStream(exchange, AguiRun(skill, thread_id, run_id))
 
     async def run(self, skill: str, text: str | None = None, **options: Any) -> AguiRun:
@@ -703,8 +854,15 @@ class AguiTestClient:
         async with self.stream(skill, text, **options) as live:
             return await live.collect()
 
-    async def resume(self, run: AguiRun, payload: Any = None, *, status: str = "resolved",
-                     run_id: str | None = None, **options: Any) -> AguiRun:
+    async def resume(
+        self,
+        run: AguiRun,
+        payload: Any = None,
+        *,
+        status: str = "resolved",
+        run_id: str | None = None,
+        **options: Any,
+    ) -> AguiRun:
         """A new run on the same thread that answers every open interrupt of ``run`` with ``payload``
         (``status="cancelled"`` cancels them instead)."""
         if not run.interrupts:
@@ -721,8 +879,12 @@ class AguiTestClient:
         """Follow ``run`` again from after event ``after`` (default: the last one read), with ``Last-Event-ID``;
         read live like :meth:`stream`."""
         last = run.last_event_id if after is None else after
-        exchange = AsgiExchange(self.app, "GET", self._url(run.skill, "runs", run.run_id, "events"),
-                                headers={**self.headers, "accept": "text/event-stream", "last-event-id": str(last)})
+        exchange = AsgiExchange(
+            self.app,
+            "GET",
+            self._url(run.skill, "runs", run.run_id, "events"),
+            headers={**self.headers, "accept": "text/event-stream", "last-event-id": str(last)},
+        )
         return AguiStream(exchange, AguiRun(run.skill, run.thread_id, run.run_id))
 
     async def cancel(self, run: AguiRun) -> dict[str, Any]:

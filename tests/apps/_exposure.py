@@ -17,7 +17,16 @@ from fastapi import FastAPI, Request
 
 from agentmw import Agent, AgentMiddleware, RouteSelection, skill, tool
 
-__all__ = ["ALL_METHODS", "Exposure", "app_factory", "as_skill", "as_tool", "attach_agent", "connect", "database_of"]
+__all__ = [
+    "ALL_METHODS",
+    "Exposure",
+    "app_factory",
+    "as_skill",
+    "as_tool",
+    "attach_agent",
+    "connect",
+    "database_of",
+]
 
 Exposure = Literal["decorator", "bulk"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -71,10 +80,12 @@ def connect(request: Request, init: Callable[[str], None]) -> Iterator[sqlite3.C
 AppFactory = Callable[..., FastAPI]
 
 
-def app_factory(create_api: Callable[[Exposure, str | None], FastAPI],
-                build_agent: Callable[[FastAPI, Exposure], Agent]) -> tuple[AppFactory, Callable[[str], Any]]:
+def app_factory(
+    create_api: Callable[[Exposure, str | None], FastAPI], build_agent: Callable[[FastAPI, Exposure], Agent]
+) -> tuple[AppFactory, Callable[[str], Any]]:
     """A corpus module's ``create_app(exposure, database)`` (the app and its agent), and a module ``__getattr__``
     that builds its ``app`` on first use (``uvicorn tests.apps.shop:app``), so that importing it builds nothing."""
+
     def create_app(exposure: Exposure = "decorator", database: str | None = None) -> FastAPI:
         app = create_api(exposure, database)
         build_agent(app, exposure)
@@ -84,7 +95,7 @@ def app_factory(create_api: Callable[[Exposure, str | None], FastAPI],
         if name != "app":
             raise AttributeError(name)
         created = create_app()
-        setattr(sys.modules[create_api.__module__], "app", created)
+        sys.modules[create_api.__module__].app = created
         return created
 
     return create_app, module_getattr

@@ -35,10 +35,28 @@ from urllib.parse import quote
 
 import httpx
 
-from agentmw.testing import A2ATestClient, AguiHttpError, AguiTestClient, AsgiExchange, McpTestClient, parse_sse
+from agentmw.testing import (
+    A2ATestClient,
+    AguiHttpError,
+    AguiTestClient,
+    AsgiExchange,
+    McpTestClient,
+    parse_sse,
+)
 
-__all__ = ["EMBED", "FACES", "NO_BODY", "Case", "Observed", "Route", "compare", "dump_database", "http_status_class",
-           "observe", "tool_arguments"]
+__all__ = [
+    "EMBED",
+    "FACES",
+    "NO_BODY",
+    "Case",
+    "Observed",
+    "Route",
+    "compare",
+    "dump_database",
+    "http_status_class",
+    "observe",
+    "tool_arguments",
+]
 
 BASE_URL = "http://127.0.0.1:8000"
 NO_BODY: Any = object()
@@ -106,6 +124,7 @@ class Observed:
 
 # --- requests --------------------------------------------------------------------------------------------
 
+
 def tool_arguments(route: Route, case: Case) -> dict[str, Any]:
     """The tool's arguments for ``case``: path and query values by name, the body under its parameter's name."""
     if route.model:
@@ -153,21 +172,33 @@ def _json_or_none(response: httpx.Response) -> Any:
 
 
 async def observe_http(app: Any, route: Route, case: Case, headers: Mapping[str, str]) -> Observed:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
-                                 base_url=BASE_URL, follow_redirects=False) as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+        base_url=BASE_URL,
+        follow_redirects=False,
+    ) as client:
         kwargs: dict[str, Any] = {"params": dict(case.query), "headers": dict(headers)}
         if case.body is not NO_BODY:
             kwargs["data" if route.form else "json"] = case.body
         response = await client.request(route.method, _url(route, case), **kwargs)
     body = _json_or_none(response)
-    detail = body.get("detail") if isinstance(body, dict) and "detail" in body else body  # the app's own shape
+    detail = (
+        body.get("detail") if isinstance(body, dict) and "detail" in body else body
+    )  # the app's own shape
     retry_after = response.headers.get("retry-after")
-    return Observed("http", http_status_class(response.status_code), body,
-                    detail if isinstance(detail, str) else json.dumps(detail, default=str),
-                    response.status_code, response.headers.get("www-authenticate"),
-                    float(retry_after) if retry_after else None,
-                    {"location": response.headers.get("location"),
-                     "json": response.headers.get("content-type", "").startswith("application/json")})
+    return Observed(
+        "http",
+        http_status_class(response.status_code),
+        body,
+        detail if isinstance(detail, str) else json.dumps(detail, default=str),
+        response.status_code,
+        response.headers.get("www-authenticate"),
+        float(retry_after) if retry_after else None,
+        {
+            "location": response.headers.get("location"),
+            "json": response.headers.get("content-type", "").startswith("application/json"),
+        },
+    )
 
 
 # --- reading an agent's error text -------------------------------------------------------------------------
@@ -184,7 +215,11 @@ def classify_error_text(text: str, *, retryable: bool = False, rejected: bool = 
         status = int(found.group(1))
         return "failed" if status == 500 else http_status_class(status)
     lowered = text.lower()
-    if lowered.startswith(("invalid", "missing")) or "invalid argument" in lowered or "validation error" in lowered:
+    if (
+        lowered.startswith(("invalid", "missing"))
+        or "invalid argument" in lowered
+        or "validation error" in lowered
+    ):
         return "invalid"
     if "not found" in lowered:
         return "not_found"
@@ -194,10 +229,13 @@ def classify_error_text(text: str, *, retryable: bool = False, rejected: bool = 
 
 
 def _content_text(blocks: Any) -> str:
-    return "\n".join(b.get("text", "") for b in blocks or () if isinstance(b, dict) and b.get("type") == "text")
+    return "\n".join(
+        b.get("text", "") for b in blocks or () if isinstance(b, dict) and b.get("type") == "text"
+    )
 
 
 # --- MCP ------------------------------------------------------------------------------------------------
+
 
 async def observe_mcp(app: Any, face: str, route: Route, case: Case, headers: Mapping[str, str]) -> Observed:
     arguments = tool_arguments(route, case)
@@ -207,7 +245,9 @@ async def observe_mcp(app: Any, face: str, route: Route, case: Case, headers: Ma
         response = await mcp.post(body, mcp.headers_for("tools/call", params))
     challenge = response.headers.get("www-authenticate")
     if response.status_code in (401, 403):
-        return Observed(face, "auth_refused", text=response.text, status=response.status_code, challenge=challenge)
+        return Observed(
+            face, "auth_refused", text=response.text, status=response.status_code, challenge=challenge
+        )
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         reply = next(m for m in reversed(parse_sse(response.text)) if "id" in m and "method" not in m)
     else:
@@ -224,18 +264,35 @@ async def observe_mcp(app: Any, face: str, route: Route, case: Case, headers: Ma
             outcome = "unserved" if message.startswith("Unknown tool") else "invalid"
         else:
             outcome = "failed"
-        return Observed(face, outcome, text=f"{error.get('code')} {message}", status=response.status_code,
-                        extra={"error": error})
+        return Observed(
+            face,
+            outcome,
+            text=f"{error.get('code')} {message}",
+            status=response.status_code,
+            extra={"error": error},
+        )
     result = reply["result"]
     text = _content_text(result.get("content"))
     if not result.get("isError"):
         body = _parsed(text) if text else _resource_text(result.get("content"))
-        return Observed(face, "ok", result.get("structuredContent", body), text, 200,
-                        extra={"structured": "structuredContent" in result, "content": result.get("content")})
+        return Observed(
+            face,
+            "ok",
+            result.get("structuredContent", body),
+            text,
+            200,
+            extra={"structured": "structuredContent" in result, "content": result.get("content")},
+        )
     meta = result.get("_meta") or {}
     retryable = bool(meta.get("agentmw/retryable"))
-    return Observed(face, classify_error_text(text, retryable=retryable), text=text, status=200,
-                    retry_after=meta.get("agentmw/retryAfter"), extra={"meta": meta})
+    return Observed(
+        face,
+        classify_error_text(text, retryable=retryable),
+        text=text,
+        status=200,
+        retry_after=meta.get("agentmw/retryAfter"),
+        extra={"meta": meta},
+    )
 
 
 def _resource_text(blocks: Any) -> str | None:
@@ -257,20 +314,30 @@ def _parsed(text: str) -> Any:
 
 # --- A2A ------------------------------------------------------------------------------------------------
 
+
 async def observe_a2a(app: Any, route: Route, case: Case, headers: Mapping[str, str]) -> Observed:
     client = A2ATestClient(app, headers=headers)
     message = client.message(data=tool_arguments(route, case), skill=route.tool)
     body = client._body("SendMessage", {"message": message})
-    async with AsgiExchange(app, "POST", BASE_URL + client.path, headers=client.headers, body=body) as exchange:
+    async with AsgiExchange(
+        app, "POST", BASE_URL + client.path, headers=client.headers, body=body
+    ) as exchange:
         raw = await exchange.read()
     if exchange.status in (401, 403):
-        return Observed("a2a", "auth_refused", text=raw.decode(errors="replace"), status=exchange.status,
-                        challenge=exchange.headers.get("www-authenticate"))
+        return Observed(
+            "a2a",
+            "auth_refused",
+            text=raw.decode(errors="replace"),
+            status=exchange.status,
+            challenge=exchange.headers.get("www-authenticate"),
+        )
     reply = json.loads(raw)
     if "error" in reply:
         error = reply["error"]
         outcome = "invalid" if error.get("code") == -32602 else "failed"
-        return Observed("a2a", outcome, text=f"{error.get('code')} {error.get('message')}", status=exchange.status)
+        return Observed(
+            "a2a", outcome, text=f"{error.get('code')} {error.get('message')}", status=exchange.status
+        )
     task = reply["result"].get("task")
     if task is None:  # a message-only reply
         parts = reply["result"]["message"].get("parts", [])
@@ -286,9 +353,17 @@ async def observe_a2a(app: Any, route: Route, case: Case, headers: Mapping[str, 
         return Observed("a2a", "auth_refused", text=text, status=exchange.status)
     if state == "TASK_STATE_INPUT_REQUIRED":
         return Observed("a2a", "invalid", text=text, status=exchange.status, extra={"state": state})
-    outcome = classify_error_text(text, retryable=bool(meta.get("retryable")), rejected=state == "TASK_STATE_REJECTED")
-    return Observed("a2a", outcome, text=text, status=exchange.status, retry_after=meta.get("retryAfterSeconds"),
-                    extra={"state": state})
+    outcome = classify_error_text(
+        text, retryable=bool(meta.get("retryable")), rejected=state == "TASK_STATE_REJECTED"
+    )
+    return Observed(
+        "a2a",
+        outcome,
+        text=text,
+        status=exchange.status,
+        retry_after=meta.get("retryAfterSeconds"),
+        extra={"state": state},
+    )
 
 
 def _data_of(parts: list[dict[str, Any]]) -> Any:
@@ -309,14 +384,24 @@ async def observe_agui(app: Any, route: Route, case: Case, headers: Mapping[str,
     try:
         run = await client.run(route.tool, arguments=tool_arguments(route, case))
     except AguiHttpError as exc:
-        outcome = {401: "auth_refused", 403: "auth_refused", 404: "unserved", 422: "invalid"}.get(exc.status, "failed")
+        outcome = {401: "auth_refused", 403: "auth_refused", 404: "unserved", 422: "invalid"}.get(
+            exc.status, "failed"
+        )
         return Observed("agui", outcome, text=str(exc.detail), status=exc.status)
     if run.error is not None:
         text = str(run.error.get("message", ""))
         found = _RETRY_AFTER_TEXT.search(text)
-        return Observed("agui", classify_error_text(text, retryable=run.error.get("code") == "RETRYABLE",
-                                                    rejected=run.error.get("code") == "REJECTED"),
-                        text=text, status=200, retry_after=float(found.group(1)) if found else None)
+        return Observed(
+            "agui",
+            classify_error_text(
+                text,
+                retryable=run.error.get("code") == "RETRYABLE",
+                rejected=run.error.get("code") == "REJECTED",
+            ),
+            text=text,
+            status=200,
+            retry_after=float(found.group(1)) if found else None,
+        )
     if run.interrupts:
         return Observed("agui", "invalid", text=json.dumps(run.interrupts, default=str)[:500], status=200)
     data = run.result if run.result is not None else _parsed(run.text)
@@ -335,15 +420,22 @@ async def observe(app: Any, face: str, route: Route, case: Case, headers: Mappin
 
 # --- side effects ---------------------------------------------------------------------------------------
 
+
 def dump_database(path: str) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's rows, sorted: what a request left behind."""
     with sqlite3.connect(path) as db:
-        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                           "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        tables = [
+            r[0]
+            for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            )
+        ]
         return {t: sorted(db.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in tables}
 
 
 # --- comparing ------------------------------------------------------------------------------------------
+
 
 def _extra_keys(reference: Any, value: Any, where: str = "$") -> list[str]:
     """Paths of keys ``value`` has that ``reference`` lacks, anywhere in the structure."""
@@ -383,8 +475,10 @@ def compare(http: Observed, face: Observed, case: Case) -> list[str]:
         return [f"BYPASS: served where HTTP refuses the caller with {http.status}"]
     if http.outcome == "redirect":
         if face.outcome == "ok" or "redirect" not in face.text.lower():
-            findings.append(f"REDIRECT: HTTP answers {http.status} to {http.extra.get('location')}; the agent must "
-                            "refuse it with a message naming the redirect")
+            findings.append(
+                f"REDIRECT: HTTP answers {http.status} to {http.extra.get('location')}; the agent must "
+                "refuse it with a message naming the redirect"
+            )
         return findings
     if http.outcome != face.outcome:
         findings.append(f"CLASS: HTTP is {http.outcome}, the face is {face.outcome}")
@@ -408,7 +502,9 @@ def compare(http: Observed, face: Observed, case: Case) -> list[str]:
         if http.challenge and face.face in MCP_ERAS and face.challenge != http.challenge:
             findings.append(f"CHALLENGE: the app's WWW-Authenticate {http.challenge!r} is {face.challenge!r}")
         if http.retry_after is not None and face.retry_after != http.retry_after:
-            findings.append(f"RETRY_AFTER: the app's Retry-After {http.retry_after:g} is {face.retry_after!r}")
+            findings.append(
+                f"RETRY_AFTER: the app's Retry-After {http.retry_after:g} is {face.retry_after!r}"
+            )
     if face.outcome in ("failed", "retryable") and http.outcome == "failed":
         shown = face.text.lower()
         if "traceback" in shown or (case.secret and case.secret.lower() in shown):

@@ -9,7 +9,7 @@ import hashlib
 import sqlite3
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -22,8 +22,20 @@ from agentmw import Agent
 
 from ._exposure import Exposure, app_factory, as_skill, as_tool, attach_agent, connect, database_of
 
-__all__ = ["ADMIN_ID", "ALICE_ID", "ALICE_ITEM", "BOB_ID", "BOB_ITEM", "PASSWORDS", "app", "build_agent",
-           "create_api", "create_app", "init_db", "new_id"]
+__all__ = [
+    "ADMIN_ID",
+    "ALICE_ID",
+    "ALICE_ITEM",
+    "BOB_ID",
+    "BOB_ITEM",
+    "PASSWORDS",
+    "app",
+    "build_agent",
+    "create_api",
+    "create_app",
+    "init_db",
+    "new_id",
+]
 
 SECRET_KEY = "changethis-in-production-please-0123456789"
 ALGORITHM = "HS256"
@@ -35,8 +47,12 @@ BOB_ID = UUID("00000000-0000-4000-8000-000000000003")
 INACTIVE_ID = UUID("00000000-0000-4000-8000-000000000004")
 ALICE_ITEM = UUID("00000000-0000-4000-8000-0000000000a1")
 BOB_ITEM = UUID("00000000-0000-4000-8000-0000000000b1")
-PASSWORDS = {"admin@example.com": "admin-password", "alice@example.com": "alice-password",
-             "bob@example.com": "bob-password", "old@example.com": "old-password"}
+PASSWORDS = {
+    "admin@example.com": "admin-password",
+    "alice@example.com": "alice-password",
+    "bob@example.com": "bob-password",
+    "old@example.com": "old-password",
+}
 
 
 def new_id() -> UUID:
@@ -48,11 +64,12 @@ def get_password_hash(password: str, email: str) -> str:
 
 
 def create_access_token(subject: str, expires_delta: timedelta = timedelta(minutes=30)) -> str:
-    expire = datetime.now(timezone.utc) + expires_delta
+    expire = datetime.now(UTC) + expires_delta
     return jwt.encode({"exp": expire, "sub": subject}, SECRET_KEY, algorithm=ALGORITHM)
 
 
 # --- models --------------------------------------------------------------------------------------------
+
 
 class UserBase(BaseModel):
     email: EmailStr
@@ -133,10 +150,14 @@ def init_db(path: str) -> None:
             (BOB_ID, "bob@example.com", "Bob", 1, 0),
             (INACTIVE_ID, "old@example.com", None, 0, 0),
         ]:
-            db.execute("INSERT INTO user VALUES (?, ?, ?, ?, ?, ?)",
-                       (str(user_id), email, get_password_hash(PASSWORDS[email], email), name, active, superuser))
-        db.execute("INSERT INTO item VALUES (?, 'Alice''s laptop', 'a 14-inch one', ?)",
-                   (str(ALICE_ITEM), str(ALICE_ID)))
+            db.execute(
+                "INSERT INTO user VALUES (?, ?, ?, ?, ?, ?)",
+                (str(user_id), email, get_password_hash(PASSWORDS[email], email), name, active, superuser),
+            )
+        db.execute(
+            "INSERT INTO item VALUES (?, 'Alice''s laptop', 'a 14-inch one', ?)",
+            (str(ALICE_ITEM), str(ALICE_ID)),
+        )
         db.execute("INSERT INTO item VALUES (?, 'Bob''s bike', NULL, ?)", (str(BOB_ITEM), str(BOB_ID)))
 
 
@@ -191,6 +212,7 @@ def send_email(database: str, email_to: str, subject: str) -> None:
 
 # --- the app -------------------------------------------------------------------------------------------
 
+
 def create_api(exposure: Exposure = "decorator", database: str | None = None) -> FastAPI:
     expose = as_tool(exposure)
     app = FastAPI(title="Full Stack FastAPI Project", openapi_url=f"{API_V1}/openapi.json")
@@ -199,10 +221,13 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     login = APIRouter(tags=["login"])
 
     @login.post("/login/access-token")
-    def login_access_token(session: SessionDep,
-                           form_data: Annotated[OAuth2PasswordRequestForm, Depends()]) -> Token:
+    def login_access_token(
+        session: SessionDep, form_data: Annotated[OAuth2PasswordRequestForm, Depends()]
+    ) -> Token:
         """OAuth2 compatible token login, get an access token for future requests."""
-        user = user_row(session.execute("SELECT * FROM user WHERE email = ?", (form_data.username,)).fetchone())
+        user = user_row(
+            session.execute("SELECT * FROM user WHERE email = ?", (form_data.username,)).fetchone()
+        )
         if not user or get_password_hash(form_data.password, user["email"]) != user["hashed_password"]:
             raise HTTPException(status_code=400, detail="Incorrect email or password")
         if not user["is_active"]:
@@ -224,11 +249,21 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     def create_user(*, session: SessionDep, user_in: UserCreate) -> Any:
         """Create new user."""
         if session.execute("SELECT 1 FROM user WHERE email = ?", (user_in.email,)).fetchone():
-            raise HTTPException(status_code=400, detail="The user with this email already exists in the system.")
+            raise HTTPException(
+                status_code=400, detail="The user with this email already exists in the system."
+            )
         user_id = str(new_id())
-        session.execute("INSERT INTO user VALUES (?, ?, ?, ?, ?, ?)",
-                        (user_id, user_in.email, get_password_hash(user_in.password, user_in.email),
-                         user_in.full_name, int(user_in.is_active), int(user_in.is_superuser)))
+        session.execute(
+            "INSERT INTO user VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                user_id,
+                user_in.email,
+                get_password_hash(user_in.password, user_in.email),
+                user_in.full_name,
+                int(user_in.is_active),
+                int(user_in.is_superuser),
+            ),
+        )
         session.commit()
         return user_row(session.execute("SELECT * FROM user WHERE id = ?", (user_id,)).fetchone())
 
@@ -284,10 +319,13 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     @expose
     def read_items(session: SessionDep, current_user: CurrentUser, skip: int = 0, limit: int = 100) -> Any:
         """Retrieve items."""
-        where, args = ("", ()) if current_user["is_superuser"] else ("WHERE owner_id = ?", (current_user["id"],))
+        where, args = (
+            ("", ()) if current_user["is_superuser"] else ("WHERE owner_id = ?", (current_user["id"],))
+        )
         count = session.execute(f"SELECT count(*) FROM item {where}", args).fetchone()[0]
-        rows = session.execute(f"SELECT * FROM item {where} ORDER BY title LIMIT ? OFFSET ?",
-                               (*args, limit, skip)).fetchall()
+        rows = session.execute(
+            f"SELECT * FROM item {where} ORDER BY title LIMIT ? OFFSET ?", (*args, limit, skip)
+        ).fetchall()
         return {"data": [dict(r) for r in rows], "count": count}
 
     @items.get("/{id}", response_model=ItemPublic)
@@ -307,14 +345,18 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     def create_item(*, session: SessionDep, current_user: CurrentUser, item_in: ItemCreate) -> Any:
         """Create new item."""
         item_id = str(new_id())
-        session.execute("INSERT INTO item VALUES (?, ?, ?, ?)",
-                        (item_id, item_in.title, item_in.description, current_user["id"]))
+        session.execute(
+            "INSERT INTO item VALUES (?, ?, ?, ?)",
+            (item_id, item_in.title, item_in.description, current_user["id"]),
+        )
         session.commit()
         return dict(session.execute("SELECT * FROM item WHERE id = ?", (item_id,)).fetchone())
 
     @items.put("/{id}", response_model=ItemPublic)
     @expose
-    def update_item(*, session: SessionDep, current_user: CurrentUser, id: uuid.UUID, item_in: ItemUpdate) -> Any:
+    def update_item(
+        *, session: SessionDep, current_user: CurrentUser, id: uuid.UUID, item_in: ItemUpdate
+    ) -> Any:
         """Update an item."""
         item = session.execute("SELECT * FROM item WHERE id = ?", (str(id),)).fetchone()
         if not item:

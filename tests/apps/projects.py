@@ -10,13 +10,24 @@ a 503 with ``Retry-After`` and a redirect.
 import sqlite3
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Annotated, Any
 from uuid import UUID
 
 import jwt
-from fastapi import APIRouter, BackgroundTasks, Depends, FastAPI, Header, HTTPException, Path, Query, Request, Security
+from fastapi import (
+    APIRouter,
+    BackgroundTasks,
+    Depends,
+    FastAPI,
+    Header,
+    HTTPException,
+    Path,
+    Query,
+    Request,
+    Security,
+)
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.security import OAuth2PasswordBearer, SecurityScopes
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,8 +37,19 @@ from agentmw import Agent
 
 from ._exposure import Exposure, app_factory, as_skill, as_tool, attach_agent, connect, database_of
 
-__all__ = ["ACME_PROJECT", "EMPTY_PROJECT", "GLOBEX_PROJECT", "app", "build_agent", "create_api", "create_app",
-           "init_db", "issue_token", "new_id", "utc_now"]
+__all__ = [
+    "ACME_PROJECT",
+    "EMPTY_PROJECT",
+    "GLOBEX_PROJECT",
+    "app",
+    "build_agent",
+    "create_api",
+    "create_app",
+    "init_db",
+    "issue_token",
+    "new_id",
+    "utc_now",
+]
 
 SECRET_KEY = "projects-signing-key-keep-it-out-of-git-0123"
 ACME_PROJECT = UUID("11111111-0000-4000-8000-000000000001")
@@ -41,7 +63,7 @@ def new_id() -> UUID:
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def issue_token(username: str, tenant: str, scopes: list[str]) -> str:
@@ -130,17 +152,27 @@ CREATE TABLE export (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, format TEXT 
 def init_db(path: str) -> None:
     with sqlite3.connect(path) as db:
         db.executescript(SCHEMA)
-        db.executemany("INSERT INTO tenant VALUES (?, ?, ?, ?)",
-                       [("acme", "ACME Corp", 10, 5), ("globex", "Globex", 3, 0)])
-        db.executemany("INSERT INTO project VALUES (?, ?, ?, ?, ?, ?)", [
-            (str(ACME_PROJECT), "acme", "Rocket skates", 12000.0, "the CEO's pet project", SEEDED_AT),
-            (str(EMPTY_PROJECT), "acme", "Anvil audit", 0.0, None, SEEDED_AT),
-            (str(GLOBEX_PROJECT), "globex", "Doomsday device", 1e9, "do not mention", SEEDED_AT),
-        ])
-        db.executemany("INSERT INTO task (project_id, title, status, hours) VALUES (?, ?, ?, ?)", [
-            (str(ACME_PROJECT), "Buy wheels", "done", 3.0), (str(ACME_PROJECT), "Add rockets", "doing", 5.0),
-            (str(ACME_PROJECT), "Test on cliff", "todo", 0.0), (str(GLOBEX_PROJECT), "Hollow volcano", "doing", 90.0),
-        ])
+        db.executemany(
+            "INSERT INTO tenant VALUES (?, ?, ?, ?)",
+            [("acme", "ACME Corp", 10, 5), ("globex", "Globex", 3, 0)],
+        )
+        db.executemany(
+            "INSERT INTO project VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (str(ACME_PROJECT), "acme", "Rocket skates", 12000.0, "the CEO's pet project", SEEDED_AT),
+                (str(EMPTY_PROJECT), "acme", "Anvil audit", 0.0, None, SEEDED_AT),
+                (str(GLOBEX_PROJECT), "globex", "Doomsday device", 1e9, "do not mention", SEEDED_AT),
+            ],
+        )
+        db.executemany(
+            "INSERT INTO task (project_id, title, status, hours) VALUES (?, ?, ?, ?)",
+            [
+                (str(ACME_PROJECT), "Buy wheels", "done", 3.0),
+                (str(ACME_PROJECT), "Add rockets", "doing", 5.0),
+                (str(ACME_PROJECT), "Test on cliff", "todo", 0.0),
+                (str(GLOBEX_PROJECT), "Hollow volcano", "doing", 90.0),
+            ],
+        )
 
 
 def get_db(request: Request) -> Iterator[sqlite3.Connection]:
@@ -149,9 +181,14 @@ def get_db(request: Request) -> Iterator[sqlite3.Connection]:
 
 Session = Annotated[sqlite3.Connection, Depends(get_db)]
 
-oauth2_scheme = OAuth2PasswordBearer(tokenUrl="token", scopes={
-    "projects:read": "Read projects and tasks.", "projects:write": "Create and change projects.",
-    "admin": "Delete projects."})
+oauth2_scheme = OAuth2PasswordBearer(
+    tokenUrl="token",
+    scopes={
+        "projects:read": "Read projects and tasks.",
+        "projects:write": "Create and change projects.",
+        "admin": "Delete projects.",
+    },
+)
 
 
 class User(BaseModel):
@@ -162,17 +199,25 @@ class User(BaseModel):
 
 def get_current_user(security_scopes: SecurityScopes, token: Annotated[str, Depends(oauth2_scheme)]) -> User:
     authenticate_value = f'Bearer scope="{security_scopes.scope_str}"' if security_scopes.scopes else "Bearer"
-    credentials_exception = HTTPException(status_code=401, detail="Could not validate credentials",
-                                          headers={"WWW-Authenticate": authenticate_value})
+    credentials_exception = HTTPException(
+        status_code=401,
+        detail="Could not validate credentials",
+        headers={"WWW-Authenticate": authenticate_value},
+    )
     try:
         payload = jwt.decode(token, SECRET_KEY, algorithms=["HS256"])
     except jwt.InvalidTokenError:
         raise credentials_exception
-    user = User(username=payload.get("sub", ""), tenant=payload.get("tenant", ""), scopes=payload.get("scopes", []))
+    user = User(
+        username=payload.get("sub", ""), tenant=payload.get("tenant", ""), scopes=payload.get("scopes", [])
+    )
     for scope in security_scopes.scopes:
         if scope not in user.scopes:
-            raise HTTPException(status_code=401, detail="Not enough permissions",
-                                headers={"WWW-Authenticate": authenticate_value})
+            raise HTTPException(
+                status_code=401,
+                detail="Not enough permissions",
+                headers={"WWW-Authenticate": authenticate_value},
+            )
     return user
 
 
@@ -199,7 +244,9 @@ Writer = Annotated[User, Security(get_current_user, scopes=["projects:write"])]
 class Pagination:
     """A class dependency with its own query parameters, as the docs' ``CommonQueryParams``."""
 
-    def __init__(self, page: Annotated[int, Query(ge=1)] = 1, size: Annotated[int, Query(ge=1, le=50)] = 20) -> None:
+    def __init__(
+        self, page: Annotated[int, Query(ge=1)] = 1, size: Annotated[int, Query(ge=1, le=50)] = 20
+    ) -> None:
         self.offset = (page - 1) * size
         self.limit = size
 
@@ -231,8 +278,11 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
 
     @app.exception_handler(QuotaExceeded)
     async def quota_exceeded(request: Request, exc: QuotaExceeded) -> JSONResponse:
-        return JSONResponse(status_code=429, content={"detail": "Export quota used up"},
-                            headers={"Retry-After": str(exc.retry_after)})
+        return JSONResponse(
+            status_code=429,
+            content={"detail": "Export quota used up"},
+            headers={"Retry-After": str(exc.retry_after)},
+        )
 
     @app.exception_handler(TenantError)
     async def tenant_error(request: Request, exc: TenantError) -> JSONResponse:
@@ -243,19 +293,24 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     @projects.get("", response_model=list[ProjectOut])
     @as_a_skill
     @expose
-    async def list_projects(user: Reader, tenant: Tenant, session: Session,
-                            page: Annotated[Pagination, Depends()]) -> Any:
+    async def list_projects(
+        user: Reader, tenant: Tenant, session: Session, page: Annotated[Pagination, Depends()]
+    ) -> Any:
         """The tenant's projects, newest first."""
         same_tenant(user, tenant)
-        rows = session.execute("SELECT * FROM project WHERE tenant = ? ORDER BY name LIMIT ? OFFSET ?",
-                               (tenant, page.limit, page.offset)).fetchall()
+        rows = session.execute(
+            "SELECT * FROM project WHERE tenant = ? ORDER BY name LIMIT ? OFFSET ?",
+            (tenant, page.limit, page.offset),
+        ).fetchall()
         return [project_row(r) for r in rows]
 
     @projects.get("/{project_id}", response_model=ProjectOut, response_model_exclude={"budget"})
     @expose
     async def read_project(project_id: UUID, user: Reader, tenant: Tenant, session: Session) -> Any:
         same_tenant(user, tenant)
-        row = session.execute("SELECT * FROM project WHERE id = ? AND tenant = ?", (str(project_id), tenant)).fetchone()
+        row = session.execute(
+            "SELECT * FROM project WHERE id = ? AND tenant = ?", (str(project_id), tenant)
+        ).fetchone()
         if row is None:
             return JSONResponse(status_code=404, content={"detail": f"Project {project_id} not found"})
         return project_row(row)
@@ -263,37 +318,62 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     @projects.post("", status_code=201, response_model=ProjectOut)
     @as_a_skill
     @expose
-    async def create_project(project: ProjectIn, user: Writer, tenant: Tenant, session: Session,
-                             background_tasks: BackgroundTasks, request: Request) -> Any:
+    async def create_project(
+        project: ProjectIn,
+        user: Writer,
+        tenant: Tenant,
+        session: Session,
+        background_tasks: BackgroundTasks,
+        request: Request,
+    ) -> Any:
         """Start a project."""
         same_tenant(user, tenant)
-        if session.execute("SELECT 1 FROM project WHERE tenant = ? AND name = ?", (tenant, project.name)).fetchone():
+        if session.execute(
+            "SELECT 1 FROM project WHERE tenant = ? AND name = ?", (tenant, project.name)
+        ).fetchone():
             raise HTTPException(status_code=409, detail=f"A project named {project.name!r} exists")
-        row = {"id": str(new_id()), "tenant": tenant, **project.model_dump(), "created_at": utc_now().isoformat()}
-        session.execute("INSERT INTO project VALUES (:id, :tenant, :name, :budget, :internal_notes, :created_at)", row)
+        row = {
+            "id": str(new_id()),
+            "tenant": tenant,
+            **project.model_dump(),
+            "created_at": utc_now().isoformat(),
+        }
+        session.execute(
+            "INSERT INTO project VALUES (:id, :tenant, :name, :budget, :internal_notes, :created_at)", row
+        )
         session.commit()
-        background_tasks.add_task(record, database_of(request.app, init_db), tenant, user.username,
-                                  f"created {project.name}")
+        background_tasks.add_task(
+            record, database_of(request.app, init_db), tenant, user.username, f"created {project.name}"
+        )
         return {**row, "created_at": datetime.fromisoformat(row["created_at"])}
 
     @projects.patch("/{project_id}", response_model=ProjectOut, response_model_exclude_unset=True)
     @expose
-    async def update_project(project_id: UUID, patch: ProjectPatch, user: Writer, tenant: Tenant,
-                             session: Session) -> Any:
+    async def update_project(
+        project_id: UUID, patch: ProjectPatch, user: Writer, tenant: Tenant, session: Session
+    ) -> Any:
         """Change a project; the answer leaves out what the project never had (its archive date)."""
         same_tenant(user, tenant)
-        found = session.execute("SELECT 1 FROM project WHERE id = ? AND tenant = ?", (str(project_id), tenant))
+        found = session.execute(
+            "SELECT 1 FROM project WHERE id = ? AND tenant = ?", (str(project_id), tenant)
+        )
         if not found.fetchone():
             raise HTTPException(status_code=404, detail="Project not found")
         for column, value in patch.model_dump(exclude_unset=True).items():
             session.execute(f"UPDATE project SET {column} = ? WHERE id = ?", (value, str(project_id)))
         session.commit()
-        return project_row(session.execute("SELECT * FROM project WHERE id = ?", (str(project_id),)).fetchone())
+        return project_row(
+            session.execute("SELECT * FROM project WHERE id = ?", (str(project_id),)).fetchone()
+        )
 
     @projects.delete("/{project_id}", status_code=204)
     @expose
-    async def delete_project(project_id: UUID, tenant: Tenant, session: Session,
-                             user: Annotated[User, Security(get_current_user, scopes=["admin"])]) -> None:
+    async def delete_project(
+        project_id: UUID,
+        tenant: Tenant,
+        session: Session,
+        user: Annotated[User, Security(get_current_user, scopes=["admin"])],
+    ) -> None:
         same_tenant(user, tenant)
         session.execute("DELETE FROM task WHERE project_id = ?", (str(project_id),))
         session.execute("DELETE FROM project WHERE id = ? AND tenant = ?", (str(project_id), tenant))
@@ -301,36 +381,50 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
 
     @projects.get("/{project_id}/tasks", response_model=list[TaskOut])
     @expose
-    async def list_tasks(project_id: UUID, user: Reader, tenant: Tenant, session: Session,
-                         status: TaskStatus | None = None) -> Any:
+    async def list_tasks(
+        project_id: UUID, user: Reader, tenant: Tenant, session: Session, status: TaskStatus | None = None
+    ) -> Any:
         same_tenant(user, tenant)
-        query, args = "SELECT t.* FROM task t JOIN project p ON p.id = t.project_id WHERE p.id = ? AND p.tenant = ?", \
-            [str(project_id), tenant]
+        query, args = (
+            "SELECT t.* FROM task t JOIN project p ON p.id = t.project_id WHERE p.id = ? AND p.tenant = ?",
+            [str(project_id), tenant],
+        )
         if status is not None:
             query, args = query + " AND t.status = ?", [*args, status.value]
         return [dict(r) for r in session.execute(query + " ORDER BY t.id", args).fetchall()]
 
     @projects.get("/{project_id}/stats")
     @expose
-    async def project_stats(project_id: UUID, user: Reader, tenant: Tenant, session: Session) -> dict[str, Any]:
+    async def project_stats(
+        project_id: UUID, user: Reader, tenant: Tenant, session: Session
+    ) -> dict[str, Any]:
         """Hours per task and the share done (a division that fails on a project with no hours yet)."""
         same_tenant(user, tenant)
-        rows = session.execute("SELECT status, hours FROM task WHERE project_id = ?", (str(project_id),)).fetchall()
+        rows = session.execute(
+            "SELECT status, hours FROM task WHERE project_id = ?", (str(project_id),)
+        ).fetchall()
         total = sum(r["hours"] for r in rows)
         done = sum(r["hours"] for r in rows if r["status"] == "done")
         return {"project": project_id, "as_of": utc_now(), "hours": total, "done_share": done / total}
 
     @projects.post("/{project_id}/exports", status_code=202)
     @expose
-    async def export_project(project_id: UUID, user: Reader, tenant: Tenant, session: Session,
-                             format: Annotated[ExportFormat, Query()] = ExportFormat.csv) -> dict[str, Any]:
+    async def export_project(
+        project_id: UUID,
+        user: Reader,
+        tenant: Tenant,
+        session: Session,
+        format: Annotated[ExportFormat, Query()] = ExportFormat.csv,
+    ) -> dict[str, Any]:
         """Queue an export of the project; each tenant has a few per day."""
         same_tenant(user, tenant)
         if session.execute("SELECT exports_left FROM tenant WHERE name = ?", (tenant,)).fetchone()[0] <= 0:
             raise QuotaExceeded(retry_after=3600)
         export = {"id": new_id(), "project_id": project_id, "format": format, "requested_at": utc_now()}
-        session.execute("INSERT INTO export VALUES (?, ?, ?, ?)", (str(export["id"]), str(project_id), format.value,
-                                                                  export["requested_at"].isoformat()))
+        session.execute(
+            "INSERT INTO export VALUES (?, ?, ?, ?)",
+            (str(export["id"]), str(project_id), format.value, export["requested_at"].isoformat()),
+        )
         session.execute("UPDATE tenant SET exports_left = exports_left - 1 WHERE name = ?", (tenant,))
         session.commit()
         return {**export, "status": "queued"}
@@ -339,15 +433,24 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
 
     @tasks.get("/status/{status}")
     @expose
-    async def tasks_by_status(status: Annotated[TaskStatus, Path(description="todo, doing or done")],
-                              user: Reader, request: Request, session: Session) -> list[str]:
+    async def tasks_by_status(
+        status: Annotated[TaskStatus, Path(description="todo, doing or done")],
+        user: Reader,
+        request: Request,
+        session: Session,
+    ) -> list[str]:
         tenant = request.state.tenant
         same_tenant(user, tenant)
-        rows = session.execute("SELECT t.title FROM task t JOIN project p ON p.id = t.project_id "
-                               "WHERE p.tenant = ? AND t.status = ? ORDER BY t.id", (tenant, status.value)).fetchall()
+        rows = session.execute(
+            "SELECT t.title FROM task t JOIN project p ON p.id = t.project_id "
+            "WHERE p.tenant = ? AND t.status = ? ORDER BY t.id",
+            (tenant, status.value),
+        ).fetchall()
         return [r["title"] for r in rows]
 
-    @app.get("/settings", response_model=TenantSettings, response_model_exclude_defaults=True, tags=["settings"])
+    @app.get(
+        "/settings", response_model=TenantSettings, response_model_exclude_defaults=True, tags=["settings"]
+    )
     @expose
     async def read_settings(user: Reader, tenant: Tenant, session: Session) -> Any:
         same_tenant(user, tenant)
@@ -359,8 +462,9 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     async def report(kind: ReportKind, user: Reader, tenant: Tenant) -> dict[str, Any]:
         same_tenant(user, tenant)
         if kind is ReportKind.yearly:
-            raise HTTPException(status_code=503, detail="Yearly reports are being rebuilt",
-                                headers={"Retry-After": "120"})
+            raise HTTPException(
+                status_code=503, detail="Yearly reports are being rebuilt", headers={"Retry-After": "120"}
+            )
         return {"kind": kind, "tenant": tenant, "generated_at": utc_now(), "id": new_id()}
 
     @app.get("/legacy/projects", tags=["legacy"])

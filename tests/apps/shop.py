@@ -10,12 +10,24 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import (APIRouter, BackgroundTasks, Body, Cookie, Depends, FastAPI, HTTPException, Path, Query, Request,
-                     Response, UploadFile)
+from fastapi import (
+    APIRouter,
+    BackgroundTasks,
+    Body,
+    Cookie,
+    Depends,
+    FastAPI,
+    HTTPException,
+    Path,
+    Query,
+    Request,
+    Response,
+    UploadFile,
+)
 from fastapi.responses import StreamingResponse
 from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, Field
@@ -24,8 +36,19 @@ from agentmw import Agent
 
 from ._exposure import Exposure, app_factory, as_skill, as_tool, attach_agent, connect, database_of
 
-__all__ = ["API_KEYS", "CART_ALICE", "ORDER_ALICE", "ORDER_BOB", "app", "build_agent", "create_api", "create_app",
-           "init_db", "new_id", "utc_now"]
+__all__ = [
+    "API_KEYS",
+    "CART_ALICE",
+    "ORDER_ALICE",
+    "ORDER_BOB",
+    "app",
+    "build_agent",
+    "create_api",
+    "create_app",
+    "init_db",
+    "new_id",
+    "utc_now",
+]
 
 API_KEYS = {"alice": "key-alice-7f3a", "bob": "key-bob-91c2", "staff": "key-staff-00aa"}
 CART_ALICE = "cart-alice-0001"
@@ -38,7 +61,7 @@ def new_id() -> UUID:
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Product(BaseModel):
@@ -99,21 +122,29 @@ CREATE TABLE receipt (order_id TEXT NOT NULL, customer TEXT NOT NULL);
 def init_db(path: str) -> None:
     with sqlite3.connect(path) as db:
         db.executescript(SCHEMA)
-        db.executemany("INSERT INTO customer VALUES (?, ?, ?)",
-                       [("alice", API_KEYS["alice"], 0), ("bob", API_KEYS["bob"], 0), ("staff", API_KEYS["staff"], 1)])
-        db.executemany("INSERT INTO product VALUES (?, ?, ?, ?, ?, ?)", [
-            (1, "Espresso beans", 14.5, "1 kg, dark roast", 6.1, "supplier asks 30 days"),
-            (2, "Grinder", 89.0, None, 41.0, None),
-            (3, "Milk jug", 12.0, "stainless", 3.2, "discontinue in June"),
-        ])
+        db.executemany(
+            "INSERT INTO customer VALUES (?, ?, ?)",
+            [("alice", API_KEYS["alice"], 0), ("bob", API_KEYS["bob"], 0), ("staff", API_KEYS["staff"], 1)],
+        )
+        db.executemany(
+            "INSERT INTO product VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (1, "Espresso beans", 14.5, "1 kg, dark roast", 6.1, "supplier asks 30 days"),
+                (2, "Grinder", 89.0, None, 41.0, None),
+                (3, "Milk jug", 12.0, "stainless", 3.2, "discontinue in June"),
+            ],
+        )
         db.executemany("INSERT INTO tag VALUES (?, ?)", [(1, "coffee"), (1, "organic"), (2, "hardware")])
         db.execute("INSERT INTO cart VALUES (?, 'alice')", (CART_ALICE,))
         db.execute("INSERT INTO cart_line VALUES (?, 1, 2, NULL)", (CART_ALICE,))
         lines = '[{"product_id": 2, "name": "Grinder", "quantity": 1, "note": null}]'
-        db.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?)", [
-            (str(ORDER_ALICE), "alice", 89.0, "2026-02-01T10:00:00+00:00", lines),
-            (str(ORDER_BOB), "bob", 89.0, "2026-02-02T11:00:00+00:00", lines),
-        ])
+        db.executemany(
+            "INSERT INTO orders VALUES (?, ?, ?, ?, ?)",
+            [
+                (str(ORDER_ALICE), "alice", 89.0, "2026-02-01T10:00:00+00:00", lines),
+                (str(ORDER_BOB), "bob", 89.0, "2026-02-02T11:00:00+00:00", lines),
+            ],
+        )
 
 
 def get_db(request: Request) -> Iterator[sqlite3.Connection]:
@@ -143,8 +174,9 @@ def require_staff(customer: Customer, session: Session) -> None:
         raise HTTPException(status_code=403, detail="Staff only")
 
 
-def current_cart(customer: Customer, session: Session,
-                 cart_id: Annotated[str | None, Cookie()] = None) -> str:
+def current_cart(
+    customer: Customer, session: Session, cart_id: Annotated[str | None, Cookie()] = None
+) -> str:
     """The cart in the ``cart_id`` cookie, which must be the caller's."""
     if cart_id is None:
         raise HTTPException(status_code=400, detail="No cart: add something first")
@@ -158,9 +190,15 @@ CartId = Annotated[str, Depends(current_cart)]
 
 
 def load_cart(session: sqlite3.Connection, cart_id: str) -> Cart:
-    rows = session.execute("SELECT l.*, p.name, p.price FROM cart_line l JOIN product p ON p.id = l.product_id "
-                           "WHERE l.cart_id = ? ORDER BY p.id", (cart_id,)).fetchall()
-    lines = [CartLine(product_id=r["product_id"], name=r["name"], quantity=r["quantity"], note=r["note"]) for r in rows]
+    rows = session.execute(
+        "SELECT l.*, p.name, p.price FROM cart_line l JOIN product p ON p.id = l.product_id "
+        "WHERE l.cart_id = ? ORDER BY p.id",
+        (cart_id,),
+    ).fetchall()
+    lines = [
+        CartLine(product_id=r["product_id"], name=r["name"], quantity=r["quantity"], note=r["note"])
+        for r in rows
+    ]
     return Cart(id=cart_id, lines=lines, total=round(sum(r["price"] * r["quantity"] for r in rows), 2))
 
 
@@ -180,8 +218,12 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
 
     @app.get("/products", tags=["catalog"])
     @expose
-    def search_products(session: Session, q: str | None = None, tag: Annotated[list[str] | None, Query()] = None,
-                        limit: Annotated[int, Query(ge=1, le=50)] = 10) -> list[Product]:
+    def search_products(
+        session: Session,
+        q: str | None = None,
+        tag: Annotated[list[str] | None, Query()] = None,
+        limit: Annotated[int, Query(ge=1, le=50)] = 10,
+    ) -> list[Product]:
         """Products whose name contains ``q``, with any of the tags ``tag`` (repeat it: ``?tag=a&tag=b``)."""
         query, args = "SELECT * FROM product WHERE name LIKE ?", [f"%{q or ''}%"]
         if tag:
@@ -190,8 +232,12 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
         rows = session.execute(query + " ORDER BY id LIMIT ?", (*args, limit)).fetchall()
         return [internal_product(r) for r in rows]  # the return annotation keeps the cost out
 
-    @app.get("/products/{product_id}", tags=["catalog"], response_model=Product,
-             response_model_include={"id", "name", "price"})
+    @app.get(
+        "/products/{product_id}",
+        tags=["catalog"],
+        response_model=Product,
+        response_model_include={"id", "name", "price"},
+    )
     @expose
     def read_product(product_id: Annotated[int, Path(ge=1)], session: Session) -> ProductInternal:
         row = session.execute("SELECT * FROM product WHERE id = ?", (product_id,)).fetchone()
@@ -202,8 +248,12 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     @app.get("/products/{product_id}/tags", tags=["catalog"])
     @expose
     def product_tags(product_id: int, session: Session) -> list[str]:
-        return [r["tag"] for r in session.execute("SELECT tag FROM tag WHERE product_id = ? ORDER BY tag",
-                                                  (product_id,)).fetchall()]
+        return [
+            r["tag"]
+            for r in session.execute(
+                "SELECT tag FROM tag WHERE product_id = ? ORDER BY tag", (product_id,)
+            ).fetchall()
+        ]
 
     @app.get("/cart", tags=["cart"], response_model=Cart, response_model_exclude_none=True)
     @expose
@@ -212,8 +262,12 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
 
     @app.post("/cart/items", tags=["cart"], response_model=Cart, response_model_exclude_none=True)
     @expose
-    def add_to_cart(cart_id: CartId, session: Session, product_id: Annotated[int, Body(ge=1)],
-                    quantity: Annotated[int, Body(ge=1, le=20)] = 1) -> Any:
+    def add_to_cart(
+        cart_id: CartId,
+        session: Session,
+        product_id: Annotated[int, Body(ge=1)],
+        quantity: Annotated[int, Body(ge=1, le=20)] = 1,
+    ) -> Any:
         if session.execute("SELECT 1 FROM product WHERE id = ?", (product_id,)).fetchone() is None:
             raise HTTPException(status_code=404, detail="Product not found")
         session.execute("INSERT INTO cart_line VALUES (?, ?, ?, NULL)", (cart_id, product_id, quantity))
@@ -223,16 +277,30 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     @app.post("/checkout", tags=["orders"], status_code=201, response_model=Order)
     @as_a_skill
     @expose
-    def checkout(cart_id: CartId, customer: Customer, session: Session, background_tasks: BackgroundTasks,
-                 request: Request) -> Any:
+    def checkout(
+        cart_id: CartId,
+        customer: Customer,
+        session: Session,
+        background_tasks: BackgroundTasks,
+        request: Request,
+    ) -> Any:
         """Turn the cart into an order and email a receipt."""
         cart = load_cart(session, cart_id)
         if not cart.lines:
             raise HTTPException(status_code=409, detail="The cart is empty")
-        order = OrderAdmin(id=new_id(), total=cart.total, placed_at=utc_now(), lines=cart.lines, customer=customer)
-        session.execute("INSERT INTO orders VALUES (?, ?, ?, ?, ?)",
-                        (str(order.id), customer, order.total, order.placed_at.isoformat(),
-                         "[" + ",".join(line.model_dump_json() for line in order.lines) + "]"))
+        order = OrderAdmin(
+            id=new_id(), total=cart.total, placed_at=utc_now(), lines=cart.lines, customer=customer
+        )
+        session.execute(
+            "INSERT INTO orders VALUES (?, ?, ?, ?, ?)",
+            (
+                str(order.id),
+                customer,
+                order.total,
+                order.placed_at.isoformat(),
+                "[" + ",".join(line.model_dump_json() for line in order.lines) + "]",
+            ),
+        )
         session.execute("DELETE FROM cart_line WHERE cart_id = ?", (cart_id,))
         session.commit()
         background_tasks.add_task(send_receipt, database_of(request.app, init_db), str(order.id), customer)
@@ -243,12 +311,18 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     @expose
     def read_order(order_id: UUID, customer: Customer, session: Session) -> Any:
         """One of the caller's orders (another customer's is not found)."""
-        row = session.execute("SELECT * FROM orders WHERE id = ? AND customer = ?",
-                              (str(order_id), customer)).fetchone()
+        row = session.execute(
+            "SELECT * FROM orders WHERE id = ? AND customer = ?", (str(order_id), customer)
+        ).fetchone()
         if row is None:
             raise HTTPException(status_code=404, detail="Order not found")
-        return OrderAdmin(id=row["id"], customer=row["customer"], total=row["total"],
-                          placed_at=datetime.fromisoformat(row["placed_at"]), lines=json.loads(row["lines"]))
+        return OrderAdmin(
+            id=row["id"],
+            customer=row["customer"],
+            total=row["total"],
+            placed_at=datetime.fromisoformat(row["placed_at"]),
+            lines=json.loads(row["lines"]),
+        )
 
     admin = APIRouter(tags=["admin"])
 
@@ -260,14 +334,18 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     @admin.get("/orders", response_model=list[OrderAdmin])
     @expose
     def all_orders(session: Session) -> Any:
-        return [{**dict(r), "lines": json.loads(r["lines"]), "placed_at": datetime.fromisoformat(r["placed_at"])}
-                for r in session.execute("SELECT * FROM orders ORDER BY placed_at").fetchall()]
+        return [
+            {**dict(r), "lines": json.loads(r["lines"]), "placed_at": datetime.fromisoformat(r["placed_at"])}
+            for r in session.execute("SELECT * FROM orders ORDER BY placed_at").fetchall()
+        ]
 
     @admin.post("/products", status_code=201, response_model=Product)
     @expose
     def create_product(product: ProductInternal, session: Session) -> Any:
-        session.execute("INSERT INTO product VALUES (:id, :name, :price, :description, :cost, :supplier_notes)",
-                        product.model_dump())
+        session.execute(
+            "INSERT INTO product VALUES (:id, :name, :price, :description, :cost, :supplier_notes)",
+            product.model_dump(),
+        )
         session.commit()
         return product
 
@@ -295,10 +373,15 @@ def create_api(exposure: Exposure = "decorator", database: str | None = None) ->
     @admin.put("/products/{product_id}/price", response_model=Product)
     @expose
     def set_price(product_id: Annotated[int, Path(ge=1)], update: PriceUpdate, session: Session) -> Any:
-        if session.execute("UPDATE product SET price = ? WHERE id = ?", (update.price, product_id)).rowcount == 0:
+        if (
+            session.execute("UPDATE product SET price = ? WHERE id = ?", (update.price, product_id)).rowcount
+            == 0
+        ):
             raise HTTPException(status_code=404, detail="Product not found")
         session.commit()
-        return internal_product(session.execute("SELECT * FROM product WHERE id = ?", (product_id,)).fetchone())
+        return internal_product(
+            session.execute("SELECT * FROM product WHERE id = ?", (product_id,)).fetchone()
+        )
 
     app.include_router(admin, prefix="/admin", dependencies=[Depends(require_staff)])
     return app

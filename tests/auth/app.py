@@ -21,14 +21,27 @@ from agentmw.auth import JWTVerifier, Principal, ProtectedResource, RateLimit, c
 BUDGETS = {"engineering": 50_000.0, "design": 20_000.0}
 
 
-def build(issuer: str, *, store: str = "memory://", rate_limits: tuple[RateLimit, ...] = (),
-          anonymous: bool = False, verifier: object = None, a2a: A2ASettings | None = None) -> FastAPI:
+def build(
+    issuer: str,
+    *,
+    store: str = "memory://",
+    rate_limits: tuple[RateLimit, ...] = (),
+    anonymous: bool = False,
+    verifier: object = None,
+    a2a: A2ASettings | None = None,
+) -> FastAPI:
     app = FastAPI()
-    oauth2 = OAuth2AuthorizationCodeBearer(authorizationUrl=f"{issuer}/authorize", tokenUrl=f"{issuer}/token",
-                                           scopes={"purchases:write": "submit purchase requests"})
+    oauth2 = OAuth2AuthorizationCodeBearer(
+        authorizationUrl=f"{issuer}/authorize",
+        tokenUrl=f"{issuer}/token",
+        scopes={"purchases:write": "submit purchase requests"},
+    )
 
-    def buyer(security: SecurityScopes, token: Annotated[str, Security(oauth2)],
-              principal: Annotated[Principal | None, Security(current_principal)]) -> Principal:
+    def buyer(
+        security: SecurityScopes,
+        token: Annotated[str, Security(oauth2)],
+        principal: Annotated[Principal | None, Security(current_principal)],
+    ) -> Principal:
         """The app's own check, as it was before agentmw: a bearer token, and the buyer role."""
         if principal is None:
             raise HTTPException(401, "Not authenticated", headers={"WWW-Authenticate": "Bearer"})
@@ -50,8 +63,9 @@ def build(issuer: str, *, store: str = "memory://", rate_limits: tuple[RateLimit
 
     @app.post("/purchase-requests")
     @tool(scopes=["purchases:write"])
-    async def submit_purchase_request(sku: str, user: Annotated[Principal, Security(buyer,
-                                                                                    scopes=["purchases:write"])]) -> str:
+    async def submit_purchase_request(
+        sku: str, user: Annotated[Principal, Security(buyer, scopes=["purchases:write"])]
+    ) -> str:
         """Submit a purchase request."""
         return f"{user.subject} requested {sku}"
 
@@ -89,11 +103,21 @@ def build(issuer: str, *, store: str = "memory://", rate_limits: tuple[RateLimit
         """Draft an escalation note."""
         return f"Escalate the {department} budget."
 
-    auth = ProtectedResource(authorization_servers=[issuer], verifier=verifier or JWTVerifier(issuer=issuer, refetch_seconds=0.5),
-                             scopes=["mcp"], anonymous=anonymous, resource_name="procurement (test)")
-    agent = Agent("procurement", include=[app, set_budget, chat, quota_probe, budget_resource, escalation_note],
-                  auth=auth, store=store, rate_limits=rate_limits, a2a=a2a or A2ASettings(extended_card=lambda who: {
-                      "description": f"Procurement, as {who} sees it"}))
+    auth = ProtectedResource(
+        authorization_servers=[issuer],
+        verifier=verifier or JWTVerifier(issuer=issuer, refetch_seconds=0.5),
+        scopes=["mcp"],
+        anonymous=anonymous,
+        resource_name="procurement (test)",
+    )
+    agent = Agent(
+        "procurement",
+        include=[app, set_budget, chat, quota_probe, budget_resource, escalation_note],
+        auth=auth,
+        store=store,
+        rate_limits=rate_limits,
+        a2a=a2a or A2ASettings(extended_card=lambda who: {"description": f"Procurement, as {who} sees it"}),
+    )
     app.add_middleware(AgentMiddleware, agent=agent)
     app.state.agent = agent
     return app

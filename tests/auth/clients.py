@@ -60,11 +60,21 @@ def oauth_client(agent_url: str, mode: str, storage: Storage | None = None, **kw
 
     provider = OAuthClientProvider(
         f"{agent_url}/mcp",
-        OAuthClientMetadata(redirect_uris=[REDIRECT], client_name="agentmw auth test", response_types=["code"],
-                            grant_types=["authorization_code", "refresh_token"], token_endpoint_auth_method="none"),
-        storage or Storage(), redirect_handler=browser, callback_handler=callback)
+        OAuthClientMetadata(
+            redirect_uris=[REDIRECT],
+            client_name="agentmw auth test",
+            response_types=["code"],
+            grant_types=["authorization_code", "refresh_token"],
+            token_endpoint_auth_method="none",
+        ),
+        storage or Storage(),
+        redirect_handler=browser,
+        callback_handler=callback,
+    )
     http = httpx2.AsyncClient(auth=provider, timeout=30)
-    return Client(streamable_http_client(f"{agent_url}/mcp", http_client=http), mode=mode, cache=None, **kwargs)
+    return Client(
+        streamable_http_client(f"{agent_url}/mcp", http_client=http), mode=mode, cache=None, **kwargs
+    )
 
 
 def bearer_client(agent_url: str, mode: str, token: str | None) -> Client:

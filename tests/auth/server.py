@@ -118,7 +118,9 @@ class _Payload(OAuth2Payload):
 
 
 class _Request(OAuth2Request):
-    def __init__(self, method: str, url: str, headers: dict[str, str], query: dict[str, str], form: dict[str, str]) -> None:
+    def __init__(
+        self, method: str, url: str, headers: dict[str, str], query: dict[str, str], form: dict[str, str]
+    ) -> None:
         super().__init__(method, url, headers=headers)
         self._query = query
         self._form = form
@@ -151,10 +153,15 @@ class AuthServer:
         self.clients: dict[str, Client] = {}
         self.codes: dict[str, Code] = {}
         self.refresh: dict[str, tuple[str, User, str, str | None]] = {}
-        self.users = {"alice": User("alice", frozenset({"mcp", "assets:read", "purchases:write"}), ("buyer",)),
-                      "bob": User("bob", frozenset({"mcp", "assets:read"}), ()),
-                      "admin": User("admin", frozenset({"mcp", "assets:read", "purchases:write", "budget:admin"}),
-                                    ("admin", "buyer"))}
+        self.users = {
+            "alice": User("alice", frozenset({"mcp", "assets:read", "purchases:write"}), ("buyer",)),
+            "bob": User("bob", frozenset({"mcp", "assets:read"}), ()),
+            "admin": User(
+                "admin",
+                frozenset({"mcp", "assets:read", "purchases:write", "budget:admin"}),
+                ("admin", "buyer"),
+            ),
+        }
         self.user = self.users["alice"]
         self.lifetime = 3600
         self.authorize_requests: list[dict[str, str]] = []
@@ -162,16 +169,21 @@ class AuthServer:
         self.registrations = 0
         self.jwks_fetches = 0
         self.server = self._authorization_server()
-        self.app = Starlette(routes=[
-            Route("/.well-known/oauth-authorization-server", self._metadata),
-            Route("/jwks", self._jwks),
-            Route("/register", self._register, methods=["POST"]),
-            Route("/authorize", self._authorize),
-            Route("/token", self._token, methods=["POST"]),
-            Route("/introspect", self._introspect, methods=["POST"]),
-        ])
-        self.add_client("resource-server", "rs-secret", {"token_endpoint_auth_method": "client_secret_basic",
-                                                         "grant_types": ["client_credentials"]})
+        self.app = Starlette(
+            routes=[
+                Route("/.well-known/oauth-authorization-server", self._metadata),
+                Route("/jwks", self._jwks),
+                Route("/register", self._register, methods=["POST"]),
+                Route("/authorize", self._authorize),
+                Route("/token", self._token, methods=["POST"]),
+                Route("/introspect", self._introspect, methods=["POST"]),
+            ]
+        )
+        self.add_client(
+            "resource-server",
+            "rs-secret",
+            {"token_endpoint_auth_method": "client_secret_basic", "grant_types": ["client_credentials"]},
+        )
 
     # --- test controls -------------------------------------------------------------------------------
     def add_client(self, client_id: str, secret: str | None, metadata: dict[str, Any]) -> Client:
@@ -191,12 +203,30 @@ class AuthServer:
         kid = f"key-{len(self.keys) + 1}"
         self.keys.insert(0, RSAKey.generate_key(2048, parameters={"kid": kid, "use": "sig", "alg": "RS256"}))
 
-    def issue(self, *, subject: str = "alice", scope: str = "mcp", audience: str | list[str] | None = None,
-              expires_in: int = 3600, issuer: str | None = None, roles: tuple[str, ...] = (), **extra: Any) -> str:
+    def issue(
+        self,
+        *,
+        subject: str = "alice",
+        scope: str = "mcp",
+        audience: str | list[str] | None = None,
+        expires_in: int = 3600,
+        issuer: str | None = None,
+        roles: tuple[str, ...] = (),
+        **extra: Any,
+    ) -> str:
         """A token minted directly (wrong audience, expired, other issuer...), signed with the current key."""
         now = int(time.time())
-        claims = {"iss": issuer or self.issuer, "sub": subject, "aud": audience, "iat": now - 5,
-                  "exp": now + expires_in, "scope": scope, "client_id": "direct", "jti": generate_token(16), **extra}
+        claims = {
+            "iss": issuer or self.issuer,
+            "sub": subject,
+            "aud": audience,
+            "iat": now - 5,
+            "exp": now + expires_in,
+            "scope": scope,
+            "client_id": "direct",
+            "jti": generate_token(16),
+            **extra,
+        }
         if roles:
             claims["roles"] = list(roles)
         if audience is None:
@@ -214,9 +244,16 @@ class AuthServer:
 
             def save_token(self, token: dict[str, Any], request: Any) -> None:
                 if token.get("refresh_token"):
-                    user = request.user or outer.refresh.get(request.payload.data.get("refresh_token", ""), (0, None))[1]
-                    outer.refresh[token["refresh_token"]] = (request.client.client_id, user, token.get("scope", ""),
-                                                             _resource.get())
+                    user = (
+                        request.user
+                        or outer.refresh.get(request.payload.data.get("refresh_token", ""), (0, None))[1]
+                    )
+                    outer.refresh[token["refresh_token"]] = (
+                        request.client.client_id,
+                        user,
+                        token.get("scope", ""),
+                        _resource.get(),
+                    )
 
             def create_oauth2_request(self, request: Any) -> OAuth2Request:
                 return request
@@ -244,7 +281,9 @@ class AuthServer:
             def get_audiences(self, client: Client, user: Any, scope: str) -> str | list[str]:
                 return _resource.get() or client.get_client_id()  # RFC 8707: the resource asked for
 
-            def get_extra_claims(self, client: Client, grant_type: str, user: Any, scope: str) -> dict[str, Any]:
+            def get_extra_claims(
+                self, client: Client, grant_type: str, user: Any, scope: str
+            ) -> dict[str, Any]:
                 return {"roles": list(user.roles)} if user is not None and user.roles else {}
 
             def _get_expires_in(self, client: Client, grant_type: str) -> int:
@@ -255,13 +294,24 @@ class AuthServer:
 
             def save_authorization_code(self, code: str, request: Any) -> None:
                 data = request.payload.data
-                outer.codes[code] = Code(code, request.client.client_id, data.get("redirect_uri", ""), request.scope or "",
-                                         request.user, data.get("resource"), data.get("code_challenge"),
-                                         data.get("code_challenge_method"))
+                outer.codes[code] = Code(
+                    code,
+                    request.client.client_id,
+                    data.get("redirect_uri", ""),
+                    request.scope or "",
+                    request.user,
+                    data.get("resource"),
+                    data.get("code_challenge"),
+                    data.get("code_challenge_method"),
+                )
 
             def query_authorization_code(self, code: str, client: Client) -> Code | None:
                 found = outer.codes.get(code)
-                if found is not None and found.client_id == client.client_id and time.time() - found.created < 300:
+                if (
+                    found is not None
+                    and found.client_id == client.client_id
+                    and time.time() - found.created < 300
+                ):
                     return found
                 return None
 
@@ -293,10 +343,15 @@ class AuthServer:
             def authenticate_token(self, request: Any) -> bool:
                 return True  # open registration, as MCP clients expect
 
-            def save_client(self, client_info: dict[str, Any], client_metadata: dict[str, Any], request: Any) -> Client:
+            def save_client(
+                self, client_info: dict[str, Any], client_metadata: dict[str, Any], request: Any
+            ) -> Client:
                 outer.registrations += 1
-                return outer.add_client(client_info["client_id"], client_info.get("client_secret"),
-                                        {**client_metadata, **client_info})
+                return outer.add_client(
+                    client_info["client_id"],
+                    client_info.get("client_secret"),
+                    {**client_metadata, **client_info},
+                )
 
             def get_server_metadata(self) -> dict[str, Any]:
                 return outer.metadata()
@@ -322,11 +377,15 @@ class AuthServer:
     def metadata(self) -> dict[str, Any]:
         base = self.issuer
         return {
-            "issuer": base, "authorization_endpoint": f"{base}/authorize", "token_endpoint": f"{base}/token",
-            "registration_endpoint": f"{base}/register", "jwks_uri": f"{base}/jwks",
+            "issuer": base,
+            "authorization_endpoint": f"{base}/authorize",
+            "token_endpoint": f"{base}/token",
+            "registration_endpoint": f"{base}/register",
+            "jwks_uri": f"{base}/jwks",
             "introspection_endpoint": f"{base}/introspect",
             "scopes_supported": ["mcp", "assets:read", "purchases:write", "budget:admin"],
-            "response_types_supported": ["code"], "grant_types_supported": ["authorization_code", "refresh_token"],
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
             "code_challenge_methods_supported": ["S256"],
         }

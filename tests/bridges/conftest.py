@@ -42,13 +42,35 @@ async def ask_and_answer(http: Any, skill: str, key: str, name: str) -> dict[str
     ``ask_user``), check that it asks the peer's question, answer it with ``name``; the task as it ends."""
     from agentmw.safety.framing import unescape
 
-    send = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": f"ask-{key}", "role": "ROLE_USER", "parts": [{"data": {}}], "metadata": {"skill": skill}}}}
+    send = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": f"ask-{key}",
+                "role": "ROLE_USER",
+                "parts": [{"data": {}}],
+                "metadata": {"skill": skill},
+            }
+        },
+    }
     task = (await http.post("/a2a", json=send, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
     assert "What is your name?" in unescape(task["status"]["message"]["parts"][0]["text"])
-    answer = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {
-        "messageId": f"answer-{key}", "role": "ROLE_USER", "taskId": task["id"], "parts": [{"data": {"name": name}}]}}}
+    answer = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": f"answer-{key}",
+                "role": "ROLE_USER",
+                "taskId": task["id"],
+                "parts": [{"data": {"name": name}}],
+            }
+        },
+    }
     return (await http.post("/a2a", json=answer, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
 
 
@@ -57,8 +79,14 @@ def side_effects(peer: PeerProcess) -> int:
     return peer.counter()["count"]
 
 
-def _peer(tmp_path_factory: pytest.TempPathFactory, app: str, name: str, env: dict[str, str], path: str = "",
-          url_env: str = "PEER_BASE_URL") -> Iterator[PeerProcess]:
+def _peer(
+    tmp_path_factory: pytest.TempPathFactory,
+    app: str,
+    name: str,
+    env: dict[str, str],
+    path: str = "",
+    url_env: str = "PEER_BASE_URL",
+) -> Iterator[PeerProcess]:
     peer = start_peer(app, tmp_path_factory.mktemp(name), env, name=name, path=path, url_env=url_env)
     try:
         yield peer
@@ -98,8 +126,16 @@ def mcp_peers_10(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Peer
     but the port. All ten serve 2025-11-25 and 2026-07-28 (the official server's default)."""
     env = {"PEER_MCP_REVISION": "both", "PEER_MCP_MOUNTS": str(PEERS_10)}
     for host in _peer(tmp_path_factory, MCP_APP, "mcp-peers-10", env):
-        yield [PeerProcess(url=f"{host.base}/p{index}/mcp", base=f"{host.base}/p{index}", process=host.process,
-                           log=host.log, name=f"{host.name}[{index}]") for index in range(PEERS_10)]
+        yield [
+            PeerProcess(
+                url=f"{host.base}/p{index}/mcp",
+                base=f"{host.base}/p{index}",
+                process=host.process,
+                log=host.log,
+                name=f"{host.name}[{index}]",
+            )
+            for index in range(PEERS_10)
+        ]
 
 
 @pytest.fixture(scope="session")

@@ -134,7 +134,9 @@ async def test_slow_task_past_the_bounded_wait_answers_with_a_handle(a2a_peer) -
 
 
 async def test_identity_translation_is_logged_and_the_inbound_token_is_not_sent(a2a_peer, caplog) -> None:
-    agent = bridged(a2a_peer.url, credential=ServiceAccount("svc-legal", {"Authorization": "Bearer svc-token"}))
+    agent = bridged(
+        a2a_peer.url, credential=ServiceAccount("svc-legal", {"Authorization": "Bearer svc-token"})
+    )
     caplog.set_level(logging.INFO, logger="agentmw.bridges")
     async with McpTestClient(agent.asgi(), headers={"Authorization": "Bearer inbound-secret"}) as mcp:
         result = await mcp.call_tool("echo", {"text": "hi"})
@@ -159,18 +161,40 @@ async def test_input_required_over_a2a_is_input_required_answered_on_the_same_re
 
     agent = bridged(a2a_peer.url)
     before = a2a_peer.counter()
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1",
-                                 timeout=30) as http:
-        send = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-            "messageId": "m-ask", "role": "ROLE_USER", "parts": [{"text": "review this"}],
-            "metadata": {"skill": "ask"}}}}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1", timeout=30
+    ) as http:
+        send = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": "m-ask",
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "review this"}],
+                    "metadata": {"skill": "ask"},
+                }
+            },
+        }
         task = (await http.post("/a2a", json=send, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         question = task["status"]["message"]["parts"][0]["text"]
         assert question.startswith('<untrusted-data source="A2A peer legal skill ask"')
         assert "Which jurisdiction?" in unescape(question)
-        answer = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {
-            "messageId": "m-answer", "role": "ROLE_USER", "taskId": task["id"], "parts": [{"text": "France"}]}}}
+        answer = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": "m-answer",
+                    "role": "ROLE_USER",
+                    "taskId": task["id"],
+                    "parts": [{"text": "France"}],
+                }
+            },
+        }
         done = (await http.post("/a2a", json=answer, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
     assert "Reviewed for France" in unescape(done["artifacts"][0]["parts"][0]["text"])

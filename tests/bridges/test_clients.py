@@ -26,7 +26,9 @@ LOOPBACK = Egress(allow_networks=["127.0.0.0/8"])
 
 def legal_agent(url: str) -> Agent:
     agent = Agent("front", store="memory://")
-    agent.bridge(A2APeer(url, version=A2A_VERSION, name="legal", allow=LOOPBACK, skills=["echo", "ask", "files"]))
+    agent.bridge(
+        A2APeer(url, version=A2A_VERSION, name="legal", allow=LOOPBACK, skills=["echo", "ask", "files"])
+    )
     return agent
 
 
@@ -36,7 +38,9 @@ async def test_official_mcp_client_calls_a_bridged_a2a_skill(a2a_peer) -> None:
     with serve(agent.asgi()) as url:
         for mode in ("legacy", "2026-07-28"):
             http = httpx2.AsyncClient(timeout=30)
-            async with Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode, cache=None) as client:
+            async with Client(
+                streamable_http_client(f"{url}/mcp", http_client=http), mode=mode, cache=None
+            ) as client:
                 tools = {t.name: t for t in (await client.list_tools()).tools}
                 assert {"echo", "ask", "files", "legal.await_task"} == set(tools)
                 assert "Returns the text it received." in tools["echo"].description
@@ -49,8 +53,15 @@ async def test_official_mcp_client_calls_a_bridged_a2a_skill(a2a_peer) -> None:
 
 async def test_a2a_sdk_client_calls_bridged_mcp_tools_as_a_skill(mcp_peer_2026) -> None:
     agent = Agent("front", store="memory://")
-    agent.bridge(McpPeer(mcp_peer_2026.url, revision=STATELESS_REVISION, name="catalog", allow=LOOPBACK,
-                         group={"arithmetic": ["add", "echo"]}))
+    agent.bridge(
+        McpPeer(
+            mcp_peer_2026.url,
+            revision=STATELESS_REVISION,
+            name="catalog",
+            allow=LOOPBACK,
+            group={"arithmetic": ["add", "echo"]},
+        )
+    )
     before = side_effects(mcp_peer_2026)
     with serve(agent.asgi()) as url:
         async with httpx.AsyncClient(timeout=30) as http:
@@ -80,10 +91,15 @@ def test_agui_client_runs_a_bridged_skill_with_an_interrupt(a2a_peer) -> None:
     agent = legal_agent(a2a_peer.url)
     before = a2a_peer.counter()
     with serve(agent.asgi()) as url:  # drive(): every event checked against the AG-UI models, no warnings
-        asked, answered = drive(url, "ask", [
-            {"runId": "r-ask", "say": "review the contract"},
-            {"runId": "r-answer", "resume": "resolve", "payload": {"answer": "Germany"}},
-        ], "t-bridge")
+        asked, answered = drive(
+            url,
+            "ask",
+            [
+                {"runId": "r-ask", "say": "review the contract"},
+                {"runId": "r-answer", "resume": "resolve", "payload": {"answer": "Germany"}},
+            ],
+            "t-bridge",
+        )
     assert "rejected" not in asked and "rejected" not in answered
     outcome = asked["events"][-1]["outcome"]
     assert outcome["type"] == "interrupt"
@@ -93,4 +109,6 @@ def test_agui_client_runs_a_bridged_skill_with_an_interrupt(a2a_peer) -> None:
     assert answered["events"][-1]["outcome"] == {"type": "success"}
     assert "Reviewed for Germany" in unescape(answered["messages"][-1]["content"])
     after = a2a_peer.counter()
-    assert after["count"] == before["count"] + 1 and after["resumes"] == before["resumes"] + 1  # one remote task
+    assert (
+        after["count"] == before["count"] + 1 and after["resumes"] == before["resumes"] + 1
+    )  # one remote task

@@ -44,7 +44,9 @@ async def test_tools_resources_and_prompts_become_capabilities(peer) -> None:
     agent = bridged(process.url, revision)
     await agent.start_bridges()
     assert {"echo", "add", "boom", "progress", "ask_user", "inject"} <= set(agent.tools)
-    assert {"echo", "add", "boom", "progress", "ask_user", "inject"} <= set(agent.skills)  # served as skills too
+    assert {"echo", "add", "boom", "progress", "ask_user", "inject"} <= set(
+        agent.skills
+    )  # served as skills too
     assert "catalog://items" in agent.resources and "summarize" in agent.prompts
     assert "catalog://items/{sku}" in agent.templates  # a remote template is a local template
     assert agent.tools["add"].output_schema["properties"]["sum"]["type"] == "integer"
@@ -59,17 +61,25 @@ async def test_calls_map_results_errors_and_progress(peer) -> None:
         added = await mcp.call_tool("add", {"a": 2, "b": 40})
         echoed = await mcp.call_tool("echo", {"text": "hello"})
         boom = await mcp.call_tool("boom", {})
-        steps = await mcp.request("tools/call", {"name": "progress", "arguments": {"steps": 3},
-                                                 "_meta": {"progressToken": "p1"}},
-                                  on_notification=progress.append)
+        steps = await mcp.request(
+            "tools/call",
+            {"name": "progress", "arguments": {"steps": 3}, "_meta": {"progressToken": "p1"}},
+            on_notification=progress.append,
+        )
         read = await mcp.request("resources/read", {"uri": "catalog://items"})
         prompt = await mcp.request("prompts/get", {"name": "summarize", "arguments": {"topic": "laptops"}})
-    assert added["isError"] is False and added["structuredContent"] == {"sum": 42}  # structured data stays data
+    assert added["isError"] is False and added["structuredContent"] == {
+        "sum": 42
+    }  # structured data stays data
     assert echoed["isError"] is False and unescape(text_of(echoed)).count("hello") == 1
     assert text_of(echoed).startswith('<untrusted-data source="MCP peer catalog tool echo"')
-    assert boom["isError"] is True and "remote failure" in text_of(boom)  # isError is a failure, never a result
+    assert boom["isError"] is True and "remote failure" in text_of(
+        boom
+    )  # isError is a failure, never a result
     assert steps["isError"] is False
-    messages = [n["params"].get("message", "") for n in progress if n.get("method") == "notifications/progress"]
+    messages = [
+        n["params"].get("message", "") for n in progress if n.get("method") == "notifications/progress"
+    ]
     assert [m.count("step") for m in messages] == [1, 1, 1]
     assert [unescape(m).split("\n")[2] for m in messages] == ["step 1 of 3", "step 2 of 3", "step 3 of 3"]
     items = json.loads(read["contents"][0]["text"])  # JSON resources stay JSON: not framed
@@ -99,8 +109,12 @@ async def test_elicitation_is_relayed_to_the_official_client(peer, mode: str) ->
 
     with serve(agent.asgi()) as url:
         http = httpx2.AsyncClient(timeout=30)
-        async with Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode, cache=None,
-                          elicitation_callback=answer) as client:
+        async with Client(
+            streamable_http_client(f"{url}/mcp", http_client=http),
+            mode=mode,
+            cache=None,
+            elicitation_callback=answer,
+        ) as client:
             result = await client.call_tool("ask_user", {})
     assert result.is_error is False, result.content
     assert "hello Ada" in unescape(result.content[0].text)
@@ -121,12 +135,24 @@ async def test_grouped_tools_are_one_skill_over_a2a(mcp_peer_2026) -> None:
     assert agent.skills["arithmetic"].groups == ("add", "echo")
     import httpx
 
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1"
+    ) as http:
         card = (await http.get("/.well-known/agent-card.json")).json()
         assert "arithmetic" in {s["id"] for s in card["skills"]}
-        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-            "messageId": "m1", "role": "ROLE_USER", "parts": [{"data": {"a": 1, "b": 2}}],
-            "metadata": {"skill": "arithmetic", "tool": "add"}}}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": "m1",
+                    "role": "ROLE_USER",
+                    "parts": [{"data": {"a": 1, "b": 2}}],
+                    "metadata": {"skill": "arithmetic", "tool": "add"},
+                }
+            },
+        }
         answer = (await http.post("/a2a", json=body, headers={"A2A-Version": "1.0"})).json()
     task = answer["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -141,7 +167,9 @@ async def test_resource_templates_are_bridged(peer) -> None:
         [template] = [t for t in listed if t["uriTemplate"] == "catalog://items/{sku}"]
         assert template["mimeType"] == "application/json"
         assert "One item on offer, by its sku." in unescape(template["description"])
-        assert template["description"].startswith('<untrusted-data source="MCP peer catalog resource template item"')
+        assert template["description"].startswith(
+            '<untrusted-data source="MCP peer catalog resource template item"'
+        )
         read = await mcp.request("resources/read", {"uri": "catalog://items/MON-27"})
         with pytest.raises(McpError):  # the peer's own error for an item it does not have
             await mcp.request("resources/read", {"uri": "catalog://items/NOPE"})
@@ -156,12 +184,27 @@ async def test_a_grouped_tool_answers_data_as_data(mcp_peer_2026) -> None:
     agent = bridged(mcp_peer_2026.url, STATELESS_REVISION, group={"arithmetic": ["add", "echo"]})
     import httpx
 
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1"
+    ) as http:
+
         async def send(data: dict) -> dict:
-            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-                "messageId": f"m-{data['tool']}", "role": "ROLE_USER", "parts": [{"data": data}],
-                "metadata": {"skill": "arithmetic"}}}}
-            return (await http.post("/a2a", json=body, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
+            body = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {
+                    "message": {
+                        "messageId": f"m-{data['tool']}",
+                        "role": "ROLE_USER",
+                        "parts": [{"data": data}],
+                        "metadata": {"skill": "arithmetic"},
+                    }
+                },
+            }
+            return (await http.post("/a2a", json=body, headers={"A2A-Version": "1.0"})).json()["result"][
+                "task"
+            ]
 
         added = await send({"tool": "add", "arguments": {"a": 5, "b": 6}})
         echoed = await send({"tool": "echo", "arguments": {"text": "grouped"}})

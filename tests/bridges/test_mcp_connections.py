@@ -73,9 +73,15 @@ async def test_calls_at_once_keep_their_progress_apart(remote) -> None:
     async def one(index: int) -> list[dict]:
         notes: list[dict] = []
         async with McpTestClient(agent.asgi()) as mcp:
-            result = await mcp.request("tools/call", {"name": "progress", "arguments": {"steps": index + 2},
-                                                      "_meta": {"progressToken": f"t{index}"}},
-                                       on_notification=notes.append)
+            result = await mcp.request(
+                "tools/call",
+                {
+                    "name": "progress",
+                    "arguments": {"steps": index + 2},
+                    "_meta": {"progressToken": f"t{index}"},
+                },
+                on_notification=notes.append,
+            )
         assert result["isError"] is False
         return [n["params"] for n in notes if n.get("method") == "notifications/progress"]
 
@@ -83,7 +89,9 @@ async def test_calls_at_once_keep_their_progress_apart(remote) -> None:
     seen = await asyncio.gather(*(one(index) for index in range(calls)))
     for index, progress in enumerate(seen):
         assert {p["progressToken"] for p in progress} == {f"t{index}"}
-        assert [p["progress"] for p in progress] == list(range(1, index + 3))  # all of its own, none of others'
+        assert [p["progress"] for p in progress] == list(
+            range(1, index + 3)
+        )  # all of its own, none of others'
         assert [p["total"] for p in progress] == [index + 2] * (index + 2)
     await asyncio.sleep(0.2)
     if revision == HANDSHAKE_REVISION:
@@ -101,14 +109,22 @@ async def test_questions_at_once_each_reach_their_own_caller(remote) -> None:
     process, revision = remote
     agent, peer = bridged(process.url, revision)
 
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1",
-                                 timeout=30) as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1", timeout=30
+    ) as http:
         for round_ in range(2):  # twice: the second round runs on the connections the first one left
-            done = await asyncio.gather(*(ask_and_answer(http, "ask_user", f"{round_}-{index}", f"caller-{index}")
-                                          for index in range(8)))
+            done = await asyncio.gather(
+                *(
+                    ask_and_answer(http, "ask_user", f"{round_}-{index}", f"caller-{index}")
+                    for index in range(8)
+                )
+            )
             for index, task in enumerate(done):
                 assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
-                assert unescape(task["artifacts"][0]["parts"][0]["text"]).split("\n")[2] == f"hello caller-{index}"
+                assert (
+                    unescape(task["artifacts"][0]["parts"][0]["text"]).split("\n")[2]
+                    == f"hello caller-{index}"
+                )
     if revision == STATELESS_REVISION:
         assert peer.connections.open_count == 1
     await peer.aclose()
@@ -122,7 +138,9 @@ async def test_a_session_that_saw_an_error_is_not_reused(mcp_peer_2025) -> None:
         with pytest.raises(McpError):  # the peer's error for an unknown item
             await mcp.request("resources/read", {"uri": "catalog://items/NOPE"})
         assert (await mcp.call_tool("echo", {"text": "after"}))["isError"] is False
-    assert sessions(mcp_peer_2025) == opened + 1  # the session that failed was closed; the next call opened one
+    assert (
+        sessions(mcp_peer_2025) == opened + 1
+    )  # the session that failed was closed; the next call opened one
     await peer.aclose()
 
 
@@ -140,8 +158,10 @@ async def test_a_session_the_peer_forgot_is_replaced_without_running_the_call_tw
         assert (await mcp.call_tool("echo", {"text": "first"}))["isError"] is False
         # the peer forgets the kept session (as after an expiry or a restart)
         async with httpx.AsyncClient() as http:
-            gone = await http.delete(mcp_peer_2025.url, headers={"mcp-session-id": ids[-1],
-                                                                 "mcp-protocol-version": HANDSHAKE_REVISION})
+            gone = await http.delete(
+                mcp_peer_2025.url,
+                headers={"mcp-session-id": ids[-1], "mcp-protocol-version": HANDSHAKE_REVISION},
+            )
         assert gone.status_code in (200, 204)
         opened, ran = sessions(mcp_peer_2025), side_effects(mcp_peer_2025)
         again = await mcp.call_tool("echo", {"text": "second"})

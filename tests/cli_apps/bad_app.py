@@ -115,8 +115,12 @@ async def open_document(filename: str) -> int:  # AMW006 (warning: the name says
     return 0
 
 
-@tool(read_only=True, open_world=False, contract="Return the number. " + "This sentence pads the contract. " * 40,
-      summary="Pads contracts.")
+@tool(
+    read_only=True,
+    open_world=False,
+    contract="Return the number. " + "This sentence pads the contract. " * 40,
+    summary="Pads contracts.",
+)
 async def wordy(a: int) -> int:  # AMW007
     return a
 
@@ -187,10 +191,30 @@ async def secure_lookup(key: str) -> str:  # was AMW012: its route's dependency 
     return key
 
 
-agent = Agent("bad", include=[app, clean, undocumented, no_summary, skill_without_summary, same_words, delete_records,
-                              gated_delete, fetch_page, shout, read_file, open_document, wordy, untyped, get_user_a,
-                              get_user_b, generated, doubled],
-              routes=RouteSelection(paths="/reports/*"))
+agent = Agent(
+    "bad",
+    include=[
+        app,
+        clean,
+        undocumented,
+        no_summary,
+        skill_without_summary,
+        same_words,
+        delete_records,
+        gated_delete,
+        fetch_page,
+        shout,
+        read_file,
+        open_document,
+        wordy,
+        untyped,
+        get_user_a,
+        get_user_b,
+        generated,
+        doubled,
+    ],
+    routes=RouteSelection(paths="/reports/*"),
+)
 app.add_middleware(AgentMiddleware, agent=agent)
 
 EXPECTED = {

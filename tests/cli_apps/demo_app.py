@@ -44,8 +44,10 @@ async def approve(item: str, ctx: Context) -> str:
     Summary:
         Gets a purchase decided by a person; waits for their answer.
     """
-    answer = await ctx.ask(f"Approve {item}?", {"type": "object", "properties": {"approved": {"type": "boolean"}},
-                                                 "required": ["approved"]})
+    answer = await ctx.ask(
+        f"Approve {item}?",
+        {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]},
+    )
     approved = answer.accepted and (answer.content or {}).get("approved") is True
     return f"{item}: {'approved' if approved else 'declined'}"
 
@@ -87,8 +89,12 @@ def build() -> tuple[Agent, FastAPI]:
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    made = Agent("demo", "1.0.0", include=[add, slow_count, approve, hold, chat],
-                 instructions="A demo agent for the CLI tests.")
+    made = Agent(
+        "demo",
+        "1.0.0",
+        include=[add, slow_count, approve, hold, chat],
+        instructions="A demo agent for the CLI tests.",
+    )
     fresh.add_middleware(AgentMiddleware, agent=made)
     return made, fresh
 

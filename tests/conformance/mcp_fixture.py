@@ -59,8 +59,9 @@ async def test_audio_content() -> Audio:
 @agent.tool
 async def test_embedded_resource() -> EmbeddedResource:
     """Returns an embedded resource."""
-    return EmbeddedResource("test://embedded-resource", text="This is an embedded resource content.",
-                            mime_type="text/plain")
+    return EmbeddedResource(
+        "test://embedded-resource", text="This is an embedded resource content.", mime_type="text/plain"
+    )
 
 
 @agent.tool
@@ -69,8 +70,9 @@ async def test_multiple_content_types() -> list[Text | Image | EmbeddedResource]
     return [
         Text("Multiple content types test:"),
         Image(PNG, "image/png"),
-        EmbeddedResource("test://mixed-content-resource", text='{"test":"data","value":123}',
-                         mime_type="application/json"),
+        EmbeddedResource(
+            "test://mixed-content-resource", text='{"test":"data","value":123}', mime_type="application/json"
+        ),
     ]
 
 
@@ -79,8 +81,13 @@ async def test_multiple_content_types() -> list[Text | Image | EmbeddedResource]
 JSON_SCHEMA_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
-    "$defs": {"address": {"$anchor": "addressDef", "type": "object",
-                          "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
     "properties": {
         "name": {"type": "string"},
         "address": {"$ref": "#/$defs/address"},
@@ -98,9 +105,11 @@ JSON_SCHEMA_2020_12 = {
 
 @agent.tool(input_schema=JSON_SCHEMA_2020_12, contract="Tool with JSON Schema 2020-12 features")
 async def json_schema_2020_12_tool(
-    name: str | None = None, address: dict[str, str] | None = None,
-    contactMethod: str | None = None,  # noqa: N803 (the suite's name)
-    phone: str | None = None, email: str | None = None,
+    name: str | None = None,
+    address: dict[str, str] | None = None,
+    contactMethod: str | None = None,
+    phone: str | None = None,
+    email: str | None = None,
 ) -> str:
     how = f"phone {phone}" if contactMethod == "phone" else f"email {email}"
     return f"{name or 'someone'} is reached by {how}"
@@ -144,62 +153,93 @@ async def test_sampling(prompt: str, ctx: Context) -> str:
 @agent.tool
 async def test_elicitation(message: str, ctx: Context) -> str:
     """Asks the user for a username and an email."""
-    answer = await ctx.ask(message, {
-        "type": "object",
-        "properties": {
-            "username": {"type": "string", "description": "User's response"},
-            "email": {"type": "string", "description": "User's email address"},
+    answer = await ctx.ask(
+        message,
+        {
+            "type": "object",
+            "properties": {
+                "username": {"type": "string", "description": "User's response"},
+                "email": {"type": "string", "description": "User's email address"},
+            },
+            "required": ["username", "email"],
         },
-        "required": ["username", "email"],
-    })
+    )
     return f"User response: action={answer.action}, content={answer.content}"
 
 
 @agent.tool
 async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
     """Elicits with defaults for every primitive type."""
-    answer = await ctx.ask("Please review and update the form fields with defaults", {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "description": "User name", "default": "John Doe"},
-            "age": {"type": "integer", "description": "User age", "default": 30},
-            "score": {"type": "number", "description": "User score", "default": 95.5},
-            "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"],
-                       "default": "active"},
-            "verified": {"type": "boolean", "description": "Verification status", "default": True},
+    answer = await ctx.ask(
+        "Please review and update the form fields with defaults",
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                "age": {"type": "integer", "description": "User age", "default": 30},
+                "score": {"type": "number", "description": "User score", "default": 95.5},
+                "status": {
+                    "type": "string",
+                    "description": "User status",
+                    "enum": ["active", "inactive", "pending"],
+                    "default": "active",
+                },
+                "verified": {"type": "boolean", "description": "Verification status", "default": True},
+            },
+            "required": [],
         },
-        "required": [],
-    })
+    )
     return f"Elicitation completed: action={answer.action}, content={answer.content}"
 
 
 @agent.tool
 async def test_elicitation_sep1330_enums(ctx: Context) -> str:
     """Elicits with the five enum shapes."""
-    answer = await ctx.ask("Please select options from the enum fields", {
-        "type": "object",
-        "properties": {
-            "untitledSingle": {"type": "string", "description": "Select one option",
-                               "enum": ["option1", "option2", "option3"]},
-            "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": [
-                {"const": "value1", "title": "First Option"},
-                {"const": "value2", "title": "Second Option"},
-                {"const": "value3", "title": "Third Option"},
-            ]},
-            "legacyEnum": {"type": "string", "description": "Select one option (legacy)",
-                           "enum": ["opt1", "opt2", "opt3"],
-                           "enumNames": ["Option One", "Option Two", "Option Three"]},
-            "untitledMulti": {"type": "array", "description": "Select multiple options",
-                              "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
-            "titledMulti": {"type": "array", "description": "Select multiple options with titles",
-                            "items": {"anyOf": [
-                                {"const": "value1", "title": "First Choice"},
-                                {"const": "value2", "title": "Second Choice"},
-                                {"const": "value3", "title": "Third Choice"},
-                            ]}},
+    answer = await ctx.ask(
+        "Please select options from the enum fields",
+        {
+            "type": "object",
+            "properties": {
+                "untitledSingle": {
+                    "type": "string",
+                    "description": "Select one option",
+                    "enum": ["option1", "option2", "option3"],
+                },
+                "titledSingle": {
+                    "type": "string",
+                    "description": "Select one option with titles",
+                    "oneOf": [
+                        {"const": "value1", "title": "First Option"},
+                        {"const": "value2", "title": "Second Option"},
+                        {"const": "value3", "title": "Third Option"},
+                    ],
+                },
+                "legacyEnum": {
+                    "type": "string",
+                    "description": "Select one option (legacy)",
+                    "enum": ["opt1", "opt2", "opt3"],
+                    "enumNames": ["Option One", "Option Two", "Option Three"],
+                },
+                "untitledMulti": {
+                    "type": "array",
+                    "description": "Select multiple options",
+                    "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                },
+                "titledMulti": {
+                    "type": "array",
+                    "description": "Select multiple options with titles",
+                    "items": {
+                        "anyOf": [
+                            {"const": "value1", "title": "First Choice"},
+                            {"const": "value2", "title": "Second Choice"},
+                            {"const": "value3", "title": "Third Choice"},
+                        ]
+                    },
+                },
+            },
+            "required": [],
         },
-        "required": [],
-    })
+    )
     return f"Elicitation completed: action={answer.action}, content={answer.content}"
 
 
@@ -234,36 +274,48 @@ async def test_input_required_result_list_roots(ctx: Context) -> str:
 @agent.tool
 async def test_input_required_result_request_state(ctx: Context) -> str:
     """Round-trips a signed requestState."""
-    await ctx.ask("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}},
-                                     "required": ["ok"]}, key="confirm")
+    await ctx.ask(
+        "Please confirm",
+        {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+        key="confirm",
+    )
     return "state-ok: the request state was verified"
 
 
 @agent.tool
 async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
     """Asks for a name, a greeting and the roots in one round."""
-    answers = await ctx.inputs({
-        "user_name": Ask("What is your name?", NAME_SCHEMA),
-        "greeting": Sample("Generate a greeting", max_tokens=50),
-        "client_roots": ListRoots(),
-    })
-    return f"{answers['greeting'].text} {(answers['user_name'].content or {}).get('name')} " \
-           f"({len(answers['client_roots'])} roots)"
+    answers = await ctx.inputs(
+        {
+            "user_name": Ask("What is your name?", NAME_SCHEMA),
+            "greeting": Sample("Generate a greeting", max_tokens=50),
+            "client_roots": ListRoots(),
+        }
+    )
+    return (
+        f"{answers['greeting'].text} {(answers['user_name'].content or {}).get('name')} "
+        f"({len(answers['client_roots'])} roots)"
+    )
 
 
 @agent.tool
 async def test_input_required_result_multi_round(ctx: Context) -> str:
     """Asks two questions, one round each."""
     first = await ctx.ask("Step 1: What is your name?", NAME_SCHEMA, key="step1")
-    second = await ctx.ask("Step 2: What is your favorite color?", {
-        "type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}, key="step2")
+    second = await ctx.ask(
+        "Step 2: What is your favorite color?",
+        {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
+        key="step2",
+    )
     return f"{(first.content or {}).get('name')} likes {(second.content or {}).get('color')}"
 
 
 @agent.tool
 async def test_input_required_result_tampered_state(ctx: Context) -> str:
     """Rejects a requestState that was changed on the way."""
-    await ctx.ask("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}}}, key="confirm")
+    await ctx.ask(
+        "Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}}}, key="confirm"
+    )
     return "confirmed"
 
 
@@ -284,8 +336,11 @@ async def test_input_required_result_capabilities(ctx: Context) -> str:
 @agent.prompt
 async def test_input_required_result_prompt(ctx: Context) -> list[PromptMessage]:
     """A prompt that needs context from the user first."""
-    answer = await ctx.ask("What context should the prompt use?", {
-        "type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}, key="user_context")
+    answer = await ctx.ask(
+        "What context should the prompt use?",
+        {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]},
+        key="user_context",
+    )
     return [PromptMessage("user", f"Use this context: {(answer.content or {}).get('context')}")]
 
 
@@ -324,8 +379,9 @@ async def test_trigger_prompt_change() -> str:
 async def test_streaming_elicitation(ctx: Context) -> str:
     """Reports progress, then asks a question: the stream must never carry the question as a request."""
     await ctx.progress(1, 2, "about to ask")
-    answer = await ctx.ask("Continue?", {"type": "object", "properties": {"ok": {"type": "boolean"}}},
-                           key="continue")
+    answer = await ctx.ask(
+        "Continue?", {"type": "object", "properties": {"ok": {"type": "boolean"}}}, key="continue"
+    )
     return f"answered: {answer.action}"
 
 
@@ -359,8 +415,12 @@ def static_binary() -> bytes:
     return PNG
 
 
-@agent.resource("test://template/{id}/data", name="template", mime_type="application/json",
-                completions={"id": lambda value: [v for v in ("123", "456", "789") if v.startswith(value)]})
+@agent.resource(
+    "test://template/{id}/data",
+    name="template",
+    mime_type="application/json",
+    completions={"id": lambda value: [v for v in ("123", "456", "789") if v.startswith(value)]},
+)
 def template(id: str) -> str:
     """Data for one id."""
     return f'{{"id":"{id}","templateTest":true,"data":"Data for ID: {id}"}}'
@@ -378,7 +438,9 @@ def test_simple_prompt() -> str:
     return "This is a simple prompt for testing."
 
 
-@agent.prompt(completions={"arg1": lambda value: [v for v in ("paris", "park", "party") if v.startswith(value)]})
+@agent.prompt(
+    completions={"arg1": lambda value: [v for v in ("paris", "park", "party") if v.startswith(value)]}
+)
 def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
     """A prompt with two arguments.
 
@@ -390,15 +452,19 @@ def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
 
 
 @agent.prompt
-def test_prompt_with_embedded_resource(resourceUri: str) -> list[PromptMessage]:  # noqa: N803 (suite's name)
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[PromptMessage]:
     """A prompt that embeds a resource.
 
     Args:
         resourceUri: URI of the resource to embed
     """
     return [
-        PromptMessage("user", EmbeddedResource(resourceUri, text="Embedded resource content for testing.",
-                                               mime_type="text/plain")),
+        PromptMessage(
+            "user",
+            EmbeddedResource(
+                resourceUri, text="Embedded resource content for testing.", mime_type="text/plain"
+            ),
+        ),
         PromptMessage("user", "Please process the embedded resource above."),
     ]
 
@@ -406,7 +472,10 @@ def test_prompt_with_embedded_resource(resourceUri: str) -> list[PromptMessage]:
 @agent.prompt
 def test_prompt_with_image() -> list[PromptMessage]:
     """A prompt with an image."""
-    return [PromptMessage("user", Image(PNG, "image/png")), PromptMessage("user", "Please analyze the image above.")]
+    return [
+        PromptMessage("user", Image(PNG, "image/png")),
+        PromptMessage("user", "Please analyze the image above."),
+    ]
 
 
 # The tasks extension's fixtures (the suite's tasks-* scenarios; docs/mcp.md, "Tasks").
@@ -442,8 +511,10 @@ async def protocol_error_job() -> str:
 @agent.tool(task="optional")
 async def confirm_delete(filename: str, ctx: Context) -> str:
     """Asks whether to delete ``filename`` (a question inside the task), then says what it did."""
-    answer = await ctx.ask(f"Delete {filename}?", {"type": "object", "properties": {"confirm": {"type": "boolean"}},
-                                                    "required": ["confirm"]})
+    answer = await ctx.ask(
+        f"Delete {filename}?",
+        {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]},
+    )
     confirmed = answer.accepted and (answer.content or {}).get("confirm") is True
     return f"Deleted {filename}" if confirmed else f"Kept {filename}"
 
@@ -451,10 +522,12 @@ async def confirm_delete(filename: str, ctx: Context) -> str:
 @agent.tool(task="optional")
 async def multi_input(ctx: Context) -> str:
     """Asks two things at once; each may be answered on its own."""
-    answers = await ctx.inputs({
-        "name": Ask("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}}),
-        "confirm": Ask("Proceed?", {"type": "object", "properties": {"confirm": {"type": "boolean"}}}),
-    })
+    answers = await ctx.inputs(
+        {
+            "name": Ask("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}}),
+            "confirm": Ask("Proceed?", {"type": "object", "properties": {"confirm": {"type": "boolean"}}}),
+        }
+    )
     name = (answers["name"].content or {}).get("name", "someone")
     return f"{name} answered both questions"
 
@@ -462,8 +535,11 @@ async def multi_input(ctx: Context) -> str:
 @agent.tool(task="required", ask_first=True)
 async def test_tool_with_task(ctx: Context) -> str:
     """Asks for a name before the task exists (a multi-round-trip request), then works on as a task."""
-    answer = await ctx.ask("What is your name?", {"type": "object", "properties": {"name": {"type": "string"}},
-                                                  "required": ["name"]}, key="user_name")
+    answer = await ctx.ask(
+        "What is your name?",
+        {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        key="user_name",
+    )
     await ctx.continue_as_task()
     await asyncio.sleep(0.3)
     return f"Hello, {(answer.content or {}).get('name', 'someone')}!"

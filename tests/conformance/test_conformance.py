@@ -32,11 +32,19 @@ SCORED = {"2025-11-25": 30, "2026-07-28": 37}
 MUST_PASS_UNSCORED = ("json-schema-2020-12",)
 # The tasks extension (io.modelcontextprotocol/tasks, docs/mcp.md "Tasks"): unscored, attached to 2026-07-28
 # only; every check of each must pass there. (tasks-status-notifications is a placeholder the suite skips.)
-TASK_SCENARIOS = {"2026-07-28": (
-    "tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields", "tasks-request-state-removal",
-    "tasks-mrtr-input", "tasks-request-headers", "tasks-dispatch-and-envelope", "tasks-required-task-error",
-    "tasks-mrtr-composition",
-)}
+TASK_SCENARIOS = {
+    "2026-07-28": (
+        "tasks-lifecycle",
+        "tasks-capability-negotiation",
+        "tasks-wire-fields",
+        "tasks-request-state-removal",
+        "tasks-mrtr-input",
+        "tasks-request-headers",
+        "tasks-dispatch-and-envelope",
+        "tasks-required-task-error",
+        "tasks-mrtr-composition",
+    )
+}
 
 
 @pytest.mark.parametrize("revision", sorted(SCORED))
@@ -48,9 +56,10 @@ def test_conformance_suite(revision: str, tmp_path: Path) -> None:
     if BASELINE.exists():
         command += ["--expected-failures", str(BASELINE)]
     with serve(app) as url:
-        run = subprocess.run([*command, "--url", f"{url}/mcp"], capture_output=True, text=True, timeout=600,
-                             cwd=tmp_path)
-    summary = run.stdout[run.stdout.find("=== SUMMARY"):]
+        run = subprocess.run(
+            [*command, "--url", f"{url}/mcp"], capture_output=True, text=True, timeout=600, cwd=tmp_path
+        )
+    summary = run.stdout[run.stdout.find("=== SUMMARY") :]
     print(summary)
     assert run.returncode == 0, summary or run.stderr
     results = {}
@@ -59,13 +68,15 @@ def test_conformance_suite(revision: str, tmp_path: Path) -> None:
         scenario = re.sub(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$", "", checks.parent.name.removeprefix("server-"))
         results[scenario] = [c["status"] for c in json.loads(checks.read_text())]
     scored = [line for line in summary.splitlines() if line.startswith("✓ ")]
-    assert len(scored) >= SCORED[revision], \
+    assert len(scored) >= SCORED[revision], (
         f"expected at least {SCORED[revision]} passing scenarios:\n{summary}"
+    )
     assert all(results.values()), "a scenario produced no checks"
     for scenario in TASK_SCENARIOS.get(revision, ()):
         statuses = results.get(scenario)
-        assert statuses and "SUCCESS" in statuses and not {"FAILURE", "WARNING"} & set(statuses), \
+        assert statuses and "SUCCESS" in statuses and not {"FAILURE", "WARNING"} & set(statuses), (
             f"{scenario}: {statuses}\n{summary}"
+        )
     for scenario in MUST_PASS_UNSCORED:
         assert f"✓ {scenario}:" in summary, f"{scenario} did not pass:\n{summary}"
         statuses = results.get(scenario)

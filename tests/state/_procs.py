@@ -29,8 +29,9 @@ async def _work(path: str, index: int, barrier: Any) -> dict[str, Any]:
     try:
         await store.get("warm", "up")  # open the connection before the race starts
         barrier.wait()
-        result["nonces"] = [k for k in range(KEYS)
-                            if await store.set_if_absent("nonce", f"n{k}", {"by": index}, ttl=60)]
+        result["nonces"] = [
+            k for k in range(KEYS) if await store.set_if_absent("nonce", f"n{k}", {"by": index}, ttl=60)
+        ]
         barrier.wait()
         created = []
         for k in range(KEYS):
@@ -62,16 +63,23 @@ async def _work(path: str, index: int, barrier: Any) -> dict[str, Any]:
             todo = [f"m{j}" for j in range(COUNTERS)]
             while todo:
                 found = [await store.get("counters", key) for key in todo]
-                results = await store.put_many([("counters", key, {"n": (f.value["n"] if f else 0) + 1},
-                                                  f.version if f else 0) for key, f in zip(todo, found)])
+                results = await store.put_many(
+                    [
+                        ("counters", key, {"n": (f.value["n"] if f else 0) + 1}, f.version if f else 0)
+                        for key, f in zip(todo, found)
+                    ]
+                )
                 todo = [key for key, r in zip(todo, results) if isinstance(r, Conflict)]
         result["batch_ids"] = []
         for b in range(BATCHES):
-            result["batch_ids"] += await store.append_many([("runs", "batched", {"p": index, "n": b * BATCH + n})
-                                                            for n in range(BATCH)])
+            result["batch_ids"] += await store.append_many(
+                [("runs", "batched", {"p": index, "n": b * BATCH + n}) for n in range(BATCH)]
+            )
         for n in range(PUBLISHES):
             await store.publish("events", {"p": index, "n": n})
-        result["fallbacks"] = store.fallbacks  # writes on the loop that found the lock taken: ran on the thread
+        result["fallbacks"] = (
+            store.fallbacks
+        )  # writes on the loop that found the lock taken: ran on the thread
     finally:
         await store.close()
     return result

@@ -46,7 +46,11 @@ async def test_values_are_strict_json_and_copied(state: State) -> None:
     await state.put("tasks", "v", value, expected_version=None)
     value["deep"]["a"]["b"].append("changed")  # the caller's dict is not the stored one
     got = await state.get("tasks", "v")
-    assert got is not None and got.value["deep"]["a"]["b"] == [] and got.value["text"] == "héllo \u2603 \U0001f600"
+    assert (
+        got is not None
+        and got.value["deep"]["a"]["b"] == []
+        and got.value["text"] == "héllo \u2603 \U0001f600"
+    )
     got.value["text"] = "mutated"
     assert (await state.get("tasks", "v")).value["text"] != "mutated"  # type: ignore[union-attr]
     with pytest.raises(ValueError):
@@ -109,8 +113,12 @@ async def test_cas_no_lost_updates(state: State) -> None:
 
 async def test_scan_pages_filters_and_order(state: State) -> None:
     for i in range(25):
-        await state.put("tasks", f"t{i:02d}", {"owner": "a" if i % 2 else "b", "i": i, "done": i % 5 == 0},
-                        expected_version=None)
+        await state.put(
+            "tasks",
+            f"t{i:02d}",
+            {"owner": "a" if i % 2 else "b", "i": i, "done": i % 5 == 0},
+            expected_version=None,
+        )
     middle = time.time()
     await asyncio.sleep(0.01)
     await state.put("tasks", "t03", {"owner": "a", "i": 3, "done": False}, expected_version=1)  # newest now
@@ -192,7 +200,9 @@ async def test_keys_set_if_absent_and_expiry(state: State) -> None:
 
 
 async def test_key_races_exactly_one_winner(state: State) -> None:
-    results = await asyncio.gather(*(state.set_if_absent("once", "nonce", {"by": i}, ttl=10) for i in range(50)))
+    results = await asyncio.gather(
+        *(state.set_if_absent("once", "nonce", {"by": i}, ttl=10) for i in range(50))
+    )
     assert sum(results) == 1
     assert (await state.get_key("once", "nonce"))["by"] == results.index(True)  # type: ignore[index]
     deletes = await asyncio.gather(*(state.delete_key("once", "nonce") for _ in range(20)))
@@ -235,8 +245,9 @@ async def test_leases_renew_and_release_by_owner_only(state: State) -> None:
 
 
 async def test_lease_race_one_holder(state: State) -> None:
-    takes = await asyncio.gather(*(state.set_if_absent("lease", "job", {"owner": f"w{i}"}, ttl=5)
-                                   for i in range(30)))
+    takes = await asyncio.gather(
+        *(state.set_if_absent("lease", "job", {"owner": f"w{i}"}, ttl=5) for i in range(30))
+    )
     holder = f"w{takes.index(True)}"
     renews = await asyncio.gather(*(state.renew("lease", "job", f"w{i}", ttl=5) for i in range(30)))
     assert sum(takes) == 1 and [f"w{i}" for i, ok in enumerate(renews) if ok] == [holder]
@@ -250,8 +261,11 @@ async def test_log_append_and_read(state: State) -> None:
     assert ids == sorted(ids) and len(set(ids)) == 10 and ids[0] > 0
     entries = await state.read("runs", "r1")
     assert entries == [(i, {"n": n}) for n, i in enumerate(ids)]
-    assert await state.read("runs", "r1", after_id=ids[4], limit=3) == [(ids[5], {"n": 5}), (ids[6], {"n": 6}),
-                                                                      (ids[7], {"n": 7})]
+    assert await state.read("runs", "r1", after_id=ids[4], limit=3) == [
+        (ids[5], {"n": 5}),
+        (ids[6], {"n": 6}),
+        (ids[7], {"n": 7}),
+    ]
     assert await state.read("runs", "r1", after_id=ids[-1]) == []
     assert await state.read("runs", "nope") == []
     other = await state.append("runs", "r2", {"n": "other"})
@@ -301,8 +315,11 @@ async def test_log_trimmed_by_count(open_store: Open) -> None:
     state = await open_store(limits={"short": Limits(max_len=5)})
     ids = [await state.append("short", "log", {"n": n}) for n in range(12)]
     assert await state.read("short", "log") == [(i, {"n": n}) for n, i in enumerate(ids)][-5:]
-    assert await state.read("short", "log", after_id=ids[8]) == [(ids[9], {"n": 9}), (ids[10], {"n": 10}),
-                                                                (ids[11], {"n": 11})]
+    assert await state.read("short", "log", after_id=ids[8]) == [
+        (ids[9], {"n": 9}),
+        (ids[10], {"n": 10}),
+        (ids[11], {"n": 11}),
+    ]
 
 
 async def test_log_trimmed_by_age(open_store: Open) -> None:
@@ -330,8 +347,12 @@ async def test_logs_bounded_in_number(open_store: Open) -> None:
 
 async def test_bus_fans_out_to_every_subscriber(state: State) -> None:
     await state.publish("tasks", {"before": True})  # nobody listening: lost, never delivered later
-    async with state.subscribe("tasks") as a, state.subscribe("tasks") as b, \
-            state.subscribe("tasks", "cancel") as c, state.subscribe("other") as other:
+    async with (
+        state.subscribe("tasks") as a,
+        state.subscribe("tasks") as b,
+        state.subscribe("tasks", "cancel") as c,
+        state.subscribe("other") as other,
+    ):
         for n in range(10):
             await state.publish("tasks", {"n": n})
         await state.publish("cancel", {"task": "t1"})
@@ -380,15 +401,17 @@ async def test_put_many_versions_and_conflicts(state: State) -> None:
     if hasattr(state, "client"):  # Redis: the batch scripts must be loaded again in the middle of a pipeline
         await state.client.script_flush()
     await state.put("tasks", "old", {"n": 0}, expected_version=None)
-    results = await state.put_many([
-        ("tasks", "a", {"n": 1}, None),
-        ("tasks", "old", {"n": 1}, 1),
-        ("tasks", "a", {"n": 2}, 1),  # sees the item before it
-        ("tasks", "b", {"n": 1}, 3),  # absent: a conflict, returned in its place
-        ("tasks", "old", {"n": 2}, 1),  # stale now
-        ("other", "a", {"n": 9}, ANY),
-        ("tasks", "c", {"n": 1}, 0),
-    ])
+    results = await state.put_many(
+        [
+            ("tasks", "a", {"n": 1}, None),
+            ("tasks", "old", {"n": 1}, 1),
+            ("tasks", "a", {"n": 2}, 1),  # sees the item before it
+            ("tasks", "b", {"n": 1}, 3),  # absent: a conflict, returned in its place
+            ("tasks", "old", {"n": 2}, 1),  # stale now
+            ("other", "a", {"n": 9}, ANY),
+            ("tasks", "c", {"n": 1}, 0),
+        ]
+    )
     assert results[:3] == [1, 2, 2] and results[5:] == [1, 1]
     for i, pair in ((3, (3, 0)), (4, (1, 2))):
         conflict = results[i]
@@ -410,8 +433,14 @@ async def test_put_many_of_new_records_only(open_store: Open) -> None:
     await state.put("brief", "gone", {"old": True}, expected_version=None)
     await asyncio.sleep(0.4)  # past its age: creating it again is allowed
     await state.put("brief", "live", {"old": True}, expected_version=None)
-    results = await state.put_many([("brief", "new1", {"n": 1}, None), ("brief", "live", {"new": True}, 0),
-                                    ("brief", "gone", {"new": True}, None), ("brief", "new2", {"n": 2}, 0)])
+    results = await state.put_many(
+        [
+            ("brief", "new1", {"n": 1}, None),
+            ("brief", "live", {"new": True}, 0),
+            ("brief", "gone", {"new": True}, None),
+            ("brief", "new2", {"n": 2}, 0),
+        ]
+    )
     assert results[0] == 1 and results[2:] == [1, 1]
     assert isinstance(results[1], Conflict) and (results[1].expected, results[1].actual) == (0, 1)
     assert (await state.get("brief", "live")) == ({"old": True}, 1)
@@ -422,8 +451,11 @@ async def test_put_many_of_new_records_only(open_store: Open) -> None:
 
 async def test_put_many_checks_every_item_before_writing(state: State) -> None:
     bad: list[tuple] = [
-        ("bad ns!", "k", {}, None), ("tasks", "", {}, None), ("tasks", "k", {"x": math.nan}, None),
-        ("tasks", "k", [1], None), ("tasks", "k", {}, -5),
+        ("bad ns!", "k", {}, None),
+        ("tasks", "", {}, None),
+        ("tasks", "k", {"x": math.nan}, None),
+        ("tasks", "k", [1], None),
+        ("tasks", "k", {}, -5),
     ]
     for item in bad:
         with pytest.raises((ValueError, TypeError)):
@@ -477,8 +509,15 @@ async def test_put_many_bounded_like_put(open_store: Open) -> None:
 async def test_append_many(state: State) -> None:
     assert await state.append_many([]) == []
     first = await state.append("runs", "r1", {"n": 0})
-    ids = await state.append_many([("runs", "r1", {"n": 1}), ("runs", "r2", {"m": 1}), ("runs", "r1", {"n": 2}),
-                                   ("other", "r1", {"o": 1}), ("runs", "r2", {"m": 2})])
+    ids = await state.append_many(
+        [
+            ("runs", "r1", {"n": 1}),
+            ("runs", "r2", {"m": 1}),
+            ("runs", "r1", {"n": 2}),
+            ("other", "r1", {"o": 1}),
+            ("runs", "r2", {"m": 2}),
+        ]
+    )
     assert len(ids) == 5 and first < ids[0] < ids[2] and ids[1] < ids[4]  # increasing within each log
     assert await state.read("runs", "r1") == [(first, {"n": 0}), (ids[0], {"n": 1}), (ids[2], {"n": 2})]
     assert await state.read("runs", "r2") == [(ids[1], {"m": 1}), (ids[4], {"m": 2})]
@@ -492,7 +531,9 @@ async def test_append_many_wakes_readers_and_trims(open_store: Open) -> None:
     other = asyncio.ensure_future(state.read("short", "log2", block=5))
     await asyncio.sleep(0.1)
     started = time.monotonic()
-    ids = await state.append_many([("short", "log", {"n": n}) for n in range(5)] + [("short", "log2", {"x": 1})])
+    ids = await state.append_many(
+        [("short", "log", {"n": n}) for n in range(5)] + [("short", "log2", {"x": 1})]
+    )
     assert (await reader)[0] in [(i, {"n": n}) for n, i in enumerate(ids[:5])]
     assert await other == [(ids[5], {"x": 1})]
     assert time.monotonic() - started < 1.5

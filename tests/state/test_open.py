@@ -45,7 +45,9 @@ async def test_redis_url(redis_url: str) -> None:
 
 
 def test_redis_is_imported_lazily() -> None:
-    code = ("import sys, agentmw, agentmw.state; from agentmw.state import open_state; open_state('memory://'); "
-            "print('redis' in sys.modules)")
+    code = (
+        "import sys, agentmw, agentmw.state; from agentmw.state import open_state; open_state('memory://'); "
+        "print('redis' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

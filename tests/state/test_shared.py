@@ -38,8 +38,9 @@ async def test_cas_and_keys_race_across_instances(pair: tuple[State, State]) -> 
 
     wins = await asyncio.gather(*(create(a if i % 2 else b, i) for i in range(40)))
     assert sum(wins) == 1
-    takes = await asyncio.gather(*(s.set_if_absent("once", "n", {"by": i}, ttl=10)
-                                   for i, s in enumerate([a, b] * 20)))
+    takes = await asyncio.gather(
+        *(s.set_if_absent("once", "n", {"by": i}, ttl=10) for i, s in enumerate([a, b] * 20))
+    )
     assert sum(takes) == 1
     await asyncio.gather(*(increment(s, "c", 10) for s in [a, b] * 4))
     assert (await b.get("counters", "c")).value == {"n": 80}  # type: ignore[union-attr]

@@ -146,7 +146,8 @@ async def test_lock_taken_reads_stay_writes_wait_on_the_thread(store: SQLiteStat
         store.put("tasks", "t", {"n": 2}, expected_version=1),
         store.put_many([("tasks", "t", {"n": 3}, 2), ("tasks", "u", {}, None)]),
         store.append_many([("runs", "r", {"n": 1}), ("runs", "r", {"n": 2})]),
-        store.set_if_absent("idem", "k", {}, ttl=5))
+        store.set_if_absent("idem", "k", {}, ttl=5),
+    )
     await asyncio.sleep(0.3)
     assert not writes.done() and ticks >= 10  # the loop runs while the writes wait for the lock
     locker.execute("COMMIT")
@@ -185,8 +186,9 @@ async def test_busy_in_the_middle_of_a_transaction_is_retried_whole(store: SQLit
     assert real is not None
     store._ldb = _BusyAt(real, at)  # type: ignore[assignment]
     try:
-        results = await store.put_many([("tasks", "a", {"n": 1}, 1), ("tasks", "b", {}, None),
-                                        ("tasks", "a", {"n": 2}, 2)])
+        results = await store.put_many(
+            [("tasks", "a", {"n": 1}, 1), ("tasks", "b", {}, None), ("tasks", "a", {"n": 2}, 2)]
+        )
     finally:
         store._ldb = real
     assert results == [2, 1, 3] and store.fallbacks == 1

@@ -35,7 +35,9 @@ async def test_four_processes_on_one_file(tmp_path: Path) -> None:
     try:
         async with parent.subscribe("events") as bus:
             follower = asyncio.ensure_future(tail())
-            workers = [ctx.Process(target=_procs.run, args=(path, i, barrier, str(outs[i]))) for i in range(WORKERS)]
+            workers = [
+                ctx.Process(target=_procs.run, args=(path, i, barrier, str(outs[i]))) for i in range(WORKERS)
+            ]
             for worker in workers:
                 worker.start()
             for worker in workers:
@@ -76,7 +78,9 @@ async def test_four_processes_on_one_file(tmp_path: Path) -> None:
             assert sorted(ids) == sorted(i for r in results for i in r["batch_ids"])
             for p, r in enumerate(results):
                 assert r["batch_ids"] == sorted(r["batch_ids"])
-                assert [e["n"] for _, e in batched if e["p"] == p] == list(range(_procs.BATCHES * _procs.BATCH))
+                assert [e["n"] for _, e in batched if e["p"] == p] == list(
+                    range(_procs.BATCHES * _procs.BATCH)
+                )
             # a reader blocked in the parent saw every append of the children, in order
             await asyncio.wait_for(follower, 10)
             assert tailed == log

@@ -16,8 +16,18 @@ from agentmw.safety.framing import unescape
 
 # --- egress ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/x", "http://localhost/", "http://10.1.2.3/", "http://[::1]/",
-                                 "http://169.254.169.254/latest/meta-data", "http://0.0.0.0/"])
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8000/x",
+        "http://localhost/",
+        "http://10.1.2.3/",
+        "http://[::1]/",
+        "http://169.254.169.254/latest/meta-data",
+        "http://0.0.0.0/",
+    ],
+)
 def test_private_targets_are_refused_by_default(url: str) -> None:
     with pytest.raises(EgressRefused, match="private, loopback or link-local"):
         Egress().check(url, "A2A peer")
@@ -32,7 +42,9 @@ def test_malformed_urls_are_refused(url: object) -> None:
 def test_allowlists_hosts_and_networks() -> None:
     assert Egress(allow_hosts=["127.0.0.1"]).check("http://127.0.0.1:1/") == "http://127.0.0.1:1/"
     assert Egress(allow_networks=["127.0.0.0/8"]).check("http://127.0.0.1:1/")
-    assert Egress(allow_hosts=["*.internal.example"]).check("https://peer.internal.example/")  # named: not resolved
+    assert Egress(allow_hosts=["*.internal.example"]).check(
+        "https://peer.internal.example/"
+    )  # named: not resolved
     with pytest.raises(EgressRefused):
         Egress(allow_networks=["10.0.0.0/8"]).check("http://127.0.0.1:1/")
     with pytest.raises(EgressRefused, match="not on the egress allowlist"):
@@ -55,6 +67,7 @@ def test_push_notifications_use_the_same_policy() -> None:
 
 
 # --- the breaker ----------------------------------------------------------------------------------------
+
 
 class Clock:
     def __init__(self) -> None:
@@ -103,6 +116,7 @@ def test_a_failed_trial_opens_again() -> None:
 
 # --- identity -------------------------------------------------------------------------------------------
 
+
 async def test_token_exchange_gets_the_inbound_identity_and_is_logged(caplog) -> None:
     seen = []
 
@@ -114,13 +128,19 @@ async def test_token_exchange_gets_the_inbound_identity_and_is_logged(caplog) ->
     peer.agent = Agent("front", store="memory://")
     caplog.set_level(logging.INFO, logger="agentmw.bridges")
     headers = await peer.outbound_headers(Context(caller="user:alice"), "skill echo")
-    assert headers == {"Authorization": "Bearer exchanged-for-user:alice"} and seen == [("user:alice", "legal")]
+    assert headers == {"Authorization": "Bearer exchanged-for-user:alice"} and seen == [
+        ("user:alice", "legal")
+    ]
     assert "user:alice calls as token exchange (exchange) to A2A peer legal, skill echo" in caplog.text
 
 
 async def test_authorize_decides_before_anything_is_sent() -> None:
-    peer = A2APeer("http://127.0.0.1:1", name="legal", credential=ServiceAccount("svc", {"x": "y"}),
-                   authorize=lambda identity, what: identity == "user:alice")
+    peer = A2APeer(
+        "http://127.0.0.1:1",
+        name="legal",
+        credential=ServiceAccount("svc", {"x": "y"}),
+        authorize=lambda identity, what: identity == "user:alice",
+    )
     assert await peer.outbound_headers(Context(caller="user:alice"), "skill echo") == {"x": "y"}
     with pytest.raises(Rejected, match="may not use skill echo"):
         await peer.outbound_headers(Context(caller="user:bob"), "skill echo")
@@ -142,6 +162,7 @@ def test_a_version_mismatch_names_both_versions() -> None:
 
 
 # --- folding a remote task's events ------------------------------------------------------------------------
+
 
 def status(state: str, text: str | None = None, message_id: str | None = None) -> dict:
     out: dict = {"state": state}
@@ -170,18 +191,51 @@ async def test_a_snapshot_after_a_cut_repeats_nothing_and_loses_nothing() -> Non
     recorder = Recorder()
     ctx = Context(channel=recorder)
     task = _Task()
-    await peer._apply(ctx, task, {"task": {"id": "t1", "contextId": "c1", "status": status("TASK_STATE_SUBMITTED")}})
-    await peer._apply(ctx, task, {"statusUpdate": {"taskId": "t1", "status": status("TASK_STATE_WORKING", "step 1")}})
-    await peer._apply(ctx, task, {"artifactUpdate": {"taskId": "t1", "artifact": {"artifactId": "a", "parts": [
-        {"text": "chunk 1\n"}]}}})
+    await peer._apply(
+        ctx, task, {"task": {"id": "t1", "contextId": "c1", "status": status("TASK_STATE_SUBMITTED")}}
+    )
+    await peer._apply(
+        ctx, task, {"statusUpdate": {"taskId": "t1", "status": status("TASK_STATE_WORKING", "step 1")}}
+    )
+    await peer._apply(
+        ctx,
+        task,
+        {
+            "artifactUpdate": {
+                "taskId": "t1",
+                "artifact": {"artifactId": "a", "parts": [{"text": "chunk 1\n"}]},
+            }
+        },
+    )
     # the stream is cut; steps 2 and 3 happen meanwhile; the resubscription starts with the task itself
-    await peer._apply(ctx, task, {"task": {"id": "t1", "contextId": "c1", "history": [
-        {"messageId": "u", "role": "ROLE_USER", "parts": [{"text": "go"}]},
-        status("TASK_STATE_WORKING", "step 1")["message"], status("TASK_STATE_WORKING", "step 2")["message"]],
-        "artifacts": [{"artifactId": "a", "parts": [{"text": "chunk 1\n"}, {"text": "chunk 2\n"}]}],
-        "status": status("TASK_STATE_WORKING", "step 3")}})
-    await peer._apply(ctx, task, {"artifactUpdate": {"taskId": "t1", "append": True, "artifact": {
-        "artifactId": "a", "parts": [{"text": "chunk 3\n"}]}}})
+    await peer._apply(
+        ctx,
+        task,
+        {
+            "task": {
+                "id": "t1",
+                "contextId": "c1",
+                "history": [
+                    {"messageId": "u", "role": "ROLE_USER", "parts": [{"text": "go"}]},
+                    status("TASK_STATE_WORKING", "step 1")["message"],
+                    status("TASK_STATE_WORKING", "step 2")["message"],
+                ],
+                "artifacts": [{"artifactId": "a", "parts": [{"text": "chunk 1\n"}, {"text": "chunk 2\n"}]}],
+                "status": status("TASK_STATE_WORKING", "step 3"),
+            }
+        },
+    )
+    await peer._apply(
+        ctx,
+        task,
+        {
+            "artifactUpdate": {
+                "taskId": "t1",
+                "append": True,
+                "artifact": {"artifactId": "a", "parts": [{"text": "chunk 3\n"}]},
+            }
+        },
+    )
     await peer._apply(ctx, task, {"statusUpdate": {"taskId": "t1", "status": status("TASK_STATE_COMPLETED")}})
     assert recorder.said == ["step 1", "step 2", "step 3"]
     assert task.settled and task.state == "TASK_STATE_COMPLETED"
@@ -190,6 +244,7 @@ async def test_a_snapshot_after_a_cut_repeats_nothing_and_loses_nothing() -> Non
 
 
 # --- MCP connections: routing each call's traffic --------------------------------------------------------
+
 
 async def test_a_kept_connection_routes_each_message_to_its_own_call() -> None:
     """A message goes to the call whose request stream carried it (its context), a message on no call's stream

@@ -78,21 +78,29 @@ class Callable:
         return x
 
 
-@pytest.mark.parametrize(("fn", "expected"), [
-    (plain, True),
-    (defines_an_awaiting_inner_function, True),
-    (awaits, False),
-    (enters, False),
-    (iterates, False),
-    (awaits_in_a_comprehension, False),
-    (awaits_in_a_branch, False),  # a suspension anywhere in its code, taken or not
-    (sync, False),
-    (agen, False),
-    (wrapper, False),  # what runs is the wrapper, which awaits
-    (Callable(), False),  # not a plain function: assumed to suspend
-    *([(inspect.markcoroutinefunction(sync_returning_a_coroutine), False)]  # 3.12+: a def that says it is async
-      if hasattr(inspect, "markcoroutinefunction") else []),
-])
+@pytest.mark.parametrize(
+    ("fn", "expected"),
+    [
+        (plain, True),
+        (defines_an_awaiting_inner_function, True),
+        (awaits, False),
+        (enters, False),
+        (iterates, False),
+        (awaits_in_a_comprehension, False),
+        (awaits_in_a_branch, False),  # a suspension anywhere in its code, taken or not
+        (sync, False),
+        (agen, False),
+        (wrapper, False),  # what runs is the wrapper, which awaits
+        (Callable(), False),  # not a plain function: assumed to suspend
+        *(
+            [
+                (inspect.markcoroutinefunction(sync_returning_a_coroutine), False)
+            ]  # 3.12+: a def that says it is async
+            if hasattr(inspect, "markcoroutinefunction")
+            else []
+        ),
+    ],
+)
 def test_never_suspends(fn: Any, expected: bool) -> None:
     assert _never_suspends(fn) is expected
 
@@ -271,7 +279,9 @@ async def test_a_watched_or_keyed_send_runs_the_skill_in_a_task_of_its_own(how: 
             assert "task" in streamed[0], streamed
             task_id = streamed[0]["task"]["id"]
         elif how == "returnImmediately":
-            task_id = (await a2a.send("hi", skill="quick", configuration={"returnImmediately": True}))["task"]["id"]
+            task_id = (await a2a.send("hi", skill="quick", configuration={"returnImmediately": True}))[
+                "task"
+            ]["id"]
             for _ in range(100):
                 if (await a2a.get(task_id))["status"]["state"] == "TASK_STATE_COMPLETED":
                     break

@@ -18,8 +18,8 @@ import pytest
 from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, Message
-from agentmw.a2a.settings import A2ASettings
 from agentmw._transport import loads
+from agentmw.a2a.settings import A2ASettings
 from agentmw.state import MemoryState, SQLiteState, encode, encoded, encoded_bytes
 from agentmw.stores.base import TaskRecord
 from agentmw.tasks import registry as registry_module
@@ -94,8 +94,9 @@ async def test_a_settled_task_waits_for_its_write_as_bytes_alone(store: str, slo
         assert await a2a.get(task["id"]) == task
 
 
-async def test_a_repeat_while_the_write_is_pending_gets_the_same_task_written_once(store: str,
-                                                                                     slow_writer: None) -> None:
+async def test_a_repeat_while_the_write_is_pending_gets_the_same_task_written_once(
+    store: str, slow_writer: None
+) -> None:
     app, agent = app_of(store)
     async with A2ATestClient(app) as a2a:
         message = a2a.message("hi", skill="echo")
@@ -110,7 +111,8 @@ async def test_a_repeat_while_the_write_is_pending_gets_the_same_task_written_on
 
 @pytest.mark.parametrize("publish", [False, True])
 async def test_a_handle_made_before_the_write_is_written_in_its_place(
-        store: str, slow_writer: None, publish: bool, caplog: pytest.LogCaptureFixture) -> None:
+    store: str, slow_writer: None, publish: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     app, agent = app_of(store)
     async with A2ATestClient(app) as a2a:
         task, registry = await sent(a2a, agent)
@@ -129,7 +131,8 @@ async def test_a_handle_made_before_the_write_is_written_in_its_place(
 
 @pytest.mark.parametrize("publish", [False, True])
 async def test_a_handle_made_while_the_write_is_on_its_way_follows_it(
-        store: str, slow_writer: None, publish: bool, caplog: pytest.LogCaptureFixture) -> None:
+    store: str, slow_writer: None, publish: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     app, agent = app_of(store)
     async with A2ATestClient(app) as a2a:
         task, registry = await sent(a2a, agent)
@@ -165,12 +168,14 @@ async def test_an_answer_waits_for_the_write_without_write_behind(store: str, sl
         assert stored is not None and stored.value["state"] == "TASK_STATE_COMPLETED"
 
 
-async def test_a_record_that_cannot_be_encoded_takes_the_handle_path(store: str, slow_writer: None,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_record_that_cannot_be_encoded_takes_the_handle_path(
+    store: str, slow_writer: None, caplog: pytest.LogCaptureFixture
+) -> None:
     app, agent = app_of(store)
     async with A2ATestClient(app):
-        registry, live = await completed_here(agent, TaskRecord(id="bad-1", context_id="c", owner="o",
-                                                                metadata={"tags": {"a", "b"}}))
+        registry, live = await completed_here(
+            agent, TaskRecord(id="bad-1", context_id="c", owner="o", metadata={"tags": {"a", "b"}})
+        )
         assert registry.unwritten["bad-1"] is live  # a set is not JSON: the writer says so, as before
         with caplog.at_level(logging.ERROR, logger="agentmw"):
             await registry.flush()
@@ -222,8 +227,11 @@ async def test_the_message_id_table_holds_nothing_the_collector_walks(store: str
 async def test_bytes_or_a_lookalike_are_never_taken_as_encoded(value: Any) -> None:
     """Only what encoded() made skips the checks: raw bytes stay refused, as every non-dict is."""
     state = MemoryState()
-    for write in (lambda: state.put("ns", "k", value, expected_version=None),
-                  lambda: state.put_many([("ns", "k", value, None)]), lambda: state.append("ns", "log", value)):
+    for write in (
+        lambda: state.put("ns", "k", value, expected_version=None),
+        lambda: state.put_many([("ns", "k", value, None)]),
+        lambda: state.append("ns", "log", value),
+    ):
         with pytest.raises(TypeError):
             await write()
     assert encoded_bytes(value) is None
@@ -263,7 +271,8 @@ async def test_the_registry_asks_its_state_of_the_moment(store: str, slow_writer
 
 @pytest.mark.parametrize("how", ["conflict", "failure"])
 async def test_a_handle_made_while_a_final_write_conflicts_or_fails_is_not_kept(
-        store: str, slow_writer: None, how: str, caplog: pytest.LogCaptureFixture) -> None:
+    store: str, slow_writer: None, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
     app, agent = app_of(store)
     async with A2ATestClient(app) as a2a:
         task, registry = await sent(a2a, agent)
@@ -274,8 +283,12 @@ async def test_a_handle_made_while_a_final_write_conflicts_or_fails_is_not_kept(
         async def meanwhile(items: Any) -> Any:
             handles.append(registry.local(task["id"]))  # type: ignore[arg-type]  # a GetTask meanwhile
             if how == "conflict":  # another replica wrote this id first
-                await put("a2a.tasks", task["id"], {"id": task["id"], "context_id": "x", "owner": "o",
-                                                    "state": "TASK_STATE_FAILED"}, expected_version=0)
+                await put(
+                    "a2a.tasks",
+                    task["id"],
+                    {"id": task["id"], "context_id": "x", "owner": "o", "state": "TASK_STATE_FAILED"},
+                    expected_version=0,
+                )
                 return await put_many(items)
             raise OSError("the store is down")
 
@@ -298,7 +311,8 @@ async def test_a_handle_made_while_a_final_write_conflicts_or_fails_is_not_kept(
 
 
 async def test_the_writer_outlives_a_record_it_cannot_read_after_a_conflict(
-        store: str, slow_writer: None, caplog: pytest.LogCaptureFixture) -> None:
+    store: str, slow_writer: None, caplog: pytest.LogCaptureFixture
+) -> None:
     app, agent = app_of(store)
     async with A2ATestClient(app) as a2a:
         task, registry = await sent(a2a, agent)
@@ -312,8 +326,12 @@ async def test_the_writer_outlives_a_record_it_cannot_read_after_a_conflict(
 
         async def meanwhile(items: Any) -> Any:
             registry.local(task["id"])
-            await put("a2a.tasks", task["id"], {"id": task["id"], "context_id": "x", "owner": "o",
-                                                "state": "TASK_STATE_FAILED"}, expected_version=0)
+            await put(
+                "a2a.tasks",
+                task["id"],
+                {"id": task["id"], "context_id": "x", "owner": "o", "state": "TASK_STATE_FAILED"},
+                expected_version=0,
+            )
             state.get = unreadable  # type: ignore[method-assign]
             return await put_many(items)
 
@@ -328,8 +346,9 @@ async def test_the_writer_outlives_a_record_it_cannot_read_after_a_conflict(
         await asyncio.wait_for(registry.flush(), 10)  # and the writer still writes
 
 
-async def test_the_handle_of_a_final_write_is_never_written_again(store: str, slow_writer: None,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
+async def test_the_handle_of_a_final_write_is_never_written_again(
+    store: str, slow_writer: None, caplog: pytest.LogCaptureFixture
+) -> None:
     """As a blocking send whose caller left does (settled: publish), once the write has landed too."""
     app, agent = app_of(store)
     async with A2ATestClient(app):

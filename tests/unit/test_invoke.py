@@ -89,7 +89,9 @@ async def raises(kind: str) -> str:
     if kind == "rejected":
         raise Rejected("not allowed", data={"rule": "r1"})
     if kind == "needs-input":
-        raise NeedsInput("Which region?", schema={"type": "object", "properties": {"region": {"type": "string"}}})
+        raise NeedsInput(
+            "Which region?", schema={"type": "object", "properties": {"region": {"type": "string"}}}
+        )
     if kind == "agent-error":
         raise AgentError("base class")
     if kind == "unexpected":
@@ -215,10 +217,16 @@ def texts(outcome: Outcome) -> list[str]:
 
 # --- completed ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("direct", [False, True])
 async def test_completed_with_structured_output(direct: bool) -> None:
     outcome = await call("add", {"a": 1, "b": 2}, direct=direct)
-    assert (outcome.status, outcome.structured, outcome.value, outcome.code) == ("completed", {"result": 3}, 3, None)
+    assert (outcome.status, outcome.structured, outcome.value, outcome.code) == (
+        "completed",
+        {"result": 3},
+        3,
+        None,
+    )
     assert texts(outcome) == ['{"result":3}']
     assert not outcome.is_error and not outcome.retryable
 
@@ -250,14 +258,18 @@ async def test_deadline_not_reached() -> None:
 
 # --- invalid arguments ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("arguments", "message"), [
-    ({"a": "x", "b": 1}, "Invalid arguments: a: "),
-    ({"a": 1}, "Invalid arguments: b: Field required"),
-    ({}, "Invalid arguments: a: Field required; b: Field required"),
-    (None, "Invalid arguments: a: Field required; b: Field required"),
-    ([1, 2], "Invalid arguments: expected an object"),
-    ("a=1", "Invalid arguments: expected an object"),
-])
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"a": "x", "b": 1}, "Invalid arguments: a: "),
+        ({"a": 1}, "Invalid arguments: b: Field required"),
+        ({}, "Invalid arguments: a: Field required; b: Field required"),
+        (None, "Invalid arguments: a: Field required; b: Field required"),
+        ([1, 2], "Invalid arguments: expected an object"),
+        ("a=1", "Invalid arguments: expected an object"),
+    ],
+)
 async def test_invalid_arguments_are_rejected(arguments: Any, message: str) -> None:
     for direct in (False, True):
         outcome = await call("add", arguments, direct=direct)
@@ -268,9 +280,15 @@ async def test_invalid_arguments_are_rejected(arguments: Any, message: str) -> N
 
 # --- errors raised by the function ----------------------------------------------------------------
 
+
 async def test_retryable() -> None:
     outcome = await call("raises", {"kind": "retryable"})
-    assert (outcome.status, outcome.retryable, outcome.retry_after, outcome.code) == ("failed", True, 2, "retryable")
+    assert (outcome.status, outcome.retryable, outcome.retry_after, outcome.code) == (
+        "failed",
+        True,
+        2,
+        "retryable",
+    )
     assert outcome.message == "try later" and outcome.data == {"why": "busy"}
     assert texts(outcome) == ["try later Retry after 2 seconds."]
     bare = await call("raises", {"kind": "retryable-bare"})
@@ -288,7 +306,11 @@ async def test_permanent() -> None:
 async def test_agent_error_base_class_is_permanent() -> None:
     outcome = await call("raises", {"kind": "agent-error"})
     assert (outcome.status, outcome.retryable, outcome.code, outcome.message) == (
-        "failed", False, "permanent", "base class")
+        "failed",
+        False,
+        "permanent",
+        "base class",
+    )
 
 
 async def test_rejected() -> None:
@@ -301,17 +323,23 @@ async def test_rejected() -> None:
 async def test_needs_input() -> None:
     outcome = await call("raises", {"kind": "needs-input"})
     assert (outcome.status, outcome.code, outcome.message) == ("needs_input", "raised", "Which region?")
-    assert outcome.pending == {"question": Ask("Which region?", {"type": "object",
-                                                                 "properties": {"region": {"type": "string"}}})}
+    assert outcome.pending == {
+        "question": Ask("Which region?", {"type": "object", "properties": {"region": {"type": "string"}}})
+    }
     assert not outcome.is_error
 
 
 @pytest.mark.parametrize("direct", [False, True])
-async def test_unexpected_exception_is_permanent_and_sanitized(direct: bool, caplog: pytest.LogCaptureFixture) -> None:
+async def test_unexpected_exception_is_permanent_and_sanitized(
+    direct: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.ERROR, logger="agentmw"):
         outcome = await call("raises", {"kind": "unexpected"}, direct=direct)
     assert (outcome.status, outcome.retryable, outcome.code) == ("failed", False, "permanent")
-    assert outcome.message == "raises failed with an internal error (RuntimeError); details are in the server log."
+    assert (
+        outcome.message
+        == "raises failed with an internal error (RuntimeError); details are in the server log."
+    )
     assert texts(outcome) == [f"{outcome.message} {PERMANENT}"]
     assert "hunter2" not in repr(outcome)
     assert outcome.data is None
@@ -325,27 +353,45 @@ async def test_timeout_error_raised_by_the_function_is_not_the_deadline() -> Non
         assert "(TimeoutError)" in outcome.message and "secret" not in repr(outcome)
 
 
-@pytest.mark.parametrize(("kind", "status", "retryable", "retry_after"), [
-    ("http-503", 503, True, 7.0), ("http-404", 404, False, None), ("http-501", 501, False, None),
-])
+@pytest.mark.parametrize(
+    ("kind", "status", "retryable", "retry_after"),
+    [
+        ("http-503", 503, True, 7.0),
+        ("http-404", 404, False, None),
+        ("http-501", 501, False, None),
+    ],
+)
 async def test_http_exception(kind: str, status: int, retryable: bool, retry_after: float | None) -> None:
     outcome = await call("raises", {"kind": kind})
     assert (outcome.status, outcome.code, outcome.retryable, outcome.retry_after) == (
-        "failed", f"http_{status}", retryable, retry_after)
+        "failed",
+        f"http_{status}",
+        retryable,
+        retry_after,
+    )
     assert outcome.data["status"] == status
 
 
 # --- the return value -----------------------------------------------------------------------------
 
+
 async def test_output_mismatch_is_invalid_output(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="agentmw"):
         outcome = await call("mismatch")
     assert (outcome.status, outcome.retryable, outcome.code, outcome.structured) == (
-        "failed", False, "invalid_output", None)
-    assert outcome.message.startswith("The return value of mismatch does not match the declared output type Budget")
+        "failed",
+        False,
+        "invalid_output",
+        None,
+    )
+    assert outcome.message.startswith(
+        "The return value of mismatch does not match the declared output type Budget"
+    )
     assert texts(outcome) == [f"{outcome.message} {PERMANENT}"]
-    assert any("does not match the declared output type" in r.getMessage() and r.exc_info is None
-               for r in caplog.records)
+    assert any(
+        "does not match the declared output type" in r.getMessage() and r.exc_info is None
+        for r in caplog.records
+    )
     other = await call("wrong_type")
     assert (other.status, other.code) == ("failed", "invalid_output")
     assert "declared output type int" in other.message
@@ -353,7 +399,12 @@ async def test_output_mismatch_is_invalid_output(caplog: pytest.LogCaptureFixtur
 
 async def test_serializer_that_raises_is_failed_and_sanitized() -> None:
     outcome = await call("serializer_raises")
-    assert (outcome.status, outcome.retryable, outcome.code, outcome.structured) == ("failed", False, "permanent", None)
+    assert (outcome.status, outcome.retryable, outcome.code, outcome.structured) == (
+        "failed",
+        False,
+        "permanent",
+        None,
+    )
     assert outcome.message.startswith("serializer_raises failed with an internal error (")
     assert "shadow" not in repr(outcome)
 
@@ -361,11 +412,20 @@ async def test_serializer_that_raises_is_failed_and_sanitized() -> None:
 @pytest.mark.parametrize("name", ["nan_float", "nan_nested"])
 async def test_nan_in_structured_output_is_failed(name: str) -> None:
     outcome = await call(name)
-    assert (outcome.status, outcome.retryable, outcome.code, outcome.structured) == ("failed", False, "permanent", None)
-    assert outcome.message == f"{name} failed with an internal error (ValueError); details are in the server log."
+    assert (outcome.status, outcome.retryable, outcome.code, outcome.structured) == (
+        "failed",
+        False,
+        "permanent",
+        None,
+    )
+    assert (
+        outcome.message
+        == f"{name} failed with an internal error (ValueError); details are in the server log."
+    )
 
 
 # --- the deadline ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("direct", [False, True])
 async def test_deadline_is_failed_retryable_timeout(direct: bool) -> None:
@@ -378,6 +438,7 @@ async def test_deadline_is_failed_retryable_timeout(direct: bool) -> None:
 
 
 # --- idempotency keys -----------------------------------------------------------------------------
+
 
 async def test_same_key_same_arguments_runs_once() -> None:
     first = await call("book", {"room": "a"}, idempotency_key="k1")
@@ -449,6 +510,7 @@ async def test_concurrent_duplicate_waits_for_the_first() -> None:
 
 
 # --- in-flight cap ----------------------------------------------------------------------------------
+
 
 async def test_max_in_flight_answers_busy() -> None:
     release["single"] = asyncio.Event()

@@ -145,8 +145,9 @@ def agent(state: MemoryState) -> Agent:
     return make_agent(state)
 
 
-async def start(agent: Agent, tool: str, arguments: dict[str, Any], execution_id: str,
-                channel: Any = None) -> Any:
+async def start(
+    agent: Agent, tool: str, arguments: dict[str, Any], execution_id: str, channel: Any = None
+) -> Any:
     cap = agent.tools[tool]
     ctx = Context(cap, channel or Parking(), caller="alice", agent=agent, face="test")
     return await invoke(cap, arguments, ctx, journal=Journal.for_agent(agent, execution_id))
@@ -260,7 +261,9 @@ async def test_the_in_memory_fast_path_records_the_answer(agent: Agent, state: M
     outcome = await asyncio.wait_for(run, 5)
     assert outcome.status == "completed" and outcome.value["shipped"] == "shipped to Rome #1"
     stored, _ = await state.get(JOURNAL_NS, "e8")
-    assert stored["status"] == "completed" and stored["steps"][1]["a"]["ask-1"]["v"]["content"] == {"city": "Rome"}
+    assert stored["status"] == "completed" and stored["steps"][1]["a"]["ask-1"]["v"]["content"] == {
+        "city": "Rome"
+    }
 
 
 async def test_a_parked_coroutine_yields_to_a_resume_elsewhere(agent: Agent) -> None:
@@ -385,6 +388,7 @@ async def test_asking_inside_a_step_is_refused(agent: Agent) -> None:
     @agent.tool
     async def nested(ctx: Context) -> str:
         """Asks from inside a one-time step."""
+
         async def inner() -> str:
             await ctx.ask("inside?")
             return "x"
@@ -401,7 +405,9 @@ async def test_an_approval_used_by_the_first_run_is_not_used_again(agent: Agent)
 
     async def consume() -> Approval:
         bump("consume")
-        return Approval("ap1", "gated", "h", "do it", {}, "test", "alice", 0.0, status="used", decided_by="bob")
+        return Approval(
+            "ap1", "gated", "h", "do it", {}, "test", "alice", 0.0, status="used", decided_by="bob"
+        )
 
     @agent.tool
     async def gated(ctx: Context) -> str:
@@ -441,8 +447,10 @@ async def test_concurrent_sub_calls_that_finished_out_of_order_replay(agent: Age
     @agent.tool
     async def fan_out(ctx: Context) -> list[Any]:
         """The first sub-call started finishes last, so the journal records it second."""
-        quotes = await asyncio.gather(ctx.call("slow_quote", {"item": "a", "delay": 0.05}),
-                                      ctx.call("slow_quote", {"item": "b", "delay": 0.0}))
+        quotes = await asyncio.gather(
+            ctx.call("slow_quote", {"item": "a", "delay": 0.05}),
+            ctx.call("slow_quote", {"item": "b", "delay": 0.0}),
+        )
         await ctx.confirm("ok?")
         return [q.item for q in quotes]
 

@@ -9,7 +9,9 @@ from pathlib import Path
 from agentmw.runtime import Code, Outcome, Status
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "agentmw"
-CALL = re.compile(r"\bOutcome\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")  # an Outcome(...), nested calls inside
+CALL = re.compile(
+    r"\bOutcome\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+)  # an Outcome(...), nested calls inside
 LITERAL = re.compile(r"\b(status|code)=\"([a-z_]+)\"")
 
 

@@ -108,7 +108,9 @@ def check_stream(events: list[dict[str, Any]]) -> None:
             assert event["messageId"] in reasoning and event["messageId"] not in reasoning_messages
             reasoning.discard(event["messageId"])
         elif kind == "RUN_FINISHED":
-            assert not (text or tools or steps or reasoning or reasoning_messages), "left open at RUN_FINISHED"
+            assert not (text or tools or steps or reasoning or reasoning_messages), (
+                "left open at RUN_FINISHED"
+            )
             ended = True
         elif kind == "RUN_ERROR":
             ended = True
@@ -117,8 +119,16 @@ def check_stream(events: list[dict[str, Any]]) -> None:
 
 def run_input(**extra: Any) -> dict[str, Any]:
     """A valid ``RunAgentInput``, as the endpoint passes it to ``start``."""
-    return {"threadId": "thread-1", "runId": "run-1", "state": {}, "messages": [], "tools": [], "context": [],
-            "forwardedProps": {}, **extra}
+    return {
+        "threadId": "thread-1",
+        "runId": "run-1",
+        "state": {},
+        "messages": [],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        **extra,
+    }
 
 
 def seq(**kwargs: Any) -> Sequencer:
@@ -137,6 +147,7 @@ def run(s: Sequencer, first: int = 1) -> list[dict[str, Any]]:
 
 # --- lifecycle ------------------------------------------------------------------------------------
 
+
 def test_start_and_finish() -> None:
     s = seq()
     s.start(run_input())
@@ -144,11 +155,19 @@ def test_start_and_finish() -> None:
     events = run(s)
     assert types(events) == ["RUN_STARTED", "RUN_FINISHED"]
     assert {k: v for k, v in events[0].items() if k != "timestamp"} == {
-        "type": "RUN_STARTED", "threadId": "thread-1", "runId": "run-1", "protocolVersion": PROTOCOL_VERSION,
-        "input": run_input()}
+        "type": "RUN_STARTED",
+        "threadId": "thread-1",
+        "runId": "run-1",
+        "protocolVersion": PROTOCOL_VERSION,
+        "input": run_input(),
+    }
     assert PROTOCOL_VERSION == "1.0"
     assert {k: v for k, v in events[1].items() if k != "timestamp"} == {
-        "type": "RUN_FINISHED", "threadId": "thread-1", "runId": "run-1", "outcome": {"type": "success"}}
+        "type": "RUN_FINISHED",
+        "threadId": "thread-1",
+        "runId": "run-1",
+        "outcome": {"type": "success"},
+    }
     assert s.ended and s.take() == []
 
 
@@ -199,8 +218,13 @@ def test_frames_are_id_and_data_lines_with_lf() -> None:
 
 def test_nothing_before_start() -> None:
     s = seq()
-    for act in (lambda: s.text("x"), lambda: s.apply(StepStarted("a")), lambda: s.finish(),
-                lambda: s.state_snapshot({}), lambda: s.apply(ToolCallFinished("c", "t", "x", False))):
+    for act in (
+        lambda: s.text("x"),
+        lambda: s.apply(StepStarted("a")),
+        lambda: s.finish(),
+        lambda: s.state_snapshot({}),
+        lambda: s.apply(ToolCallFinished("c", "t", "x", False)),
+    ):
         with pytest.raises(SequenceError, match="before RUN_STARTED"):
             act()
     assert s.take() == [] and s.seq == 0
@@ -218,8 +242,13 @@ def test_nothing_after_finish() -> None:
     s = seq()
     s.start()
     s.finish()
-    for act in (lambda: s.text("x"), lambda: s.apply(StepStarted("a")), lambda: s.finish(),
-                lambda: s.state_snapshot({}), lambda: s.apply(ReasoningDelta("r"))):
+    for act in (
+        lambda: s.text("x"),
+        lambda: s.apply(StepStarted("a")),
+        lambda: s.finish(),
+        lambda: s.state_snapshot({}),
+        lambda: s.apply(ReasoningDelta("r")),
+    ):
         with pytest.raises(SequenceError, match="after the run ended"):
             act()
     s.error("late")  # a terminal event after the end is dropped, not raised
@@ -227,6 +256,7 @@ def test_nothing_after_finish() -> None:
 
 
 # --- errors ---------------------------------------------------------------------------------------
+
 
 def test_error_ends_the_run() -> None:
     s = seq()
@@ -239,7 +269,10 @@ def test_error_ends_the_run() -> None:
     events = run(s)
     assert types(events) == ["RUN_STARTED", "STEP_STARTED", "RUN_ERROR"]
     assert {k: v for k, v in events[-1].items() if k != "timestamp"} == {
-        "type": "RUN_ERROR", "message": "boom", "code": "FAILED"}
+        "type": "RUN_ERROR",
+        "message": "boom",
+        "code": "FAILED",
+    }
     assert s.ended
 
 
@@ -260,6 +293,7 @@ def test_error_before_start_is_allowed() -> None:
 
 # --- text -----------------------------------------------------------------------------------------
 
+
 def test_text_is_wrapped_in_one_message() -> None:
     messages: list[dict[str, Any]] = []
     s = seq(messages=messages)
@@ -270,8 +304,14 @@ def test_text_is_wrapped_in_one_message() -> None:
     s.apply(TextDelta(""))
     s.finish()
     events = run(s)
-    assert types(events) == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT",
-                             "TEXT_MESSAGE_END", "RUN_FINISHED"]
+    assert types(events) == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
     ids = {e["messageId"] for e in events[1:5]}
     assert len(ids) == 1
     assert events[1]["role"] == "assistant"
@@ -298,9 +338,19 @@ def test_a_tool_call_splits_text_into_two_messages() -> None:
     s.finish()
     events = run(s)
     assert types(events) == [
-        "RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
-        "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
-        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED"]
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
     first_text = events[1]["messageId"]
     assert events[4]["parentMessageId"] == first_text
     assert events[8]["messageId"] != first_text
@@ -322,18 +372,26 @@ def test_reasoning_is_one_message() -> None:
     s.apply(ReasoningDelta("ing"))
     s.finish()
     events = run(s)
-    assert types(events) == ["RUN_STARTED", *REASONING_OPEN, "REASONING_MESSAGE_CONTENT", *REASONING_CLOSE,
-                             "RUN_FINISHED"]
+    assert types(events) == [
+        "RUN_STARTED",
+        *REASONING_OPEN,
+        "REASONING_MESSAGE_CONTENT",
+        *REASONING_CLOSE,
+        "RUN_FINISHED",
+    ]
     assert len({e["messageId"] for e in events[1:-1]}) == 1
     assert events[2]["role"] == "reasoning"
     assert [e["delta"] for e in events if e["type"] == "REASONING_MESSAGE_CONTENT"] == ["think", "ing"]
 
 
-@pytest.mark.parametrize(("event", "expected"), [
-    (StepStarted("s"), ["STEP_STARTED"]),
-    (ToolCallStarted("c1", "t", {}), ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"]),
-    (TextDelta("hi"), ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]),
-])
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        (StepStarted("s"), ["STEP_STARTED"]),
+        (ToolCallStarted("c1", "t", {}), ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"]),
+        (TextDelta("hi"), ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]),
+    ],
+)
 def test_reasoning_is_closed_before(event: Any, expected: list[str]) -> None:
     s = seq()
     s.start()
@@ -343,8 +401,12 @@ def test_reasoning_is_closed_before(event: Any, expected: list[str]) -> None:
     s.finish()
     events = run(s)
     kinds = types(events)
-    assert kinds[:1 + len(REASONING_OPEN) + len(REASONING_CLOSE) + len(expected)] == [
-        "RUN_STARTED", *REASONING_OPEN, *REASONING_CLOSE, *expected]
+    assert kinds[: 1 + len(REASONING_OPEN) + len(REASONING_CLOSE) + len(expected)] == [
+        "RUN_STARTED",
+        *REASONING_OPEN,
+        *REASONING_CLOSE,
+        *expected,
+    ]
     reasoning_ids = [e["messageId"] for e in events if e["type"] == "REASONING_START"]
     assert len(reasoning_ids) == 2 and reasoning_ids[0] != reasoning_ids[1]
 
@@ -356,8 +418,14 @@ def test_reasoning_is_closed_before_a_step_finishes() -> None:
     s.apply(ReasoningDelta("hmm"))
     s.apply(StepFinished("s"))
     s.finish()
-    assert types(run(s)) == ["RUN_STARTED", "STEP_STARTED", *REASONING_OPEN, *REASONING_CLOSE, "STEP_FINISHED",
-                             "RUN_FINISHED"]
+    assert types(run(s)) == [
+        "RUN_STARTED",
+        "STEP_STARTED",
+        *REASONING_OPEN,
+        *REASONING_CLOSE,
+        "STEP_FINISHED",
+        "RUN_FINISHED",
+    ]
 
 
 def test_reasoning_and_text_are_closed_at_the_end_text_first() -> None:
@@ -370,6 +438,7 @@ def test_reasoning_and_text_are_closed_at_the_end_text_first() -> None:
 
 
 # --- steps ----------------------------------------------------------------------------------------
+
 
 def test_steps_open_once_finish_once_and_close_at_the_end() -> None:
     s = seq()
@@ -384,11 +453,19 @@ def test_steps_open_once_finish_once_and_close_at_the_end() -> None:
     s.finish()
     events = run(s)
     assert [(e["type"], e.get("stepName")) for e in events] == [
-        ("RUN_STARTED", None), ("STEP_STARTED", "outer"), ("STEP_STARTED", "inner"), ("STEP_STARTED", "third"),
-        ("STEP_FINISHED", "inner"), ("STEP_FINISHED", "third"), ("STEP_FINISHED", "outer"), ("RUN_FINISHED", None)]
+        ("RUN_STARTED", None),
+        ("STEP_STARTED", "outer"),
+        ("STEP_STARTED", "inner"),
+        ("STEP_STARTED", "third"),
+        ("STEP_FINISHED", "inner"),
+        ("STEP_FINISHED", "third"),
+        ("STEP_FINISHED", "outer"),
+        ("RUN_FINISHED", None),
+    ]
 
 
 # --- tool calls -----------------------------------------------------------------------------------
+
 
 def test_tool_call_events_and_messages() -> None:
     messages: list[dict[str, Any]] = []
@@ -400,16 +477,25 @@ def test_tool_call_events_and_messages() -> None:
     events = run(s)
     start, args, end, result = events[1:5]
     assert {k: v for k, v in start.items() if k != "timestamp"} == {
-        "type": "TOOL_CALL_START", "toolCallId": "call-7", "toolCallName": "lookup"}
+        "type": "TOOL_CALL_START",
+        "toolCallId": "call-7",
+        "toolCallName": "lookup",
+    }
     assert strict_json(args["delta"].encode()) == {"sku": "A", "ratio": None, "n": [None]}
     assert end["toolCallId"] == "call-7"
     assert result["toolCallId"] == "call-7" and result["content"] == "oops" and result["role"] == "tool"
     assert result["metadata"] == {"isError": True}
     assert messages[0]["role"] == "assistant"
-    assert messages[0]["toolCalls"] == [{"id": "call-7", "type": "function",
-                                         "function": {"name": "lookup", "arguments": args["delta"]}}]
-    assert messages[1] == {"id": result["messageId"], "role": "tool", "content": "oops", "toolCallId": "call-7",
-                           "error": "oops"}
+    assert messages[0]["toolCalls"] == [
+        {"id": "call-7", "type": "function", "function": {"name": "lookup", "arguments": args["delta"]}}
+    ]
+    assert messages[1] == {
+        "id": result["messageId"],
+        "role": "tool",
+        "content": "oops",
+        "toolCallId": "call-7",
+        "error": "oops",
+    }
 
 
 def test_tool_result_without_error() -> None:
@@ -426,6 +512,7 @@ def test_tool_result_without_error() -> None:
 
 # --- state and progress ---------------------------------------------------------------------------
 
+
 def test_state_delta_and_progress() -> None:
     s = seq()
     s.start()
@@ -435,7 +522,13 @@ def test_state_delta_and_progress() -> None:
     s.apply(Progress(2, 3, "two of three"))
     s.finish()
     events = run(s)
-    assert types(events) == ["RUN_STARTED", "STATE_DELTA", "ACTIVITY_SNAPSHOT", "ACTIVITY_SNAPSHOT", "RUN_FINISHED"]
+    assert types(events) == [
+        "RUN_STARTED",
+        "STATE_DELTA",
+        "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_SNAPSHOT",
+        "RUN_FINISHED",
+    ]
     assert events[1]["delta"] == [{"op": "add", "path": "/a", "value": None}]
     assert events[2]["content"] == {"progress": 1} and events[2]["activityType"] == "progress"
     assert events[3]["content"] == {"progress": 2, "total": 3, "message": "two of three"}
@@ -450,13 +543,20 @@ def test_snapshots() -> None:
     s.snapshot({"y": [1, math.inf]})
     s.finish()
     events = run(s)
-    assert types(events) == ["RUN_STARTED", "STATE_SNAPSHOT", "STATE_SNAPSHOT", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert types(events) == [
+        "RUN_STARTED",
+        "STATE_SNAPSHOT",
+        "STATE_SNAPSHOT",
+        "MESSAGES_SNAPSHOT",
+        "RUN_FINISHED",
+    ]
     assert events[1]["snapshot"] == {"x": 1}
     assert events[2]["snapshot"] == {"y": [1, None]}
     assert events[3]["messages"] == messages
 
 
 # --- NaN never leaves as non-JSON -----------------------------------------------------------------
+
 
 def test_nan_in_a_result_or_input_is_null() -> None:
     s = seq()
@@ -485,6 +585,7 @@ def test_lone_surrogates_are_written_as_escapes() -> None:
 
 # --- interrupts -----------------------------------------------------------------------------------
 
+
 def test_interrupt_shape() -> None:
     messages: list[dict[str, Any]] = []
     s = seq(messages=messages)
@@ -492,21 +593,35 @@ def test_interrupt_shape() -> None:
     s.apply(StepStarted("ask"))
     s.text("Let me ask.")
     s.apply(ReasoningDelta("need approval"))
-    interrupt = {"id": "int-1", "reason": "confirmation", "message": "Delete x?",
-                 "responseSchema": {"type": "object", "properties": {"approved": {"type": "boolean"}}},
-                 "expiresAt": "2030-01-01T00:00:00Z"}
+    interrupt = {
+        "id": "int-1",
+        "reason": "confirmation",
+        "message": "Delete x?",
+        "responseSchema": {"type": "object", "properties": {"approved": {"type": "boolean"}}},
+        "expiresAt": "2030-01-01T00:00:00Z",
+    }
     s.interrupt([interrupt], {"count": 1, "ratio": math.nan})
     events = run(s)
-    assert types(events)[-7:] == ["TEXT_MESSAGE_END", *REASONING_CLOSE, "STEP_FINISHED", "STATE_SNAPSHOT",
-                                  "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert types(events)[-7:] == [
+        "TEXT_MESSAGE_END",
+        *REASONING_CLOSE,
+        "STEP_FINISHED",
+        "STATE_SNAPSHOT",
+        "MESSAGES_SNAPSHOT",
+        "RUN_FINISHED",
+    ]
     assert events[-3]["snapshot"] == {"count": 1, "ratio": None}
-    assert events[-2]["messages"] == messages == [
-        {"id": events[-7]["messageId"], "role": "assistant", "content": "Let me ask."}]
+    assert (
+        events[-2]["messages"]
+        == messages
+        == [{"id": events[-7]["messageId"], "role": "assistant", "content": "Let me ask."}]
+    )
     assert events[-1]["outcome"] == {"type": "interrupt", "interrupts": [interrupt]}
     assert s.ended
 
 
 # --- any mix of core events stays valid -----------------------------------------------------------
+
 
 @pytest.mark.parametrize("seed", range(40))
 def test_random_runs_are_always_valid(seed: int) -> None:

@@ -27,13 +27,26 @@ def unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def sealed(answers: dict[str, Any] | None = None, *, target: str = TARGET, arguments: Any = ARGS,
-           ttl: float = 60, secret: bytes = SECRET) -> str:
-    return _state.seal(secret, target=target, digest=_state.arguments_digest(arguments),
-                       answers={"q": {"action": "accept"}} if answers is None else answers, ttl=ttl)
+def sealed(
+    answers: dict[str, Any] | None = None,
+    *,
+    target: str = TARGET,
+    arguments: Any = ARGS,
+    ttl: float = 60,
+    secret: bytes = SECRET,
+) -> str:
+    return _state.seal(
+        secret,
+        target=target,
+        digest=_state.arguments_digest(arguments),
+        answers={"q": {"action": "accept"}} if answers is None else answers,
+        ttl=ttl,
+    )
 
 
-def opened(state: Any, *, target: str = TARGET, arguments: Any = ARGS, secret: bytes = SECRET) -> dict[str, Any]:
+def opened(
+    state: Any, *, target: str = TARGET, arguments: Any = ARGS, secret: bytes = SECRET
+) -> dict[str, Any]:
     return _state.unseal(secret, state, target=target, digest=_state.arguments_digest(arguments))
 
 
@@ -47,6 +60,7 @@ def payload_of(state: str) -> dict[str, Any]:
 
 
 # --- the round trip -------------------------------------------------------------------------------
+
 
 def test_round_trip() -> None:
     answers = {"confirm-1": {"action": "accept", "content": {"approved": True}}, "ask-2": "text é"}
@@ -80,6 +94,7 @@ def test_non_dict_answers_open_as_empty() -> None:
 
 # --- refusals -------------------------------------------------------------------------------------
 
+
 def refusal(state: Any, **kwargs: Any) -> str:
     with pytest.raises(ValueError) as info:
         opened(state, **kwargs)
@@ -106,8 +121,10 @@ def test_tampered_payload_keeps_no_mac() -> None:
 def test_another_secret_is_refused() -> None:
     assert "integrity" in refusal(sealed(secret=b"other-secret"))
     assert "integrity" in refusal(sealed(), secret=b"other-secret")
-    forged = resign({"t": TARGET, "d": _state.arguments_digest(ARGS), "a": {"q": 1}, "e": int(time.time()) + 60},
-                    secret=b"guess")
+    forged = resign(
+        {"t": TARGET, "d": _state.arguments_digest(ARGS), "a": {"q": 1}, "e": int(time.time()) + 60},
+        secret=b"guess",
+    )
     assert "integrity" in refusal(forged)
 
 
@@ -134,15 +151,32 @@ def test_other_target_is_refused() -> None:
     assert "another request" in refusal(sealed(target="prompts/get:book"))
 
 
-@pytest.mark.parametrize("arguments", [{"city": "Oslo", "nights": 3}, {"city": "Oslo"}, {}, None,
-                                       {"city": "Oslo", "nights": 2, "extra": 1}])
+@pytest.mark.parametrize(
+    "arguments",
+    [{"city": "Oslo", "nights": 3}, {"city": "Oslo"}, {}, None, {"city": "Oslo", "nights": 2, "extra": 1}],
+)
 def test_other_arguments_are_refused(arguments: Any) -> None:
     assert "another request" in refusal(sealed(), arguments=arguments)
 
 
-@pytest.mark.parametrize("state", [
-    None, 1, [], {"a": 1}, b"a.b", "", "nodot", "a.b.c", "..", "abc.d!ef", "é.é", "a.b=", "x" * 5 + ".abc",
-])
+@pytest.mark.parametrize(
+    "state",
+    [
+        None,
+        1,
+        [],
+        {"a": 1},
+        b"a.b",
+        "",
+        "nodot",
+        "a.b.c",
+        "..",
+        "abc.d!ef",
+        "é.é",
+        "a.b=",
+        "x" * 5 + ".abc",
+    ],
+)
 def test_malformed(state: Any) -> None:
     message = refusal(state)
     assert message in ("requestState is malformed", "requestState failed its integrity check")
@@ -155,6 +189,7 @@ def test_malformed_shapes_say_malformed(state: Any) -> None:
 
 # --- expiry() (the used-state table) --------------------------------------------------------------
 
+
 def test_expiry_reads_the_claim() -> None:
     before = time.time()
     claim = _state.expiry(sealed(ttl=100))
@@ -163,13 +198,15 @@ def test_expiry_reads_the_claim() -> None:
     assert _state.expiry(resign({"e": "1"})) is None
 
 
-@pytest.mark.parametrize("state", [None, 1, "", "a.b.c", "nodot", "!!!.x", f"{b64(b'[1]')}.x",
-                                   f"{b64(b'not json')}.x"])
+@pytest.mark.parametrize(
+    "state", [None, 1, "", "a.b.c", "nodot", "!!!.x", f"{b64(b'[1]')}.x", f"{b64(b'not json')}.x"]
+)
 def test_expiry_of_malformed_is_none(state: Any) -> None:
     assert _state.expiry(state) is None
 
 
 # --- seal_round / open_round with a fake agent ----------------------------------------------------
+
 
 class FakeAgent(SimpleNamespace):
     async def signing_secret(self) -> bytes:
@@ -177,7 +214,7 @@ class FakeAgent(SimpleNamespace):
 
     def find_resource(self, uri: str) -> tuple[Any, dict[str, str]] | None:
         if uri.startswith("files://"):
-            return object(), {"path": uri[len("files://"):]}
+            return object(), {"path": uri[len("files://") :]}
         if uri == "static://x":
             return object(), {}
         return None
@@ -198,8 +235,9 @@ async def test_round_for_a_tool_bound_to_its_arguments() -> None:
     a = agent()
     state = await _state.seal_round(a, "tools/call:book", ARGS, {"q": 1})
     with pytest.raises(ValueError, match="another request"):
-        _state.open_round(a, "tools/call", {"arguments": {**ARGS, "nights": 9}, "requestState": state},
-                          "tools/call:book")
+        _state.open_round(
+            a, "tools/call", {"arguments": {**ARGS, "nights": 9}, "requestState": state}, "tools/call:book"
+        )
     with pytest.raises(ValueError, match="another request"):
         _state.open_round(a, "tools/call", {"arguments": ARGS, "requestState": state}, "tools/call:other")
 
@@ -218,25 +256,34 @@ async def test_round_for_a_resource_is_bound_to_its_uri_variables() -> None:
     assert _state.open_round(a, "resources/read", params, "resources/read:files://a.txt") == {"k": 1}
     # the same target name with other variables (not reachable through the target, but bound anyway)
     with pytest.raises(ValueError, match="another request"):
-        _state.open_round(a, "resources/read", {"uri": "files://b.txt", "requestState": state},
-                          "resources/read:files://a.txt")
+        _state.open_round(
+            a,
+            "resources/read",
+            {"uri": "files://b.txt", "requestState": state},
+            "resources/read:files://a.txt",
+        )
 
 
 async def test_round_for_an_unknown_resource_binds_to_none() -> None:
     a = agent()
     state = await _state.seal_round(a, "resources/read:gone://x", None, {"k": 1})
-    assert _state.open_round(a, "resources/read", {"uri": "gone://x", "requestState": state},
-                             "resources/read:gone://x") == {"k": 1}
+    assert _state.open_round(
+        a, "resources/read", {"uri": "gone://x", "requestState": state}, "resources/read:gone://x"
+    ) == {"k": 1}
     with pytest.raises(ValueError, match="another request"):
-        _state.open_round(a, "resources/read", {"uri": "static://x", "requestState": state},
-                          "resources/read:gone://x")
+        _state.open_round(
+            a, "resources/read", {"uri": "static://x", "requestState": state}, "resources/read:gone://x"
+        )
 
 
 async def test_round_uses_the_agents_ttl_and_secret() -> None:
     with pytest.raises(ValueError, match="expired"):
-        _state.open_round(agent(), "tools/call",
-                          {"arguments": ARGS, "requestState": await _state.seal_round(agent(ttl=-1), TARGET, ARGS, {})},
-                          TARGET)
+        _state.open_round(
+            agent(),
+            "tools/call",
+            {"arguments": ARGS, "requestState": await _state.seal_round(agent(ttl=-1), TARGET, ARGS, {})},
+            TARGET,
+        )
     other = agent(secret=b"another")
     state = await _state.seal_round(other, TARGET, ARGS, {})
     with pytest.raises(ValueError, match="integrity"):

@@ -30,12 +30,16 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 # --- the accepted forms ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("url", "path"), [
-    ("sqlite://agentmw.db", "agentmw.db"),
-    ("sqlite://./agentmw.db", "./agentmw.db"),
-    ("sqlite://data/agentmw.db", "data/agentmw.db"),
-    ("SQLite://agentmw.db", "agentmw.db"),
-])
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("sqlite://agentmw.db", "agentmw.db"),
+        ("sqlite://./agentmw.db", "./agentmw.db"),
+        ("sqlite://data/agentmw.db", "data/agentmw.db"),
+        ("SQLite://agentmw.db", "agentmw.db"),
+    ],
+)
 def test_relative_sqlite_urls(workdir: Path, url: str, path: str) -> None:
     (workdir / "data").mkdir()
     found = parse_store_url(url)
@@ -44,7 +48,9 @@ def test_relative_sqlite_urls(workdir: Path, url: str, path: str) -> None:
     Agent("ok", store=url)
     state = open_state(url)
     assert isinstance(state, SQLiteState) and state.path == path
-    assert sorted(p.name for p in workdir.iterdir()) == ["data"], "neither the check nor Agent() made the file"
+    assert sorted(p.name for p in workdir.iterdir()) == ["data"], (
+        "neither the check nor Agent() made the file"
+    )
 
 
 @pytest.mark.parametrize("slashes", ["///", "////"])  # agentmw's three, and SQLAlchemy's four
@@ -61,14 +67,24 @@ def test_an_existing_sqlite_file(workdir: Path) -> None:
     Agent("ok", store=f"sqlite://{workdir}/state.db")
 
 
-@pytest.mark.parametrize(("url", "client_url", "prefix"), [
-    ("redis://localhost:6379/0", "redis://localhost:6379/0", None),
-    ("redis://localhost", "redis://localhost", None),
-    ("redis://user:secret@cache.internal:6380/2?prefix=shop-1", "redis://user:secret@cache.internal:6380/2",
-     "shop-1"),
-    ("rediss://cache.internal:6380/0?socket_timeout=5", "rediss://cache.internal:6380/0?socket_timeout=5", None),
-    ("unix:///run/redis/redis.sock?db=1", "unix:///run/redis/redis.sock?db=1", None),
-])
+@pytest.mark.parametrize(
+    ("url", "client_url", "prefix"),
+    [
+        ("redis://localhost:6379/0", "redis://localhost:6379/0", None),
+        ("redis://localhost", "redis://localhost", None),
+        (
+            "redis://user:secret@cache.internal:6380/2?prefix=shop-1",
+            "redis://user:secret@cache.internal:6380/2",
+            "shop-1",
+        ),
+        (
+            "rediss://cache.internal:6380/0?socket_timeout=5",
+            "rediss://cache.internal:6380/0?socket_timeout=5",
+            None,
+        ),
+        ("unix:///run/redis/redis.sock?db=1", "unix:///run/redis/redis.sock?db=1", None),
+    ],
+)
 def test_redis_urls(url: str, client_url: str, prefix: str | None) -> None:
     found = parse_store_url(url)
     assert (found.kind, found.client_url, found.prefix) == ("redis", client_url, prefix)
@@ -88,7 +104,9 @@ def test_an_empty_store_means_the_default(workdir: Path, monkeypatch: pytest.Mon
     Agent("ok", store="")
     monkeypatch.setenv("AGENTMW_STORE", "")
     Agent("ok")
-    assert list(workdir.iterdir()) == [], "the default sqlite://agentmw.db is made on first use, not by Agent()"
+    assert list(workdir.iterdir()) == [], (
+        "the default sqlite://agentmw.db is made on first use, not by Agent()"
+    )
 
 
 # --- the refused forms -----------------------------------------------------------------------------------
@@ -109,7 +127,10 @@ FORMS = [  # (url, what the message says): refused from the URL alone
     ("sqlite:///", "a SQLite URL names a file"),
     ("sqlite:///var/lib/app/", "a SQLite URL names a file"),
     ("sqlite://data/..", "a SQLite URL names a file"),
-    ("sqlite:///agentmw.db", "this names /agentmw.db, a file at the filesystem root: write sqlite://agentmw.db"),
+    (
+        "sqlite:///agentmw.db",
+        "this names /agentmw.db, a file at the filesystem root: write sqlite://agentmw.db",
+    ),
     ("sqlite:///./agentmw.db", "this names /agentmw.db (SQLAlchemy reads it as relative"),
     ("sqlite:///../agentmw.db", "write sqlite://../agentmw.db for a path relative"),
     ("sqlite://:memory:", "private to one connection: use memory://"),
@@ -146,14 +167,21 @@ def test_refused_forms(workdir: Path, monkeypatch: pytest.MonkeyPatch, url: str,
 def test_the_supported_schemes_are_named() -> None:
     with pytest.raises(ConfigurationError) as refused:
         Agent("bad", store="mysql://db/app")
-    for form in ("memory://", "sqlite://relative/path.db", "sqlite:///absolute/path.db", "redis://host:port/db"):
+    for form in (
+        "memory://",
+        "sqlite://relative/path.db",
+        "sqlite:///absolute/path.db",
+        "redis://host:port/db",
+    ):
         assert form in str(refused.value)
 
 
 def test_a_sqlite_folder_that_does_not_exist(workdir: Path) -> None:
-    for url, folder in ((f"sqlite://{workdir}/no/such/dir/x.db", workdir / "no/such/dir"),
-                        ("sqlite://missing/x.db", workdir / "missing"),
-                        ("sqlite:///no/such/dir/x.db", Path("/no/such/dir"))):
+    for url, folder in (
+        (f"sqlite://{workdir}/no/such/dir/x.db", workdir / "no/such/dir"),
+        ("sqlite://missing/x.db", workdir / "missing"),
+        ("sqlite:///no/such/dir/x.db", Path("/no/such/dir")),
+    ):
         with pytest.raises(ConfigurationError, match=f"the folder {folder} does not exist") as refused:
             Agent("bad", store=url)
         assert repr(url) in str(refused.value)
@@ -168,7 +196,9 @@ def test_a_sqlite_path_through_a_file_or_to_a_folder(workdir: Path) -> None:
         Agent("bad", store="sqlite://notes.txt/x.db")
     with pytest.raises(ConfigurationError, match="db is a folder: name a file in it"):
         Agent("bad", store=f"sqlite://{workdir}/db")
-    assert sorted(p.name for p in workdir.iterdir()) == ["db", "notes.txt"] and not any((workdir / "db").iterdir())
+    assert sorted(p.name for p in workdir.iterdir()) == ["db", "notes.txt"] and not any(
+        (workdir / "db").iterdir()
+    )
 
 
 def test_the_redis_extra_must_be_installed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -212,14 +242,24 @@ def refusal_of(url: str, *, cwd: Path | None = None, store_env: bool = True) -> 
     if os.geteuid() != 0:
         command = [sys.executable, "-c", UNWRITABLE, url]
     elif shutil.which("setpriv"):
-        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", UNWRITABLE,
-                   url]
+        command = [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            UNWRITABLE,
+            url,
+        ]
     else:
         pytest.skip("running as root without setpriv: no user to whom a folder is read-only")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     if not store_env:
         env.pop("AGENTMW_STORE", None)
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True, env=env, cwd=cwd).stdout
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=60, check=True, env=env, cwd=cwd
+    ).stdout
 
 
 def test_a_sqlite_folder_that_is_not_writable(shared_dir: Path) -> None:
@@ -243,5 +283,7 @@ def test_the_default_store_is_checked_too(shared_dir: Path) -> None:
     (shared_dir / "locked").mkdir()
     (shared_dir / "locked").chmod(0o555)
     out = refusal_of("", cwd=shared_dir / "locked", store_env=False)
-    assert out.startswith("the default store (give Agent(store=...) or set $AGENTMW_STORE) 'sqlite://agentmw.db': "
-                          f"the folder {shared_dir}/locked is not writable"), out
+    assert out.startswith(
+        "the default store (give Agent(store=...) or set $AGENTMW_STORE) 'sqlite://agentmw.db': "
+        f"the folder {shared_dir}/locked is not writable"
+    ), out

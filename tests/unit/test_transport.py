@@ -31,23 +31,53 @@ from agentmw._transport import (
 
 # --- loads: strict JSON in --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw", [
-    b"NaN", b"Infinity", b"-Infinity", b"[NaN]", b'{"a": Infinity}', b'{"a": [1, -Infinity]}',
-    b"1e400", b"-1e400", b'{"x": 1e999}', b"[1.5e308, 2e308]",
-    b"\xff", b'"\xff"', b'"\xc3"', b'{"a": "\xe9"}',  # not UTF-8 (latin-1, truncated sequence)
-    b'"\xed\xa0\x80"',  # CESU-8 / WTF-8: an encoded surrogate is not valid UTF-8
-    b'"\xed\xa0\xbd\xed\xb8\x80"',  # CESU-8 form of U+1F600
-    b'{"a": 1} {"b": 2}', b"1 2", b'{"a": 1}x', b"[1]]", b'{"a":1}\x00',
-    b"", b"   ", b"{bad", b"[1,]", b"{'a': 1}", b'"\\x41"', b"01", b"+1", b".5",
-    b"1" * 5000,  # an integer past Python's digit limit
-])
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"NaN",
+        b"Infinity",
+        b"-Infinity",
+        b"[NaN]",
+        b'{"a": Infinity}',
+        b'{"a": [1, -Infinity]}',
+        b"1e400",
+        b"-1e400",
+        b'{"x": 1e999}',
+        b"[1.5e308, 2e308]",
+        b"\xff",
+        b'"\xff"',
+        b'"\xc3"',
+        b'{"a": "\xe9"}',  # not UTF-8 (latin-1, truncated sequence)
+        b'"\xed\xa0\x80"',  # CESU-8 / WTF-8: an encoded surrogate is not valid UTF-8
+        b'"\xed\xa0\xbd\xed\xb8\x80"',  # CESU-8 form of U+1F600
+        b'{"a": 1} {"b": 2}',
+        b"1 2",
+        b'{"a": 1}x',
+        b"[1]]",
+        b'{"a":1}\x00',
+        b"",
+        b"   ",
+        b"{bad",
+        b"[1,]",
+        b"{'a': 1}",
+        b'"\\x41"',
+        b"01",
+        b"+1",
+        b".5",
+        b"1" * 5000,  # an integer past Python's digit limit
+    ],
+)
 def test_loads_refuses_with_a_parse_error(raw: bytes) -> None:
     with pytest.raises(ProtocolError) as info:
         loads(raw)
     assert info.value.code == PARSE_ERROR == -32700
     assert info.value.status == 400
-    assert info.value.body(None) == {"jsonrpc": "2.0", "id": None,
-                                     "error": {"code": -32700, "message": info.value.message}}
+    assert info.value.body(None) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": info.value.message},
+    }
 
 
 @pytest.mark.parametrize("raw", ["NaN", "[Infinity]", "1e400", '{"a": 1} 2'])
@@ -80,33 +110,42 @@ def test_loads_deep_body_with_a_surrogate_is_a_value_or_a_parse_error() -> None:
         pytest.fail("RecursionError escaped loads()", pytrace=False)
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    (b'{"a": 1, "b": [true, false, null], "c": "x"}', {"a": 1, "b": [True, False, None], "c": "x"}),
-    (b"  \r\n\t[1, 2.5, -3e2]\n ", [1, 2.5, -300.0]),
-    (b"1e-400", 0.0),
-    (b"1.7976931348623157e308", 1.7976931348623157e308),
-    (b'"caf\xc3\xa9 \xf0\x9f\x98\x80"', "café 😀"),
-    (b'"\\u00e9"', "é"),
-    (b"0", 0),
-    (b"null", None),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"a": 1, "b": [true, false, null], "c": "x"}', {"a": 1, "b": [True, False, None], "c": "x"}),
+        (b"  \r\n\t[1, 2.5, -3e2]\n ", [1, 2.5, -300.0]),
+        (b"1e-400", 0.0),
+        (b"1.7976931348623157e308", 1.7976931348623157e308),
+        (b'"caf\xc3\xa9 \xf0\x9f\x98\x80"', "café 😀"),
+        (b'"\\u00e9"', "é"),
+        (b"0", 0),
+        (b"null", None),
+    ],
+)
 def test_loads_accepts_valid_json(raw: bytes, expected: Any) -> None:
     assert loads(raw) == expected
     assert loads(raw.decode()) == expected
     assert loads(bytearray(raw)) == expected
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    (b'"\\ud800"', "\ufffd"),
-    (b'"\\udfff"', "\ufffd"),
-    (b'"a\\uD800b"', "a\ufffdb"),  # upper-case escape
-    (b'"\\udc00\\ud800"', "\ufffd\ufffd"),  # reversed pair: two lone halves
-    (b'"\\ud83d\\ude00"', "😀"),  # a valid pair is kept
-    (b'"\\ud83d\\ude00\\ud83d"', "😀\ufffd"),
-    (b'{"\\ud800k": "v\\udc01"}', {"\ufffdk": "v\ufffd"}),  # keys too
-    (b'{"a": [{"b": ["\\ud800", 1, {"\\udbff": null}]}]}', {"a": [{"b": ["\ufffd", 1, {"\ufffd": None}]}]}),
-    (b'"\\\\ud800"', "\\ud800"),  # an escaped backslash: the text \ud800, not a surrogate
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'"\\ud800"', "\ufffd"),
+        (b'"\\udfff"', "\ufffd"),
+        (b'"a\\uD800b"', "a\ufffdb"),  # upper-case escape
+        (b'"\\udc00\\ud800"', "\ufffd\ufffd"),  # reversed pair: two lone halves
+        (b'"\\ud83d\\ude00"', "😀"),  # a valid pair is kept
+        (b'"\\ud83d\\ude00\\ud83d"', "😀\ufffd"),
+        (b'{"\\ud800k": "v\\udc01"}', {"\ufffdk": "v\ufffd"}),  # keys too
+        (
+            b'{"a": [{"b": ["\\ud800", 1, {"\\udbff": null}]}]}',
+            {"a": [{"b": ["\ufffd", 1, {"\ufffd": None}]}]},
+        ),
+        (b'"\\\\ud800"', "\\ud800"),  # an escaped backslash: the text \ud800, not a surrogate
+    ],
+)
 def test_loads_replaces_lone_surrogate_escapes(raw: bytes, expected: Any) -> None:
     value = loads(raw)
     assert value == expected
@@ -122,6 +161,7 @@ def test_loads_replaces_lone_surrogate_escapes_in_str_input() -> None:
 
 
 # --- dumps / dumps_finite: strict JSON out -------------------------------------------------------------
+
 
 def test_dumps_is_compact_utf8() -> None:
     assert dumps({"a": [1, "é", None]}) == '{"a":[1,"é",null]}'.encode()
@@ -174,7 +214,7 @@ def test_a_cycle_is_a_value_error_with_a_raised_recursion_limit_too() -> None:
 @pytest.mark.parametrize("ensure_ascii", [False, True])
 def test_compact_encoder_matches_the_json_module(ensure_ascii: bool) -> None:
     encode = compact_encoder(ensure_ascii=ensure_ascii, default=None)
-    shared = {"x": "é\n\"", "n": [1, -2.5, 1e300, True, False, None], "t": (1, 2), "k": {"1": {}}}
+    shared = {"x": 'é\n"', "n": [1, -2.5, 1e300, True, False, None], "t": (1, 2), "k": {"1": {}}}
     value = {"a": shared, "b": [shared, shared], 7: "int key", 1.5: "float key"}  # shared, not a cycle
     assert encode(value) == json.dumps(value, ensure_ascii=ensure_ascii, separators=(",", ":"))
     with pytest.raises(TypeError, match="set"):
@@ -191,12 +231,17 @@ def test_dumps_uses_str_for_unknown_objects() -> None:
     assert dumps({"t": Thing()}) == b'{"t":"thing"}'
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ({"a": math.nan, "b": [math.inf, -math.inf, 1.5], "c": (math.nan,)}, {"a": None, "b": [None, None, 1.5],
-                                                                            "c": [None]}),
-    (math.nan, None),
-    ({"ok": 1}, {"ok": 1}),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (
+            {"a": math.nan, "b": [math.inf, -math.inf, 1.5], "c": (math.nan,)},
+            {"a": None, "b": [None, None, 1.5], "c": [None]},
+        ),
+        (math.nan, None),
+        ({"ok": 1}, {"ok": 1}),
+    ],
+)
 def test_dumps_finite_writes_null_for_nan(value: Any, expected: Any) -> None:
     assert json.loads(dumps_finite(value)) == expected
 
@@ -219,6 +264,7 @@ def test_dumps_finite_handles_models_and_surrogates() -> None:
 
 # --- the JSON-RPC envelope ---------------------------------------------------------------------------
 
+
 def _refused(body: Any, **flags: bool) -> ProtocolError:
     with pytest.raises(ProtocolError) as info:
         classify_rpc(body, **flags)
@@ -229,7 +275,12 @@ def _refused(body: Any, **flags: bool) -> ProtocolError:
 def test_classify_request() -> None:
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"a": 1}}
     message = classify_rpc(body)
-    assert (message.kind, message.id, message.method, message.params) == ("request", 7, "tools/list", {"a": 1})
+    assert (message.kind, message.id, message.method, message.params) == (
+        "request",
+        7,
+        "tools/list",
+        {"a": 1},
+    )
     assert message.body is body
     message = classify_rpc({"jsonrpc": "2.0", "id": "x", "method": "m"})
     assert (message.kind, message.id, message.params) == ("request", "x", None)
@@ -241,7 +292,11 @@ def test_classify_request() -> None:
 def test_classify_notification() -> None:
     message = classify_rpc({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"p": 1}})
     assert (message.kind, message.id, message.method, message.params) == (
-        "notification", None, "notifications/progress", {"p": 1})
+        "notification",
+        None,
+        "notifications/progress",
+        {"p": 1},
+    )
     error = _refused({"jsonrpc": "2.0", "method": "n"}, notifications=False)
     assert error.code == INVALID_REQUEST
 
@@ -253,10 +308,19 @@ def test_classify_batches_refused() -> None:
     assert _refused([], responses=True).code == INVALID_REQUEST
 
 
-@pytest.mark.parametrize("body", [
-    None, 1, "x", {}, {"id": 1, "method": "m"}, {"jsonrpc": "1.0", "id": 1, "method": "m"},
-    {"jsonrpc": 2.0, "id": 1, "method": "m"}, {"jsonrpc": "2.0", "id": 1},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        1,
+        "x",
+        {},
+        {"id": 1, "method": "m"},
+        {"jsonrpc": "1.0", "id": 1, "method": "m"},
+        {"jsonrpc": 2.0, "id": 1, "method": "m"},
+        {"jsonrpc": "2.0", "id": 1},
+    ],
+)
 def test_classify_not_a_message(body: Any) -> None:
     assert _refused(body).code == INVALID_REQUEST
 
@@ -289,8 +353,10 @@ def test_classify_params_null_is_absent() -> None:
 def test_classify_method_must_be_a_string(method: Any) -> None:
     error = _refused({"jsonrpc": "2.0", "id": 1, "method": method})
     assert error.code == INVALID_REQUEST and "method" in error.message
-    assert _refused({"jsonrpc": "2.0", "id": 1, "method": method, "result": 1}, responses=True).code == \
-        INVALID_REQUEST
+    assert (
+        _refused({"jsonrpc": "2.0", "id": 1, "method": method, "result": 1}, responses=True).code
+        == INVALID_REQUEST
+    )
 
 
 def test_classify_responses_only_when_allowed() -> None:
@@ -304,27 +370,46 @@ def test_classify_responses_only_when_allowed() -> None:
     assert classify_rpc({"jsonrpc": "2.0", "id": 4, "result": None}, responses=True).kind == "response"
 
 
-@pytest.mark.parametrize("body", [
-    {"jsonrpc": "2.0", "id": 1, "result": 1, "error": {"code": 1, "message": "x"}},  # both
-    {"jsonrpc": "2.0", "id": 1},  # neither
-    {"jsonrpc": "2.0", "result": 1},  # no id
-    {"jsonrpc": "2.0", "id": None, "result": 1},  # null id
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"jsonrpc": "2.0", "id": 1, "result": 1, "error": {"code": 1, "message": "x"}},  # both
+        {"jsonrpc": "2.0", "id": 1},  # neither
+        {"jsonrpc": "2.0", "result": 1},  # no id
+        {"jsonrpc": "2.0", "id": None, "result": 1},  # null id
+    ],
+)
 def test_classify_malformed_responses(body: dict[str, Any]) -> None:
     assert _refused(body, responses=True, null_id=True).code == INVALID_REQUEST
 
 
-@pytest.mark.parametrize(("body", "expected"), [
-    ({"id": 5}, 5), ({"id": "a"}, "a"), ({"id": 0}, 0), ({"id": ""}, ""),
-    ({"id": 1.5}, None), ({"id": 1.0}, None), ({"id": True}, None), ({"id": []}, None), ({"id": {}}, None),
-    ({"id": None}, None), ({}, None), ([{"id": 1}], None), ("x", None), (None, None), (7, None),
-])
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"id": 5}, 5),
+        ({"id": "a"}, "a"),
+        ({"id": 0}, 0),
+        ({"id": ""}, ""),
+        ({"id": 1.5}, None),
+        ({"id": 1.0}, None),
+        ({"id": True}, None),
+        ({"id": []}, None),
+        ({"id": {}}, None),
+        ({"id": None}, None),
+        ({}, None),
+        ([{"id": 1}], None),
+        ("x", None),
+        (None, None),
+        (7, None),
+    ],
+)
 def test_request_id_of(body: Any, expected: Any) -> None:
     assert request_id_of(body) == expected
     assert type(request_id_of(body)) is type(expected)
 
 
 # --- the body reader ------------------------------------------------------------------------------
+
 
 def fake_receive(messages: Iterable[dict[str, Any]]):
     queue = list(messages)
@@ -341,7 +426,10 @@ def fake_receive(messages: Iterable[dict[str, Any]]):
 
 
 def chunks(*parts: bytes) -> list[dict[str, Any]]:
-    return [{"type": "http.request", "body": part, "more_body": i < len(parts) - 1} for i, part in enumerate(parts)]
+    return [
+        {"type": "http.request", "body": part, "more_body": i < len(parts) - 1}
+        for i, part in enumerate(parts)
+    ]
 
 
 async def test_read_body_single_and_several_chunks() -> None:
@@ -373,7 +461,9 @@ async def test_read_body_past_the_limit_is_413_and_stops_reading() -> None:
 async def test_read_body_disconnect_is_an_exception() -> None:
     with pytest.raises(ClientDisconnected):
         await read_body(fake_receive([{"type": "http.disconnect"}]), 10)
-    receive = fake_receive([{"type": "http.request", "body": b"abc", "more_body": True}, {"type": "http.disconnect"}])
+    receive = fake_receive(
+        [{"type": "http.request", "body": b"abc", "more_body": True}, {"type": "http.disconnect"}]
+    )
     with pytest.raises(ClientDisconnected):
         await read_body(receive, 10)
 
@@ -387,10 +477,11 @@ async def test_read_json_is_strict() -> None:
 
 # --- SSE framing --------------------------------------------------------------------------------
 
+
 def test_sse_data_framing() -> None:
     assert sse_data({"a": 1}) == b'data: {"a":1}\n\n'
     assert sse_data({"a": 1}, event="message") == b'event: message\ndata: {"a":1}\n\n'
-    assert sse_data([1], event="message", event_id=7) == b'id: 7\nevent: message\ndata: [1]\n\n'
+    assert sse_data([1], event="message", event_id=7) == b"id: 7\nevent: message\ndata: [1]\n\n"
     assert sse_data("x", event_id="s-1") == b'id: s-1\ndata: "x"\n\n'
     assert sse_data(None, event_id=0) == b"id: 0\ndata: null\n\n"
 
@@ -400,7 +491,7 @@ def test_sse_data_never_holds_a_raw_newline_or_cr() -> None:
     head, payload = frame[:-2], frame[-2:]
     assert payload == b"\n\n"
     assert head.startswith(b"data: ") and b"\n" not in head and b"\r" not in head
-    assert json.loads(head[len(b"data: "):]) == {"t": "line1\nline2\r\nline3\u2028", "s": "\ud800"}
+    assert json.loads(head[len(b"data: ") :]) == {"t": "line1\nline2\r\nline3\u2028", "s": "\ud800"}
 
 
 def test_sse_data_refuses_nan() -> None:

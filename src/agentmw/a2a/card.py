@@ -33,9 +33,13 @@ __all__ = [
 
 V03_CARD_PATH = "/.well-known/agent.json"  # the 0.2/0.3-era name; a2a-sdk 0.3 knew it as the previous path
 
-_SCHEME_TYPES_V03 = {"apiKeySecurityScheme": "apiKey", "httpAuthSecurityScheme": "http",
-                     "oauth2SecurityScheme": "oauth2", "openIdConnectSecurityScheme": "openIdConnect",
-                     "mtlsSecurityScheme": "mutualTLS"}
+_SCHEME_TYPES_V03 = {
+    "apiKeySecurityScheme": "apiKey",
+    "httpAuthSecurityScheme": "http",
+    "oauth2SecurityScheme": "oauth2",
+    "openIdConnectSecurityScheme": "openIdConnect",
+    "mtlsSecurityScheme": "mutualTLS",
+}
 
 
 def base_url(scope: Any, headers: dict[str, str]) -> str:
@@ -49,15 +53,21 @@ def base_url(scope: Any, headers: dict[str, str]) -> str:
         elif key.lower() == "host":
             host = value.strip('"')
     proto = proto or headers.get("x-forwarded-proto", "").split(",")[0].strip() or scope.get("scheme", "http")
-    host = host or headers.get("x-forwarded-host", "").split(",")[0].strip() or headers.get("host", "localhost")
+    host = (
+        host or headers.get("x-forwarded-host", "").split(",")[0].strip() or headers.get("host", "localhost")
+    )
     prefix = headers.get("x-forwarded-prefix", "").rstrip("/") + scope.get("root_path", "").rstrip("/")
     return f"{proto}://{host}{prefix}"
 
 
 def _skill_entry(agent: Agent, name: str) -> dict[str, Any]:
     cap = agent.skills[name]
-    entry: dict[str, Any] = {"id": name, "name": cap.title or name, "description": cap.summary or name,
-                             "tags": list(cap.tags) or [name]}
+    entry: dict[str, Any] = {
+        "id": name,
+        "name": cap.title or name,
+        "description": cap.summary or name,
+        "tags": list(cap.tags) or [name],
+    }
     if cap.examples:
         entry["examples"] = list(cap.examples)
     if cap.input_modes:
@@ -85,8 +95,11 @@ def build_card(agent: Agent, base: str, *, extended: dict[str, Any] | None = Non
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
         "version": agent.version,
-        "capabilities": {"streaming": True, "pushNotifications": settings.push_enabled,
-                         "extendedAgentCard": settings.extended_card is not None},
+        "capabilities": {
+            "streaming": True,
+            "pushNotifications": settings.push_enabled,
+            "extendedAgentCard": settings.extended_card is not None,
+        },
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": [_skill_entry(agent, name) for name in agent.skills],
@@ -115,21 +128,33 @@ def with_v03_fields(card: dict[str, Any]) -> dict[str, Any]:
     ``protocolVersion``, the rest ``additionalInterfaces``); with none, the card is returned unchanged, as the
     SDK does. A 0.3 key never overwrites a 1.0 one; objects merge key by key (a ``type`` on each security scheme).
     """
-    legacy = [i for i in card.get("supportedInterfaces", [])
-              if not i.get("protocolVersion") or str(i["protocolVersion"]).startswith("0.")]
+    legacy = [
+        i
+        for i in card.get("supportedInterfaces", [])
+        if not i.get("protocolVersion") or str(i["protocolVersion"]).startswith("0.")
+    ]
     if not legacy:
         return card
-    compat: dict[str, Any] = {"url": legacy[0]["url"], "preferredTransport": legacy[0]["protocolBinding"],
-                              "protocolVersion": legacy[0].get("protocolVersion") or "0.3"}
+    compat: dict[str, Any] = {
+        "url": legacy[0]["url"],
+        "preferredTransport": legacy[0]["protocolBinding"],
+        "protocolVersion": legacy[0].get("protocolVersion") or "0.3",
+    }
     if len(legacy) > 1:
-        compat["additionalInterfaces"] = [{"url": i["url"], "transport": i["protocolBinding"]} for i in legacy[1:]]
+        compat["additionalInterfaces"] = [
+            {"url": i["url"], "transport": i["protocolBinding"]} for i in legacy[1:]
+        ]
     if card.get("capabilities", {}).get("extendedAgentCard"):
         compat["supportsAuthenticatedExtendedCard"] = True
     if card.get("securitySchemes"):
-        compat["securitySchemes"] = {name: _v03_scheme(scheme) for name, scheme in card["securitySchemes"].items()}
+        compat["securitySchemes"] = {
+            name: _v03_scheme(scheme) for name, scheme in card["securitySchemes"].items()
+        }
     if card.get("securityRequirements"):
-        compat["security"] = [{name: list(scopes.get("list", [])) for name, scopes in req.get("schemes", {}).items()}
-                              for req in card["securityRequirements"]]
+        compat["security"] = [
+            {name: list(scopes.get("list", [])) for name, scopes in req.get("schemes", {}).items()}
+            for req in card["securityRequirements"]
+        ]
     return _merge(json.loads(json.dumps(card)), compat)
 
 

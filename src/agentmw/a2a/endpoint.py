@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import re
-from contextlib import nullcontext
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
@@ -109,16 +109,28 @@ class A2AEndpoint:
         self._card_clock = CardClock()
         ops = self.ops
         self.methods_v10: dict[str, Handler] = {
-            "SendMessage": ops.send_message, "SendStreamingMessage": ops.stream_message,
-            "GetTask": ops.get_task, "ListTasks": ops.list_tasks, "CancelTask": ops.cancel_task,
-            "SubscribeToTask": ops.subscribe, "CreateTaskPushNotificationConfig": ops.create_push,
-            "GetTaskPushNotificationConfig": ops.get_push, "ListTaskPushNotificationConfigs": ops.list_push,
-            "DeleteTaskPushNotificationConfig": ops.delete_push, "GetExtendedAgentCard": self._extended_card,
+            "SendMessage": ops.send_message,
+            "SendStreamingMessage": ops.stream_message,
+            "GetTask": ops.get_task,
+            "ListTasks": ops.list_tasks,
+            "CancelTask": ops.cancel_task,
+            "SubscribeToTask": ops.subscribe,
+            "CreateTaskPushNotificationConfig": ops.create_push,
+            "GetTaskPushNotificationConfig": ops.get_push,
+            "ListTaskPushNotificationConfigs": ops.list_push,
+            "DeleteTaskPushNotificationConfig": ops.delete_push,
+            "GetExtendedAgentCard": self._extended_card,
         }
         self.methods_v03 = {
-            "message/send", "message/stream", "tasks/get", "tasks/cancel", "tasks/resubscribe",
-            "tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get",
-            "tasks/pushNotificationConfig/list", "tasks/pushNotificationConfig/delete",
+            "message/send",
+            "message/stream",
+            "tasks/get",
+            "tasks/cancel",
+            "tasks/resubscribe",
+            "tasks/pushNotificationConfig/set",
+            "tasks/pushNotificationConfig/get",
+            "tasks/pushNotificationConfig/list",
+            "tasks/pushNotificationConfig/delete",
             "agent/getAuthenticatedExtendedCard",
         }
         self.streaming = {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
@@ -136,13 +148,19 @@ class A2AEndpoint:
             elif path.rstrip("/") == self.agent.a2a_path:
                 await self._jsonrpc(scope, receive, send, connection, headers)
             else:
-                await self._rest(scope, receive, send, connection, headers, path[len(self.agent.a2a_path):])
+                await self._rest(scope, receive, send, connection, headers, path[len(self.agent.a2a_path) :])
         except ClientDisconnected:
             return
-        except (Unauthenticated, Forbidden) as exc:  # refused at admission, before any body was read (docs/auth.md)
+        except (
+            Unauthenticated,
+            Forbidden,
+        ) as exc:  # refused at admission, before any body was read (docs/auth.md)
             jsonrpc = path not in _CARD_PATHS and path.rstrip("/") == self.agent.a2a_path
-            request_id = await peek_request_id(scope, receive, min(PEEK_LIMIT, self.agent.max_body_bytes)) \
-                if jsonrpc else None
+            request_id = (
+                await peek_request_id(scope, receive, min(PEEK_LIMIT, self.agent.max_body_bytes))
+                if jsonrpc
+                else None
+            )
             await send_a2a_refusal(send, exc, jsonrpc=jsonrpc, request_id=request_id)
 
     async def _caller(self, connection: HTTPConnection) -> Caller:
@@ -150,10 +168,16 @@ class A2AEndpoint:
         return Caller(quick or await resolve_caller(connection, self.agent.identify), connection)
 
     # --- card ------------------------------------------------------------------------------------
-    async def _card(self, scope: Scope, connection: HTTPConnection, headers: dict[str, str], send: Send) -> None:
+    async def _card(
+        self, scope: Scope, connection: HTTPConnection, headers: dict[str, str], send: Send
+    ) -> None:
         if scope["method"] not in ("GET", "HEAD"):
-            await send_json(send, 405, {"error": {"code": 405, "message": "Method not allowed"}},
-                           [(b"allow", b"GET, HEAD")])
+            await send_json(
+                send,
+                405,
+                {"error": {"code": 405, "message": "Method not allowed"}},
+                [(b"allow", b"GET, HEAD")],
+            )
             return
         extended = None
         if "authorization" in headers and self.agent.a2a.extended_card is not None:
@@ -165,7 +189,10 @@ class A2AEndpoint:
         if self.agent.access is not None:  # the skills this caller may see, the schemes of Agent(auth=...)
             card = await self.agent.access.card(card, scope)
         if self.agent._hooks is not None:  # listing hooks may filter the skills (docs/observability.md)
-            card = {**card, "skills": self.agent._shown("skills", "a2a", card.get("skills") or [], scope, None)}
+            card = {
+                **card,
+                "skills": self.agent._shown("skills", "a2a", card.get("skills") or [], scope, None),
+            }
         query = scope.get("query_string", b"").decode("latin-1")
         if self.agent.a2a.card_v03 or wants_v03(route_path(scope), headers, query):  # docs/a2a.md, "The card"
             card = with_v03_fields(card)
@@ -173,15 +200,26 @@ class A2AEndpoint:
         etag = card_etag(body)
         modified = self._card_clock.last_modified(etag)
         cache = b"private, max-age=60" if extended else b"public, max-age=300"
-        extra = [(b"etag", etag.encode()), (b"last-modified", CardClock.http_date(modified).encode()),
-                 (b"cache-control", cache), (b"vary", b"Authorization, A2A-Version")]
+        extra = [
+            (b"etag", etag.encode()),
+            (b"last-modified", CardClock.http_date(modified).encode()),
+            (b"cache-control", cache),
+            (b"vary", b"Authorization, A2A-Version"),
+        ]
         if_none_match = headers.get("if-none-match")
-        if (etag_matches(if_none_match, etag) if if_none_match is not None  # RFC 9110 13.1.3: ETag wins
-                else not_modified_since(headers.get("if-modified-since", ""), modified)):
+        if (
+            etag_matches(if_none_match, etag)
+            if if_none_match is not None  # RFC 9110 13.1.3: ETag wins
+            else not_modified_since(headers.get("if-modified-since", ""), modified)
+        ):
             await send_bytes(send, 304, b"", extra)
             return
-        await send_bytes(send, 200, b"" if scope["method"] == "HEAD" else body,
-                   [(b"content-type", b"application/json"), *extra])
+        await send_bytes(
+            send,
+            200,
+            b"" if scope["method"] == "HEAD" else body,
+            [(b"content-type", b"application/json"), *extra],
+        )
 
     async def _extended_fields(self, connection: HTTPConnection) -> dict[str, Any]:
         identity = await authenticated_identity(connection, self.agent.identify)  # never a bare credential
@@ -214,10 +252,13 @@ class A2AEndpoint:
         return loads(raw)
 
     # --- JSON-RPC --------------------------------------------------------------------------------
-    async def _jsonrpc(self, scope: Scope, receive: Receive, send: Send, connection: HTTPConnection,
-                       headers: dict[str, str]) -> None:
+    async def _jsonrpc(
+        self, scope: Scope, receive: Receive, send: Send, connection: HTTPConnection, headers: dict[str, str]
+    ) -> None:
         if scope["method"] != "POST":
-            await send_json(send, 405, {"error": {"code": 405, "message": "JSON-RPC takes POST"}}, [(b"allow", b"POST")])
+            await send_json(
+                send, 405, {"error": {"code": 405, "message": "JSON-RPC takes POST"}}, [(b"allow", b"POST")]
+            )
             return
         request_id: Any = None
         try:
@@ -249,13 +290,25 @@ class A2AEndpoint:
             logger.exception("A2A JSON-RPC request failed")
             await send_json(send, 200, A2AError(INTERNAL_ERROR, "Internal error").jsonrpc(request_id))
 
-    async def _rpc(self, scope: Scope, receive: Receive, send: Send, request_id: Any, method: str,
-                   params: dict[str, Any], version: str, caller: Caller) -> None:
+    async def _rpc(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        request_id: Any,
+        method: str,
+        params: dict[str, Any],
+        version: str,
+        caller: Caller,
+    ) -> None:
         """One JSON-RPC method, answered; raises ProtocolError for the caller to answer."""
         if method in self.methods_v10:
             if version != "1.0":
-                raise A2AError(VERSION_NOT_SUPPORTED, f"{method} needs A2A-Version: 1.0 (got {version!r})",
-                               {"supported": "1.0, 0.3"})
+                raise A2AError(
+                    VERSION_NOT_SUPPORTED,
+                    f"{method} needs A2A-Version: 1.0 (got {version!r})",
+                    {"supported": "1.0, 0.3"},
+                )
             params = normalise(OPERATION_OF_METHOD[method], params)  # snake_case spellings, once, here
             if method in ("SendMessage", "SendStreamingMessage"):
                 limit_parts(params.get("message"), self.agent.a2a.max_parts)
@@ -265,8 +318,11 @@ class A2AEndpoint:
                 return
         elif method in self.methods_v03:
             if version != "0.3":
-                raise A2AError(VERSION_NOT_SUPPORTED, f"{method} is a 0.3 method (got A2A-Version {version!r})",
-                               {"supported": "1.0, 0.3"})
+                raise A2AError(
+                    VERSION_NOT_SUPPORTED,
+                    f"{method} is a 0.3 method (got A2A-Version {version!r})",
+                    {"supported": "1.0, 0.3"},
+                )
             result = await self._v03(method, params, caller)
             if method in self.streaming:
                 await _sse(scope, receive, send, request_id, result, v03=True)
@@ -281,12 +337,15 @@ class A2AEndpoint:
         if method in ("message/send", "message/stream"):
             limit_parts(params.get("message"), self.agent.a2a.max_parts)
             configuration = _object(params.get("configuration"), "configuration")
-            converted = {"message": message_from_v03(params.get("message")), "metadata": params.get("metadata"),
-                         "configuration": {
-                             "returnImmediately": configuration.get("blocking") is False,
-                             "historyLength": configuration.get("historyLength"),
-                             "taskPushNotificationConfig": _push_from_v03(configuration.get("pushNotificationConfig")),
-                         }}
+            converted = {
+                "message": message_from_v03(params.get("message")),
+                "metadata": params.get("metadata"),
+                "configuration": {
+                    "returnImmediately": configuration.get("blocking") is False,
+                    "historyLength": configuration.get("historyLength"),
+                    "taskPushNotificationConfig": _push_from_v03(configuration.get("pushNotificationConfig")),
+                },
+            }
             if method == "message/stream":
                 return await ops.stream_message(converted, caller)
             sent = await ops.send_message(converted, caller)
@@ -301,7 +360,9 @@ class A2AEndpoint:
             return with_v03_fields(await self._extended_card(params, caller))
         if method == "tasks/pushNotificationConfig/set":
             nested = _object(params.get("pushNotificationConfig"), "pushNotificationConfig")
-            config = await ops.create_push({"taskId": params.get("taskId"), **(_push_from_v03(nested) or {})}, caller)
+            config = await ops.create_push(
+                {"taskId": params.get("taskId"), **(_push_from_v03(nested) or {})}, caller
+            )
             return _push_to_v03(config)
         task_id = params.get("id")  # 0.3 names the task `id` in these three; say so when it is missing
         if not isinstance(task_id, str) or not task_id:
@@ -315,8 +376,15 @@ class A2AEndpoint:
         return None
 
     # --- HTTP+JSON -------------------------------------------------------------------------------
-    async def _rest(self, scope: Scope, receive: Receive, send: Send, connection: HTTPConnection,
-                    headers: dict[str, str], path: str) -> None:
+    async def _rest(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        connection: HTTPConnection,
+        headers: dict[str, str],
+        path: str,
+    ) -> None:
         verb = scope["method"]
         query = dict(connection.query_params)
         try:
@@ -343,19 +411,28 @@ class A2AEndpoint:
                     params["includeArtifacts"] = params["includeArtifacts"] == "true"
             params.update(args)
             caller = await self._caller(connection)
-            handler = {"send": self.ops.send_message, "stream": self.ops.stream_message,
-                       "get": self.ops.get_task, "list": self.ops.list_tasks, "cancel": self.ops.cancel_task,
-                       "subscribe": self.ops.subscribe, "push_create": self.ops.create_push,
-                       "push_get": self.ops.get_push, "push_list": self.ops.list_push,
-                       "push_delete": self.ops.delete_push, "card": self._extended_card}[name]
+            handler = {
+                "send": self.ops.send_message,
+                "stream": self.ops.stream_message,
+                "get": self.ops.get_task,
+                "list": self.ops.list_tasks,
+                "cancel": self.ops.cancel_task,
+                "subscribe": self.ops.subscribe,
+                "push_create": self.ops.create_push,
+                "push_get": self.ops.get_push,
+                "push_list": self.ops.list_push,
+                "push_delete": self.ops.delete_push,
+                "card": self._extended_card,
+            }[name]
             telemetry = self.agent.telemetry
             with telemetry.serving_a2a(scope, name, None, params) if telemetry is not None else nullcontext():
                 result = await handler(params, caller)
                 if name in ("stream", "subscribe"):
                     await _sse(scope, receive, send, HTTP_JSON, result, v03=False)
                     return
-                await send_bytes(send, 200, _encode_result(result, HTTP_JSON),
-                                 [(b"content-type", b"application/json")])
+                await send_bytes(
+                    send, 200, _encode_result(result, HTTP_JSON), [(b"content-type", b"application/json")]
+                )
         except ProtocolError as exc:
             logger.debug("A2A HTTP+JSON request refused: %s", exc.message)
             error = A2AError.of(exc)
@@ -405,8 +482,10 @@ def _push_from_v03(config: Any) -> dict[str, Any] | None:
         schemes = auth.get("schemes") or []
         if not isinstance(schemes, list) or not all(isinstance(scheme, str) for scheme in schemes):
             raise A2AError(INVALID_PARAMS, "authentication.schemes must be a list of strings")
-        out["authentication"] = {"scheme": schemes[0] if schemes else "Bearer",
-                                 **({"credentials": auth["credentials"]} if "credentials" in auth else {})}
+        out["authentication"] = {
+            "scheme": schemes[0] if schemes else "Bearer",
+            **({"credentials": auth["credentials"]} if "credentials" in auth else {}),
+        }
     return out
 
 
@@ -414,8 +493,10 @@ def _push_to_v03(config: dict[str, Any]) -> dict[str, Any]:
     nested = {k: config[k] for k in ("id", "url", "token") if k in config}
     if "authentication" in config:
         auth = config["authentication"]
-        nested["authentication"] = {"schemes": [auth["scheme"]],
-                                    **({"credentials": auth["credentials"]} if "credentials" in auth else {})}
+        nested["authentication"] = {
+            "schemes": [auth["scheme"]],
+            **({"credentials": auth["credentials"]} if "credentials" in auth else {}),
+        }
     return {"taskId": config.get("taskId"), "pushNotificationConfig": nested}
 
 
@@ -438,8 +519,15 @@ def _encode_result(payload: Any, request_id: Any) -> bytes:
         return dumps(error.rest() if request_id is HTTP_JSON else error.jsonrpc(request_id))
 
 
-async def _sse(scope: Scope, receive: Receive, send: Send, request_id: Any,
-               events: AsyncIterator[dict[str, Any]], *, v03: bool) -> None:
+async def _sse(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    request_id: Any,
+    events: AsyncIterator[dict[str, Any]],
+    *,
+    v03: bool,
+) -> None:
     """Stream events; JSON-RPC wraps each in a response with ``request_id`` (which may be None), HTTP+JSON
     (``request_id`` is ``HTTP_JSON``) sends them bare.
 
@@ -456,7 +544,9 @@ async def _sse(scope: Scope, receive: Receive, send: Send, request_id: Any,
                     frame = sse_data(payload)
                 except (ValueError, TypeError):
                     logger.warning("A2A stream event could not be written as JSON")
-                    raise A2AError(INTERNAL_ERROR, "Internal error: an event could not be written as JSON") from None
+                    raise A2AError(
+                        INTERNAL_ERROR, "Internal error: an event could not be written as JSON"
+                    ) from None
                 yield frame
         except A2AError as exc:
             yield sse_data(exc.rest() if request_id is HTTP_JSON else exc.jsonrpc(request_id), event="error")

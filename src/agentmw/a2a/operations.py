@@ -26,13 +26,13 @@ from .wire import (
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["Operations", "Caller"]
+__all__ = ["Caller", "Operations"]
 
 
 class Caller:
     """Who is asking, over which connection."""
 
-    __slots__ = ("identity", "connection")
+    __slots__ = ("connection", "identity")
 
     def __init__(self, identity: str, connection: HTTPConnection) -> None:
         self.identity = identity
@@ -64,8 +64,9 @@ def _configuration(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise A2AError(INVALID_PARAMS, "configuration must be an object")
     out = dict(value)
-    out["historyLength"] = _int(value.get("historyLength"), "configuration.historyLength", low=0, high=10_000,
-                                default=None)
+    out["historyLength"] = _int(
+        value.get("historyLength"), "configuration.historyLength", low=0, high=10_000, default=None
+    )
     if value.get("returnImmediately") is not None and not isinstance(value["returnImmediately"], bool):
         raise A2AError(INVALID_PARAMS, "configuration.returnImmediately must be a boolean")
     modes = value.get("acceptedOutputModes")
@@ -103,9 +104,12 @@ class Operations:
             state = open_state(settings.store)
         else:  # an older TaskStore (deprecated): its own state, one process
             legacy = settings.store
-            warnings.warn("A2ASettings(store=<agentmw.stores store>) is deprecated: A2A tasks live in "
-                          "agentmw.state; pass Agent(store=...) instead (docs/a2a.md)", DeprecationWarning,
-                          stacklevel=2)
+            warnings.warn(
+                "A2ASettings(store=<agentmw.stores store>) is deprecated: A2A tasks live in "
+                "agentmw.state; pass Agent(store=...) instead (docs/a2a.md)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             if hasattr(legacy, "limit"):  # the agent's task limits, unless the store was given its own
                 legacy.limit(agent.a2a_max_tasks, agent.a2a_task_retention_seconds)
             state = legacy_state(legacy)
@@ -114,10 +118,17 @@ class Operations:
         if legacy is not None:  # the store's own limits, where it was given some
             for ns in (TASKS, PUSH, EVENTS):
                 current = state.limits(ns)
-                state.limit(ns, Limits(max_count=legacy.max_tasks, max_age=legacy.retention_seconds,
-                                       max_len=current.max_len))
-        self.push = (PushSender(state, settings.push, self.tasks.registry.replica)
-                     if settings.push is not None else None)
+                state.limit(
+                    ns,
+                    Limits(
+                        max_count=legacy.max_tasks, max_age=legacy.retention_seconds, max_len=current.max_len
+                    ),
+                )
+        self.push = (
+            PushSender(state, settings.push, self.tasks.registry.replica)
+            if settings.push is not None
+            else None
+        )
         self.tasks.push = self.tasks.registry.push = self.push
         if self.push is not None:
             self.push.registry = self.tasks.registry
@@ -125,7 +136,9 @@ class Operations:
         self.store = legacy
 
     # --- messages --------------------------------------------------------------------------------
-    async def _start(self, params: dict[str, Any], caller: Caller, *, follow: bool) -> tuple[Any, Any, dict[str, Any]]:
+    async def _start(
+        self, params: dict[str, Any], caller: Caller, *, follow: bool
+    ) -> tuple[Any, Any, dict[str, Any]]:
         message = validate_message(params.get("message"))
         configuration = _configuration(params.get("configuration"))  # all of it checked before any skill runs
         push = configuration.get("taskPushNotificationConfig")
@@ -134,8 +147,15 @@ class Operations:
         metadata = params.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
             raise A2AError(INVALID_PARAMS, "metadata must be an object")
-        live, waiting = await self.tasks.send(message, caller.identity, caller.connection, metadata, push,
-                                              follow=follow, immediate=configuration.get("returnImmediately") is True)
+        live, waiting = await self.tasks.send(
+            message,
+            caller.identity,
+            caller.connection,
+            metadata,
+            push,
+            follow=follow,
+            immediate=configuration.get("returnImmediately") is True,
+        )
         return live, waiting, configuration
 
     async def send_message(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
@@ -153,7 +173,9 @@ class Operations:
         live, queue, _ = await self._start(params, caller, follow=True)
         return self._stream(live, queue, stop_on_interrupt=True)
 
-    async def _stream(self, live: Any, queue: Any, *, stop_on_interrupt: bool) -> AsyncIterator[dict[str, Any]]:
+    async def _stream(
+        self, live: Any, queue: Any, *, stop_on_interrupt: bool
+    ) -> AsyncIterator[dict[str, Any]]:
         first = live.first_view  # set while the skill may still answer with a message and no task
         if first is None:
             yield {"task": task_dict(live.record)}
@@ -192,13 +214,22 @@ class Operations:
             raise A2AError(INVALID_PARAMS, "contextId must be a string")
         if params.get("includeArtifacts") is not None and not isinstance(params["includeArtifacts"], bool):
             raise A2AError(INVALID_PARAMS, "includeArtifacts must be a boolean")
-        records, total = await self.tasks.list(caller.identity, context_id=context_id or None, state=state,
-                                               after=after_ts, size=size or 50, offset=offset or 0)
+        records, total = await self.tasks.list(
+            caller.identity,
+            context_id=context_id or None,
+            state=state,
+            after=after_ts,
+            size=size or 50,
+            offset=offset or 0,
+        )
         include = params.get("includeArtifacts") is True
         next_offset = (offset or 0) + len(records)
-        return {"tasks": [task_dict(r, history, include_artifacts=include) for r in records],
-                "nextPageToken": str(next_offset) if next_offset < total else "",
-                "pageSize": size, "totalSize": total}
+        return {
+            "tasks": [task_dict(r, history, include_artifacts=include) for r in records],
+            "nextPageToken": str(next_offset) if next_offset < total else "",
+            "pageSize": size,
+            "totalSize": total,
+        }
 
     async def cancel_task(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         record = await self.tasks.cancel(_task_id(params, "id"), caller.identity)  # CancelTaskRequest.id
@@ -207,8 +238,11 @@ class Operations:
     async def subscribe(self, params: dict[str, Any], caller: Caller) -> AsyncIterator[dict[str, Any]]:
         record = await self.tasks.get(_task_id(params, "id"), caller.identity)  # SubscribeToTaskRequest.id
         if record.terminal:
-            raise A2AError(UNSUPPORTED_OPERATION, f"Task {record.id} is {record.state}; there is nothing to follow",
-                           {"taskId": record.id})
+            raise A2AError(
+                UNSUPPORTED_OPERATION,
+                f"Task {record.id} is {record.state}; there is nothing to follow",
+                {"taskId": record.id},
+            )
         live = self.tasks.live.get(record.id)
         if live is not None:  # held here: its events from memory
             queue = self.tasks.subscribe(live)
@@ -247,8 +281,12 @@ class Operations:
         def put(value: dict[str, Any]) -> dict[str, Any]:
             configs = with_config(value.get("configs", []), config, self.push.policy)  # type: ignore[union-attr]
             fresh = not value.get("configs") and not value.get("delivered")
-            return {**value, "configs": configs, "done": bool(record and record.terminal),
-                    "delivered": start if fresh else value.get("delivered", 0)}
+            return {
+                **value,
+                "configs": configs,
+                "done": bool(record and record.terminal),
+                "delivered": start if fresh else value.get("delivered", 0),
+            }
 
         await registry.update_push(task_id, put)
         live = registry.local(task_id)
@@ -261,9 +299,13 @@ class Operations:
     async def get_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         task_id = await self._owned_task(params.get("taskId"), caller)
         wanted = _config_id(params)
-        config = next((c for c in await self.tasks.registry.push_configs(task_id) if c.get("id") == wanted), None)
+        config = next(
+            (c for c in await self.tasks.registry.push_configs(task_id) if c.get("id") == wanted), None
+        )
         if config is None:
-            raise A2AError(TASK_NOT_FOUND, f"No push notification config {params.get('id')!r} on task {task_id}")
+            raise A2AError(
+                TASK_NOT_FOUND, f"No push notification config {params.get('id')!r} on task {task_id}"
+            )
         return config
 
     async def list_push(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:

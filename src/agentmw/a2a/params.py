@@ -20,25 +20,67 @@ __all__ = ["OPERATION_OF_METHOD", "normalise", "snake"]
 
 # camelCase field -> the message type it holds (None: a scalar, a list of scalars, or an opaque object)
 _TYPES: Final[dict[str, dict[str, str | None]]] = {
-    "SendMessageRequest": {"tenant": None, "message": "Message", "configuration": "SendMessageConfiguration",
-                           "metadata": None},
-    "SendMessageConfiguration": {"acceptedOutputModes": None, "taskPushNotificationConfig": "TaskPushNotificationConfig",
-                                 "historyLength": None, "returnImmediately": None},
-    "Message": {"messageId": None, "contextId": None, "taskId": None, "role": None, "parts": "Part",
-                "metadata": None, "extensions": None, "referenceTaskIds": None},
-    "Part": {"text": None, "raw": None, "url": None, "data": None, "metadata": None, "filename": None,
-             "mediaType": None},
-    "TaskPushNotificationConfig": {"tenant": None, "id": None, "taskId": None, "url": None, "token": None,
-                                   "authentication": "AuthenticationInfo"},
+    "SendMessageRequest": {
+        "tenant": None,
+        "message": "Message",
+        "configuration": "SendMessageConfiguration",
+        "metadata": None,
+    },
+    "SendMessageConfiguration": {
+        "acceptedOutputModes": None,
+        "taskPushNotificationConfig": "TaskPushNotificationConfig",
+        "historyLength": None,
+        "returnImmediately": None,
+    },
+    "Message": {
+        "messageId": None,
+        "contextId": None,
+        "taskId": None,
+        "role": None,
+        "parts": "Part",
+        "metadata": None,
+        "extensions": None,
+        "referenceTaskIds": None,
+    },
+    "Part": {
+        "text": None,
+        "raw": None,
+        "url": None,
+        "data": None,
+        "metadata": None,
+        "filename": None,
+        "mediaType": None,
+    },
+    "TaskPushNotificationConfig": {
+        "tenant": None,
+        "id": None,
+        "taskId": None,
+        "url": None,
+        "token": None,
+        "authentication": "AuthenticationInfo",
+    },
     "AuthenticationInfo": {"scheme": None, "credentials": None},
     "GetTaskRequest": {"tenant": None, "id": None, "historyLength": None},
-    "ListTasksRequest": {"tenant": None, "contextId": None, "status": None, "pageSize": None, "pageToken": None,
-                         "historyLength": None, "statusTimestampAfter": None, "includeArtifacts": None},
+    "ListTasksRequest": {
+        "tenant": None,
+        "contextId": None,
+        "status": None,
+        "pageSize": None,
+        "pageToken": None,
+        "historyLength": None,
+        "statusTimestampAfter": None,
+        "includeArtifacts": None,
+    },
     "CancelTaskRequest": {"tenant": None, "id": None, "metadata": None},
     "SubscribeToTaskRequest": {"tenant": None, "id": None},
     "GetTaskPushNotificationConfigRequest": {"tenant": None, "taskId": None, "id": None},
     "DeleteTaskPushNotificationConfigRequest": {"tenant": None, "taskId": None, "id": None},
-    "ListTaskPushNotificationConfigsRequest": {"tenant": None, "taskId": None, "pageSize": None, "pageToken": None},
+    "ListTaskPushNotificationConfigsRequest": {
+        "tenant": None,
+        "taskId": None,
+        "pageSize": None,
+        "pageToken": None,
+    },
     "GetExtendedAgentCardRequest": {"tenant": None},
 }
 # other spellings of a field, by type: the 0.3 / pre-1.0 name of the inline push config
@@ -47,17 +89,30 @@ _ALIASES: Final[dict[str, dict[str, str]]] = {
 }
 # operation (binding-neutral, as the endpoint routes them) -> request type
 _REQUEST: Final = {
-    "send": "SendMessageRequest", "stream": "SendMessageRequest", "get": "GetTaskRequest",
-    "list": "ListTasksRequest", "cancel": "CancelTaskRequest", "subscribe": "SubscribeToTaskRequest",
-    "push_create": "TaskPushNotificationConfig", "push_get": "GetTaskPushNotificationConfigRequest",
-    "push_list": "ListTaskPushNotificationConfigsRequest", "push_delete": "DeleteTaskPushNotificationConfigRequest",
+    "send": "SendMessageRequest",
+    "stream": "SendMessageRequest",
+    "get": "GetTaskRequest",
+    "list": "ListTasksRequest",
+    "cancel": "CancelTaskRequest",
+    "subscribe": "SubscribeToTaskRequest",
+    "push_create": "TaskPushNotificationConfig",
+    "push_get": "GetTaskPushNotificationConfigRequest",
+    "push_list": "ListTaskPushNotificationConfigsRequest",
+    "push_delete": "DeleteTaskPushNotificationConfigRequest",
     "card": "GetExtendedAgentCardRequest",
 }
 OPERATION_OF_METHOD: Final = {
-    "SendMessage": "send", "SendStreamingMessage": "stream", "GetTask": "get", "ListTasks": "list",
-    "CancelTask": "cancel", "SubscribeToTask": "subscribe", "CreateTaskPushNotificationConfig": "push_create",
-    "GetTaskPushNotificationConfig": "push_get", "ListTaskPushNotificationConfigs": "push_list",
-    "DeleteTaskPushNotificationConfig": "push_delete", "GetExtendedAgentCard": "card",
+    "SendMessage": "send",
+    "SendStreamingMessage": "stream",
+    "GetTask": "get",
+    "ListTasks": "list",
+    "CancelTask": "cancel",
+    "SubscribeToTask": "subscribe",
+    "CreateTaskPushNotificationConfig": "push_create",
+    "GetTaskPushNotificationConfig": "push_get",
+    "ListTaskPushNotificationConfigs": "push_list",
+    "DeleteTaskPushNotificationConfig": "push_delete",
+    "GetExtendedAgentCard": "card",
 }
 # request types whose unknown fields are refused; elsewhere they are ignored (and kept), as the SDK does
 _STRICT: Final = frozenset({"ListTasksRequest"})
@@ -81,7 +136,9 @@ def _spellings(type_name: str) -> dict[str, str]:
 _SPELLINGS: Final = {name: _spellings(name) for name in _TYPES}
 
 
-def _object(value: dict[str, Any], type_name: str, where: str, *, extra: frozenset[str] = frozenset()) -> dict[str, Any]:
+def _object(
+    value: dict[str, Any], type_name: str, where: str, *, extra: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     spellings = _SPELLINGS[type_name]
     fields = _TYPES[type_name]
     out: dict[str, Any] = {}
@@ -90,13 +147,19 @@ def _object(value: dict[str, Any], type_name: str, where: str, *, extra: frozens
         if name is None:
             if type_name in _STRICT and key not in extra:
                 known = ", ".join(sorted(fields))
-                raise A2AError(INVALID_PARAMS, f"Unknown parameter {where}{key!r}; {type_name} takes {known}",
-                               {"field": f"{where}{key}"})
+                raise A2AError(
+                    INVALID_PARAMS,
+                    f"Unknown parameter {where}{key!r}; {type_name} takes {known}",
+                    {"field": f"{where}{key}"},
+                )
             out[key] = item  # unknown: kept as sent, for forward compatibility (the operations ignore it)
             continue
         if name in out:
-            raise A2AError(INVALID_PARAMS, f"{where}{name} is given twice (as {name!r} and {key!r})",
-                           {"field": f"{where}{name}"})
+            raise A2AError(
+                INVALID_PARAMS,
+                f"{where}{name} is given twice (as {name!r} and {key!r})",
+                {"field": f"{where}{name}"},
+            )
         child = fields[name]
         if child is not None:
             item = _nested(item, child, f"{where}{name}")
@@ -110,7 +173,9 @@ def _nested(item: Any, type_name: str, where: str) -> Any:
     if isinstance(item, dict):
         return _object(item, type_name, where + ".")
     if isinstance(item, list):
-        return [_object(x, type_name, f"{where}[{i}].") if isinstance(x, dict) else x for i, x in enumerate(item)]
+        return [
+            _object(x, type_name, f"{where}[{i}].") if isinstance(x, dict) else x for i, x in enumerate(item)
+        ]
     return item
 
 

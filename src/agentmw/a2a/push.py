@@ -52,12 +52,25 @@ class PushPolicy:
             ``ssl.SSLContext`` that trusts an internal CA. Checked against the URL's name, not the address.
     """
 
-    def __init__(self, *, allow_hosts: Sequence[str] = (), allow_networks: Sequence[str] = (),
-                 allow_private: bool = False, public_hosts: bool = True,
-                 resolve_timeout_seconds: float = RESOLVE_TIMEOUT_SECONDS, max_configs_per_task: int = 10,
-                 max_token_length: int = 4_096, max_attempts: int = 5, first_delay: float = 0.5,
-                 max_delay: float = 8.0, total_seconds: float = 60.0, timeout_seconds: float = 10.0,
-                 lease_seconds: float = 6.0, signer: Any = None, verify: bool | ssl.SSLContext = True) -> None:
+    def __init__(
+        self,
+        *,
+        allow_hosts: Sequence[str] = (),
+        allow_networks: Sequence[str] = (),
+        allow_private: bool = False,
+        public_hosts: bool = True,
+        resolve_timeout_seconds: float = RESOLVE_TIMEOUT_SECONDS,
+        max_configs_per_task: int = 10,
+        max_token_length: int = 4_096,
+        max_attempts: int = 5,
+        first_delay: float = 0.5,
+        max_delay: float = 8.0,
+        total_seconds: float = 60.0,
+        timeout_seconds: float = 10.0,
+        lease_seconds: float = 6.0,
+        signer: Any = None,
+        verify: bool | ssl.SSLContext = True,
+    ) -> None:
         self.allow_hosts = {h.lower() for h in allow_hosts}
         self.allow_networks = tuple(allow_networks)
         self.allow_private = allow_private
@@ -70,17 +83,25 @@ class PushPolicy:
         self.max_delay = max_delay
         self.total_seconds = total_seconds
         self.timeout_seconds = timeout_seconds
-        self.lease_seconds = lease_seconds  # a task's one sender holds its lease this long, renewed every third
-        self.signer = signer  # agentmw.auth.PushSigner: each push carries a JWT signed by the agent (docs/auth.md)
+        self.lease_seconds = (
+            lease_seconds  # a task's one sender holds its lease this long, renewed every third
+        )
+        self.signer = (
+            signer  # agentmw.auth.PushSigner: each push carries a JWT signed by the agent (docs/auth.md)
+        )
         self.verify = verify
         Egress(allow_networks=self.allow_networks)  # a malformed network is a ValueError now, not at a create
 
     @property
     def egress(self) -> Egress:
         """The egress rule of these settings (built on use: the attributes may be changed after construction)."""
-        return Egress(allow_hosts=self.allow_hosts, allow_networks=self.allow_networks,
-                      allow_private=self.allow_private, public_hosts=self.public_hosts,
-                      resolve_timeout_seconds=self.resolve_timeout_seconds)
+        return Egress(
+            allow_hosts=self.allow_hosts,
+            allow_networks=self.allow_networks,
+            allow_private=self.allow_private,
+            public_hosts=self.public_hosts,
+            resolve_timeout_seconds=self.resolve_timeout_seconds,
+        )
 
 
 def check_push_url(url: Any, policy: PushPolicy) -> str:
@@ -89,9 +110,14 @@ def check_push_url(url: Any, policy: PushPolicy) -> str:
 
     The rule is the shared egress policy (``agentmw.egress``), the one bridges use too."""
     try:
-        return check_url(url, allow_hosts=policy.allow_hosts, allow_networks=policy.allow_networks,
-                         allow_private=policy.allow_private, public_hosts=policy.public_hosts,
-                         what="push notification")
+        return check_url(
+            url,
+            allow_hosts=policy.allow_hosts,
+            allow_networks=policy.allow_networks,
+            allow_private=policy.allow_private,
+            public_hosts=policy.public_hosts,
+            what="push notification",
+        )
     except EgressRefused as exc:
         raise A2AError(INVALID_PARAMS, str(exc)) from exc
 
@@ -100,8 +126,11 @@ async def acheck_push_url(url: Any, policy: PushPolicy) -> str:
     """:func:`check_push_url` without blocking the loop: the name resolves on a resolver thread, within
     ``policy.resolve_timeout_seconds``."""
     if isinstance(url, str) and (len(url) > MAX_URL_LENGTH or not url.isascii()):
-        raise A2AError(INVALID_PARAMS, f"push notification url must be ASCII (an IDNA host), at most "
-                       f"{MAX_URL_LENGTH} characters", {"field": "url"})
+        raise A2AError(
+            INVALID_PARAMS,
+            f"push notification url must be ASCII (an IDNA host), at most {MAX_URL_LENGTH} characters",
+            {"field": "url"},
+        )
     try:
         return await policy.egress.acheck(url, "push notification")
     except EgressRefused as exc:
@@ -118,9 +147,13 @@ def _header_value(value: Any, field: str, pattern: re.Pattern[str], limit: int) 
     if not isinstance(value, str):
         raise A2AError(INVALID_PARAMS, f"{field} must be a string", {"field": field})
     if len(value) > limit:
-        raise A2AError(INVALID_PARAMS, f"{field} is {len(value)} characters, more than {limit}", {"field": field})
+        raise A2AError(
+            INVALID_PARAMS, f"{field} is {len(value)} characters, more than {limit}", {"field": field}
+        )
     if not pattern.fullmatch(value):
-        raise A2AError(INVALID_PARAMS, f"{field} must be visible ASCII: it is sent in an HTTP header", {"field": field})
+        raise A2AError(
+            INVALID_PARAMS, f"{field} must be visible ASCII: it is sent in an HTTP header", {"field": field}
+        )
     return value
 
 
@@ -131,7 +164,9 @@ async def push_config(config: Any, task_id: str | None, policy: PushPolicy) -> d
         raise A2AError(INVALID_PARAMS, "push notification config must be an object")
     config_id = config.get("id")
     if config_id is not None and not (isinstance(config_id, str) and len(config_id) <= MAX_ID_LENGTH):
-        raise A2AError(INVALID_PARAMS, f"id must be a string of at most {MAX_ID_LENGTH} characters", {"field": "id"})
+        raise A2AError(
+            INVALID_PARAMS, f"id must be a string of at most {MAX_ID_LENGTH} characters", {"field": "id"}
+        )
     url = await acheck_push_url(config.get("url"), policy)
     out: dict[str, Any] = {"id": config_id or new_id(), "url": url}
     if task_id is not None:
@@ -143,23 +178,32 @@ async def push_config(config: Any, task_id: str | None, policy: PushPolicy) -> d
         if not isinstance(auth, dict) or not isinstance(auth.get("scheme"), str):
             raise A2AError(INVALID_PARAMS, "authentication needs a 'scheme'", {"field": "authentication"})
         if not _TOKEN.fullmatch(auth["scheme"]) or len(auth["scheme"]) > MAX_SCHEME_LENGTH:
-            raise A2AError(INVALID_PARAMS, f"authentication.scheme must be an HTTP token of at most "
-                           f"{MAX_SCHEME_LENGTH} characters", {"field": "authentication.scheme"})
+            raise A2AError(
+                INVALID_PARAMS,
+                f"authentication.scheme must be an HTTP token of at most {MAX_SCHEME_LENGTH} characters",
+                {"field": "authentication.scheme"},
+            )
         out["authentication"] = {"scheme": auth["scheme"]}
         if auth.get("credentials") is not None:
             out["authentication"]["credentials"] = _header_value(
-                auth["credentials"], "authentication.credentials", _PRINTABLE, policy.max_token_length)
+                auth["credentials"], "authentication.credentials", _PRINTABLE, policy.max_token_length
+            )
     return out
 
 
-def with_config(configs: Sequence[dict[str, Any]], config: dict[str, Any], policy: PushPolicy) -> list[dict[str, Any]]:
+def with_config(
+    configs: Sequence[dict[str, Any]], config: dict[str, Any], policy: PushPolicy
+) -> list[dict[str, Any]]:
     """A task's configs with ``config`` added (replacing one of the same id); -32602 past
     ``policy.max_configs_per_task``."""
     kept = [c for c in configs if c.get("id") != config["id"]]
     if len(kept) >= policy.max_configs_per_task:
-        raise A2AError(INVALID_PARAMS, f"task {config.get('taskId', '')} has {len(kept)} push notification configs, "
-                       "the most it may have; delete one first",
-                       {"field": "taskPushNotificationConfig", "limit": policy.max_configs_per_task})
+        raise A2AError(
+            INVALID_PARAMS,
+            f"task {config.get('taskId', '')} has {len(kept)} push notification configs, "
+            "the most it may have; delete one first",
+            {"field": "taskPushNotificationConfig", "limit": policy.max_configs_per_task},
+        )
     return [*kept, config]
 
 
@@ -210,7 +254,9 @@ class PushSender:
             if not await self.state.set_if_absent(LEASES, lease, {"owner": self.replica}, ttl):
                 return  # another process sends this task's pushes
             held = True
-            keeper = asyncio.create_task(self._keep(lease, asyncio.current_task()), name=f"a2a-push-lease-{task_id}")
+            keeper = asyncio.create_task(
+                self._keep(lease, asyncio.current_task()), name=f"a2a-push-lease-{task_id}"
+            )
             found = await self.state.get(PUSH, task_id)
             after = int(found.value.get("delivered", 0)) if found else 0
             loop = asyncio.get_running_loop()
@@ -321,12 +367,19 @@ class PushSender:
             if telemetry is None:
                 await self._send(config, event, None)
                 return
-            with telemetry.pushing(config.get("taskId"), config["url"]) as trace_headers:  # traceparent: the task's
+            with telemetry.pushing(
+                config.get("taskId"), config["url"]
+            ) as trace_headers:  # traceparent: the task's
                 await self._send(config, event, trace_headers)
         except Exception as exc:  # a config an older version stored unchecked, a signer that fails, ...
             self.failed += 1
-            logger.warning("could not push an event of task %s to config %r: %s: %s", config.get("taskId"),
-                           config.get("id"), type(exc).__name__, exc)
+            logger.warning(
+                "could not push an event of task %s to config %r: %s: %s",
+                config.get("taskId"),
+                config.get("id"),
+                type(exc).__name__,
+                exc,
+            )
 
     def _headers(self, config: dict[str, Any], trace_headers: dict[str, str] | None) -> dict[str, str]:
         headers = {"content-type": "application/json"}
@@ -362,28 +415,42 @@ class PushSender:
         failure: Exception | None = None
         for address in target.addresses:
             try:
-                return await self._client.post(url.copy_with(host=address), content=body, headers=pinned,
-                                               extensions=extensions)
+                return await self._client.post(
+                    url.copy_with(host=address), content=body, headers=pinned, extensions=extensions
+                )
             except httpx.ConnectError as exc:  # the next address the check allowed, as a client would
                 failure = exc
         assert failure is not None
         raise failure
 
-    async def _send(self, config: dict[str, Any], event: dict[str, Any], trace_headers: dict[str, str] | None) -> None:
+    async def _send(
+        self, config: dict[str, Any], event: dict[str, Any], trace_headers: dict[str, str] | None
+    ) -> None:
         import httpx
 
         from .._transport import dumps
 
-        if self._client is None:  # trust_env=False: no proxy from the environment, which would connect elsewhere
-            self._client = httpx.AsyncClient(timeout=self.policy.timeout_seconds, follow_redirects=False,
-                                             trust_env=False, verify=self.policy.verify)
+        if (
+            self._client is None
+        ):  # trust_env=False: no proxy from the environment, which would connect elsewhere
+            self._client = httpx.AsyncClient(
+                timeout=self.policy.timeout_seconds,
+                follow_redirects=False,
+                trust_env=False,
+                verify=self.policy.verify,
+            )
         headers = self._headers(config, trace_headers)
         body = dumps(event)
         if self.policy.signer is not None:  # the JWT vouches for these exact bytes (request_body_sha256)
             # the key lives in the agent's state, where /.well-known/jwks.json reads it (not A2ASettings.store's)
             key_state = self.agent.state if self.agent is not None else self.state
-            signed = await self.policy.signer.sign(key_state, url=config["url"], task_id=config.get("taskId"),
-                                                   body=body, issuer=self.agent.name if self.agent else "agentmw")
+            signed = await self.policy.signer.sign(
+                key_state,
+                url=config["url"],
+                task_id=config.get("taskId"),
+                body=body,
+                issuer=self.agent.name if self.agent else "agentmw",
+            )
             headers.setdefault("authorization", f"Bearer {signed}")
         egress = self.policy.egress
         loop = asyncio.get_running_loop()

@@ -34,11 +34,20 @@ def edge_refusal(a2a_path: str) -> Render:
         body: dict[str, Any]
         if path not in _CARD_PATHS and path.rstrip("/") == a2a_path:
             request_id = None if refusal.status == 413 else await peek_request_id(scope, receive, PEEK_LIMIT)
-            body = {"jsonrpc": "2.0", "id": request_id,
-                    "error": {"code": refusal.code, "message": refusal.message, "data": details}}
+            body = {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": refusal.code, "message": refusal.message, "data": details},
+            }
         else:
-            body = {"error": {"code": refusal.status, "status": reason, "message": refusal.message,
-                              "details": details}}
+            body = {
+                "error": {
+                    "code": refusal.status,
+                    "status": reason,
+                    "message": refusal.message,
+                    "details": details,
+                }
+            }
         await send_json(send, refusal.status, body)
 
     return render

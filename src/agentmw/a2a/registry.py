@@ -28,8 +28,24 @@ from . import wire
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["LiveTask", "TaskRegistry", "task_dict", "status_of", "status_event", "is_final", "a2a_registry",
-           "ResumedElsewhere", "TASKS", "EVENTS", "PUSH", "LEASES", "REPLICAS", "CANCEL", "SETTLED", "MAX_BACKLOG"]
+__all__ = [
+    "CANCEL",
+    "EVENTS",
+    "LEASES",
+    "MAX_BACKLOG",
+    "PUSH",
+    "REPLICAS",
+    "SETTLED",
+    "TASKS",
+    "LiveTask",
+    "ResumedElsewhere",
+    "TaskRegistry",
+    "a2a_registry",
+    "is_final",
+    "status_event",
+    "status_of",
+    "task_dict",
+]
 
 SPACES = Spaces.of("a2a")
 TASKS = SPACES.tasks  # records: one per task
@@ -49,9 +65,14 @@ CANCEL_WAIT_SECONDS = 5.0  # how long CancelTask waits for the holder to confirm
 
 def timing() -> Timing:
     """The A2A timings as the module says now."""
-    return Timing(publish_after_seconds=PUBLISH_AFTER_SECONDS, heartbeat_seconds=HEARTBEAT_SECONDS,
-                  lease_seconds=LEASE_SECONDS, sweep_seconds=SWEEP_SECONDS,
-                  retry_take_over_seconds=RETRY_TAKE_OVER_SECONDS, cancel_wait_seconds=CANCEL_WAIT_SECONDS)
+    return Timing(
+        publish_after_seconds=PUBLISH_AFTER_SECONDS,
+        heartbeat_seconds=HEARTBEAT_SECONDS,
+        lease_seconds=LEASE_SECONDS,
+        sweep_seconds=SWEEP_SECONDS,
+        retry_take_over_seconds=RETRY_TAKE_OVER_SECONDS,
+        cancel_wait_seconds=CANCEL_WAIT_SECONDS,
+    )
 
 
 def a2a_registry(agent: Agent, state: State, **options: Any) -> TaskRegistry:

@@ -21,8 +21,8 @@ from starlette.requests import HTTPConnection
 from ..capability import Capability
 from ..context import Ask, InputRequest, answer_from
 from ..events import ArtifactUpdate, CoreEvent, TextDelta
-from ..messages import Artifact, Message
 from ..journal import Journal
+from ..messages import Artifact, Message
 from ..runtime import Outcome, Status, describe_validation_error
 from ..stores.base import TaskRecord
 from ..tasks.runner import TaskChannelBase, eager, start
@@ -30,7 +30,7 @@ from ..tasks.runner import TaskRunner as CoreRunner
 from .registry import LiveTask, task_dict
 from .wire import INVALID_PARAMS, UNSUPPORTED_OPERATION, A2AError, message_to_wire, new_id, parts_from_outcome
 
-__all__ = ["TaskRunner", "TaskChannel"]
+__all__ = ["TaskChannel", "TaskRunner"]
 
 logger = logging.getLogger("agentmw")
 
@@ -40,8 +40,14 @@ class TaskRunner(CoreRunner):
 
     face = "a2a"
 
-    async def advance(self, live: LiveTask, message: dict[str, Any], connection: HTTPConnection | None, *,
-                      quiet: bool = False) -> None:
+    async def advance(
+        self,
+        live: LiveTask,
+        message: dict[str, Any],
+        connection: HTTPConnection | None,
+        *,
+        quiet: bool = False,
+    ) -> None:
         """Move the task on with a message: answer its parked question, or gather arguments and start it."""
         record = live.record
         if self.agent.telemetry is not None:  # the span that began the task: follow-ups and pushes link to it
@@ -50,16 +56,22 @@ class TaskRunner(CoreRunner):
             live.answer.set_result(message)  # the parked coroutine goes on from its question
             return
         if live.runner is not None and not live.runner.done():
-            raise A2AError(UNSUPPORTED_OPERATION, f"Task {record.id} is working and is not waiting for input",
-                           {"taskId": record.id})
+            raise A2AError(
+                UNSUPPORTED_OPERATION,
+                f"Task {record.id} is working and is not waiting for input",
+                {"taskId": record.id},
+            )
         if live.resume is not None:  # parked in another process (or one that is gone): replayed here
             journal, live.resume = live.resume, None
-            live.runner = asyncio.create_task(self.resume(live, journal, message, connection),
-                                              name=f"a2a-resume-{record.id}")
+            live.runner = asyncio.create_task(
+                self.resume(live, journal, message, connection), name=f"a2a-resume-{record.id}"
+            )
             return
         registry = self.registry
         capability = self._choose(record, message, connection)
-        if self.agent.access is not None:  # hidden skills are unknown; missing scopes are 401/403 (docs/auth.md)
+        if (
+            self.agent.access is not None
+        ):  # hidden skills are unknown; missing scopes are 401/403 (docs/auth.md)
             from ..auth.a2a import check_task
 
             check_task(self.agent, record, capability, connection)
@@ -74,16 +86,31 @@ class TaskRunner(CoreRunner):
                 validated = model.model_validate(record.arguments)
             except ValidationError as exc:
                 text = describe_validation_error(exc).replace("Invalid arguments", "Missing or invalid input")
-                registry.status(live, "TASK_STATE_INPUT_REQUIRED", [
-                    {"text": f"{text}. Send them in a data part of a message on this task."},
-                    {"data": {"inputSchema": capability.input_schema}, "mediaType": "application/json"}])
+                registry.status(
+                    live,
+                    "TASK_STATE_INPUT_REQUIRED",
+                    [
+                        {"text": f"{text}. Send them in a data part of a message on this task."},
+                        {"data": {"inputSchema": capability.input_schema}, "mediaType": "application/json"},
+                    ],
+                )
                 return
-        missing = [p.name for p in capability.params.message_params
-                   if p.required and not any(m.files for m in live.messages)]
+        missing = [
+            p.name
+            for p in capability.params.message_params
+            if p.required and not any(m.files for m in live.messages)
+        ]
         if missing:
-            registry.status(live, "TASK_STATE_INPUT_REQUIRED", [
-                {"text": f"Missing input: {', '.join(missing)} (a file). Send it as a file part of a message on "
-                         "this task."}])
+            registry.status(
+                live,
+                "TASK_STATE_INPUT_REQUIRED",
+                [
+                    {
+                        "text": f"Missing input: {', '.join(missing)} (a file). Send it as a file part of a message on "
+                        "this task."
+                    }
+                ],
+            )
             return
         if quiet and capability.replies_with_message:
             # It may answer with a message and no task: show nothing until it does something else.
@@ -93,17 +120,27 @@ class TaskRunner(CoreRunner):
         # Nobody watching a quiet send's task, a function that cannot suspend, and no idempotency key to look
         # up: it runs to its end right here, with no task of its own (agentmw.tasks.runner.start), and its
         # WORKING status, which nobody could see, is left out.
-        eagerly = quiet and not live.subscribers and eager(self.agent, capability) and (
-            key is None or not capability.side_effects)
-        live.runner = start(self._run(live, capability, connection, validated, key, announce=not eagerly),
-                            f"a2a-task-{record.id}", eagerly=eagerly)
+        eagerly = (
+            quiet
+            and not live.subscribers
+            and eager(self.agent, capability)
+            and (key is None or not capability.side_effects)
+        )
+        live.runner = start(
+            self._run(live, capability, connection, validated, key, announce=not eagerly),
+            f"a2a-task-{record.id}",
+            eagerly=eagerly,
+        )
         if live.runner is not None:  # one that ran eagerly has settled already
-            if eagerly and not live.quiet and record.state == "TASK_STATE_SUBMITTED":  # it suspended after all
+            if (
+                eagerly and not live.quiet and record.state == "TASK_STATE_SUBMITTED"
+            ):  # it suspended after all
                 registry.status(live, "TASK_STATE_WORKING", None)
             registry.publish_later(live)
 
-    def _choose(self, record: TaskRecord, message: dict[str, Any],
-                connection: HTTPConnection | None = None) -> Capability | None:
+    def _choose(
+        self, record: TaskRecord, message: dict[str, Any], connection: HTTPConnection | None = None
+    ) -> Capability | None:
         """The capability the task runs: named in metadata, or the only skill the caller may see (docs/a2a.md)."""
         if record.skill is None:
             meta = message.get("metadata") or {}
@@ -111,7 +148,9 @@ class TaskRunner(CoreRunner):
             skills = self.agent.skills
             if isinstance(named, str):
                 if named not in skills:
-                    raise A2AError(INVALID_PARAMS, f"Unknown skill {named!r}; the agent card lists the skills")
+                    raise A2AError(
+                        INVALID_PARAMS, f"Unknown skill {named!r}; the agent card lists the skills"
+                    )
                 record.skill = named
             elif len(visible := self._visible_skills(connection)) == 1:
                 record.skill = next(iter(visible))
@@ -159,34 +198,71 @@ class TaskRunner(CoreRunner):
     def _ask_for_skill(self, live: LiveTask, connection: HTTPConnection | None = None) -> None:
         skills = self._visible_skills(connection)
         lines = [f"- {name}: {cap.summary}" for name, cap in skills.items()]
-        text = ("Which skill should handle this? Reply on this task with metadata {\"skill\": <id>}. Skills:\n"
-                + "\n".join(lines)) if skills else "This agent has no skills."
-        self.registry.status(live, "TASK_STATE_INPUT_REQUIRED" if skills else "TASK_STATE_REJECTED", [
-            {"text": text}, {"data": {"skills": [{"id": n, "summary": c.summary} for n, c in skills.items()]},
-                             "mediaType": "application/json"}])
+        text = (
+            (
+                'Which skill should handle this? Reply on this task with metadata {"skill": <id>}. Skills:\n'
+                + "\n".join(lines)
+            )
+            if skills
+            else "This agent has no skills."
+        )
+        self.registry.status(
+            live,
+            "TASK_STATE_INPUT_REQUIRED" if skills else "TASK_STATE_REJECTED",
+            [
+                {"text": text},
+                {
+                    "data": {"skills": [{"id": n, "summary": c.summary} for n, c in skills.items()]},
+                    "mediaType": "application/json",
+                },
+            ],
+        )
 
-    async def _run(self, live: LiveTask, capability: Capability, connection: HTTPConnection | None,
-                   validated: Any, key: Any, *, announce: bool) -> None:
+    async def _run(
+        self,
+        live: LiveTask,
+        capability: Capability,
+        connection: HTTPConnection | None,
+        validated: Any,
+        key: Any,
+        *,
+        announce: bool,
+    ) -> None:
         """``validated``: the input model ``advance`` made from ``record.arguments`` (not made twice); ``key``:
         the idempotency key the messages name; ``announce``: whether the task shows WORKING when it starts."""
         record = live.record
         approval = _hint(record, "approvalId")
-        await self.execute(live, capability, connection, dict(record.arguments),
-                           idempotency_key=key if isinstance(key, str) else None,
-                           approval_id=approval if isinstance(approval, str) else None, validated=validated,
-                           announce=announce)
+        await self.execute(
+            live,
+            capability,
+            connection,
+            dict(record.arguments),
+            idempotency_key=key if isinstance(key, str) else None,
+            approval_id=approval if isinstance(approval, str) else None,
+            validated=validated,
+            announce=announce,
+        )
 
     def channel(self, live: LiveTask, journal: Journal | None) -> TaskChannel:
         return TaskChannel(self, live, journal)
 
-    async def resume(self, live: LiveTask, journal: Journal, message: dict[str, Any] | None,
-                     connection: HTTPConnection | None) -> None:
+    async def resume(
+        self,
+        live: LiveTask,
+        journal: Journal,
+        message: dict[str, Any] | None,
+        connection: HTTPConnection | None,
+    ) -> None:
         """Replay a task whose coroutine is in no process here (``agentmw.tasks.runner.TaskRunner.replay``).
         ``message``: the follow-up answering its question; None: a take-over of a task whose process died."""
+
         def answer(pending: Mapping[str, InputRequest]) -> dict[str, Any]:
             only = len(pending) == 1
-            return {key: answer_from(_payload(message, key, only), request)  # type: ignore[arg-type]
-                    for key, request in pending.items() if isinstance(request, Ask)}
+            return {
+                key: answer_from(_payload(message, key, only), request)  # type: ignore[arg-type]
+                for key, request in pending.items()
+                if isinstance(request, Ask)
+            }
 
         await self.replay(live, journal, connection, answer if message is not None else None)
 
@@ -200,12 +276,16 @@ class TaskRunner(CoreRunner):
                 if live.quiet:
                     registry.reply(live, value)
                     return
-                registry.status(live, "TASK_STATE_COMPLETED",
-                                message_to_wire(value, record.id, record.context_id)["parts"])
+                registry.status(
+                    live,
+                    "TASK_STATE_COMPLETED",
+                    message_to_wire(value, record.id, record.context_id)["parts"],
+                )
                 return
             registry.show(live)
-            if isinstance(value, Artifact) or (isinstance(value, (list, tuple)) and value
-                                               and all(isinstance(v, Artifact) for v in value)):
+            if isinstance(value, Artifact) or (
+                isinstance(value, (list, tuple)) and value and all(isinstance(v, Artifact) for v in value)
+            ):
                 for artifact in (value,) if isinstance(value, Artifact) else value:
                     if artifact.artifact_id not in live.streamed:  # a generator's were sent as they came
                         registry.artifact(live, artifact)
@@ -215,9 +295,14 @@ class TaskRunner(CoreRunner):
                 # nothing to keep: the task completes with a status message and no artifact
                 registry.status(live, "TASK_STATE_COMPLETED", [{"text": "Done."}])
                 return
-            registry.add_artifact(live, {"artifactId": new_id(), "name": "result",
-                                         "parts": parts_from_outcome(outcome.value, outcome.content,
-                                                                     outcome.structured)})
+            registry.add_artifact(
+                live,
+                {
+                    "artifactId": new_id(),
+                    "name": "result",
+                    "parts": parts_from_outcome(outcome.value, outcome.content, outcome.structured),
+                },
+            )
             registry.status(live, "TASK_STATE_COMPLETED", None)
             return
         registry.show(live)
@@ -232,7 +317,11 @@ class TaskRunner(CoreRunner):
                 meta["retryAfterSeconds"] = outcome.retry_after
             when = ""
             if outcome.retryable:
-                when = f" Retry after {outcome.retry_after:g} seconds." if outcome.retry_after else " Retry later."
+                when = (
+                    f" Retry after {outcome.retry_after:g} seconds."
+                    if outcome.retry_after
+                    else " Retry later."
+                )
             text = (outcome.message or "The task failed.").rstrip()
             self.finish(live, "TASK_STATE_FAILED", text if text.endswith(when.strip()) else text + when, meta)
 
@@ -257,9 +346,17 @@ def _hint(record: TaskRecord, key: str) -> Any:
 def _question_parts(questions: Mapping[str, InputRequest]) -> list[dict[str, Any]]:
     asks = {key: q for key, q in questions.items() if isinstance(q, Ask)}
     text = "\n".join(q.message for q in asks.values()) or "Input required."
-    return [{"text": text}, {"data": {"inputRequests": {
-        key: {"message": q.message, "requestedSchema": dict(q.schema)} for key, q in asks.items()}},
-        "mediaType": "application/json"}]
+    return [
+        {"text": text},
+        {
+            "data": {
+                "inputRequests": {
+                    key: {"message": q.message, "requestedSchema": dict(q.schema)} for key, q in asks.items()
+                }
+            },
+            "mediaType": "application/json",
+        },
+    ]
 
 
 def _payload(message: dict[str, Any], key: str, only: bool) -> Any:
@@ -305,8 +402,12 @@ class TaskChannel(TaskChannelBase):
         self.registry.show(self.live)
         amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
         text = f"{message} ({amount})" if message else f"Progress {amount}"
-        self.registry.status(self.live, "TASK_STATE_WORKING", [{"text": text}],
-                             {"progress": progress, **({"total": total} if total else {})})
+        self.registry.status(
+            self.live,
+            "TASK_STATE_WORKING",
+            [{"text": text}],
+            {"progress": progress, **({"total": total} if total else {})},
+        )
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
         return None  # A2A has no log channel; progress is the caller-facing signal
@@ -328,7 +429,10 @@ class TaskChannel(TaskChannelBase):
             finally:
                 live.answer = None
         only = len(requests) == 1
-        answers = {key: answer_from(_payload(message, key, only), req)
-                   for key, req in requests.items() if isinstance(req, Ask)}
+        answers = {
+            key: answer_from(_payload(message, key, only), req)
+            for key, req in requests.items()
+            if isinstance(req, Ask)
+        }
         registry.status(live, "TASK_STATE_WORKING", None)
         return answers

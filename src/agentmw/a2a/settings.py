@@ -61,7 +61,9 @@ class A2ASettings:
     dedupe_message_ids: bool = True
     message_id_ttl_seconds: float = 3600.0
     max_parts: int = 1_000
-    card_v03: bool = False  # merge the 0.3 fields into every card, as the a2a-sdk server does (not strict 1.0)
+    card_v03: bool = (
+        False  # merge the 0.3 fields into every card, as the a2a-sdk server does (not strict 1.0)
+    )
 
     @property
     def push_enabled(self) -> bool:

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ..messages import Message
     from .push import PushSender
 
-__all__ = ["TaskManager", "LiveTask", "task_dict", "status_of"]
+__all__ = ["LiveTask", "TaskManager", "status_of", "task_dict"]
 
 logger = logging.getLogger("agentmw")
 
@@ -120,8 +120,13 @@ def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) ->
 
 def _seen_bytes(key: tuple[str, str], value: _Seen | tuple[_Seen, ...]) -> int:
     """A messageId's entry, measured by its strings (a message-only reply counts as a fixed 1 KiB)."""
-    return len(key[0]) + len(key[1]) + sum(len(fp) + len(tid) + 64 + (1024 if reply is not None else 0)
-                                           for fp, tid, reply in _entries(value))
+    return (
+        len(key[0])
+        + len(key[1])
+        + sum(
+            len(fp) + len(tid) + 64 + (1024 if reply is not None else 0) for fp, tid, reply in _entries(value)
+        )
+    )
 
 
 class TaskManager(CoreManager):
@@ -134,11 +139,22 @@ class TaskManager(CoreManager):
             single-process mode.
     """
 
-    def __init__(self, agent: Agent, state: State, push: PushSender | None = None, *, single_process: bool = False,
-                 legacy: Any = None) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        state: State,
+        push: PushSender | None = None,
+        *,
+        single_process: bool = False,
+        legacy: Any = None,
+    ) -> None:
         # an older store keeps its durability: every answer waits for its write
-        registry = a2a_registry(agent, state, single_process=single_process,
-                                write_behind=agent.a2a.write_behind and legacy is None)
+        registry = a2a_registry(
+            agent,
+            state,
+            single_process=single_process,
+            write_behind=agent.a2a.write_behind and legacy is None,
+        )
         super().__init__(agent, registry, TaskRunner(agent, registry))
         self.push = push
         self.registry.push = push
@@ -146,8 +162,12 @@ class TaskManager(CoreManager):
         # (owner, messageId) -> what each message with that id got (usually one): at most a2a_max_message_ids,
         # each for A2ASettings.message_id_ttl_seconds (apart from idempotency keys)
         self._messages: BoundedTable[tuple[str, str], _Seen | tuple[_Seen, ...]] = BoundedTable(
-            agent.a2a_max_message_ids, agent.a2a.message_id_ttl_seconds, clock=time.time,
-            max_bytes=agent.budgets.a2a_message_ids_bytes, size=_seen_bytes)
+            agent.a2a_max_message_ids,
+            agent.a2a.message_id_ttl_seconds,
+            clock=time.time,
+            max_bytes=agent.budgets.a2a_message_ids_bytes,
+            size=_seen_bytes,
+        )
         self.message_repeats = 0  # repeats answered from self._messages
 
     @property
@@ -172,24 +192,45 @@ class TaskManager(CoreManager):
         return A2AError(TASK_NOT_FOUND, f"Task {task_id} not found", {"taskId": task_id})
 
     def not_cancelable(self, task_id: Any, record: TaskRecord) -> Exception:
-        return A2AError(TASK_NOT_CANCELABLE, f"Task {task_id} is {record.state} and cannot be canceled",
-                        {"taskId": task_id})
+        return A2AError(
+            TASK_NOT_CANCELABLE,
+            f"Task {task_id} is {record.state} and cannot be canceled",
+            {"taskId": task_id},
+        )
 
     def too_busy(self, task_id: Any) -> Exception:
-        return A2AError(TASK_NOT_CANCELABLE, f"Task {task_id} is changing too often to cancel", {"taskId": task_id})
+        return A2AError(
+            TASK_NOT_CANCELABLE, f"Task {task_id} is changing too often to cancel", {"taskId": task_id}
+        )
 
     # --- reading -------------------------------------------------------------------------------------
-    async def list(self, owner: str, *, context_id: str | None = None, state: str | None = None,
-                   after: float | None = None, size: int = 50, offset: int = 0) -> tuple[list[TaskRecord], int]:
+    async def list(
+        self,
+        owner: str,
+        *,
+        context_id: str | None = None,
+        state: str | None = None,
+        after: float | None = None,
+        size: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[TaskRecord], int]:
         await self.ready()
-        return await self.registry.list(owner, context_id=context_id, state=state, after=after, size=size,
-                                        offset=offset)
+        return await self.registry.list(
+            owner, context_id=context_id, state=state, after=after, size=size, offset=offset
+        )
 
     # --- sending -------------------------------------------------------------------------------------
-    async def send(self, message: dict[str, Any], owner: str, connection: HTTPConnection | None,
-                   metadata: Mapping[str, Any] | None = None, push: dict[str, Any] | None = None,
-                   *, follow: bool = False, immediate: bool = False,
-                   ) -> tuple[LiveTask, asyncio.Queue[Any] | asyncio.Future[None]]:
+    async def send(
+        self,
+        message: dict[str, Any],
+        owner: str,
+        connection: HTTPConnection | None,
+        metadata: Mapping[str, Any] | None = None,
+        push: dict[str, Any] | None = None,
+        *,
+        follow: bool = False,
+        immediate: bool = False,
+    ) -> tuple[LiveTask, asyncio.Queue[Any] | asyncio.Future[None]]:
         """Record the message and move its task on.
 
         Returns the task and, with ``follow``, a queue of its events from now on; without, a future that
@@ -207,8 +248,11 @@ class TaskManager(CoreManager):
         fingerprint, size = _fingerprint(message, metadata)
         cap = self.agent.budgets.a2a_task_bytes
         if size > cap:  # refused before anything is kept or run (docs/limits.md)
-            raise A2AError(INVALID_PARAMS, f"The message is {size:,} bytes encoded; a task holds at most {cap:,}",
-                           {"messageId": key[1]})
+            raise A2AError(
+                INVALID_PARAMS,
+                f"The message is {size:,} bytes encoded; a task holds at most {cap:,}",
+                {"messageId": key[1]},
+            )
         if not dedupe:
             fingerprint = ""
         if dedupe:
@@ -220,19 +264,33 @@ class TaskManager(CoreManager):
         if task_id is not None:
             live = await self._existing(task_id, owner, message)
             if live.bytes + size > cap:
-                raise A2AError(INVALID_PARAMS, f"Task {task_id} holds {live.bytes:,} bytes of messages; with this "
-                               f"one it would pass its limit of {cap:,}", {"taskId": task_id})
+                raise A2AError(
+                    INVALID_PARAMS,
+                    f"Task {task_id} holds {live.bytes:,} bytes of messages; with this "
+                    f"one it would pass its limit of {cap:,}",
+                    {"taskId": task_id},
+                )
         else:
             context_id = message.get("contextId") or new_id()
-            live = registry.open(TaskRecord(id=new_id(), context_id=context_id, owner=owner,
-                                            status_timestamp=now_iso(), metadata=dict(metadata or {})))
+            live = registry.open(
+                TaskRecord(
+                    id=new_id(),
+                    context_id=context_id,
+                    owner=owner,
+                    status_timestamp=now_iso(),
+                    metadata=dict(metadata or {}),
+                )
+            )
         if dedupe:  # remembered now, so a repeat that arrives while this one is being sent finds it
             if fresh:  # a message-only reply is recorded with it
                 live.on_reply = functools.partial(self._replied, key, fingerprint, live.record.id)
             seen: _Seen = (fingerprint, live.record.id, None)
             entries = self._messages.get(key)
-            self._messages[key] = seen if entries is None else _packed(
-                (*(e for e in _entries(entries) if e[0] != fingerprint), seen))
+            self._messages[key] = (
+                seen
+                if entries is None
+                else _packed((*(e for e in _entries(entries) if e[0] != fingerprint), seen))
+            )
         try:
             if push is not None:
                 await self._add_push(live, push)
@@ -276,8 +334,15 @@ class TaskManager(CoreManager):
                 await registry.persist(live)
         return live, waiting
 
-    async def _advance(self, live: LiveTask, message: dict[str, Any], incoming: Message,
-                       connection: HTTPConnection | None, *, quiet: bool) -> None:
+    async def _advance(
+        self,
+        live: LiveTask,
+        message: dict[str, Any],
+        incoming: Message,
+        connection: HTTPConnection | None,
+        *,
+        quiet: bool,
+    ) -> None:
         record = live.record
         message = {**message, "taskId": record.id, "contextId": record.context_id}
         record.history.append(message)
@@ -313,12 +378,19 @@ class TaskManager(CoreManager):
         """Record a message-only reply on its message's entry: the one with its content and its task (the entry
         may have been forgotten meanwhile and made again by a repeat, for another task: that one is not it)."""
         entries = self._messages.get(key)
-        if entries is not None and any(fp == fingerprint and tid == task_id for fp, tid, _ in _entries(entries)):
-            self._messages[key] = _packed(tuple((fp, tid, reply if fp == fingerprint and tid == task_id else old)
-                                                for fp, tid, old in _entries(entries)))
+        if entries is not None and any(
+            fp == fingerprint and tid == task_id for fp, tid, _ in _entries(entries)
+        ):
+            self._messages[key] = _packed(
+                tuple(
+                    (fp, tid, reply if fp == fingerprint and tid == task_id else old)
+                    for fp, tid, old in _entries(entries)
+                )
+            )
 
-    async def _repeated(self, key: tuple[str, str], fingerprint: str,
-                        push: dict[str, Any] | None) -> LiveTask | None:
+    async def _repeated(
+        self, key: tuple[str, str], fingerprint: str, push: dict[str, Any] | None
+    ) -> LiveTask | None:
         """What a repeat of the same message (same caller, id and content, so the same taskId) already got.
 
         A reused ``messageId`` with anything different is not a repeat: it is handled as a new message, and
@@ -329,14 +401,22 @@ class TaskManager(CoreManager):
             return None
         seen = next((e for e in _entries(entries) if e[0] == fingerprint), None)
         if seen is None:
-            logger.warning("A2A messageId %r was reused by caller %r with different content or another task; "
-                           "handled as a new message", key[1], key[0])
+            logger.warning(
+                "A2A messageId %r was reused by caller %r with different content or another task; "
+                "handled as a new message",
+                key[1],
+                key[0],
+            )
             return None
         _, task_id, reply = seen
         if reply is not None:
             if push is not None:
-                raise A2AError(INVALID_PARAMS, f"Message {key[1]} was answered with a message and no task, so "
-                               "there is no task to send push notifications about", {"messageId": key[1]})
+                raise A2AError(
+                    INVALID_PARAMS,
+                    f"Message {key[1]} was answered with a message and no task, so "
+                    "there is no task to send push notifications about",
+                    {"messageId": key[1]},
+                )
             self.message_repeats += 1
             return LiveTask(TaskRecord(task_id, reply.get("contextId", ""), key[0]), reply=reply)
         live = self.registry.local(task_id)
@@ -364,8 +444,11 @@ class TaskManager(CoreManager):
             configs = value.get("configs", [])
             if any(all(c.get(k) == config.get(k) for k in same) for c in configs):
                 return None
-            return {**value, "configs": with_config(configs, config, policy),  # type: ignore[arg-type]
-                    "done": record.terminal}  # -32602 past the policy's configs per task
+            return {
+                **value,
+                "configs": with_config(configs, config, policy),  # type: ignore[arg-type]
+                "done": record.terminal,
+            }  # -32602 past the policy's configs per task
 
         before = await self.registry.push_configs(record.id)
         if add({"configs": before}) is None:
@@ -375,8 +458,13 @@ class TaskManager(CoreManager):
         if self.push is None:
             return
         if record.terminal:
-            final = {"statusUpdate": {"taskId": record.id, "contextId": record.context_id,
-                                      "status": status_of(record)}}
+            final = {
+                "statusUpdate": {
+                    "taskId": record.id,
+                    "contextId": record.context_id,
+                    "status": status_of(record),
+                }
+            }
             spawn(self.push._deliver(config, final), f"a2a-push-final-{record.id}")
         else:
             self.registry.publish(live)
@@ -393,8 +481,11 @@ class TaskManager(CoreManager):
                 queue.put_nowait(None)
             return queue
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if live.reply is not None or (live.record.state in SETTLED and live.answer is None
-                                      and (live.runner is None or live.runner.done())):
+        if live.reply is not None or (
+            live.record.state in SETTLED
+            and live.answer is None
+            and (live.runner is None or live.runner.done())
+        ):
             waiter.set_result(None)
         else:
             live.settle_waiters.append(waiter)
@@ -407,11 +498,15 @@ class TaskManager(CoreManager):
         for _ in range(10):
             record = await self.get(task_id, owner)
             if record.terminal:
-                raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} is {record.state} and takes no more "
-                               "messages", {"taskId": task_id})
+                raise A2AError(
+                    UNSUPPORTED_OPERATION,
+                    f"Task {task_id} is {record.state} and takes no more messages",
+                    {"taskId": task_id},
+                )
             if message.get("contextId") not in (None, record.context_id):
-                raise A2AError(INVALID_PARAMS, f"contextId does not match task {task_id}'s context",
-                               {"taskId": task_id})
+                raise A2AError(
+                    INVALID_PARAMS, f"contextId does not match task {task_id}'s context", {"taskId": task_id}
+                )
             live = registry.local(task_id)
             if live is not None:
                 if registry.live.get(task_id) is not live:
@@ -426,20 +521,27 @@ class TaskManager(CoreManager):
             if record.parked or record.replica is not None:
                 # its coroutine is in another process (or was, in one that is gone)
                 if record.parked:
-                    journal = await Journal.load(self.agent.state, task_id,
-                                                 lease_seconds=registry.timing.lease_seconds)
+                    journal = await Journal.load(
+                        self.agent.state, task_id, lease_seconds=registry.timing.lease_seconds
+                    )
                     if journal is not None and not journal.finished and journal.pending:
                         live = await self.adopt(record, version)  # resumed here from its journal
                         live.resume = journal
                         return live
                     if not await registry.fail_elsewhere(record, version, LOST_REASON):
                         continue
-                    raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} can no longer continue",
-                                   {"taskId": task_id})
-                raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} is working and is not waiting for input",
-                               {"taskId": task_id})
+                    raise A2AError(
+                        UNSUPPORTED_OPERATION, f"Task {task_id} can no longer continue", {"taskId": task_id}
+                    )
+                raise A2AError(
+                    UNSUPPORTED_OPERATION,
+                    f"Task {task_id} is working and is not waiting for input",
+                    {"taskId": task_id},
+                )
             return await self.adopt(record, version)
-        raise A2AError(UNSUPPORTED_OPERATION, f"Task {task_id} is changing too often to continue", {"taskId": task_id})
+        raise A2AError(
+            UNSUPPORTED_OPERATION, f"Task {task_id} is changing too often to continue", {"taskId": task_id}
+        )
 
     async def adopt(self, record: TaskRecord, version: int) -> LiveTask:
         """A handle here for a stored task: its user messages (ctx.messages) and push sender."""
@@ -457,7 +559,9 @@ class TaskManager(CoreManager):
         return live
 
     # --- following -----------------------------------------------------------------------------------
-    async def events(self, live: LiveTask, queue: asyncio.Queue[Any], *, stop_on_interrupt: bool) -> AsyncIterator[dict]:
+    async def events(
+        self, live: LiveTask, queue: asyncio.Queue[Any], *, stop_on_interrupt: bool
+    ) -> AsyncIterator[dict]:
         """The task's events from ``queue`` until it is terminal (or interrupted, when asked)."""
         try:
             while True:
@@ -482,4 +586,4 @@ class TaskManager(CoreManager):
             await self.push.close()
 
 
-__all__ += ["TERMINAL", "INTERRUPTED"]
+__all__ += ["INTERRUPTED", "TERMINAL"]

@@ -11,9 +11,23 @@ from .._transport import ProtocolError
 from ..content import Audio, EmbeddedResource, Image, ResourceLink, Text
 from ..messages import Artifact, Data, File, Message, decode_base64
 
-__all__ = ["A2AError", "now_iso", "new_id", "parts_from_outcome", "message_from_v03", "task_to_v03",
-           "event_to_v03", "message_to_v03", "STATE_TO_V03", "validate_message", "message_from_wire", "message_to_wire",
-           "artifact_to_wire", "parts_to_wire", "limit_parts"]
+__all__ = [
+    "STATE_TO_V03",
+    "A2AError",
+    "artifact_to_wire",
+    "event_to_v03",
+    "limit_parts",
+    "message_from_v03",
+    "message_from_wire",
+    "message_to_v03",
+    "message_to_wire",
+    "new_id",
+    "now_iso",
+    "parts_from_outcome",
+    "parts_to_wire",
+    "task_to_v03",
+    "validate_message",
+]
 
 TASK_NOT_FOUND: Final = -32001
 TASK_NOT_CANCELABLE: Final = -32002
@@ -70,19 +84,34 @@ class A2AError(ProtocolError):
         return self.status or 500
 
     def details(self) -> list[dict[str, Any]]:
-        return [{"@type": ERROR_INFO, "reason": self.reason, "domain": "a2a-protocol.org",
-                 "metadata": {k: str(v) for k, v in self.metadata.items()}}]
+        return [
+            {
+                "@type": ERROR_INFO,
+                "reason": self.reason,
+                "domain": "a2a-protocol.org",
+                "metadata": {k: str(v) for k, v in self.metadata.items()},
+            }
+        ]
 
     def jsonrpc(self, request_id: Any) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": request_id,
-                "error": {"code": self.code, "message": self.message, "data": self.details()}}
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": self.code, "message": self.message, "data": self.details()},
+        }
 
     body = jsonrpc
 
     def rest(self) -> dict[str, Any]:
         status = _REASONS.get(self.code, ("", 500, "UNKNOWN"))[2]
-        return {"error": {"code": self.http_status, "status": status, "message": self.message,
-                          "details": self.details()}}
+        return {
+            "error": {
+                "code": self.http_status,
+                "status": status,
+                "message": self.message,
+                "details": self.details(),
+            }
+        }
 
 
 _second: list[Any] = [-1, ""]
@@ -99,13 +128,19 @@ def now_iso() -> str:
 
 _VARIANT = "89ab89ab89ab89ab"
 _tails: list[str] = []  # the random end of the next ids: "-vxxx-xxxxxxxxxxxx", 64 made at a time
-_clock: list[Any] = [0, 0, ""]  # the last id's millisecond, its sequence within it, and its text up to the sequence
+_clock: list[Any] = [
+    0,
+    0,
+    "",
+]  # the last id's millisecond, its sequence within it, and its text up to the sequence
 
 
 def _more_tails() -> None:
     pool = os.urandom(8 * 64).hex()
-    _tails[:] = [f"-{_VARIANT[int(pool[at], 16)]}{pool[at + 1:at + 4]}-{pool[at + 4:at + 16]}"
-                 for at in range(len(pool) - 16, -1, -16)]  # popped from the end: the pool's order
+    _tails[:] = [
+        f"-{_VARIANT[int(pool[at], 16)]}{pool[at + 1 : at + 4]}-{pool[at + 4 : at + 16]}"
+        for at in range(len(pool) - 16, -1, -16)
+    ]  # popped from the end: the pool's order
 
 
 def new_id() -> str:
@@ -139,8 +174,11 @@ def limit_parts(message: Any, max_parts: int) -> None:
     so a message of 300,000 parts costs one ``len`` (``A2ASettings.max_parts``)."""
     parts = message.get("parts") if isinstance(message, dict) else None
     if isinstance(parts, list) and len(parts) > max_parts:
-        raise A2AError(INVALID_PARAMS, f"message.parts holds {len(parts)} parts; at most {max_parts} are accepted",
-                       {"field": "message.parts", "limit": max_parts})
+        raise A2AError(
+            INVALID_PARAMS,
+            f"message.parts holds {len(parts)} parts; at most {max_parts} are accepted",
+            {"field": "message.parts", "limit": max_parts},
+        )
 
 
 def validate_message(message: Any) -> dict[str, Any]:
@@ -159,7 +197,9 @@ def validate_message(message: Any) -> dict[str, Any]:
             raise A2AError(INVALID_PARAMS, f"message.parts[{index}] must be an object")
         kinds = [k for k in ("text", "raw", "url", "data") if k in part]
         if len(kinds) != 1:
-            raise A2AError(INVALID_PARAMS, f"message.parts[{index}] must have exactly one of text, raw, url, data")
+            raise A2AError(
+                INVALID_PARAMS, f"message.parts[{index}] must have exactly one of text, raw, url, data"
+            )
         if kinds[0] in ("text", "raw", "url") and not isinstance(part[kinds[0]], str):
             raise A2AError(INVALID_PARAMS, f"message.parts[{index}].{kinds[0]} must be a string")
     for key in ("taskId", "contextId"):
@@ -178,7 +218,9 @@ def message_from_wire(message: dict[str, Any]) -> Message:
             parts.append(Text(part["text"]))
             continue
         metadata = part.get("metadata") if isinstance(part.get("metadata"), dict) else None
-        media = part.get("mediaType") if isinstance(part.get("mediaType"), str) and part["mediaType"] else None
+        media = (
+            part.get("mediaType") if isinstance(part.get("mediaType"), str) and part["mediaType"] else None
+        )
         name = part.get("filename") if isinstance(part.get("filename"), str) and part["filename"] else None
         if "data" in part:
             parts.append(Data(part["data"], media, metadata))
@@ -193,10 +235,16 @@ def message_from_wire(message: dict[str, Any]) -> Message:
     role = "user" if message.get("role") == "ROLE_USER" else "agent"
     refs = message.get("referenceTaskIds")
     extensions = message.get("extensions")
-    return Message(tuple(parts), role, message.get("messageId"), message.get("taskId"), message.get("contextId"),
-                   dict(message.get("metadata") or {}),
-                   tuple(r for r in refs if isinstance(r, str)) if isinstance(refs, list) else (),
-                   tuple(e for e in extensions if isinstance(e, str)) if isinstance(extensions, list) else ())
+    return Message(
+        tuple(parts),
+        role,
+        message.get("messageId"),
+        message.get("taskId"),
+        message.get("contextId"),
+        dict(message.get("metadata") or {}),
+        tuple(r for r in refs if isinstance(r, str)) if isinstance(refs, list) else (),
+        tuple(e for e in extensions if isinstance(e, str)) if isinstance(extensions, list) else (),
+    )
 
 
 def parts_to_wire(parts: Any) -> list[dict[str, Any]]:
@@ -223,8 +271,11 @@ def parts_to_wire(parts: Any) -> list[dict[str, Any]]:
 def message_to_wire(message: Message, task_id: str | None, context_id: str | None) -> dict[str, Any]:
     """A skill's reply as a 1.0 agent message, placed in the task (or only the context, for a reply with no
     task); its own ids are kept when it set them."""
-    out: dict[str, Any] = {"messageId": message.message_id or new_id(), "role": "ROLE_AGENT",
-                           "parts": parts_to_wire(message.parts)}
+    out: dict[str, Any] = {
+        "messageId": message.message_id or new_id(),
+        "role": "ROLE_AGENT",
+        "parts": parts_to_wire(message.parts),
+    }
     if task_id is not None:
         out["taskId"] = task_id
     if context_id is not None:
@@ -250,7 +301,13 @@ def artifact_to_wire(artifact: Artifact) -> dict[str, Any]:
 
 
 def agent_message(task_id: str, context_id: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"messageId": new_id(), "role": "ROLE_AGENT", "taskId": task_id, "contextId": context_id, "parts": parts}
+    return {
+        "messageId": new_id(),
+        "role": "ROLE_AGENT",
+        "taskId": task_id,
+        "contextId": context_id,
+        "parts": parts,
+    }
 
 
 def parts_from_outcome(value: Any, content: list[Any], structured: Any) -> list[dict[str, Any]]:
@@ -280,10 +337,15 @@ def parts_from_outcome(value: Any, content: list[Any], structured: Any) -> list[
 # --- 0.3 shapes ----------------------------------------------------------------------------------------
 
 STATE_TO_V03: Final = {
-    "TASK_STATE_SUBMITTED": "submitted", "TASK_STATE_WORKING": "working",
-    "TASK_STATE_INPUT_REQUIRED": "input-required", "TASK_STATE_AUTH_REQUIRED": "auth-required",
-    "TASK_STATE_COMPLETED": "completed", "TASK_STATE_CANCELED": "canceled", "TASK_STATE_FAILED": "failed",
-    "TASK_STATE_REJECTED": "rejected", "TASK_STATE_UNSPECIFIED": "unknown",
+    "TASK_STATE_SUBMITTED": "submitted",
+    "TASK_STATE_WORKING": "working",
+    "TASK_STATE_INPUT_REQUIRED": "input-required",
+    "TASK_STATE_AUTH_REQUIRED": "auth-required",
+    "TASK_STATE_COMPLETED": "completed",
+    "TASK_STATE_CANCELED": "canceled",
+    "TASK_STATE_FAILED": "failed",
+    "TASK_STATE_REJECTED": "rejected",
+    "TASK_STATE_UNSPECIFIED": "unknown",
 }
 _ROLE_TO_V03: Final = {"ROLE_USER": "user", "ROLE_AGENT": "agent"}
 
@@ -326,8 +388,11 @@ def message_from_v03(message: Any) -> dict[str, Any]:
     parts = message.get("parts")
     if not isinstance(parts, list) or not parts:
         raise A2AError(INVALID_PARAMS, "message.parts must hold at least one part")
-    out = {"messageId": message.get("messageId"), "role": role,
-           "parts": [part_from_v03(p, i) for i, p in enumerate(parts)]}
+    out = {
+        "messageId": message.get("messageId"),
+        "role": role,
+        "parts": [part_from_v03(p, i) for i, p in enumerate(parts)],
+    }
     for key in ("taskId", "contextId", "metadata"):
         if key in message:
             out[key] = message[key]
@@ -352,8 +417,12 @@ def part_to_v03(part: dict[str, Any]) -> dict[str, Any]:
 
 
 def message_to_v03(message: dict[str, Any]) -> dict[str, Any]:
-    out = {"kind": "message", "messageId": message["messageId"], "role": _ROLE_TO_V03[message["role"]],
-           "parts": [part_to_v03(p) for p in message["parts"]]}
+    out = {
+        "kind": "message",
+        "messageId": message["messageId"],
+        "role": _ROLE_TO_V03[message["role"]],
+        "parts": [part_to_v03(p) for p in message["parts"]],
+    }
     for key in ("taskId", "contextId", "metadata"):
         if key in message:
             out[key] = message[key]
@@ -374,8 +443,12 @@ def artifact_to_v03(artifact: dict[str, Any]) -> dict[str, Any]:
 
 
 def task_to_v03(task: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": "task", "id": task["id"], "contextId": task["contextId"],
-                           "status": status_to_v03(task["status"])}
+    out: dict[str, Any] = {
+        "kind": "task",
+        "id": task["id"],
+        "contextId": task["contextId"],
+        "status": status_to_v03(task["status"]),
+    }
     if "history" in task:
         out["history"] = [message_to_v03(m) for m in task["history"]]
     if task.get("artifacts"):
@@ -392,9 +465,19 @@ def event_to_v03(event: dict[str, Any], terminal_states: frozenset[str]) -> dict
         return message_to_v03(event["message"])
     if "statusUpdate" in event:
         update = event["statusUpdate"]
-        return {"kind": "status-update", "taskId": update["taskId"], "contextId": update["contextId"],
-                "status": status_to_v03(update["status"]), "final": update["status"]["state"] in terminal_states}
+        return {
+            "kind": "status-update",
+            "taskId": update["taskId"],
+            "contextId": update["contextId"],
+            "status": status_to_v03(update["status"]),
+            "final": update["status"]["state"] in terminal_states,
+        }
     update = event["artifactUpdate"]
-    return {"kind": "artifact-update", "taskId": update["taskId"], "contextId": update["contextId"],
-            "artifact": artifact_to_v03(update["artifact"]), "append": update.get("append", False),
-            "lastChunk": update.get("lastChunk", True)}
+    return {
+        "kind": "artifact-update",
+        "taskId": update["taskId"],
+        "contextId": update["contextId"],
+        "artifact": artifact_to_v03(update["artifact"]),
+        "append": update.get("append", False),
+        "lastChunk": update.get("lastChunk", True),
+    }

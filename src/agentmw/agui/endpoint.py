@@ -58,13 +58,15 @@ class AguiEndpoint:
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.lifecycle.sweep()  # runs whose replica died: the first request of a process, then every few seconds
-        parts = route_path(scope)[len(self.agent.agui_path):].strip("/").split("/")
+        parts = route_path(scope)[len(self.agent.agui_path) :].strip("/").split("/")
         verb = scope["method"]
         skill = self.agent.skills.get(parts[0]) if parts and parts[0] else None
         if self.agent.access is not None:  # 401/403/429; a hidden skill is unknown (docs/auth.md)
             skill = await self.agent.access.admit_skill(scope, skill, run=len(parts) == 1 and verb == "POST")
         if skill is None:
-            await send_json(send, 404, {"detail": f"No skill {parts[0] if parts else ''!r} is served over AG-UI"})
+            await send_json(
+                send, 404, {"detail": f"No skill {parts[0] if parts else ''!r} is served over AG-UI"}
+            )
             return
         if len(parts) == 1 and verb == "POST":
             try:
@@ -74,8 +76,9 @@ class AguiEndpoint:
             except ProtocolError as exc:  # raised while reading the body, before any response started
                 logger.debug("AG-UI request refused: %s", exc.message)
                 if exc.code == PARSE_ERROR:  # as FastAPI answers a body that is not JSON
-                    await send_json(send, 422, {"detail": [{"loc": ["body"], "msg": exc.message,
-                                                            "type": "json_invalid"}]})
+                    await send_json(
+                        send, 422, {"detail": [{"loc": ["body"], "msg": exc.message, "type": "json_invalid"}]}
+                    )
                 else:
                     await send_json(send, exc.status or 400, {"detail": exc.message}, exc.headers)
         elif parts[1:] == ["capabilities"] and verb == "GET":
@@ -85,24 +88,41 @@ class AguiEndpoint:
         elif len(parts) == 4 and parts[1] == "runs" and parts[3] == "cancel" and verb == "POST":
             await self._cancel(parts[2], scope, send)
         else:
-            await send_json(send, 405 if len(parts) == 1 else 404, {"detail": "Not found"},
-                        [(b"allow", b"POST")] if len(parts) == 1 else None)
+            await send_json(
+                send,
+                405 if len(parts) == 1 else 404,
+                {"detail": "Not found"},
+                [(b"allow", b"POST")] if len(parts) == 1 else None,
+            )
 
     def capabilities(self, skill: Capability) -> dict[str, Any]:
         return {
-            "identity": {"name": skill.name, "type": "agentmw-skill", "description": skill.summary,
-                         "version": self.agent.version},
-            "transport": {"streaming": True, "websocket": False, "httpBinary": False, "pushNotifications": False,
-                          "resumable": True},
+            "identity": {
+                "name": skill.name,
+                "type": "agentmw-skill",
+                "description": skill.summary,
+                "version": self.agent.version,
+            },
+            "transport": {
+                "streaming": True,
+                "websocket": False,
+                "httpBinary": False,
+                "pushNotifications": False,
+                "resumable": True,
+            },
             "tools": {"supported": bool(skill.groups), "clientProvided": False, "parallelCalls": False},
             "state": {"snapshots": True, "deltas": True, "memory": True, "persistentState": False},
             "reasoning": {"supported": True, "streaming": True, "encrypted": False},
             "humanInTheLoop": {"supported": True, "interrupts": True, "approvals": True},
             "multiAgent": {"supported": False},
-            "custom": {"agentmw": {"stateVersioning": "forwardedProps.stateVersion",
-                                   "detached": "forwardedProps.detached",
-                                   "reconnect": "GET runs/{runId}/events?after={seq}",
-                                   "cancel": "POST runs/{runId}/cancel"}},
+            "custom": {
+                "agentmw": {
+                    "stateVersioning": "forwardedProps.stateVersion",
+                    "detached": "forwardedProps.detached",
+                    "reconnect": "GET runs/{runId}/events?after={seq}",
+                    "cancel": "POST runs/{runId}/cancel",
+                }
+            },
         }
 
     # --- a run -----------------------------------------------------------------------------------
@@ -130,8 +150,10 @@ class AguiEndpoint:
         try:
             return self._input_model.model_validate(body)
         except ValidationError as exc:
-            errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-                      for e in exc.errors(include_url=False)]
+            errors = [
+                {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+                for e in exc.errors(include_url=False)
+            ]
             await send_json(send, 422, {"detail": errors})
             return None
 
@@ -144,12 +166,18 @@ class AguiEndpoint:
         props = body.get("forwardedProps")
         arguments = props.get("arguments") if isinstance(props, dict) else None
         if arguments is not None and not isinstance(arguments, dict):
-            return {"loc": ["body", "forwardedProps", "arguments"], "type": "dict_type",
-                    "msg": "forwardedProps.arguments must be an object: the skill's arguments by name"}
+            return {
+                "loc": ["body", "forwardedProps", "arguments"],
+                "type": "dict_type",
+                "msg": "forwardedProps.arguments must be an object: the skill's arguments by name",
+            }
         messages, limit = body.get("messages"), self.agent.agui_max_messages
         if isinstance(messages, list) and len(messages) > limit:
-            return {"loc": ["body", "messages"], "type": "too_long",
-                    "msg": f"A run carries at most {limit} messages, not {len(messages)}"}
+            return {
+                "loc": ["body", "messages"],
+                "type": "too_long",
+                "msg": f"A run carries at most {limit} messages, not {len(messages)}",
+            }
         state, most = body.get("state"), self.agent.agui_max_state_bytes
         if state is not None:
             try:
@@ -157,8 +185,11 @@ class AguiEndpoint:
             except (TypeError, ValueError):
                 return None  # not JSON: validation refuses it
             if size > most:
-                return {"loc": ["body", "state"], "type": "too_large",
-                        "msg": f"The state is {size} bytes as JSON; at most {most} are accepted"}
+                return {
+                    "loc": ["body", "state"],
+                    "type": "too_large",
+                    "msg": f"The state is {size} bytes as JSON; at most {most} are accepted",
+                }
         return None
 
     async def _run(self, skill: Capability, scope: Scope, receive: Receive, send: Send) -> None:
@@ -176,14 +207,16 @@ class AguiEndpoint:
             if code:  # counted, and the run's span failed with the RUN_ERROR code
                 telemetry.run_error(span, code)
 
-    async def _start(self, skill: Capability, run_input: Any, scope: Scope, receive: Receive,
-                     send: Send) -> Run | None:
+    async def _start(
+        self, skill: Capability, run_input: Any, scope: Scope, receive: Receive, send: Send
+    ) -> Run | None:
         """Start the run and stream it; None when it was refused."""
         connection = HTTPConnection(scope)
         owner = await resolve_caller(connection, self.agent.identify)
         try:
-            run, consumer = await self.lifecycle.start(skill, run_input, connection, owner,
-                                                       self.agent.agui_consumer_limit)
+            run, consumer = await self.lifecycle.start(
+                skill, run_input, connection, owner, self.agent.agui_consumer_limit
+            )
         except Refused as refused:
             await send_json(send, refused.status, {"detail": refused.detail})
             return None
@@ -191,8 +224,16 @@ class AguiEndpoint:
         return run
 
     # --- streaming -------------------------------------------------------------------------------
-    async def _stream(self, run: Run, consumer: Consumer, scope: Scope, receive: Receive, send: Send, *,
-                      cancel_on_disconnect: bool) -> None:
+    async def _stream(
+        self,
+        run: Run,
+        consumer: Consumer,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        cancel_on_disconnect: bool,
+    ) -> None:
         """Send the consumer's frames in batches until the run ends, the client leaves, it falls too far behind,
         or the server shuts down; losing the client of an attached run cancels the run."""
 
@@ -211,7 +252,9 @@ class AguiEndpoint:
         try:
             first = b"".join(consumer.frames)
             consumer.frames.clear()
-            completed = await stream_sse(scope, receive, send, frames(), on_disconnect=consumer.close, first=first)
+            completed = await stream_sse(
+                scope, receive, send, frames(), on_disconnect=consumer.close, first=first
+            )
         finally:
             run.consumers.discard(consumer)
         if (not completed or consumer.overflowed) and cancel_on_disconnect:

@@ -25,7 +25,9 @@ def _part(content: dict[str, Any]) -> Any:
         media = content.get("mimeType")
         if isinstance(content.get("data"), str):
             try:
-                return File(data=decode_base64(content["data"]), name=content.get("filename"), media_type=media)
+                return File(
+                    data=decode_base64(content["data"]), name=content.get("filename"), media_type=media
+                )
             except ValueError:
                 return None
         if isinstance(content.get("url"), str):
@@ -42,8 +44,12 @@ def _part(content: dict[str, Any]) -> Any:
             return File(data=decode_base64(source["value"]), name=name, media_type=media, metadata=metadata)
         except ValueError:
             return None
-    extra = {"provider": source["provider"]} if source.get("type") == "file" and source.get("provider") else {}
-    return File(url=source["value"], name=name, media_type=media, metadata={**(metadata or {}), **extra} or None)
+    extra = (
+        {"provider": source["provider"]} if source.get("type") == "file" and source.get("provider") else {}
+    )
+    return File(
+        url=source["value"], name=name, media_type=media, metadata={**(metadata or {}), **extra} or None
+    )
 
 
 def messages_from_run(messages: list[dict[str, Any]], forwarded: dict[str, Any]) -> list[Message]:

@@ -40,7 +40,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -66,8 +66,19 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ..capability import Capability
 
-__all__ = ["Thread", "Run", "Execution", "Consumer", "AguiChannel", "PendingInterrupt", "Runs", "Refused",
-           "thread_table", "run_table", "thread_busy"]
+__all__ = [
+    "AguiChannel",
+    "Consumer",
+    "Execution",
+    "PendingInterrupt",
+    "Refused",
+    "Run",
+    "Runs",
+    "Thread",
+    "run_table",
+    "thread_busy",
+    "thread_table",
+]
 
 logger = logging.getLogger("agentmw")
 
@@ -97,7 +108,7 @@ class Refused(Exception):
 class Consumer:
     """One reader of a run's frames, with a bounded backlog: one that falls too far behind is cut off."""
 
-    __slots__ = ("frames", "ready", "limit", "overflowed", "closed", "owns_run")
+    __slots__ = ("closed", "frames", "limit", "overflowed", "owns_run", "ready")
 
     def __init__(self, limit: int, *, owns_run: bool = False) -> None:
         self.frames: collections.deque[bytes] = collections.deque()
@@ -142,7 +153,9 @@ class Run:
     _writer: asyncio.Task[None] | None = None
     _watcher: asyncio.Task[None] | None = None
     _finishing: bool = False
-    input_bytes: int = 0  # its RUN_STARTED frame, which carries the run's input (the sequencer keeps its messages)
+    input_bytes: int = (
+        0  # its RUN_STARTED frame, which carries the run's input (the sequencer keeps its messages)
+    )
     buffered: int = 0  # bytes of the frames in ``buffer``
 
     def __post_init__(self) -> None:
@@ -243,7 +256,9 @@ class Execution:
     idempotency_key: str | None = None
     execution_id: str | None = None  # its journal's id (agentmw.journal), also in the thread record
     start_state: dict[str, Any] | None = None  # ctx.state as the execution began: what a replay starts from
-    abort: bool = False  # cancelled for good (a cancel request, an abandoned attached run, a cancelled resume)
+    abort: bool = (
+        False  # cancelled for good (a cancel request, an abandoned attached run, a cancelled resume)
+    )
     journal: Journal | None = None
 
 
@@ -263,30 +278,65 @@ class Thread:
     forwarded: dict[str, Any] = field(default_factory=dict)  # the run's forwardedProps (agui/messages.py)
     running: str | None = None  # the run carrying the execution now (any replica)
     parked_on: str | None = None  # the replica whose memory holds the execution parked on the interrupts
-    execution_id: str | None = None  # the journal of the thread's latest execution (any replica can replay it)
+    execution_id: str | None = (
+        None  # the journal of the thread's latest execution (any replica can replay it)
+    )
     execution_info: dict[str, Any] | None = None  # while it is parked or resumed: startState, streamedText
     record_version: int = 0  # the version of the thread record this object matches (0: none written)
-    bytes: int = 0  # its latest run's input as RUN_STARTED encoded it: state, messages, props (the table's budget)
+    bytes: int = (
+        0  # its latest run's input as RUN_STARTED encoded it: state, messages, props (the table's budget)
+    )
 
-    def open_interrupt(self, key: str, request: Ask | None, message: str, schema: Mapping[str, Any],
-                       timeout: float, *, kind: str = "ask") -> dict[str, Any]:
+    def open_interrupt(
+        self,
+        key: str,
+        request: Ask | None,
+        message: str,
+        schema: Mapping[str, Any],
+        timeout: float,
+        *,
+        kind: str = "ask",
+    ) -> dict[str, Any]:
         """The one constructor of interrupts: registers it on the thread, returns it as the wire shows it."""
-        pending = PendingInterrupt(f"int-{os.urandom(8).hex()}", key, request,
-                                   datetime.now(timezone.utc) + timedelta(seconds=timeout), kind)
+        pending = PendingInterrupt(
+            f"int-{os.urandom(8).hex()}",
+            key,
+            request,
+            datetime.now(UTC) + timedelta(seconds=timeout),
+            kind,
+        )
         self.interrupts[pending.id] = pending
         reason = "confirmation" if request is not None and request.confirmation else "input_required"
-        return {"id": pending.id, "reason": reason, "message": message, "responseSchema": dict(schema),
-                "expiresAt": iso(pending.expires)}
+        return {
+            "id": pending.id,
+            "reason": reason,
+            "message": message,
+            "responseSchema": dict(schema),
+            "expiresAt": iso(pending.expires),
+        }
 
     # --- the shared record ---------------------------------------------------------------------------
     def record(self) -> dict[str, Any]:
-        return {"owner": self.owner, "skill": self.skill, "state": self.state, "version": self.version,
-                "messages": self.messages, "arguments": self.arguments, "forwarded": self.forwarded,
-                "idempotencyKey": self.idempotency_key, "approvalId": self.approval_id, "running": self.running,
-                "parkedOn": self.parked_on,
-                "execution": {"id": self.execution_id, **(self.execution_info or {})} if self.execution_id else None,
-                "interrupts": {i.id: {"key": i.key, "kind": i.kind, "expires": i.expires.timestamp()}
-                               for i in self.interrupts.values()}}
+        return {
+            "owner": self.owner,
+            "skill": self.skill,
+            "state": self.state,
+            "version": self.version,
+            "messages": self.messages,
+            "arguments": self.arguments,
+            "forwarded": self.forwarded,
+            "idempotencyKey": self.idempotency_key,
+            "approvalId": self.approval_id,
+            "running": self.running,
+            "parkedOn": self.parked_on,
+            "execution": {"id": self.execution_id, **(self.execution_info or {})}
+            if self.execution_id
+            else None,
+            "interrupts": {
+                i.id: {"key": i.key, "kind": i.kind, "expires": i.expires.timestamp()}
+                for i in self.interrupts.values()
+            },
+        }
 
     def load(self, value: Mapping[str, Any], version: int) -> None:
         """Take the record another writer made: the local execution stays, and one parked on interrupts the
@@ -308,15 +358,28 @@ class Thread:
         interrupts: dict[str, PendingInterrupt] = {}
         for key, item in (value.get("interrupts") or {}).items():
             local = self.interrupts.get(key)
-            interrupts[key] = local if local is not None else PendingInterrupt(
-                key, item.get("key", ""), None, datetime.fromtimestamp(item.get("expires", 0), timezone.utc),
-                item.get("kind", "ask"))
+            interrupts[key] = (
+                local
+                if local is not None
+                else PendingInterrupt(
+                    key,
+                    item.get("key", ""),
+                    None,
+                    datetime.fromtimestamp(item.get("expires", 0), UTC),
+                    item.get("kind", "ask"),
+                )
+            )
         orphaned = set(self.interrupts) - set(interrupts)
         self.interrupts = interrupts
         self.record_version = version
         execution = self.execution
-        if (orphaned and execution is not None and execution.answer is not None and not execution.answer.done()
-                and execution.task is not None):
+        if (
+            orphaned
+            and execution is not None
+            and execution.answer is not None
+            and not execution.answer.done()
+            and execution.task is not None
+        ):
             execution.task.cancel()
 
 
@@ -332,7 +395,7 @@ def _plain(value: Any) -> Any:
 class AguiChannel:
     """The core channel of one execution: events go to whichever run currently carries it."""
 
-    __slots__ = ("execution", "agent", "ctx")
+    __slots__ = ("agent", "ctx", "execution")
 
     def __init__(self, agent: Agent, execution: Execution) -> None:
         self.agent = agent
@@ -384,11 +447,15 @@ class AguiChannel:
         thread = execution.thread
         run = execution.run
         timeout = self.agent.park_timeout_seconds
-        with self.agent.limits.parked(thread.bytes):  # a parked execution holds no in-flight slot (docs/limits.md)
+        with self.agent.limits.parked(
+            thread.bytes
+        ):  # a parked execution holds no in-flight slot (docs/limits.md)
             interrupts = []
             for key, request in requests.items():
                 assert isinstance(request, Ask)
-                interrupts.append(thread.open_interrupt(key, request, request.message, request.schema, timeout))
+                interrupts.append(
+                    thread.open_interrupt(key, request, request.message, request.schema, timeout)
+                )
             execution.answer = asyncio.get_running_loop().create_future()
             run.sequencer.interrupt(interrupts, thread.state)
             run.publish()
@@ -434,10 +501,18 @@ class Runs:
         if self._state is None:
             state = self.agent.state
             agent = self.agent
-            state.limit(THREADS, Limits(max_count=agent.agui_max_threads, max_age=agent.agui_thread_idle_seconds))
+            state.limit(
+                THREADS, Limits(max_count=agent.agui_max_threads, max_age=agent.agui_thread_idle_seconds)
+            )
             state.limit(RUNS, Limits(max_count=agent.agui_max_runs, max_age=agent.agui_run_retention_seconds))
-            state.limit(EVENTS, Limits(max_count=agent.agui_max_runs, max_age=agent.agui_run_retention_seconds,
-                                       max_len=agent.agui_buffer_events))
+            state.limit(
+                EVENTS,
+                Limits(
+                    max_count=agent.agui_max_runs,
+                    max_age=agent.agui_run_retention_seconds,
+                    max_len=agent.agui_buffer_events,
+                ),
+            )
             self._state = state
         return self._state
 
@@ -448,8 +523,9 @@ class Runs:
         return task
 
     # --- starting a run ------------------------------------------------------------------------------
-    async def start(self, skill: Capability, run_input: Any, connection: HTTPConnection, owner: str,
-                    limit: int) -> tuple[Run, Consumer]:
+    async def start(
+        self, skill: Capability, run_input: Any, connection: HTTPConnection, owner: str, limit: int
+    ) -> tuple[Run, Consumer]:
         """Claim the run id, then start the run; raises :class:`Refused` before anything ran."""
         for name in (run_input.thread_id, run_input.run_id):
             if not name or len(name) > MAX_KEY_LENGTH - 64:
@@ -460,22 +536,32 @@ class Runs:
         if thread is None or thread.owner != owner or thread.skill != skill.name:
             raise Refused(404, f"Thread {run_input.thread_id} not found")
         if run_input.run_id in self.runs or not await state.set_if_absent(
-                RUNS, run_input.run_id, {"owner": owner, "thread": thread.id, "skill": skill.name,
-                                         "replica": self.replica}, self.agent.agui_run_retention_seconds):
+            RUNS,
+            run_input.run_id,
+            {"owner": owner, "thread": thread.id, "skill": skill.name, "replica": self.replica},
+            self.agent.agui_run_retention_seconds,
+        ):
             raise Refused(409, f"Run {run_input.run_id} already exists")
         props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
         messages = [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in run_input.messages]
-        run = Run(run_input.run_id, thread, Sequencer(thread.id, run_input.run_id, messages),
-                  collections.deque(maxlen=self.agent.agui_buffer_events), detached=props.get("detached") is True,
-                  runs=self)
+        run = Run(
+            run_input.run_id,
+            thread,
+            Sequencer(thread.id, run_input.run_id, messages),
+            collections.deque(maxlen=self.agent.agui_buffer_events),
+            detached=props.get("detached") is True,
+            runs=self,
+        )
         self.runs[run.id] = run  # the table drops the oldest ended runs past agui_max_runs
         consumer = Consumer(limit, owns_run=True)
         run.consumers.add(consumer)
         telemetry = self.agent.telemetry
         if telemetry is not None:  # the run's span begins the thread's next turn; RUN_STARTED shows its trace
             telemetry.anchor("agui", thread.id)
-        run.sequencer.start(run_input.model_dump(mode="json", by_alias=True, exclude_none=True),
-                            telemetry.run_metadata() if telemetry is not None else None)
+        run.sequencer.start(
+            run_input.model_dump(mode="json", by_alias=True, exclude_none=True),
+            telemetry.run_metadata() if telemetry is not None else None,
+        )
         await self._measure(run)
         subscription = state.subscribe(CANCEL + run.id)
         try:
@@ -501,8 +587,11 @@ class Runs:
         if run.input_bytes > cap:
             self.runs.pop(run.id, None)
             await self.state.delete_key(RUNS, run.id)
-            raise Refused(413, f"The run's input (state, messages and forwardedProps) is {run.input_bytes:,} bytes "
-                               f"encoded; the limit is {cap:,}")
+            raise Refused(
+                413,
+                f"The run's input (state, messages and forwardedProps) is {run.input_bytes:,} bytes "
+                f"encoded; the limit is {cap:,}",
+            )
         self.runs.resize(run.id)
         thread = run.thread
         thread.bytes = run.input_bytes
@@ -524,18 +613,30 @@ class Runs:
             thread.load(found.value, found.version)
         return thread
 
-    async def _begin(self, run: Run, run_input: Any, messages: list[dict[str, Any]], skill: Capability,
-                     connection: HTTPConnection, props: dict[str, Any], found: Any) -> None:
+    async def _begin(
+        self,
+        run: Run,
+        run_input: Any,
+        messages: list[dict[str, Any]],
+        skill: Capability,
+        connection: HTTPConnection,
+        props: dict[str, Any],
+        found: Any,
+    ) -> None:
         """Decide what the run does, write that to the thread record in one compare-and-set (deciding again
         from the new record when another replica wrote first), then do it: events are made only then."""
         thread = run.thread
-        resume = [entry.model_dump(mode="json", by_alias=True, exclude_none=True) for entry in run_input.resume or []]
+        resume = [
+            entry.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for entry in run_input.resume or []
+        ]
         for _ in range(SAVE_ATTEMPTS):
             write, act = self._decide(run, run_input, messages, resume, skill, props, connection)
             if write:
                 try:
-                    thread.record_version = await self.state.put(THREADS, thread.id, _record(thread),
-                                                                 expected_version=thread.record_version)
+                    thread.record_version = await self.state.put(
+                        THREADS, thread.id, _record(thread), expected_version=thread.record_version
+                    )
                 except Conflict:
                     found = await self.state.get(THREADS, thread.id)
                     if found is None:
@@ -548,10 +649,20 @@ class Runs:
                     continue
             act(connection)
             return
-        run.sequencer.error("The thread changed too often to start this run; try again.", "STATE_VERSION_CONFLICT")
+        run.sequencer.error(
+            "The thread changed too often to start this run; try again.", "STATE_VERSION_CONFLICT"
+        )
 
-    def _decide(self, run: Run, run_input: Any, messages: list[dict[str, Any]], resume: list[dict[str, Any]],
-                skill: Capability, props: dict[str, Any], connection: HTTPConnection) -> tuple[bool, Any]:
+    def _decide(
+        self,
+        run: Run,
+        run_input: Any,
+        messages: list[dict[str, Any]],
+        resume: list[dict[str, Any]],
+        skill: Capability,
+        props: dict[str, Any],
+        connection: HTTPConnection,
+    ) -> tuple[bool, Any]:
         """Change the local thread as the run asks; returns whether the thread record is to be written, and
         what to do once it is (no event is made before)."""
         thread = run.thread
@@ -559,22 +670,35 @@ class Runs:
         client_state, version = run_input.state, props.get("stateVersion")
         if not self._state_ok(thread, client_state, version):
             state, now = thread.state, thread.version
-            return False, lambda _: (sequencer.state_snapshot(state), sequencer.error(
-                f"The state changed on the server (now version {now}); start again from this snapshot.",
-                "STATE_VERSION_CONFLICT"))
+            return False, lambda _: (
+                sequencer.state_snapshot(state),
+                sequencer.error(
+                    f"The state changed on the server (now version {now}); start again from this snapshot.",
+                    "STATE_VERSION_CONFLICT",
+                ),
+            )
         if thread.interrupts or resume:
             return self._decide_resume(run, resume, skill, client_state, messages)
         execution = thread.execution
-        if thread.running is not None or (thread_busy(thread) and (
-                execution is None or execution.answer is None or execution.answer.done())):
+        if thread.running is not None or (
+            thread_busy(thread) and (execution is None or execution.answer is None or execution.answer.done())
+        ):
             state = thread.state
-            return False, lambda _: (sequencer.state_snapshot(state), sequencer.error(
-                "This thread already has a run in progress.", "RUN_IN_PROGRESS"))
+            return False, lambda _: (
+                sequencer.state_snapshot(state),
+                sequencer.error("This thread already has a run in progress.", "RUN_IN_PROGRESS"),
+            )
         self._take_state(thread, client_state)
         sequencer.messages = thread.messages = messages
         arguments = dict(props.get("arguments") or {})
-        text = next((m.get("content") for m in reversed(thread.messages)
-                     if m.get("role") == "user" and isinstance(m.get("content"), str)), None)
+        text = next(
+            (
+                m.get("content")
+                for m in reversed(thread.messages)
+                if m.get("role") == "user" and isinstance(m.get("content"), str)
+            ),
+            None,
+        )
         if text and skill.text_parameter and skill.text_parameter not in arguments:
             arguments[skill.text_parameter] = text
         thread.arguments = arguments
@@ -618,10 +742,18 @@ class Runs:
             try:
                 model.model_validate(thread.arguments)
             except ValidationError as exc:
-                message = describe_validation_error(exc).replace("Invalid arguments", "Missing or invalid input")
+                message = describe_validation_error(exc).replace(
+                    "Invalid arguments", "Missing or invalid input"
+                )
                 thread.interrupts = {}
-                interrupt = thread.open_interrupt("arguments", None, message, skill.input_schema,
-                                                  self.agent.park_timeout_seconds, kind="arguments")
+                interrupt = thread.open_interrupt(
+                    "arguments",
+                    None,
+                    message,
+                    skill.input_schema,
+                    self.agent.park_timeout_seconds,
+                    kind="arguments",
+                )
                 thread.running = None
                 thread.parked_on = None
                 return lambda connection: run.sequencer.interrupt([interrupt], thread.state)
@@ -633,16 +765,25 @@ class Runs:
         thread.execution_info = None
 
         def start(connection: HTTPConnection) -> None:
-            execution = Execution(skill, thread, run, idempotency_key=thread.idempotency_key,
-                                  execution_id=thread.execution_id)
+            execution = Execution(
+                skill, thread, run, idempotency_key=thread.idempotency_key, execution_id=thread.execution_id
+            )
             run.execution = execution
             thread.execution = execution
-            execution.task = asyncio.create_task(self._execute(execution, connection), name=f"agui-run-{run.id}")
+            execution.task = asyncio.create_task(
+                self._execute(execution, connection), name=f"agui-run-{run.id}"
+            )
 
         return start
 
-    def _decide_resume(self, run: Run, resume: list[dict[str, Any]], skill: Capability, client_state: Any,
-                       messages: list[dict[str, Any]]) -> tuple[bool, Any]:
+    def _decide_resume(
+        self,
+        run: Run,
+        resume: list[dict[str, Any]],
+        skill: Capability,
+        client_state: Any,
+        messages: list[dict[str, Any]],
+    ) -> tuple[bool, Any]:
         thread = run.thread
         sequencer = run.sequencer
         answered = {entry.get("interruptId") for entry in resume}
@@ -650,18 +791,28 @@ class Runs:
             missing = sorted(set(thread.interrupts) - answered)
             unknown = sorted(answered - set(thread.interrupts))
             state = thread.state
-            return False, lambda _: (sequencer.state_snapshot(state), sequencer.error(
-                f"A resume must answer every open interrupt (missing: {missing}, unknown: {unknown}).",
-                "INVALID_RESUME"))
+            return False, lambda _: (
+                sequencer.state_snapshot(state),
+                sequencer.error(
+                    f"A resume must answer every open interrupt (missing: {missing}, unknown: {unknown}).",
+                    "INVALID_RESUME",
+                ),
+            )
         self._take_state(thread, client_state)
         sequencer.messages = thread.messages = messages
         pending = list(thread.interrupts.values())
         execution = thread.execution
         parked = execution is not None and execution.task is not None and not execution.task.done()
         # The fast path: the coroutine that asked these very questions waits in this process's memory.
-        here = (parked and execution is not None and execution.answer is not None and not execution.answer.done()
-                and execution.task is not None and not execution.task.cancelling()
-                and all(p.request is not None for p in pending))
+        here = (
+            parked
+            and execution is not None
+            and execution.answer is not None
+            and not execution.answer.done()
+            and execution.task is not None
+            and not execution.task.cancelling()
+            and all(p.request is not None for p in pending)
+        )
         journaled = thread.execution_id if pending[0].kind == "ask" else None
         if any(entry.get("status") == "cancelled" for entry in resume):
             thread.interrupts = {}
@@ -681,8 +832,10 @@ class Runs:
 
             def cancelled(connection: HTTPConnection) -> None:
                 if journaled:  # parked elsewhere, or in no memory at all: no replica may resume it now
-                    self._spawn(self._end_execution(journaled, "The interrupt was cancelled."),
-                                f"agui-cancel-{journaled}")
+                    self._spawn(
+                        self._end_execution(journaled, "The interrupt was cancelled."),
+                        f"agui-cancel-{journaled}",
+                    )
                 sequencer.finish({"type": "cancelled"})
 
             return True, self._snapshot_then(run, cancelled)
@@ -699,13 +852,17 @@ class Runs:
             # cancelled when its replica next sees the thread, and stops as taken over if it wakes first.
             thread.interrupts = {}
             thread.parked_on = None
-            if any(p.expires <= datetime.now(timezone.utc) for p in pending):  # nobody closed it: it is late
+            if any(p.expires <= datetime.now(UTC) for p in pending):  # nobody closed it: it is late
                 thread.running = None
 
                 def expired(connection: HTTPConnection) -> None:
-                    self._spawn(self._end_execution(journaled, "No answer arrived before the interrupt expired."),
-                                f"agui-expire-{journaled}")
-                    sequencer.error("The interrupt expired before this resume; start a new run.", "INVALID_RESUME")
+                    self._spawn(
+                        self._end_execution(journaled, "No answer arrived before the interrupt expired."),
+                        f"agui-expire-{journaled}",
+                    )
+                    sequencer.error(
+                        "The interrupt expired before this resume; start a new run.", "INVALID_RESUME"
+                    )
 
                 return True, self._snapshot_then(run, expired)
             payloads = {entry.get("interruptId"): entry.get("payload") for entry in resume}
@@ -714,13 +871,19 @@ class Runs:
             thread.running = run.id
 
             def replay(connection: HTTPConnection) -> None:
-                replayed = Execution(skill, thread, run, execution_id=journaled,
-                                     start_state=info.get("startState") or {},
-                                     streamed_text=bool(info.get("streamedText")))
+                replayed = Execution(
+                    skill,
+                    thread,
+                    run,
+                    execution_id=journaled,
+                    start_state=info.get("startState") or {},
+                    streamed_text=bool(info.get("streamedText")),
+                )
                 run.execution = replayed
                 thread.execution = replayed
-                replayed.task = asyncio.create_task(self._replay(replayed, connection, answers),
-                                                    name=f"agui-run-{run.id}")
+                replayed.task = asyncio.create_task(
+                    self._replay(replayed, connection, answers), name=f"agui-run-{run.id}"
+                )
 
             return True, self._snapshot_then(run, replay)
         if not here:
@@ -729,9 +892,13 @@ class Runs:
             thread.interrupts = {}
             thread.parked_on = None
             thread.running = None
-            return True, self._snapshot_then(run, lambda _: sequencer.error(
-                "The interrupted execution is gone (it expired, or it was cancelled); start a new run.",
-                "RESUME_LOST"))
+            return True, self._snapshot_then(
+                run,
+                lambda _: sequencer.error(
+                    "The interrupted execution is gone (it expired, or it was cancelled); start a new run.",
+                    "RESUME_LOST",
+                ),
+            )
         answers = answers_for(thread, resume)
         thread.interrupts = {}
         thread.parked_on = None
@@ -749,20 +916,45 @@ class Runs:
     async def _execute(self, execution: Execution, connection: HTTPConnection) -> None:
         thread = execution.thread
         channel = AguiChannel(self.agent, execution)
-        ctx = Context(execution.capability, channel, request=connection, caller=thread.owner, agent=self.agent,
-                      state=thread.state, face="agui")
+        ctx = Context(
+            execution.capability,
+            channel,
+            request=connection,
+            caller=thread.owner,
+            agent=self.agent,
+            state=thread.state,
+            face="agui",
+        )
         channel.bind(ctx)
         ctx.messages = messages_from_run(thread.messages, thread.forwarded)  # this turn's (agui/messages.py)
-        execution.start_state = ctx._published  # a copy of the state as it starts (Context keeps it unchanged)
+        execution.start_state = (
+            ctx._published
+        )  # a copy of the state as it starts (Context keeps it unchanged)
         journal = execution.journal = (
             Journal.for_agent(self.agent, execution.execution_id, lease_seconds=self.lease_seconds)
-            if execution.execution_id else None)
-        await self._carry(execution, invoke(execution.capability, dict(thread.arguments), ctx,
-                                            idempotency_key=execution.idempotency_key,
-                                            approval_id=thread.approval_id, journal=journal))
+            if execution.execution_id
+            else None
+        )
+        await self._carry(
+            execution,
+            invoke(
+                execution.capability,
+                dict(thread.arguments),
+                ctx,
+                idempotency_key=execution.idempotency_key,
+                approval_id=thread.approval_id,
+                journal=journal,
+            ),
+        )
 
-    async def _replay(self, execution: Execution, connection: HTTPConnection | None,
-                      answers: dict[str, Any] | None, *, take_over: bool = False) -> None:
+    async def _replay(
+        self,
+        execution: Execution,
+        connection: HTTPConnection | None,
+        answers: dict[str, Any] | None,
+        *,
+        take_over: bool = False,
+    ) -> None:
         """Go on with an execution this process does not hold: replay its journal (with the answers of a
         resume), from the state it started with; delivered events are skipped, the rest go to ``execution.run``."""
         thread = execution.thread
@@ -770,18 +962,34 @@ class Runs:
         assert execution.execution_id is not None
 
         async def replayed() -> Any:
-            execution.journal = await Journal.load(self.state, execution.execution_id,  # type: ignore[arg-type]
-                                                   lease_seconds=self.lease_seconds)
+            execution.journal = await Journal.load(
+                self.state,
+                execution.execution_id,  # type: ignore[arg-type]
+                lease_seconds=self.lease_seconds,
+            )
             return await resume_execution(
-                self.agent, execution.execution_id, answers=answers, channel=channel,  # type: ignore[arg-type]
-                request=connection, state=thread.state, lease_seconds=self.lease_seconds,
-                wait=0.0 if take_over else RESUME_WAIT, journal=execution.journal)
+                self.agent,
+                execution.execution_id,
+                answers=answers,
+                channel=channel,  # type: ignore[arg-type]
+                request=connection,
+                state=thread.state,
+                lease_seconds=self.lease_seconds,
+                wait=0.0 if take_over else RESUME_WAIT,
+                journal=execution.journal,
+            )
 
         before, thread.state = thread.state, copy.deepcopy(execution.start_state or {})
         await self._carry(execution, replayed(), take_over=take_over, state_before=before)
 
-    async def _carry(self, execution: Execution, running: Any, *, take_over: bool = False,
-                     state_before: dict[str, Any] | None = None) -> None:
+    async def _carry(
+        self,
+        execution: Execution,
+        running: Any,
+        *,
+        take_over: bool = False,
+        state_before: dict[str, Any] | None = None,
+    ) -> None:
         """Run the execution's coroutine and end its current run with what it returns."""
         thread = execution.thread
         outcome = None
@@ -795,7 +1003,9 @@ class Runs:
                 moved = True
                 self._abandon(execution.run)
                 return
-            if execution.abort and (journal is None or journal.stored):  # an unwritten journal: nothing to say
+            if execution.abort and (
+                journal is None or journal.stored
+            ):  # an unwritten journal: nothing to say
                 await self._end_execution(execution.execution_id, "The run was cancelled.")
             run = execution.run
             if not run.ended:
@@ -831,8 +1041,9 @@ class Runs:
             thread.state = state_before  # nothing was replayed
         try:
             if code == "unknown_execution":
-                run.sequencer.error("The interrupted execution is gone (its journal expired); start a new run.",
-                                    "RESUME_LOST")
+                run.sequencer.error(
+                    "The interrupted execution is gone (its journal expired); start a new run.", "RESUME_LOST"
+                )
             else:
                 self._render(execution, outcome)
         except Exception:  # whatever the function returned, the run ends with a terminal event
@@ -889,7 +1100,12 @@ class Runs:
         record = found.value if found is not None else None
         journaled = (record or {}).get("execution")
         run_id = (record or {}).get("running")
-        if record is None or not isinstance(journaled, dict) or journaled.get("id") != execution_id or not run_id:
+        if (
+            record is None
+            or not isinstance(journaled, dict)
+            or journaled.get("id") != execution_id
+            or not run_id
+        ):
             # No run carries it any more (it ended, was cancelled or superseded, or the thread expired).
             await self._end_execution(execution_id, "The AG-UI run of this execution ended.")
             return
@@ -901,22 +1117,39 @@ class Runs:
         if ended:
             return
         thread = self._thread(thread_id, found, record["owner"], record["skill"])
-        if thread is None or (thread.execution is not None and thread.execution.task is not None
-                              and not thread.execution.task.done()):
+        if thread is None or (
+            thread.execution is not None
+            and thread.execution.task is not None
+            and not thread.execution.task.done()
+        ):
             return
         events = [(seq, json.loads(frame.split(b"data: ", 1)[1])) for seq, frame in frames]
         sequencer = Sequencer.resumed(thread.id, run_id, list(thread.messages), events)
-        run = Run(run_id, thread, sequencer, collections.deque(frames, maxlen=self.agent.agui_buffer_events),
-                  detached=True, runs=self)
+        run = Run(
+            run_id,
+            thread,
+            sequencer,
+            collections.deque(frames, maxlen=self.agent.agui_buffer_events),
+            detached=True,
+            runs=self,
+        )
         if not sequencer.open:  # nothing of it was logged: it starts over, numbered after what was
             sequencer.start(None)
             sequencer.state_snapshot(thread.state)
         info = thread.execution_info or {}
         # Never parked: the record holds the state as the run began (it is written at the start and the end).
         start = info.get("startState", thread.state)
-        streamed = bool(info.get("streamedText")) or any(e.get("type") == "TEXT_MESSAGE_CONTENT" for _, e in events)
-        execution = Execution(skill, thread, run, execution_id=execution_id, start_state=copy.deepcopy(start),
-                              streamed_text=streamed)
+        streamed = bool(info.get("streamedText")) or any(
+            e.get("type") == "TEXT_MESSAGE_CONTENT" for _, e in events
+        )
+        execution = Execution(
+            skill,
+            thread,
+            run,
+            execution_id=execution_id,
+            start_state=copy.deepcopy(start),
+            streamed_text=streamed,
+        )
         self.runs[run_id] = run
         run.execution = execution
         thread.execution = execution
@@ -925,8 +1158,12 @@ class Runs:
         await subscription.__aenter__()
         run._watcher = self._spawn(self._watch(run, subscription), f"agui-watch-{run_id}")
         run.publish()
-        logger.warning("AG-UI run %s (thread %s): its replica died; this one goes on with it", run_id, thread_id)
-        execution.task = self._spawn(self._replay(execution, None, None, take_over=True), f"agui-run-{run_id}")
+        logger.warning(
+            "AG-UI run %s (thread %s): its replica died; this one goes on with it", run_id, thread_id
+        )
+        execution.task = self._spawn(
+            self._replay(execution, None, None, take_over=True), f"agui-run-{run_id}"
+        )
 
     async def _logged(self, run_id: str) -> tuple[list[tuple[int, bytes]], bool]:
         """The frames a run's log holds, by sequence number, and whether it holds the run's end."""
@@ -955,12 +1192,24 @@ class Runs:
                 sequencer.text(text)
             sequencer.finish(result=outcome.structured)
         elif outcome.status in (Status.NEEDS_INPUT, Status.AWAITING_APPROVAL):
-            interrupts = [thread.open_interrupt(key, None, request.message, request.schema,  # type: ignore[union-attr]
-                                                self.agent.park_timeout_seconds, kind="arguments")
-                          for key, request in (outcome.pending or {}).items()]
+            interrupts = [
+                thread.open_interrupt(
+                    key,
+                    None,
+                    request.message,
+                    request.schema,  # type: ignore[union-attr]
+                    self.agent.park_timeout_seconds,
+                    kind="arguments",
+                )
+                for key, request in (outcome.pending or {}).items()
+            ]
             sequencer.interrupt(interrupts, thread.state)
         else:
-            code = "RETRYABLE" if outcome.retryable else ("REJECTED" if outcome.status == "rejected" else "FAILED")
+            code = (
+                "RETRYABLE"
+                if outcome.retryable
+                else ("REJECTED" if outcome.status == "rejected" else "FAILED")
+            )
             message = outcome.message or outcome.status
             if outcome.retryable and outcome.retry_after is not None:
                 message = f"{message} Retry after {outcome.retry_after:g} seconds."
@@ -978,8 +1227,10 @@ class Runs:
             # What a replay elsewhere needs and the journal does not keep: the state it started from (the
             # record's state now holds its changes) and whether it streamed text (then its result is not sent
             # as text again).
-            thread.execution_info = {"startState": execution.start_state or {},
-                                     "streamedText": execution.streamed_text}
+            thread.execution_info = {
+                "startState": execution.start_state or {},
+                "streamedText": execution.streamed_text,
+            }
         if run._watcher is not None:
             run._watcher.cancel()
         self._spawn(self._finish(run, final), f"agui-finish-{run.id}")
@@ -1004,8 +1255,9 @@ class Runs:
         state = self.state
         for _ in range(SAVE_ATTEMPTS):
             try:
-                thread.record_version = await state.put(THREADS, thread.id, _record(thread),
-                                                        expected_version=thread.record_version)
+                thread.record_version = await state.put(
+                    THREADS, thread.id, _record(thread), expected_version=thread.record_version
+                )
                 return
             except Conflict:
                 found = await state.get(THREADS, thread.id)
@@ -1038,12 +1290,14 @@ class Runs:
         most = size * self.agent.agui_buffer_events  # what the log can hold at most: older frames would go
         while run._log or end:
             if len(run._log) > most:
-                del run._log[:len(run._log) - most]
+                del run._log[: len(run._log) - most]
             batch = run._log[:size]
             del run._log[:size]
             last = end and not run._log
-            entry: dict[str, Any] = {"first": batch[0][0] if batch else run.sequencer.seq + 1,
-                                     "frames": [frame.decode("utf-8") for _, frame in batch]}
+            entry: dict[str, Any] = {
+                "first": batch[0][0] if batch else run.sequencer.seq + 1,
+                "frames": [frame.decode("utf-8") for _, frame in batch],
+            }
             if last:
                 entry["end"] = True
             await self.state.append(EVENTS, run.id, entry)
@@ -1061,8 +1315,9 @@ class Runs:
         try:
             while (message := await subscription.get()) is not None:
                 cancelled = run.cancel()
-                self._spawn(self._answer_cancel(run, cancelled, message[1].get("reply")),
-                            f"agui-cancelled-{run.id}")
+                self._spawn(
+                    self._answer_cancel(run, cancelled, message[1].get("reply")), f"agui-cancelled-{run.id}"
+                )
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(subscription.aclose())
@@ -1162,7 +1417,10 @@ def _record(thread: Thread) -> dict[str, Any]:
         from ..state.base import encode
 
         encode(record)
-    except (TypeError, ValueError):  # a function put something JSON cannot hold in ctx.state: as the wire shows it
+    except (
+        TypeError,
+        ValueError,
+    ):  # a function put something JSON cannot hold in ctx.state: as the wire shows it
         record = _plain(record)
     return record
 
@@ -1182,8 +1440,14 @@ def thread_table(agent: Agent) -> BoundedTable[str, Thread]:
     """Threads by id: at most ``agui_max_threads`` idle ones and ``Budgets.agui_threads_bytes`` of them, each
     forgotten ``agui_thread_idle_seconds`` after its last run; a busy thread (:func:`thread_busy`) is always
     kept. One dropped is read again from its record in the state when it is next used."""
-    return BoundedTable(agent.agui_max_threads, agent.agui_thread_idle_seconds, pinned=thread_busy, touch=True,
-                        max_bytes=agent.budgets.agui_threads_bytes, size=_thread_bytes)
+    return BoundedTable(
+        agent.agui_max_threads,
+        agent.agui_thread_idle_seconds,
+        pinned=thread_busy,
+        touch=True,
+        max_bytes=agent.budgets.agui_threads_bytes,
+        size=_thread_bytes,
+    )
 
 
 def _thread_bytes(_key: str, thread: Thread) -> int:
@@ -1198,5 +1462,10 @@ def run_table(agent: Agent) -> BoundedTable[str, Run]:
     """Runs by id, for reconnects and cancels: at most ``agui_max_runs`` ended ones, each kept
     ``agui_run_retention_seconds`` after it started, and ``Budgets.agui_runs_bytes`` of their inputs and
     buffers; a run still in progress is always kept. A reconnect to one dropped replays the shared log."""
-    return BoundedTable(agent.agui_max_runs, agent.agui_run_retention_seconds, pinned=lambda run: not run.ended,
-                        max_bytes=agent.budgets.agui_runs_bytes, size=_run_bytes)
+    return BoundedTable(
+        agent.agui_max_runs,
+        agent.agui_run_retention_seconds,
+        pinned=lambda run: not run.ended,
+        max_bytes=agent.budgets.agui_runs_bytes,
+        size=_run_bytes,
+    )

@@ -29,9 +29,11 @@ from ..events import (
     ToolCallStarted,
 )
 
-__all__ = ["Sequencer", "SequenceError", "PROTOCOL_VERSION"]
+__all__ = ["PROTOCOL_VERSION", "SequenceError", "Sequencer"]
 
 PROTOCOL_VERSION = "1.0"
+
+
 def _encode(value: Any) -> str:
     return dumps_finite(value).decode()
 
@@ -47,10 +49,27 @@ def _id(prefix: str) -> str:
 class Sequencer:
     """One run's events: makes them valid, numbers them, and keeps the thread's messages up to date."""
 
-    __slots__ = ("thread_id", "run_id", "seq", "open", "ended", "text_id", "reasoning_id", "steps", "tools",
-                 "messages", "_text_parts", "out", "activity_id", "artifacts", "error_code")
+    __slots__ = (
+        "_text_parts",
+        "activity_id",
+        "artifacts",
+        "ended",
+        "error_code",
+        "messages",
+        "open",
+        "out",
+        "reasoning_id",
+        "run_id",
+        "seq",
+        "steps",
+        "text_id",
+        "thread_id",
+        "tools",
+    )
 
-    def __init__(self, thread_id: str, run_id: str, messages: list[dict[str, Any]], first_seq: int = 0) -> None:
+    def __init__(
+        self, thread_id: str, run_id: str, messages: list[dict[str, Any]], first_seq: int = 0
+    ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self.seq = first_seq
@@ -65,11 +84,18 @@ class Sequencer:
         self.activity_id = _id("activity")
         self.artifacts: set[str] = set()  # activity ids of the artifacts this run has shown
         self.out: list[tuple[int, bytes]] = []
-        self.error_code: str | None = None  # the RUN_ERROR code this run ended with (counted by the telemetry)
+        self.error_code: str | None = (
+            None  # the RUN_ERROR code this run ended with (counted by the telemetry)
+        )
 
     @classmethod
-    def resumed(cls, thread_id: str, run_id: str, messages: list[dict[str, Any]],
-                events: list[tuple[int, dict[str, Any]]]) -> Sequencer:
+    def resumed(
+        cls,
+        thread_id: str,
+        run_id: str,
+        messages: list[dict[str, Any]],
+        events: list[tuple[int, dict[str, Any]]],
+    ) -> Sequencer:
         """The sequencer of a run another replica began (and died in), from the events its log holds: it goes
         on with the next sequence number, with whatever those events left open, and with the messages they
         made, so the rest of the run is valid after them."""
@@ -88,8 +114,9 @@ class Sequencer:
             elif kind == "TEXT_MESSAGE_CONTENT":
                 made._text_parts.append(str(event.get("delta", "")))
             elif kind == "TEXT_MESSAGE_END":
-                made.messages.append({"id": event.get("messageId"), "role": "assistant",
-                                      "content": "".join(made._text_parts)})
+                made.messages.append(
+                    {"id": event.get("messageId"), "role": "assistant", "content": "".join(made._text_parts)}
+                )
                 made.text_id, made._text_parts = None, []
             elif kind == "REASONING_START":
                 made.reasoning_id = event.get("messageId")
@@ -108,12 +135,29 @@ class Sequencer:
             elif kind == "TOOL_CALL_END":
                 call_id = event.get("toolCallId")
                 made.tools.discard(call_id)
-                made.messages.append({"id": _id("msg"), "role": "assistant", "toolCalls": [
-                    {"id": call_id, "type": "function", "function": {
-                        "name": tool_names.get(call_id, ""), "arguments": "".join(tool_args.get(call_id, []))}}]})
+                made.messages.append(
+                    {
+                        "id": _id("msg"),
+                        "role": "assistant",
+                        "toolCalls": [
+                            {
+                                "id": call_id,
+                                "type": "function",
+                                "function": {
+                                    "name": tool_names.get(call_id, ""),
+                                    "arguments": "".join(tool_args.get(call_id, [])),
+                                },
+                            }
+                        ],
+                    }
+                )
             elif kind == "TOOL_CALL_RESULT":
-                message = {"id": event.get("messageId"), "role": "tool", "content": event.get("content"),
-                           "toolCallId": event.get("toolCallId")}
+                message = {
+                    "id": event.get("messageId"),
+                    "role": "tool",
+                    "content": event.get("content"),
+                    "toolCallId": event.get("toolCallId"),
+                }
                 if (event.get("metadata") or {}).get("isError"):
                     message["error"] = event.get("content") or "error"
                 made.messages.append(message)
@@ -144,8 +188,12 @@ class Sequencer:
         """``metadata``: the event's own (with telemetry on: the run's trace, docs/observability.md)."""
         if self.open:
             raise SequenceError("RUN_STARTED while a run is open")
-        event: dict[str, Any] = {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id,
-                                 "protocolVersion": PROTOCOL_VERSION}
+        event: dict[str, Any] = {
+            "type": "RUN_STARTED",
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "protocolVersion": PROTOCOL_VERSION,
+        }
         if run_input is not None:
             event["input"] = run_input
         if metadata:
@@ -164,8 +212,12 @@ class Sequencer:
 
     def finish(self, outcome: dict[str, Any] | None = None, result: Any = None) -> None:
         self._close_all()
-        event: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id,
-                                 "outcome": outcome or {"type": "success"}}
+        event: dict[str, Any] = {
+            "type": "RUN_FINISHED",
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "outcome": outcome or {"type": "success"},
+        }
         if result is not None:
             event["result"] = result
         self._frame(event)
@@ -198,15 +250,19 @@ class Sequencer:
         """What a reconnecting client that fell behind the kept events gets first: the thread's state and
         messages, framed without an ``id:`` (they are not events of the run, so its numbering is untouched)."""
         stamp = int(time.time() * 1000)
-        return [b"data: %s\n\n" % dumps_finite({"type": "STATE_SNAPSHOT", "snapshot": state, "timestamp": stamp}),
-                b"data: %s\n\n" % dumps_finite({"type": "MESSAGES_SNAPSHOT", "messages": list(messages),
-                                                 "timestamp": stamp})]
+        return [
+            b"data: %s\n\n" % dumps_finite({"type": "STATE_SNAPSHOT", "snapshot": state, "timestamp": stamp}),
+            b"data: %s\n\n"
+            % dumps_finite({"type": "MESSAGES_SNAPSHOT", "messages": list(messages), "timestamp": stamp}),
+        ]
 
     # --- core events -------------------------------------------------------------------------------
     def _end_text(self) -> None:
         if self.text_id is not None:
             self._frame({"type": "TEXT_MESSAGE_END", "messageId": self.text_id})
-            self.messages.append({"id": self.text_id, "role": "assistant", "content": "".join(self._text_parts)})
+            self.messages.append(
+                {"id": self.text_id, "role": "assistant", "content": "".join(self._text_parts)}
+            )
             self.text_id = None
             self._text_parts = []
 
@@ -246,9 +302,12 @@ class Sequencer:
             if self.reasoning_id is None:
                 self.reasoning_id = _id("reasoning")
                 self._frame({"type": "REASONING_START", "messageId": self.reasoning_id})
-                self._frame({"type": "REASONING_MESSAGE_START", "messageId": self.reasoning_id, "role": "reasoning"})
-            self._frame({"type": "REASONING_MESSAGE_CONTENT", "messageId": self.reasoning_id,
-                         "delta": event.text})  # type: ignore[union-attr]
+                self._frame(
+                    {"type": "REASONING_MESSAGE_START", "messageId": self.reasoning_id, "role": "reasoning"}
+                )
+            self._frame(
+                {"type": "REASONING_MESSAGE_CONTENT", "messageId": self.reasoning_id, "delta": event.text}
+            )  # type: ignore[union-attr]
         elif kind is ToolCallStarted:
             self._tool_started(event)  # type: ignore[arg-type]
         elif kind is ToolCallFinished:
@@ -264,8 +323,15 @@ class Sequencer:
                 content["total"] = event.total  # type: ignore[union-attr]
             if event.message:  # type: ignore[union-attr]
                 content["message"] = event.message  # type: ignore[union-attr]
-            self._frame({"type": "ACTIVITY_SNAPSHOT", "messageId": self.activity_id, "activityType": "progress",
-                         "content": content, "replace": True})
+            self._frame(
+                {
+                    "type": "ACTIVITY_SNAPSHOT",
+                    "messageId": self.activity_id,
+                    "activityType": "progress",
+                    "content": content,
+                    "replace": True,
+                }
+            )
 
     def artifact(self, artifact: Any, *, text: bool = True, kind: str = "artifact") -> None:
         """An artifact or a chunk of one (agentmw.Artifact), or a returned Message (``kind="message"``): its
@@ -275,24 +341,43 @@ class Sequencer:
         from ..messages import part_to_json
 
         if text:
-            self.text(artifact.text if kind == "artifact" else "\n".join(
-                p.text for p in artifact.parts if isinstance(p, Text)))
+            self.text(
+                artifact.text
+                if kind == "artifact"
+                else "\n".join(p.text for p in artifact.parts if isinstance(p, Text))
+            )
         others = [part_to_json(p) for p in artifact.parts if not isinstance(p, Text)]
         if not others:
             return
         activity = f"{kind}-{artifact.artifact_id if kind == 'artifact' else artifact.message_id or _id('m')}"
         if kind == "artifact" and artifact.append and activity in self.artifacts:
-            self._frame({"type": "ACTIVITY_DELTA", "messageId": activity, "activityType": kind,
-                         "patch": [{"op": "add", "path": "/parts/-", "value": part} for part in others]})
+            self._frame(
+                {
+                    "type": "ACTIVITY_DELTA",
+                    "messageId": activity,
+                    "activityType": kind,
+                    "patch": [{"op": "add", "path": "/parts/-", "value": part} for part in others],
+                }
+            )
             return
         content: dict[str, Any] = {"parts": others}
-        for key, value in (("artifactId", getattr(artifact, "artifact_id", None)), ("name", getattr(artifact, "name", None)),
-                           ("description", getattr(artifact, "description", None))):
+        for key, value in (
+            ("artifactId", getattr(artifact, "artifact_id", None)),
+            ("name", getattr(artifact, "name", None)),
+            ("description", getattr(artifact, "description", None)),
+        ):
             if value:
                 content[key] = value
         self.artifacts.add(activity)
-        self._frame({"type": "ACTIVITY_SNAPSHOT", "messageId": activity, "activityType": kind, "content": content,
-                     "replace": True})
+        self._frame(
+            {
+                "type": "ACTIVITY_SNAPSHOT",
+                "messageId": activity,
+                "activityType": kind,
+                "content": content,
+                "replace": True,
+            }
+        )
 
     def answer(self, value: Any, *, text: bool) -> None:
         """A returned Message, Artifact or list of Artifacts (messages.is_answer)."""
@@ -308,8 +393,11 @@ class Sequencer:
         parent = self.text_id
         self._end_text()
         self._end_reasoning()
-        start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": event.call_id,
-                                 "toolCallName": event.name}
+        start: dict[str, Any] = {
+            "type": "TOOL_CALL_START",
+            "toolCallId": event.call_id,
+            "toolCallName": event.name,
+        }
         if parent:
             start["parentMessageId"] = parent
         self._frame(start)
@@ -318,15 +406,38 @@ class Sequencer:
         self._frame({"type": "TOOL_CALL_ARGS", "toolCallId": event.call_id, "delta": arguments})
         self._frame({"type": "TOOL_CALL_END", "toolCallId": event.call_id})
         self.tools.discard(event.call_id)
-        self.messages.append({"id": _id("msg"), "role": "assistant", "toolCalls": [
-            {"id": event.call_id, "type": "function", "function": {"name": event.name, "arguments": arguments}}]})
+        self.messages.append(
+            {
+                "id": _id("msg"),
+                "role": "assistant",
+                "toolCalls": [
+                    {
+                        "id": event.call_id,
+                        "type": "function",
+                        "function": {"name": event.name, "arguments": arguments},
+                    }
+                ],
+            }
+        )
 
     def _tool_finished(self, event: ToolCallFinished) -> None:
         message_id = _id("msg")
-        self._frame({"type": "TOOL_CALL_RESULT", "messageId": message_id, "toolCallId": event.call_id,
-                     "content": event.content, "role": "tool", "metadata": {"isError": event.is_error}})
-        message: dict[str, Any] = {"id": message_id, "role": "tool", "content": event.content,
-                                   "toolCallId": event.call_id}
+        self._frame(
+            {
+                "type": "TOOL_CALL_RESULT",
+                "messageId": message_id,
+                "toolCallId": event.call_id,
+                "content": event.content,
+                "role": "tool",
+                "metadata": {"isError": event.is_error},
+            }
+        )
+        message: dict[str, Any] = {
+            "id": message_id,
+            "role": "tool",
+            "content": event.content,
+            "toolCallId": event.call_id,
+        }
         if event.is_error:
             message["error"] = event.content or "error"
         self.messages.append(message)

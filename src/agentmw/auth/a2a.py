@@ -30,16 +30,22 @@ async def security_schemes(resource: ProtectedResource) -> tuple[dict[str, Any],
     schemes: dict[str, Any] = {}
     requirements: list[dict[str, Any]] = []
     if flows is not None:
-        schemes["oauth2"] = {"oauth2SecurityScheme": {
-            "description": "OAuth 2.1 access tokens (authorization code with PKCE) for this agent",
-            "flows": flows, "oauth2MetadataUrl": resource.server_metadata.url}}
+        schemes["oauth2"] = {
+            "oauth2SecurityScheme": {
+                "description": "OAuth 2.1 access tokens (authorization code with PKCE) for this agent",
+                "flows": flows,
+                "oauth2MetadataUrl": resource.server_metadata.url,
+            }
+        }
         requirements.append({"schemes": {"oauth2": {"list": scopes} if scopes else {}}})
     schemes["bearer"] = {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}
     requirements.append({"schemes": {"bearer": {"list": scopes} if scopes and flows is None else {}}})
     return schemes, requirements
 
 
-def skill_requirements(entry: dict[str, Any], capability: Capability | None, scheme: str = "oauth2") -> dict[str, Any]:
+def skill_requirements(
+    entry: dict[str, Any], capability: Capability | None, scheme: str = "oauth2"
+) -> dict[str, Any]:
     """A card skill with the scopes its function needs, as its ``securityRequirements`` (of ``scheme``)."""
     policy = capability.policy if capability is not None else None
     if policy is None or not policy.scopes:
@@ -61,8 +67,14 @@ class PushSigner:
     Needs PyJWT with ``cryptography`` (the ``auth`` extra).
     """
 
-    def __init__(self, private_key: str | bytes | None = None, *, kid: str | None = None, issuer: str | None = None,
-                 lifetime_seconds: float = 300.0) -> None:
+    def __init__(
+        self,
+        private_key: str | bytes | None = None,
+        *,
+        kid: str | None = None,
+        issuer: str | None = None,
+        lifetime_seconds: float = 300.0,
+    ) -> None:
         self._pem = private_key.encode() if isinstance(private_key, str) else private_key
         self._kid = kid
         self.issuer = issuer
@@ -83,17 +95,24 @@ class PushSigner:
             while pem is None:
                 found = await state.get_key(_KEY_NS, "pushKey")
                 if found is None:
-                    made = ec.generate_private_key(ec.SECP256R1()).private_bytes(
-                        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                        serialization.NoEncryption()).decode()
+                    made = (
+                        ec.generate_private_key(ec.SECP256R1())
+                        .private_bytes(
+                            serialization.Encoding.PEM,
+                            serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption(),
+                        )
+                        .decode()
+                    )
                     if await state.set_if_absent(_KEY_NS, "pushKey", {"pem": made}, _KEY_TTL):
                         pem = made.encode()
                     continue  # another replica made it first: read theirs
                 pem = str(found["pem"]).encode()
         key = serialization.load_pem_private_key(pem, password=None)
         if self._kid is None:
-            public = key.public_key().public_bytes(serialization.Encoding.DER,
-                                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+            public = key.public_key().public_bytes(
+                serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
             self._kid = hashlib.sha256(public).hexdigest()[:16]
         self._key = key
         return key, self._kid
@@ -111,8 +130,14 @@ class PushSigner:
 
         key, kid = await self._load(state)
         now = int(time.time())
-        claims = {"iss": self.issuer or issuer, "aud": url, "iat": now, "exp": now + int(self.lifetime_seconds),
-                  "jti": secrets.token_urlsafe(16), "request_body_sha256": hashlib.sha256(body).hexdigest()}
+        claims = {
+            "iss": self.issuer or issuer,
+            "aud": url,
+            "iat": now,
+            "exp": now + int(self.lifetime_seconds),
+            "jti": secrets.token_urlsafe(16),
+            "request_body_sha256": hashlib.sha256(body).hexdigest(),
+        }
         if task_id:
             claims["taskId"] = task_id
         return jwt.encode(claims, key, algorithm="ES256", headers={"kid": kid, "typ": "JWT"})

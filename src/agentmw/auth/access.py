@@ -50,8 +50,11 @@ class Policy:
     rate_limit: RateLimit | None
 
 
-def policy_of(scopes: Sequence[str] | None = None, roles: Sequence[str] | None = None,
-              rate_limit: RateLimit | None = None) -> Policy | None:
+def policy_of(
+    scopes: Sequence[str] | None = None,
+    roles: Sequence[str] | None = None,
+    rate_limit: RateLimit | None = None,
+) -> Policy | None:
     """The policy of ``@tool(scopes=..., roles=..., rate_limit=...)``; None when it asks nothing."""
     if isinstance(scopes, str) or isinstance(roles, str):
         raise TypeError("scopes and roles are lists of strings, e.g. scopes=['orders:write']")
@@ -76,8 +79,9 @@ def _unknown(capability: Capability) -> str:
 class Access:
     """The agent's gatekeeper: the face entries, visibility, and the pipeline's check."""
 
-    def __init__(self, agent: Agent, resource: ProtectedResource | None = None,
-                 rate_limits: Iterable[RateLimit] = ()) -> None:
+    def __init__(
+        self, agent: Agent, resource: ProtectedResource | None = None, rate_limits: Iterable[RateLimit] = ()
+    ) -> None:
         self.agent = agent
         self.resource = resource
         self.rate_limits = tuple(rate_limits)
@@ -91,18 +95,23 @@ class Access:
         resource = self.resource
         principal = None
         if resource is not None:
-            scope[FACE_KEY] = face  # the identify hook reads it: a face not in ``faces`` serves anonymous callers
+            scope[FACE_KEY] = (
+                face  # the identify hook reads it: a face not in ``faces`` serves anonymous callers
+            )
             principal = await resource.authenticate(scope)
             if face in resource.faces:
                 if principal is None:
                     if not resource.anonymous:
-                        raise Unauthenticated("Authentication required: send a bearer token",
-                                              challenge=resource.challenge(scope))
+                        raise Unauthenticated(
+                            "Authentication required: send a bearer token",
+                            challenge=resource.challenge(scope),
+                        )
                 elif resource.required:
                     missing = principal.missing(resource.required)
                     if missing:
-                        raise self._insufficient(scope, f"This server needs the scope(s) {_names(missing)}",
-                                                 missing)
+                        raise self._insufficient(
+                            scope, f"This server needs the scope(s) {_names(missing)}", missing
+                        )
         else:
             principal = principal_of(scope)
         if self.rate_limits:
@@ -110,8 +119,10 @@ class Access:
             for limit in self.rate_limits:
                 wait = await self.limiter.take(limit, "requests" if limit.shared else f"requests|{caller}")
                 if wait is not None:
-                    raise RateLimited(f"Rate limit of {limit.describe()} reached; retry after {wait:.0f} s",
-                                      retry_after=wait)
+                    raise RateLimited(
+                        f"Rate limit of {limit.describe()} reached; retry after {wait:.0f} s",
+                        retry_after=wait,
+                    )
         return principal
 
     async def _caller(self, scope: dict[str, Any], principal: Principal | None) -> str:
@@ -123,15 +134,21 @@ class Access:
 
         return rate_key(await resolve_caller(HTTPConnection(scope), self.agent.identify), scope)
 
-    def _insufficient(self, scope: Mapping[str, Any], message: str, scopes: Iterable[str]) -> InsufficientScope:
+    def _insufficient(
+        self, scope: Mapping[str, Any], message: str, scopes: Iterable[str]
+    ) -> InsufficientScope:
         scopes = sorted(scopes)
         resource = self.resource
-        challenge = (resource.challenge(scope, error="insufficient_scope", description=message, scopes=scopes)
-                     if resource is not None else
-                     f'Bearer error="insufficient_scope", scope="{" ".join(scopes)}"')
+        challenge = (
+            resource.challenge(scope, error="insufficient_scope", description=message, scopes=scopes)
+            if resource is not None
+            else f'Bearer error="insufficient_scope", scope="{" ".join(scopes)}"'
+        )
         return InsufficientScope(message, scopes=scopes, challenge=challenge)
 
-    def _unauthenticated(self, scope: Mapping[str, Any], message: str, scopes: Iterable[str] = ()) -> Unauthenticated:
+    def _unauthenticated(
+        self, scope: Mapping[str, Any], message: str, scopes: Iterable[str] = ()
+    ) -> Unauthenticated:
         resource = self.resource
         challenge = resource.challenge(scope, scopes=scopes) if resource is not None else "Bearer"
         return Unauthenticated(message, challenge=challenge)
@@ -152,14 +169,20 @@ class Access:
         if policy is not None:
             if policy.roles and (principal is None or not policy.roles & principal.roles):
                 return False
-            if policy.scopes and resource is not None and resource.hide_missing_scopes and (
-                    principal is None or principal.missing(policy.scopes)):
+            if (
+                policy.scopes
+                and resource is not None
+                and resource.hide_missing_scopes
+                and (principal is None or principal.missing(policy.scopes))
+            ):
                 return False
         if resource is not None and resource.visible is not None:
             return bool(resource.visible(principal, capability))
         return True
 
-    def visible_list(self, kind: str, items: list[dict[str, Any]], scope: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def visible_list(
+        self, kind: str, items: list[dict[str, Any]], scope: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
         """One of the lists (``tools``, ``resources``, ``templates``, ``prompts``, ``skills``) as this caller
         may see it; cached per registry revision and per caller's roles and scopes (bounded)."""
         principal = principal_of(scope)
@@ -177,8 +200,9 @@ class Access:
             return found[1]  # type: ignore[no-any-return]
         table, field = _TABLES[kind]
         caps = getattr(self.agent, table)
-        shown = [item for item in items
-                 if (cap := caps.get(item[field])) is None or self._visible(cap, principal)]
+        shown = [
+            item for item in items if (cap := caps.get(item[field])) is None or self._visible(cap, principal)
+        ]
         self._lists[key] = [items, shown]
         while len(self._lists) > 256:
             self._lists.popitem(last=False)
@@ -198,12 +222,21 @@ class Access:
         if not missing:
             return
         if principal is None:
-            raise self._unauthenticated(scope, f"Authentication required: {_kind(capability)} {capability.name} "
-                                               f"needs the scope(s) {_names(missing)}", missing)
-        raise self._insufficient(scope, f"Insufficient scope: {_kind(capability)} {capability.name} needs the "
-                                        f"scope(s) {_names(missing)}", missing)
+            raise self._unauthenticated(
+                scope,
+                f"Authentication required: {_kind(capability)} {capability.name} "
+                f"needs the scope(s) {_names(missing)}",
+                missing,
+            )
+        raise self._insufficient(
+            scope,
+            f"Insufficient scope: {_kind(capability)} {capability.name} needs the scope(s) {_names(missing)}",
+            missing,
+        )
 
-    async def admit_skill(self, scope: dict[str, Any], skill: Capability | None, *, run: bool) -> Capability | None:
+    async def admit_skill(
+        self, scope: dict[str, Any], skill: Capability | None, *, run: bool
+    ) -> Capability | None:
         """AG-UI: let the request in (:meth:`admit`); the skill, or None when this caller may not see it; before a
         run, a missing scope raises 401 or 403."""
         await self.admit(scope, "agui")
@@ -233,7 +266,9 @@ class Access:
 
                 card["securitySchemes"], card["securityRequirements"] = await security_schemes(resource)
             scheme = "oauth2" if "oauth2" in card.get("securitySchemes", {}) else "bearer"
-            skills = [skill_requirements(entry, self.agent.skills.get(entry["id"]), scheme) for entry in skills]
+            skills = [
+                skill_requirements(entry, self.agent.skills.get(entry["id"]), scheme) for entry in skills
+            ]
         card["skills"] = skills
         return card
 
@@ -249,8 +284,13 @@ def rate_key(caller: str | None, scope: Mapping[str, Any]) -> str:
     return f"anonymous@{client[0]}"
 
 
-_TABLES = {"tools": ("tools", "name"), "resources": ("resources", "uri"), "templates": ("templates", "uriTemplate"),
-           "prompts": ("prompts", "name"), "skills": ("skills", "id")}
+_TABLES = {
+    "tools": ("tools", "name"),
+    "resources": ("resources", "uri"),
+    "templates": ("templates", "uriTemplate"),
+    "prompts": ("prompts", "name"),
+    "skills": ("skills", "id"),
+}
 
 
 def _names(scopes: Iterable[str]) -> str:
@@ -284,19 +324,37 @@ async def authorize(capability: Capability, ctx: Context) -> Outcome | None:
         if missing:
             what = f"{_kind(capability)} {capability.name} needs the scope(s) {_names(missing)}"
             if principal is None:
-                return Outcome(status="rejected", code="unauthenticated", message=f"Authentication required: {what}",
-                               data={"scopes": sorted(missing)})
-            return Outcome(status="rejected", code="insufficient_scope", message=f"Insufficient scope: {what}",
-                           data={"scopes": sorted(missing)})
+                return Outcome(
+                    status="rejected",
+                    code="unauthenticated",
+                    message=f"Authentication required: {what}",
+                    data={"scopes": sorted(missing)},
+                )
+            return Outcome(
+                status="rejected",
+                code="insufficient_scope",
+                message=f"Insufficient scope: {what}",
+                data={"scopes": sorted(missing)},
+            )
     limit = policy.rate_limit
     if limit is not None:
         limiter = access.limiter if access is not None else Limiter(lambda: agent.state)
-        who = "*" if limit.shared else rate_key(principal.identity if principal is not None else ctx.caller, scope)
+        who = (
+            "*"
+            if limit.shared
+            else rate_key(principal.identity if principal is not None else ctx.caller, scope)
+        )
         wait = await limiter.take(limit, f"{capability.kind}:{capability.name}|{who}")
         if wait is not None:
             message = f"Rate limit of {limit.describe()} for {capability.name} reached"
-            return Outcome(status="failed", content=[Text(f"{message}. Retry after {wait:.0f} seconds.")],
-                           message=message, retryable=True, retry_after=round(wait, 3), code="rate_limited")
+            return Outcome(
+                status="failed",
+                content=[Text(f"{message}. Retry after {wait:.0f} seconds.")],
+                message=message,
+                retryable=True,
+                retry_after=round(wait, 3),
+                code="rate_limited",
+            )
     return None
 
 
@@ -339,6 +397,10 @@ def host_denial(exc: BaseException) -> Outcome | None:
     text = f"HTTP {status}: {detail}".rstrip(": ")
     headers = getattr(exc, "headers", None) or {}
     challenge = next((v for k, v in headers.items() if k.lower() == "www-authenticate"), None)
-    return Outcome(status="rejected", content=[Text(text)], message=text,
-                   code="unauthenticated" if status == 401 else "forbidden",
-                   data={"status": status, "detail": str(detail), "challenge": challenge})
+    return Outcome(
+        status="rejected",
+        content=[Text(text)],
+        message=text,
+        code="unauthenticated" if status == 401 else "forbidden",
+        data={"status": status, "detail": str(detail), "challenge": challenge},
+    )

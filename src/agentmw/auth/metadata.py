@@ -38,8 +38,11 @@ def metadata_urls(issuer: str) -> list[str]:
     base = issuer.rstrip("/")
     parts = urlsplit(base)
     origin = f"{parts.scheme}://{parts.netloc}"
-    urls = [f"{origin}/.well-known/oauth-authorization-server{parts.path}",
-            f"{base}/.well-known/oauth-authorization-server", f"{base}/.well-known/openid-configuration"]
+    urls = [
+        f"{origin}/.well-known/oauth-authorization-server{parts.path}",
+        f"{base}/.well-known/oauth-authorization-server",
+        f"{base}/.well-known/openid-configuration",
+    ]
     return list(dict.fromkeys(urls))
 
 
@@ -48,8 +51,15 @@ class AuthorizationServerMetadata:
     document it had). A failure is remembered for ``retry_seconds``: meanwhile :meth:`document` raises at once,
     so an outage does not turn every request into a fetch. Requests arriving during a fetch wait for it."""
 
-    def __init__(self, issuer: str, *, http: Any = None, timeout: float = 5.0, retry_seconds: float = 30.0,
-                 ttl: float = 3600.0) -> None:
+    def __init__(
+        self,
+        issuer: str,
+        *,
+        http: Any = None,
+        timeout: float = 5.0,
+        retry_seconds: float = 30.0,
+        ttl: float = 3600.0,
+    ) -> None:
         self.issuer = issuer
         self.http = http
         self.timeout = timeout
@@ -90,6 +100,10 @@ class AuthorizationServerMetadata:
                 self._document, self._fetched, self.url = found, time.monotonic(), url
                 return
         self._failed = time.monotonic()
-        logger.warning("could not fetch the metadata of the authorization server %s (%s); next attempt in %g s%s",
-                       self.issuer, last, self.retry_seconds,
-                       "; keeping the document fetched before" if self._document is not None else "")
+        logger.warning(
+            "could not fetch the metadata of the authorization server %s (%s); next attempt in %g s%s",
+            self.issuer,
+            last,
+            self.retry_seconds,
+            "; keeping the document fetched before" if self._document is not None else "",
+        )

@@ -23,9 +23,17 @@ class Principal(BaseUser):
 
     __slots__ = ("_identity", "claims", "client_id", "expires_at", "roles", "scopes", "subject")
 
-    def __init__(self, subject: str, *, scopes: frozenset[str] | set[str] | tuple[str, ...] = (),
-                 roles: frozenset[str] | set[str] | tuple[str, ...] = (), claims: Mapping[str, Any] | None = None,
-                 client_id: str | None = None, expires_at: float | None = None, identity: str | None = None) -> None:
+    def __init__(
+        self,
+        subject: str,
+        *,
+        scopes: frozenset[str] | set[str] | tuple[str, ...] = (),
+        roles: frozenset[str] | set[str] | tuple[str, ...] = (),
+        claims: Mapping[str, Any] | None = None,
+        client_id: str | None = None,
+        expires_at: float | None = None,
+        identity: str | None = None,
+    ) -> None:
         self.subject = subject
         self.scopes = frozenset(scopes)
         self.roles = frozenset(roles)
@@ -45,10 +53,14 @@ class Principal(BaseUser):
         if isinstance(roles, str):
             roles = split_spaced(roles)
         exp = claims.get("exp")
-        return cls(str(subject), scopes=scopes_of_claims(claims),
-                   roles=frozenset(str(r) for r in roles) if isinstance(roles, (list, tuple)) else frozenset(),
-                   claims=claims, client_id=claims.get("client_id") or claims.get("azp"),
-                   expires_at=float(exp) if isinstance(exp, (int, float)) else None)
+        return cls(
+            str(subject),
+            scopes=scopes_of_claims(claims),
+            roles=frozenset(str(r) for r in roles) if isinstance(roles, (list, tuple)) else frozenset(),
+            claims=claims,
+            client_id=claims.get("client_id") or claims.get("azp"),
+            expires_at=float(exp) if isinstance(exp, (int, float)) else None,
+        )
 
     @property
     def is_authenticated(self) -> bool:

@@ -75,8 +75,9 @@ class Limiter:
         for _ in range(_MAX_TRIES):
             found = await state.get(NAMESPACE, record_key)
             now = time.time()
-            value, wait = (_window if limit.algorithm == "window" else _bucket)(limit, found.value if found else None,
-                                                                                  now)
+            value, wait = (_window if limit.algorithm == "window" else _bucket)(
+                limit, found.value if found else None, now
+            )
             if wait is not None:
                 self.refused += 1
                 return wait
@@ -94,7 +95,9 @@ def _record_key(limit: RateLimit, key: str) -> str:
     return raw if len(raw) <= 200 else raw[:80] + "#" + hashlib.sha256(raw.encode()).hexdigest()
 
 
-def _window(limit: RateLimit, value: dict[str, Any] | None, now: float) -> tuple[dict[str, Any], float | None]:
+def _window(
+    limit: RateLimit, value: dict[str, Any] | None, now: float
+) -> tuple[dict[str, Any], float | None]:
     window = math.floor(now / limit.per)
     count = int(value["n"]) if value is not None and value.get("w") == window else 0
     if count >= limit.requests:
@@ -102,7 +105,9 @@ def _window(limit: RateLimit, value: dict[str, Any] | None, now: float) -> tuple
     return {"w": window, "n": count + 1}, None
 
 
-def _bucket(limit: RateLimit, value: dict[str, Any] | None, now: float) -> tuple[dict[str, Any], float | None]:
+def _bucket(
+    limit: RateLimit, value: dict[str, Any] | None, now: float
+) -> tuple[dict[str, Any], float | None]:
     rate = limit.requests / limit.per
     if value is None:
         tokens = float(limit.requests)

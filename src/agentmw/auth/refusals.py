@@ -14,14 +14,26 @@ from typing import Any, Final
 from .._transport import ClientDisconnected, ProtocolError, identity_error, loads, read_body, send_json
 from .._types import Receive, Scope, Send
 
-__all__ = ["A2A_STATUS", "PEEK_LIMIT", "a2a_refusal", "peek_body", "peek_request_id", "request_id_of",
-           "send_a2a_refusal"]
+__all__ = [
+    "A2A_STATUS",
+    "PEEK_LIMIT",
+    "a2a_refusal",
+    "peek_body",
+    "peek_request_id",
+    "request_id_of",
+    "send_a2a_refusal",
+]
 
 PEEK_LIMIT: Final = 64 * 1024
 """The largest body a refusal reads to find the request's id (bytes)."""
 
-A2A_STATUS: Final = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 421: "INVALID_ARGUMENT",
-                     429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}
+A2A_STATUS: Final = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    421: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    503: "UNAVAILABLE",
+}
 """The ``google.rpc`` status name of each HTTP status a refusal has; any other is ``PERMISSION_DENIED``."""
 
 
@@ -64,8 +76,11 @@ def a2a_refusal(exc: Exception, *, jsonrpc: bool, request_id: Any = None) -> tup
     reason = A2A_STATUS.get(status, "PERMISSION_DENIED")
     details = [{"@type": ERROR_INFO, "reason": reason, "domain": "a2a-protocol.org", "metadata": {}}]
     if jsonrpc:
-        body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id,
-                                "error": {"code": error.code, "message": error.message, "data": details}}
+        body: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": error.code, "message": error.message, "data": details},
+        }
     else:
         body = {"error": {"code": status, "status": reason, "message": error.message, "details": details}}
     return status, body, error.headers

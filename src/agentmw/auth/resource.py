@@ -104,8 +104,10 @@ def audience_authority(scope: Mapping[str, Any], allowed_hosts: Sequence[str]) -
 
 
 def _refuse_port() -> NoReturn:
-    raise MisdirectedRequest("The Host names a port this server is not known to be reached at (list it in "
-                             "Agent(allowed_hosts=...) as name:port, or give ProtectedResource(resource=...))")
+    raise MisdirectedRequest(
+        "The Host names a port this server is not known to be reached at (list it in "
+        "Agent(allowed_hosts=...) as name:port, or give ProtectedResource(resource=...))"
+    )
 
 
 def _text(value: Any) -> str | None:
@@ -153,14 +155,27 @@ class ProtectedResource:
             metadata when the card is first asked for (the same document a ``JWTVerifier`` of that issuer reads).
     """
 
-    def __init__(self, *, authorization_servers: Sequence[str], verifier: TokenVerifier | Callable[..., Any],
-                 resource: str | None = None, scopes: Sequence[str] = (), scopes_supported: Sequence[str] | None = None,
-                 anonymous: bool = False, faces: Iterable[str] = ("mcp", "a2a", "agui"),
-                 roles_claim: str | None = None, identity: Callable[[Principal], str] | None = None,
-                 hide_missing_scopes: bool = False, visible: Callable[[Principal | None, Any], bool] | None = None,
-                 resource_name: str | None = None, resource_documentation: str | None = None,
-                 cache_seconds: float = 60.0, cache_size: int = 1024, authorization_endpoint: str | None = None,
-                 token_endpoint: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        authorization_servers: Sequence[str],
+        verifier: TokenVerifier | Callable[..., Any],
+        resource: str | None = None,
+        scopes: Sequence[str] = (),
+        scopes_supported: Sequence[str] | None = None,
+        anonymous: bool = False,
+        faces: Iterable[str] = ("mcp", "a2a", "agui"),
+        roles_claim: str | None = None,
+        identity: Callable[[Principal], str] | None = None,
+        hide_missing_scopes: bool = False,
+        visible: Callable[[Principal | None, Any], bool] | None = None,
+        resource_name: str | None = None,
+        resource_documentation: str | None = None,
+        cache_seconds: float = 60.0,
+        cache_size: int = 1024,
+        authorization_endpoint: str | None = None,
+        token_endpoint: str | None = None,
+    ) -> None:
         if not authorization_servers:
             raise ValueError("ProtectedResource needs at least one authorization server")
         unknown = set(faces) - _FACES
@@ -188,8 +203,10 @@ class ProtectedResource:
         issuer = self.authorization_servers[0]
         shared = getattr(self.verifier, "metadata", None)  # a JWTVerifier of the same issuer: one document
         self.server_metadata: AuthorizationServerMetadata = (
-            shared if isinstance(shared, AuthorizationServerMetadata) and shared.issuer == issuer
-            else AuthorizationServerMetadata(issuer))
+            shared
+            if isinstance(shared, AuthorizationServerMetadata) and shared.issuer == issuer
+            else AuthorizationServerMetadata(issuer)
+        )
         self.agent: Agent | None = None
 
     def bind(self, agent: Agent) -> None:
@@ -262,9 +279,14 @@ class ProtectedResource:
             token = token or _text(document.get("token_endpoint"))
         if not authorize or not token:
             return None
-        return {"authorizationCode": {"authorizationUrl": authorize, "tokenUrl": token,
-                                      "scopes": {name: "" for name in self.scopes_supported()},
-                                      "pkceRequired": True}}
+        return {
+            "authorizationCode": {
+                "authorizationUrl": authorize,
+                "tokenUrl": token,
+                "scopes": {name: "" for name in self.scopes_supported()},
+                "pkceRequired": True,
+            }
+        }
 
     def metadata(self, scope: Mapping[str, Any]) -> dict[str, Any]:
         """The RFC 9728 protected resource metadata document."""
@@ -280,8 +302,14 @@ class ProtectedResource:
             document["resource_documentation"] = self.resource_documentation
         return document
 
-    def challenge(self, scope: Mapping[str, Any], *, error: str | None = None, description: str | None = None,
-                  scopes: Iterable[str] | None = None) -> str:
+    def challenge(
+        self,
+        scope: Mapping[str, Any],
+        *,
+        error: str | None = None,
+        description: str | None = None,
+        scopes: Iterable[str] | None = None,
+    ) -> str:
         """The ``WWW-Authenticate`` value: ``Bearer resource_metadata="...", scope="..."`` (plus ``error`` and
         ``error_description`` when a token was refused)."""
         wanted = " ".join(dict.fromkeys([*self.scopes, *(scopes or ())]))
@@ -303,23 +331,29 @@ class ProtectedResource:
         if PRINCIPAL_KEY in scope:
             return scope[PRINCIPAL_KEY]  # type: ignore[no-any-return]
         headers = _headers(scope, b"authorization")
-        if len(headers) > 1:  # which one counts is the server's guess, and a proxy's may differ: refuse (RFC 6750)
+        if (
+            len(headers) > 1
+        ):  # which one counts is the server's guess, and a proxy's may differ: refuse (RFC 6750)
             message = "Send one Authorization header: this request has several"
-            raise InvalidRequest(message, challenge=self.challenge(scope, error="invalid_request",
-                                                                   description=message))
+            raise InvalidRequest(
+                message, challenge=self.challenge(scope, error="invalid_request", description=message)
+            )
         header = headers[0] if headers else None
         principal = None
         if header is not None:
             kind, _, token = header.strip().partition(" ")
             token = token.strip()
             if kind.lower() != "bearer" or not token:
-                raise Unauthenticated("A bearer token is required (Authorization: Bearer <token>)",
-                                      challenge=self.challenge(scope, error="invalid_request"))
+                raise Unauthenticated(
+                    "A bearer token is required (Authorization: Bearer <token>)",
+                    challenge=self.challenge(scope, error="invalid_request"),
+                )
             try:
                 principal = await self._verified(token, self.resource_url(scope))
             except InvalidToken as exc:
-                raise Unauthenticated(str(exc), challenge=self.challenge(
-                    scope, error="invalid_token", description=str(exc))) from None
+                raise Unauthenticated(
+                    str(exc), challenge=self.challenge(scope, error="invalid_token", description=str(exc))
+                ) from None
             except VerifierUnavailable as exc:
                 raise AuthUnavailable(str(exc), retry_after=exc.retry_after) from None
         scope[PRINCIPAL_KEY] = principal
@@ -365,5 +399,6 @@ class ProtectedResource:
             return principal.identity
         if self.anonymous or not self.protects(connection.scope):
             return None
-        raise Unauthenticated("Authentication required: send a bearer token",
-                              challenge=self.challenge(connection.scope))
+        raise Unauthenticated(
+            "Authentication required: send a bearer token", challenge=self.challenge(connection.scope)
+        )

@@ -84,8 +84,16 @@ class JWKSCache:
     At most ``max_keys`` keys are kept from a set.
     """
 
-    def __init__(self, url: str | Callable[[], Awaitable[str]], *, ttl: float = 300.0, refetch_seconds: float = 30.0,
-                 max_keys: int = 16, timeout: float = 5.0, http: Any = None) -> None:
+    def __init__(
+        self,
+        url: str | Callable[[], Awaitable[str]],
+        *,
+        ttl: float = 300.0,
+        refetch_seconds: float = 30.0,
+        max_keys: int = 16,
+        timeout: float = 5.0,
+        http: Any = None,
+    ) -> None:
         self._url = url
         self.ttl = ttl
         self.refetch_seconds = refetch_seconds
@@ -110,8 +118,9 @@ class JWKSCache:
             found = self._find(kid)
         if found is None:
             if self._failing:
-                raise VerifierUnavailable("The issuer's signing keys cannot be fetched now",
-                                          retry_after=self._retry_after())
+                raise VerifierUnavailable(
+                    "The issuer's signing keys cannot be fetched now", retry_after=self._retry_after()
+                )
             raise InvalidToken("The token is signed with a key the issuer does not publish")
         return found
 
@@ -154,8 +163,12 @@ class JWKSCache:
     def _failed(self, why: str) -> None:
         self._attempted_now()
         self._failing = True
-        logger.warning("%s; %s; next attempt in %g s", why,
-                       "keeping the keys fetched before" if self._keys else "no key is known", self.refetch_seconds)
+        logger.warning(
+            "%s; %s; next attempt in %g s",
+            why,
+            "keeping the keys fetched before" if self._keys else "no key is known",
+            self.refetch_seconds,
+        )
 
     async def _fetch(self) -> dict[str, tuple[Any, str | None]]:
         import jwt
@@ -206,12 +219,23 @@ class JWTVerifier:
         http: an ``httpx.AsyncClient`` to fetch with (tests, proxies); default: a fresh one per fetch.
     """
 
-    def __init__(self, *, issuer: str, jwks_url: str | None = None, audience: str | Sequence[str] | None = None,
-                 algorithms: Sequence[str] = _ASYMMETRIC, leeway: float = 30.0, jwks_ttl: float = 300.0,
-                 refetch_seconds: float = 30.0, max_keys: int = 16,
-                 required: Sequence[str] = ("exp", "iss", "aud", "sub"),
-                 roles_claim: str | None = "roles", typ: str | None = "at+jwt", http: Any = None,
-                 timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        issuer: str,
+        jwks_url: str | None = None,
+        audience: str | Sequence[str] | None = None,
+        algorithms: Sequence[str] = _ASYMMETRIC,
+        leeway: float = 30.0,
+        jwks_ttl: float = 300.0,
+        refetch_seconds: float = 30.0,
+        max_keys: int = 16,
+        required: Sequence[str] = ("exp", "iss", "aud", "sub"),
+        roles_claim: str | None = "roles",
+        typ: str | None = "at+jwt",
+        http: Any = None,
+        timeout: float = 5.0,
+    ) -> None:
         self.issuer = issuer
         self.typ = _media_type(typ) if typ is not None else None
         self.audience = [audience] if isinstance(audience, str) else list(audience) if audience else None
@@ -221,11 +245,18 @@ class JWTVerifier:
         self.roles_claim = roles_claim
         self.http = http
         self.timeout = timeout
-        self.jwks = JWKSCache(jwks_url or self._discover_jwks_url, ttl=jwks_ttl, refetch_seconds=refetch_seconds,
-                              max_keys=max_keys, timeout=timeout, http=http)
+        self.jwks = JWKSCache(
+            jwks_url or self._discover_jwks_url,
+            ttl=jwks_ttl,
+            refetch_seconds=refetch_seconds,
+            max_keys=max_keys,
+            timeout=timeout,
+            http=http,
+        )
         # kept: the metadata is not fetched again per key fetch (the A2A card's flows read the same document)
-        self.metadata = AuthorizationServerMetadata(issuer, http=http, timeout=timeout,
-                                                    retry_seconds=refetch_seconds)
+        self.metadata = AuthorizationServerMetadata(
+            issuer, http=http, timeout=timeout, retry_seconds=refetch_seconds
+        )
 
     async def _discover_jwks_url(self) -> str:
         found = (await self.metadata.document()).get("jwks_uri")
@@ -253,12 +284,21 @@ class JWTVerifier:
             raise InvalidToken("The token's algorithm does not match its key's")
         expected = self.audience or [resource]
         try:
-            claims = jwt.decode(token, key.key, algorithms=[algorithm], audience=expected, issuer=self.issuer,
-                                leeway=self.leeway, options={"require": self.required})
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=[algorithm],
+                audience=expected,
+                issuer=self.issuer,
+                leeway=self.leeway,
+                options={"require": self.required},
+            )
         except jwt.ExpiredSignatureError as exc:
             raise InvalidToken("The token has expired") from exc
         except jwt.InvalidAudienceError as exc:
-            raise InvalidToken("The token was not issued for this resource (its audience is another)") from exc
+            raise InvalidToken(
+                "The token was not issued for this resource (its audience is another)"
+            ) from exc
         except jwt.InvalidIssuerError as exc:
             raise InvalidToken("The token was issued by another authorization server") from exc
         except jwt.MissingRequiredClaimError as exc:
@@ -285,10 +325,19 @@ class IntrospectionVerifier:
     Answers are cached by the resource server (``ProtectedResource(cache_seconds=...)``), never past ``exp``.
     """
 
-    def __init__(self, url: str, *, client_id: str | None = None, client_secret: str | None = None,
-                 audience: str | Sequence[str] | None = None, require_audience: bool = True,
-                 issuer: str | None = None, roles_claim: str | None = "roles", http: Any = None,
-                 timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        client_id: str | None = None,
+        client_secret: str | None = None,
+        audience: str | Sequence[str] | None = None,
+        require_audience: bool = True,
+        issuer: str | None = None,
+        roles_claim: str | None = "roles",
+        http: Any = None,
+        timeout: float = 5.0,
+    ) -> None:
         self.url = url
         self.client_id = client_id
         self.client_secret = client_secret
@@ -306,8 +355,12 @@ class IntrospectionVerifier:
             self._http = httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
         auth = (self.client_id, self.client_secret or "") if self.client_id else None
         try:
-            response = await self._http.post(self.url, data={"token": token, "token_type_hint": "access_token"},
-                                             auth=auth, headers={"accept": "application/json"})
+            response = await self._http.post(
+                self.url,
+                data={"token": token, "token_type_hint": "access_token"},
+                auth=auth,
+                headers={"accept": "application/json"},
+            )
             response.raise_for_status()
             claims = response.json()
         except (httpx.HTTPError, ValueError) as exc:  # no verdict on the token: the server is down or broken
@@ -320,14 +373,16 @@ class IntrospectionVerifier:
             raise InvalidToken("The token has expired")
         if self.issuer is not None and claims.get("iss") != self.issuer:
             raise InvalidToken("The token was issued by another authorization server")
-        if ("aud" in claims or self.require_audience) and not audience_matches(claims.get("aud"),
-                                                                               self.audience or [resource]):
+        if ("aud" in claims or self.require_audience) and not audience_matches(
+            claims.get("aud"), self.audience or [resource]
+        ):
             raise InvalidToken("The token was not issued for this resource (its audience is another)")
         return Principal.from_claims(claims, roles_claim=self.roles_claim)
 
 
-VerifyFn = Callable[[str, str],
-                    "Principal | Mapping[str, Any] | None | Awaitable[Principal | Mapping[str, Any] | None]"]
+VerifyFn = Callable[
+    [str, str], "Principal | Mapping[str, Any] | None | Awaitable[Principal | Mapping[str, Any] | None]"
+]
 
 
 class CallableVerifier:
@@ -355,4 +410,6 @@ def as_verifier(value: Any) -> TokenVerifier:
         return value  # type: ignore[no-any-return]
     if callable(value):
         return CallableVerifier(value)
-    raise TypeError(f"a token verifier has an async verify(token, resource) method, or is a function: {value!r}")
+    raise TypeError(
+        f"a token verifier has an async verify(token, resource) method, or is a function: {value!r}"
+    )

@@ -48,19 +48,25 @@ class WellKnown:
         cors = [(b"access-control-allow-origin", b"*")]  # public documents a browser client may read
         if path == JWKS_PATH:
             signer = _signer(self.agent)
-            await send_json(send, 200, await signer.jwks(self.agent.state),  # type: ignore[union-attr]
-                            [(b"cache-control", b"public, max-age=300"), *cors])
+            await send_json(
+                send,
+                200,
+                await signer.jwks(self.agent.state),  # type: ignore[union-attr]
+                [(b"cache-control", b"public, max-age=300"), *cors],
+            )
             return
         access = self.agent.access
         resource = access.resource if access is not None else None
         assert resource is not None
         try:  # a foreign Host, or another port, must not become the published resource
             resource.check_host(scope)
-            served = urlsplit(resource.resource_url(scope)).path.rstrip("/")  # a configured resource's own path
+            served = urlsplit(resource.resource_url(scope)).path.rstrip(
+                "/"
+            )  # a configured resource's own path
         except MisdirectedRequest as exc:
             await send_json(send, 421, {"error": "misdirected_request", "error_description": str(exc)})
             return
-        suffix = path[len(WELL_KNOWN_PRM):].rstrip("/")
+        suffix = path[len(WELL_KNOWN_PRM) :].rstrip("/")
         root = scope.get("root_path", "").rstrip("/")
         if suffix not in ("", served, root + self.agent.mcp_path, self.agent.mcp_path):
             await send_json(send, 404, {"error": "not_found"})

@@ -29,8 +29,14 @@ __all__ = [
     "VersionMismatch",
 ]
 
-_LAZY = {"A2A_VERSION": "a2a", "A2APeer": "a2a", "McpPeer": "mcp", "MCP_REVISIONS": "mcp",
-         "HANDSHAKE_REVISION": "mcp", "STATELESS_REVISION": "mcp"}
+_LAZY = {
+    "A2A_VERSION": "a2a",
+    "A2APeer": "a2a",
+    "McpPeer": "mcp",
+    "MCP_REVISIONS": "mcp",
+    "HANDSHAKE_REVISION": "mcp",
+    "STATELESS_REVISION": "mcp",
+}
 
 
 def __getattr__(name: str) -> Any:  # each peer's module (and its client) is imported on use

@@ -164,8 +164,15 @@ class Connection:
 class Lease:
     """``async with pool.lease(...) as connection``: one call's use of a connection (see :class:`Connections`)."""
 
-    def __init__(self, pool: Connections, key: Any, headers: Mapping[str, str], request_headers: Mapping[str, str],
-                 relay: Relay | None, fresh: bool) -> None:
+    def __init__(
+        self,
+        pool: Connections,
+        key: Any,
+        headers: Mapping[str, str],
+        request_headers: Mapping[str, str],
+        relay: Relay | None,
+        fresh: bool,
+    ) -> None:
         self.pool = pool
         self.key = key
         self.headers = headers
@@ -200,8 +207,15 @@ class Connections:
     opens its own connection and closes it after. ``spoils(exc)``: whether an error ends a shared connection
     (a session is ended by any error)."""
 
-    def __init__(self, opener: Opener, *, shared: bool, size: int, idle_seconds: float,
-                 spoils: Callable[[BaseException], bool]) -> None:
+    def __init__(
+        self,
+        opener: Opener,
+        *,
+        shared: bool,
+        size: int,
+        idle_seconds: float,
+        spoils: Callable[[BaseException], bool],
+    ) -> None:
         self.opener = opener
         self.shared = shared
         self.size = size
@@ -215,8 +229,15 @@ class Connections:
     def spoils(self, exc: BaseException) -> bool:
         return not self.shared or self.size == 0 or self._spoils(exc)
 
-    def lease(self, key: Any, headers: Mapping[str, str], request_headers: Mapping[str, str],
-              relay: Relay | None, *, fresh: bool = False) -> Lease:
+    def lease(
+        self,
+        key: Any,
+        headers: Mapping[str, str],
+        request_headers: Mapping[str, str],
+        relay: Relay | None,
+        *,
+        fresh: bool = False,
+    ) -> Lease:
         """A connection for one call: ``headers`` open it (the credential), ``request_headers`` go with the
         call's own requests; ``fresh`` skips kept ones (a kept session the peer has forgotten)."""
         return Lease(self, key, headers, request_headers, relay, fresh)

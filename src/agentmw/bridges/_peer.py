@@ -52,9 +52,11 @@ class VersionMismatch(BridgeError):
     permanent = True
 
     def __init__(self, peer: str, protocol: str, expected: str, offered: Any) -> None:
-        super().__init__(f"{protocol} peer {peer!r} offers protocol version {offered}, but this bridge is pinned to "
-                         f"{protocol} {expected}; it does not downgrade. Pin the version the peer offers, or "
-                         "upgrade the peer.")
+        super().__init__(
+            f"{protocol} peer {peer!r} offers protocol version {offered}, but this bridge is pinned to "
+            f"{protocol} {expected}; it does not downgrade. Pin the version the peer offers, or "
+            "upgrade the peer."
+        )
         self.peer = peer
         self.expected = expected
         self.offered = offered
@@ -80,8 +82,15 @@ class Breaker:
     are wide on purpose.
     """
 
-    def __init__(self, *, failure_rate: float = 0.5, min_calls: int = 20, window_seconds: float = 60.0,
-                 open_seconds: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        failure_rate: float = 0.5,
+        min_calls: int = 20,
+        window_seconds: float = 60.0,
+        open_seconds: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not 0 < failure_rate <= 1:
             raise ValueError("failure_rate is a fraction in (0, 1]")
         self.failure_rate = failure_rate
@@ -138,7 +147,9 @@ class Breaker:
                 self._failures -= 1
         if len(self._calls) >= self.min_calls and self._failures >= self.failure_rate * len(self._calls):
             self._open_until = now + self.open_seconds
-            logger.warning("circuit breaker opened: %d of the last %d calls failed", self._failures, len(self._calls))
+            logger.warning(
+                "circuit breaker opened: %d of the last %d calls failed", self._failures, len(self._calls)
+            )
 
 
 def safe_name(text: str, limit: int = 64) -> str:
@@ -179,10 +190,22 @@ class Peer(ABC):
 
     protocol = "peer"
 
-    def __init__(self, url: str, *, name: str | None = None, prefix: str = "", credential: Any = None,
-                 authorize: Authorize | None = None, allow: Egress | None = None, timeout: float = 30.0,
-                 breaker: Breaker | None = None, retries: int = 0, budget_chars: int | None = None,
-                 description_budget: int = 2000, max_response_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str | None = None,
+        prefix: str = "",
+        credential: Any = None,
+        authorize: Authorize | None = None,
+        allow: Egress | None = None,
+        timeout: float = 30.0,
+        breaker: Breaker | None = None,
+        retries: int = 0,
+        budget_chars: int | None = None,
+        description_budget: int = 2000,
+        max_response_bytes: int = 16 * 1024 * 1024,
+    ) -> None:
         if not isinstance(url, str) or not urlsplit(url).scheme:
             raise ValueError(f"a peer needs an absolute URL, not {url!r}")
         if credential is not None and not isinstance(credential, ServiceAccount) and not callable(credential):
@@ -226,8 +249,9 @@ class Peer(ABC):
             async with asyncio.timeout(self.timeout):
                 capabilities = await self._connect()
         except TimeoutError as exc:  # a peer that trickles its answer: tried again later, like a down one
-            self.error = BridgeError(f"{self.protocol} peer at {self.url} did not finish answering within "
-                                     f"{self.timeout:g} s")
+            self.error = BridgeError(
+                f"{self.protocol} peer at {self.url} did not finish answering within {self.timeout:g} s"
+            )
             self._retry_at = time.monotonic() + _RETRY_START_SECONDS
             raise self.error from exc
         except EgressRefused as exc:
@@ -238,7 +262,9 @@ class Peer(ABC):
             self.error = exc
             self._retry_at = time.monotonic() + _RETRY_START_SECONDS
             raise
-        except Exception as exc:  # a peer that answers something unexpected: tried again later, like a down one
+        except (
+            Exception
+        ) as exc:  # a peer that answers something unexpected: tried again later, like a down one
             self.error = BridgeError(f"{self.protocol} peer at {self.url}: {type(exc).__name__}: {exc}")
             self._retry_at = time.monotonic() + _RETRY_START_SECONDS
             raise self.error from exc
@@ -251,14 +277,18 @@ class Peer(ABC):
                 added.append(self.agent.register(capability))
         except RegistrationError as exc:
             for capability in added:
-                self.agent.remove(capability.kind, capability.uri_template or capability.uri or capability.name)
+                self.agent.remove(
+                    capability.kind, capability.uri_template or capability.uri or capability.name
+                )
             self.error = BridgeError(f"{self.protocol} peer {self.name!r}: {exc}; give it a prefix=")
             self.error.permanent = True
             raise self.error from exc
         self.capabilities = added
         self.error = None
         self.started = True
-        logger.info("bridged %s peer %s (%s): %d capabilities", self.protocol, self.name, self.url, len(added))
+        logger.info(
+            "bridged %s peer %s (%s): %d capabilities", self.protocol, self.name, self.url, len(added)
+        )
 
     @property
     def due(self) -> bool:
@@ -303,9 +333,13 @@ class Peer(ABC):
             if inspect.isawaitable(allowed):
                 allowed = await allowed
             if not allowed:
-                logger.info("bridge refused: %s may not use %s peer %s %s", identity, self.protocol, self.name, what)
-                raise Rejected(f"{identity or 'this caller'} may not use {what} of the {self.protocol} peer "
-                               f"{self.name}. Nothing was sent.")
+                logger.info(
+                    "bridge refused: %s may not use %s peer %s %s", identity, self.protocol, self.name, what
+                )
+                raise Rejected(
+                    f"{identity or 'this caller'} may not use {what} of the {self.protocol} peer "
+                    f"{self.name}. Nothing was sent."
+                )
         credential = self.credential
         if credential is None:
             as_whom, headers = "nobody (no credential)", {}
@@ -316,21 +350,37 @@ class Peer(ABC):
             if isinstance(exchanged, ServiceAccount):
                 as_whom, headers = f"service account {exchanged.name}", dict(exchanged.headers)
             else:
-                as_whom, headers = f"token exchange ({getattr(credential, '__name__', 'hook')})", dict(exchanged)
+                as_whom, headers = (
+                    f"token exchange ({getattr(credential, '__name__', 'hook')})",
+                    dict(exchanged),
+                )
         telemetry = self.agent.telemetry if self.agent is not None else None
         # the call continues the caller's trace (docs/observability.md)
         trace = telemetry.outbound_headers() if telemetry is not None else {}
-        logger.info("bridge identity: %s calls as %s to %s peer %s, %s", identity or "anonymous", as_whom,
-                    self.protocol, self.name, what,
-                    extra={"bridge_caller": identity, "bridge_as": as_whom, "bridge_peer": self.name,
-                           "bridge_target": what})
+        logger.info(
+            "bridge identity: %s calls as %s to %s peer %s, %s",
+            identity or "anonymous",
+            as_whom,
+            self.protocol,
+            self.name,
+            what,
+            extra={
+                "bridge_caller": identity,
+                "bridge_as": as_whom,
+                "bridge_peer": self.name,
+                "bridge_target": what,
+            },
+        )
         return headers, trace
 
     def check_breaker(self) -> None:
         wait = self.breaker.check()
         if wait is not None:
-            raise Retryable(f"The {self.protocol} peer {self.name} is failing too often; the bridge stopped "
-                            "calling it for a while.", retry_after=round(wait, 1))
+            raise Retryable(
+                f"The {self.protocol} peer {self.name} is failing too often; the bridge stopped "
+                "calling it for a while.",
+                retry_after=round(wait, 1),
+            )
 
 
 class _Gate:
@@ -405,7 +455,13 @@ class Bridges:
         errors = [r for r in results if isinstance(r, BaseException)]
         for peer, result in zip(due, results, strict=True):
             if isinstance(result, BaseException):
-                logger.error("could not bridge %s peer %s (%s): %s", peer.protocol, peer.name or peer.url, peer.url,
-                             result, exc_info=result if not isinstance(result, BridgeError) else None)
+                logger.error(
+                    "could not bridge %s peer %s (%s): %s",
+                    peer.protocol,
+                    peer.name or peer.url,
+                    peer.url,
+                    result,
+                    exc_info=result if not isinstance(result, BridgeError) else None,
+                )
         if errors and not quiet:
             raise errors[0]

@@ -42,8 +42,16 @@ A2A_VERSION = "1.0"
 
 TASKS_NS = "bridges.a2a.tasks"
 _TASK_TTL = 24 * 3600.0
-_SETTLED = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED",
-                      "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
+_SETTLED = frozenset(
+    {
+        "TASK_STATE_COMPLETED",
+        "TASK_STATE_FAILED",
+        "TASK_STATE_CANCELED",
+        "TASK_STATE_REJECTED",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_AUTH_REQUIRED",
+    }
+)
 _UNSUPPORTED_OPERATION = -32004
 _TASK_NOT_FOUND = -32001
 _MAX_CUTS = 5
@@ -92,15 +100,26 @@ class _Task:
         return self.state in _SETTLED
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "contextId": self.context_id, "state": self.state, "status": self.status,
-                "artifacts": list(self.artifacts.values()), "reply": self.reply}
+        return {
+            "id": self.id,
+            "contextId": self.context_id,
+            "state": self.state,
+            "status": self.status,
+            "artifacts": list(self.artifacts.values()),
+            "reply": self.reply,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], skill: str = "") -> _Task:
-        return cls(id=data.get("id"), context_id=data.get("contextId"), state=data.get("state") or "",
-                   status=data.get("status"), artifacts={a.get("artifactId") or str(i): a
-                                                         for i, a in enumerate(data.get("artifacts") or [])},
-                   reply=data.get("reply"), skill=skill)
+        return cls(
+            id=data.get("id"),
+            context_id=data.get("contextId"),
+            state=data.get("state") or "",
+            status=data.get("status"),
+            artifacts={a.get("artifactId") or str(i): a for i, a in enumerate(data.get("artifacts") or [])},
+            reply=data.get("reply"),
+            skill=skill,
+        )
 
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
@@ -218,9 +237,17 @@ class A2APeer(Peer):
 
     protocol = "A2A"
 
-    def __init__(self, url: str, version: str = A2A_VERSION, *, skills: list[str] | None = None,
-                 wait_seconds: float = 10.0, max_wait_seconds: float = 60.0,
-                 transport: httpx.AsyncBaseTransport | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        url: str,
+        version: str = A2A_VERSION,
+        *,
+        skills: list[str] | None = None,
+        wait_seconds: float = 10.0,
+        max_wait_seconds: float = 60.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(url, **options)
         if version != A2A_VERSION:
             raise ValueError(f"A2APeer speaks A2A {A2A_VERSION}; version {version!r} is not one it can pin")
@@ -241,7 +268,9 @@ class A2APeer(Peer):
 
         loop = asyncio.get_running_loop()
         if self._http is None or self._http_loop is not loop:
-            self._http = httpx.AsyncClient(transport=self.transport, timeout=self.timeout, follow_redirects=False)
+            self._http = httpx.AsyncClient(
+                transport=self.transport, timeout=self.timeout, follow_redirects=False
+            )
             self._http_loop = loop
         return self._http
 
@@ -255,8 +284,12 @@ class A2APeer(Peer):
 
         body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
         try:  # one answer, whole, within the timeout: a peer trickling bytes trips no per-read timeout
-            async with asyncio.timeout(self.timeout), self._client().stream(
-                    "POST", self.endpoint, json=body, headers=self._headers(headers)) as response:
+            async with (
+                asyncio.timeout(self.timeout),
+                self._client().stream(
+                    "POST", self.endpoint, json=body, headers=self._headers(headers)
+                ) as response,
+            ):
                 content = await self._read(response)
         except TimeoutError as exc:
             raise _Unreachable(f"no whole answer within {self.timeout:g} s") from exc
@@ -289,23 +322,27 @@ class A2APeer(Peer):
         error = answer.get("error")
         if isinstance(error, dict):
             code = error.get("code")
-            raise _RpcError(code if isinstance(code, int) and not isinstance(code, bool) else 0,
-                            str(error.get("message") or ""))
+            raise _RpcError(
+                code if isinstance(code, int) and not isinstance(code, bool) else 0,
+                str(error.get("message") or ""),
+            )
         result = answer.get("result")
         if not isinstance(result, dict):
             raise _Malformed(f"HTTP {status}: a JSON-RPC response without a result")
         return result
 
-    async def _stream(self, method: str, params: dict[str, Any], headers: Mapping[str, str]
-                      ) -> AsyncIterator[dict[str, Any]]:
+    async def _stream(
+        self, method: str, params: dict[str, Any], headers: Mapping[str, str]
+    ) -> AsyncIterator[dict[str, Any]]:
         """The results of a streaming JSON-RPC call, one per SSE event; :class:`_Unreachable` when it is cut."""
         import httpx
 
         body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
         timeout = httpx.Timeout(self.timeout, read=max(self.timeout, 60.0))
         try:
-            async with self._client().stream("POST", self.endpoint, json=body, timeout=timeout,
-                                             headers=self._headers(headers, stream=True)) as response:
+            async with self._client().stream(
+                "POST", self.endpoint, json=body, timeout=timeout, headers=self._headers(headers, stream=True)
+            ) as response:
                 if not response.headers.get("content-type", "").startswith("text/event-stream"):
                     yield self._rpc_result(response.status_code, await self._read(response))
                     return
@@ -333,7 +370,9 @@ class A2APeer(Peer):
             async with self._client().stream("GET", url, headers={"A2A-Version": self.version}) as response:
                 content = await self._read(response) if response.status_code == 200 else b""
         except httpx.TransportError as exc:
-            raise BridgeError(f"A2A peer at {self.url} could not be reached: {type(exc).__name__}: {exc}") from exc
+            raise BridgeError(
+                f"A2A peer at {self.url} could not be reached: {type(exc).__name__}: {exc}"
+            ) from exc
         except _Malformed as exc:
             raise BridgeError(f"A2A peer at {self.url}: {exc}") from exc
         if response.status_code != 200:
@@ -348,23 +387,35 @@ class A2APeer(Peer):
         if self.name is None:
             self.name = safe_name(str(card.get("name") or "") or (httpx.URL(self.url).host or "peer"))
         interfaces = [i for i in card.get("supportedInterfaces") or [] if isinstance(i, dict)]
-        offered = sorted({str(i.get("protocolVersion")) for i in interfaces if i.get("protocolVersion")}
-                         | ({str(card["protocolVersion"])} if card.get("protocolVersion") else set()))
+        offered = sorted(
+            {str(i.get("protocolVersion")) for i in interfaces if i.get("protocolVersion")}
+            | ({str(card["protocolVersion"])} if card.get("protocolVersion") else set())
+        )
         pinned = [i for i in interfaces if _major_minor(i.get("protocolVersion")) == self.version]
         if not pinned:
             raise VersionMismatch(self.name, "A2A", self.version, offered or "no version")
-        jsonrpc = [i for i in pinned if i.get("protocolBinding") == "JSONRPC" and isinstance(i.get("url"), str)]
+        jsonrpc = [
+            i for i in pinned if i.get("protocolBinding") == "JSONRPC" and isinstance(i.get("url"), str)
+        ]
         if not jsonrpc:
             bindings = sorted({str(i.get("protocolBinding")) for i in pinned})
-            raise BridgeError(f"A2A peer {self.name!r} offers A2A {self.version} only over {bindings}; the bridge "
-                              "needs the JSONRPC binding")
+            raise BridgeError(
+                f"A2A peer {self.name!r} offers A2A {self.version} only over {bindings}; the bridge "
+                "needs the JSONRPC binding"
+            )
         self.endpoint = await self.allow.acheck(self._same_origin(url, jsonrpc[0]["url"]), "A2A interface")
         self.streaming = bool((card.get("capabilities") or {}).get("streaming"))
-        remote = {s["id"]: s for s in card.get("skills") or [] if isinstance(s, dict) and isinstance(s.get("id"), str)}
+        remote = {
+            s["id"]: s
+            for s in card.get("skills") or []
+            if isinstance(s, dict) and isinstance(s.get("id"), str)
+        }
         chosen = self.skills if self.skills is not None else list(remote)
         missing = [s for s in chosen if s not in remote]
         if missing:
-            raise BridgeError(f"A2A peer {self.name!r} has no skill {missing[0]!r}; its card lists {sorted(remote)}")
+            raise BridgeError(
+                f"A2A peer {self.name!r} has no skill {missing[0]!r}; its card lists {sorted(remote)}"
+            )
         capabilities: list[Capability] = []
         for skill_id in chosen:
             capabilities.extend(self._skill_capabilities(remote[skill_id]))
@@ -383,13 +434,17 @@ class A2APeer(Peer):
         if same:
             return interface
         if card.scheme == "https" and there.scheme != "https":
-            raise BridgeError(f"A2A peer {self.name!r}: its card (https) names an interface over {there.scheme}; "
-                              "the bridge's credential never goes over plain http")
+            raise BridgeError(
+                f"A2A peer {self.name!r}: its card (https) names an interface over {there.scheme}; "
+                "the bridge's credential never goes over plain http"
+            )
         if there.hostname and self.allow.names(there.hostname):
             return interface
-        raise BridgeError(f"A2A peer {self.name!r}: its card names an interface on another origin "
-                          f"({there.scheme}://{there.netloc}) than the card's own; name that host in "
-                          "Egress(allow_hosts=...) to use it")
+        raise BridgeError(
+            f"A2A peer {self.name!r}: its card names an interface on another origin "
+            f"({there.scheme}://{there.netloc}) than the card's own; name that host in "
+            "Egress(allow_hosts=...) to use it"
+        )
 
     def _skill_capabilities(self, skill: Mapping[str, Any]) -> list[Capability]:
         skill_id = skill["id"]
@@ -401,11 +456,17 @@ class A2APeer(Peer):
             return await self.run(ctx, skill_id, text, data.model_dump() if data is not None else None)
 
         name = f"{self.prefix}{safe_name(skill_id)}"
-        contract = (f"Runs the skill {shown!r} of the remote A2A agent {self.name}. Give the request as `text`, "
-                    f"structured input as `data`. What the agent says of it:\n{description}")
-        options = {"name": name, "title": f"{self.name}: {safe_name(str(skill.get('name') or skill_id))}",
-                   "contract": contract, "summary": description or f"{shown} (remote A2A agent {self.name})",
-                   "tags": tuple(safe_name(str(t)) for t in skill.get("tags") or () if isinstance(t, str))}
+        contract = (
+            f"Runs the skill {shown!r} of the remote A2A agent {self.name}. Give the request as `text`, "
+            f"structured input as `data`. What the agent says of it:\n{description}"
+        )
+        options = {
+            "name": name,
+            "title": f"{self.name}: {safe_name(str(skill.get('name') or skill_id))}",
+            "contract": contract,
+            "summary": description or f"{shown} (remote A2A agent {self.name})",
+            "tags": tuple(safe_name(str(t)) for t in skill.get("tags") or () if isinstance(t, str)),
+        }
         tool = build_capability("tool", remote_skill, **options)
         tool.meta["agentmw/bridge"] = {"protocol": "A2A", "peer": self.name, "skill": skill_id}
         as_skill = build_capability("skill", remote_skill, **options)
@@ -417,8 +478,13 @@ class A2APeer(Peer):
         return f"{self.prefix}{self.name}.await_task"
 
     def _await_capability(self) -> Capability:
-        async def await_task(ctx: Context, task_id: str, answer: str | None = None, data: RemoteData | None = None,
-                             wait_seconds: float = 10.0) -> Any:
+        async def await_task(
+            ctx: Context,
+            task_id: str,
+            answer: str | None = None,
+            data: RemoteData | None = None,
+            wait_seconds: float = 10.0,
+        ) -> Any:
             """Wait a bounded time for a remote task this caller started, or answer its question.
 
             Args:
@@ -427,15 +493,20 @@ class A2APeer(Peer):
                 data: a structured answer, when the question asked for one.
                 wait_seconds: how long to wait for the task before answering with its state.
             """
-            return await self.resume(ctx, task_id, answer, data.model_dump() if data is not None else None,
-                                     wait_seconds)
+            return await self.resume(
+                ctx, task_id, answer, data.model_dump() if data is not None else None, wait_seconds
+            )
 
-        return build_capability("tool", await_task, name=self.await_name,
-                                title=f"{self.name}: wait for a remote task",
-                                contract=f"Waits up to `wait_seconds` for a task of the remote A2A agent {self.name} "
-                                         "that an earlier call answered with a task handle, or sends it the answer "
-                                         "to its question (`answer`, or `data`). Answers with the task's result, "
-                                         "its question, or its state if it is still working.")
+        return build_capability(
+            "tool",
+            await_task,
+            name=self.await_name,
+            title=f"{self.name}: wait for a remote task",
+            contract=f"Waits up to `wait_seconds` for a task of the remote A2A agent {self.name} "
+            "that an earlier call answered with a task handle, or sends it the answer "
+            "to its question (`answer`, or `data`). Answers with the task's result, "
+            "its question, or its state if it is still working.",
+        )
 
     # --- calls ---------------------------------------------------------------------------------------
     def _can_ask(self, ctx: Context) -> bool:
@@ -467,53 +538,87 @@ class A2APeer(Peer):
                 question = _text_of(task.status) or "The remote agent needs more input."
                 schema = _data_of(task.status) or {}
                 if not (isinstance(schema.get("properties"), dict) and schema.get("type") == "object"):
-                    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-                answer = await ctx.ask(self.frame(question, f"skill {safe_name(skill)}"), schema,
-                                       key=f"{step}:input-{rounds}")
+                    schema = {
+                        "type": "object",
+                        "properties": {"answer": {"type": "string"}},
+                        "required": ["answer"],
+                    }
+                answer = await ctx.ask(
+                    self.frame(question, f"skill {safe_name(skill)}"), schema, key=f"{step}:input-{rounds}"
+                )
                 if not answer.accepted:
-                    raise Rejected(f"The question of the remote A2A agent {self.name} was {answer.action}d; its "
-                                   f"task {task.id} stays open.")
-                follow = {"messageId": await ctx.once(f"{step}:answer-{rounds}-id", _new_id),
-                          "role": "ROLE_USER", "parts": _answer_parts(answer.content), "taskId": task.id,
-                          "contextId": task.context_id}
-                task = _Task.from_json(await ctx.once(f"{step}:answer-{rounds}", self._send, ctx, headers, follow,
-                                                      wait, skill), skill)
+                    raise Rejected(
+                        f"The question of the remote A2A agent {self.name} was {answer.action}d; its "
+                        f"task {task.id} stays open."
+                    )
+                follow = {
+                    "messageId": await ctx.once(f"{step}:answer-{rounds}-id", _new_id),
+                    "role": "ROLE_USER",
+                    "parts": _answer_parts(answer.content),
+                    "taskId": task.id,
+                    "contextId": task.context_id,
+                }
+                task = _Task.from_json(
+                    await ctx.once(f"{step}:answer-{rounds}", self._send, ctx, headers, follow, wait, skill),
+                    skill,
+                )
                 continue
             if not task.settled and wait is None:
                 task = await self._follow_sent(ctx, headers, task, None)
                 continue
             return await self._settle(ctx, skill, task)
 
-    async def resume(self, ctx: Context, task_id: str, answer: str | None, data: dict[str, Any] | None,
-                     wait_seconds: float) -> Any:
+    async def resume(
+        self, ctx: Context, task_id: str, answer: str | None, data: dict[str, Any] | None, wait_seconds: float
+    ) -> Any:
         """``await_task``: the same caller waits for (or answers) a remote task it was handed."""
         assert self.agent is not None
         record = await self.agent.state.get_key(TASKS_NS, f"{self.name}:{task_id}")
         if not isinstance(record, dict) or record.get("caller") != (ctx.caller or "anonymous"):
-            raise Rejected(f"Unknown task {task_id!r}: only a task handle this caller received from the A2A peer "
-                           f"{self.name} can be awaited.")
+            raise Rejected(
+                f"Unknown task {task_id!r}: only a task handle this caller received from the A2A peer "
+                f"{self.name} can be awaited."
+            )
         skill = str(record.get("skill"))
         headers = await self.outbound_headers(ctx, f"skill {safe_name(skill)} (task {task_id})")
         wait = max(0.0, min(float(wait_seconds), self.max_wait_seconds))
         if answer is not None or data:
             parts = ([{"text": answer}] if answer is not None else []) + ([{"data": data}] if data else [])
-            message = {"messageId": await ctx.once(f"bridge:{self.name}:await:{task_id}:id", _new_id),
-                       "role": "ROLE_USER", "parts": parts, "taskId": task_id, "contextId": record.get("contextId")}
-            found = await ctx.once(f"bridge:{self.name}:await:{task_id}", self._send, ctx, headers, message, wait,
-                                   skill)
+            message = {
+                "messageId": await ctx.once(f"bridge:{self.name}:await:{task_id}:id", _new_id),
+                "role": "ROLE_USER",
+                "parts": parts,
+                "taskId": task_id,
+                "contextId": record.get("contextId"),
+            }
+            found = await ctx.once(
+                f"bridge:{self.name}:await:{task_id}", self._send, ctx, headers, message, wait, skill
+            )
             task = _Task.from_json(found, skill)
         else:
-            task = await self._follow_sent(ctx, headers, _Task(id=task_id, context_id=record.get("contextId"),
-                                                               skill=skill), wait)
+            task = await self._follow_sent(
+                ctx, headers, _Task(id=task_id, context_id=record.get("contextId"), skill=skill), wait
+            )
         return await self._settle(ctx, skill, task)
 
-    async def _send(self, ctx: Context, headers: Mapping[str, str], message: dict[str, Any],
-                    wait: float | None, skill: str) -> dict[str, Any]:
+    async def _send(
+        self,
+        ctx: Context,
+        headers: Mapping[str, str],
+        message: dict[str, Any],
+        wait: float | None,
+        skill: str,
+    ) -> dict[str, Any]:
         """Send ``message`` and follow its task until it settles (or ``wait`` passes); the task as JSON."""
         self.check_breaker()
         task = _Task(id=message.get("taskId"), context_id=message.get("contextId"), skill=skill)
-        if self.retries:  # a retried send carries its messageId as the idempotency key: agentmw peers run it once
-            message = {**message, "metadata": {**message.get("metadata", {}), "idempotencyKey": message["messageId"]}}
+        if (
+            self.retries
+        ):  # a retried send carries its messageId as the idempotency key: agentmw peers run it once
+            message = {
+                **message,
+                "metadata": {**message.get("metadata", {}), "idempotencyKey": message["messageId"]},
+            }
         params: dict[str, Any] = {"message": message, "configuration": {"historyLength": 0}}
         try:
             task = await self._attempts(ctx, headers, params, task, wait)
@@ -523,14 +628,21 @@ class A2APeer(Peer):
         self.breaker.record(True)  # the peer answered: a failed task is its answer, not a fault of the peer
         return task.to_json()
 
-    async def _attempts(self, ctx: Context, headers: Mapping[str, str], params: dict[str, Any], task: _Task,
-                        wait: float | None) -> _Task:
+    async def _attempts(
+        self,
+        ctx: Context,
+        headers: Mapping[str, str],
+        params: dict[str, Any],
+        task: _Task,
+        wait: float | None,
+    ) -> _Task:
         attempt = 0
         while True:
             try:
                 if self.streaming:
-                    return await self._follow(ctx, headers, task, wait,
-                                              first=self._stream("SendStreamingMessage", params, headers))
+                    return await self._follow(
+                        ctx, headers, task, wait, first=self._stream("SendStreamingMessage", params, headers)
+                    )
                 params["configuration"]["returnImmediately"] = wait is not None
                 result = await self._call("SendMessage", params, headers)
                 if "message" in result:
@@ -542,13 +654,15 @@ class A2APeer(Peer):
                 # a malformed answer is never retried: the same request gets the same answer
                 if not isinstance(exc, _Malformed) and task.id is None and attempt < self.retries:
                     attempt += 1
-                    await asyncio.sleep(min(0.25 * 2 ** attempt, 4.0))
+                    await asyncio.sleep(min(0.25 * 2**attempt, 4.0))
                     continue
                 raise self._fault(exc, task) from None
             except _RpcError as exc:
                 raise self._fault(exc, task) from None
 
-    async def _follow_sent(self, ctx: Context, headers: Mapping[str, str], task: _Task, wait: float | None) -> _Task:
+    async def _follow_sent(
+        self, ctx: Context, headers: Mapping[str, str], task: _Task, wait: float | None
+    ) -> _Task:
         """:meth:`_follow` for a task sent before (``await_task``, a replayed execution): the peer's faults
         mapped, and counted by the breaker, as they are for a send."""
         self.check_breaker()
@@ -571,7 +685,9 @@ class A2APeer(Peer):
             return self._rpc_failure(exc, task.id, task.skill)
         self.breaker.record(False)
         if isinstance(exc, _Malformed):
-            return Permanent(f"The A2A peer {self.name} answered something that is not A2A {self.version}: {exc}.")
+            return Permanent(
+                f"The A2A peer {self.name} answered something that is not A2A {self.version}: {exc}."
+            )
         return Retryable(f"The A2A peer {self.name} could not be reached ({exc}).", retry_after=5)
 
     def _rpc_failure(self, exc: _RpcError, task_id: str | None, skill: str) -> Exception:
@@ -582,8 +698,14 @@ class A2APeer(Peer):
             return Rejected(f"The A2A peer {self.name} refused the request ({exc.code}): {text}")
         return Permanent(f"The A2A peer {self.name} failed ({exc.code}): {text}")
 
-    async def _follow(self, ctx: Context, headers: Mapping[str, str], task: _Task, wait: float | None,
-                      first: AsyncIterator[dict[str, Any]] | None = None) -> _Task:
+    async def _follow(
+        self,
+        ctx: Context,
+        headers: Mapping[str, str],
+        task: _Task,
+        wait: float | None,
+        first: AsyncIterator[dict[str, Any]] | None = None,
+    ) -> _Task:
         """Follow the task's events until it settles or ``wait`` passes. A cut stream is recovered by
         resubscribing (the task snapshot first, then live events), or by reading the task back; the events
         already seen are recognised by their message and artifact ids, so none is lost or repeated."""
@@ -594,8 +716,13 @@ class A2APeer(Peer):
             pass  # still working: the caller gets a task handle
         return task
 
-    async def _follow_until_settled(self, ctx: Context, headers: Mapping[str, str], task: _Task,
-                                    first: AsyncIterator[dict[str, Any]] | None) -> None:
+    async def _follow_until_settled(
+        self,
+        ctx: Context,
+        headers: Mapping[str, str],
+        task: _Task,
+        first: AsyncIterator[dict[str, Any]] | None,
+    ) -> None:
         cuts = 0
         stream = first
         delay = 0.2
@@ -638,7 +765,9 @@ class A2APeer(Peer):
             except _RpcError as exc:
                 if exc.code != _UNSUPPORTED_OPERATION or task.id is None:
                     raise
-                cuts = max(cuts, 2)  # a task that went terminal meanwhile cannot be subscribed to: read it back
+                cuts = max(
+                    cuts, 2
+                )  # a task that went terminal meanwhile cannot be subscribed to: read it back
             finally:
                 await stream.aclose()  # type: ignore[attr-defined]
                 stream = None
@@ -653,8 +782,9 @@ class A2APeer(Peer):
                 if message.get("role") == "ROLE_AGENT":
                     await self._said(ctx, task, message)
             for artifact in _objs(snapshot.get("artifacts"), "artifacts"):
-                task.artifacts[_remote_id(artifact.get("artifactId"), "artifact id") or str(len(task.artifacts))] = \
-                    artifact
+                task.artifacts[
+                    _remote_id(artifact.get("artifactId"), "artifact id") or str(len(task.artifacts))
+                ] = artifact
             await self._status(ctx, task, _obj(snapshot.get("status"), "task status"))
         elif "statusUpdate" in event:
             update = _obj(event["statusUpdate"], "status update")
@@ -693,8 +823,11 @@ class A2APeer(Peer):
         text = _text_of(message)
         if text:
             task.said += 1
-            await ctx.progress(task.said, None, self.frame(text, f"skill {safe_name(task.skill)} status"
-                                                           if task.skill else "status"))
+            await ctx.progress(
+                task.said,
+                None,
+                self.frame(text, f"skill {safe_name(task.skill)} status" if task.skill else "status"),
+            )
 
     # --- outcomes ------------------------------------------------------------------------------------
     def _parts(self, parts: Any, what: str) -> list[Any]:
@@ -737,8 +870,13 @@ class A2APeer(Peer):
             for artifact in task.artifacts.values():
                 parts = self._parts(artifact.get("parts"), what)
                 if parts:
-                    artifacts.append(Artifact(tuple(parts), name=safe_name(str(artifact.get("name") or "result")),
-                                              metadata={"remoteArtifactId": artifact.get("artifactId")}))
+                    artifacts.append(
+                        Artifact(
+                            tuple(parts),
+                            name=safe_name(str(artifact.get("name") or "result")),
+                            metadata={"remoteArtifactId": artifact.get("artifactId")},
+                        )
+                    )
             if artifacts:
                 return artifacts
             return Message((Text(self.frame(said, what)),)) if said else None
@@ -747,28 +885,54 @@ class A2APeer(Peer):
         if state == "TASK_STATE_FAILED":
             hint = _data_of(task.status) or {}
             if hint.get("retryable") is True:
-                raise Retryable(f"The remote A2A agent {self.name} failed: {reason}",
-                                retry_after=hint.get("retryAfterSeconds"), data=data)
+                raise Retryable(
+                    f"The remote A2A agent {self.name} failed: {reason}",
+                    retry_after=hint.get("retryAfterSeconds"),
+                    data=data,
+                )
             raise Permanent(f"The remote A2A agent {self.name} failed: {reason}", data=data)
         if state == "TASK_STATE_REJECTED":
             raise Rejected(f"The remote A2A agent {self.name} rejected the request: {reason}", data=data)
         if state == "TASK_STATE_CANCELED":
-            raise Permanent(f"The remote A2A agent {self.name} canceled its task {task.id}: {reason}", data=data)
+            raise Permanent(
+                f"The remote A2A agent {self.name} canceled its task {task.id}: {reason}", data=data
+            )
         if state == "TASK_STATE_AUTH_REQUIRED":
-            raise NeedsInput(f"The remote A2A agent {self.name} needs authentication the bridge's credential does "
-                             f"not give (task {task.id}): {reason}", data=data)
+            raise NeedsInput(
+                f"The remote A2A agent {self.name} needs authentication the bridge's credential does "
+                f"not give (task {task.id}): {reason}",
+                data=data,
+            )
         # input-required for a caller that cannot be asked in-band, or still working: a normal answer with a handle
         await self._remember(ctx, skill, task)
         if state == "TASK_STATE_INPUT_REQUIRED":
-            text = (f"The remote A2A agent {self.name} needs input before it can go on with task {task.id}. Its "
-                    f"question:\n{reason}\nTo answer, call {self.await_name} with task_id={task.id!r} and answer=...")
+            text = (
+                f"The remote A2A agent {self.name} needs input before it can go on with task {task.id}. Its "
+                f"question:\n{reason}\nTo answer, call {self.await_name} with task_id={task.id!r} and answer=..."
+            )
             status = "input-required"
         else:
-            text = (f"The remote A2A agent {self.name} is still working on task {task.id}. Call {self.await_name} "
-                    f"with task_id={task.id!r} to wait for its result.")
+            text = (
+                f"The remote A2A agent {self.name} is still working on task {task.id}. Call {self.await_name} "
+                f"with task_id={task.id!r} to wait for its result."
+            )
             status = "working"
-        return [Artifact((Text(text), Data({"status": status, **data, "awaitWith": self.await_name,
-                                            "answerSchema": _data_of(task.status)})), name="remote-task")]
+        return [
+            Artifact(
+                (
+                    Text(text),
+                    Data(
+                        {
+                            "status": status,
+                            **data,
+                            "awaitWith": self.await_name,
+                            "answerSchema": _data_of(task.status),
+                        }
+                    ),
+                ),
+                name="remote-task",
+            )
+        ]
 
     async def _remember(self, ctx: Context, skill: str, task: _Task) -> None:
         """Bind the task handle to this caller, so only it can await or answer the remote task."""
@@ -777,9 +941,12 @@ class A2APeer(Peer):
         from ..state import Limits
 
         state.limit(TASKS_NS, Limits(max_count=100_000, max_age=_TASK_TTL))
-        await state.set_key(TASKS_NS, f"{self.name}:{task.id}",
-                            {"caller": ctx.caller or "anonymous", "skill": skill, "contextId": task.context_id},
-                            _TASK_TTL)
+        await state.set_key(
+            TASKS_NS,
+            f"{self.name}:{task.id}",
+            {"caller": ctx.caller or "anonymous", "skill": skill, "contextId": task.context_id},
+            _TASK_TTL,
+        )
 
 
 _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+\-]{0,63}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+\-]{0,63}")

@@ -72,13 +72,19 @@ class _Arguments(BaseModel):
 
 
 def _field_name(name: str, index: int) -> str:
-    ok = name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_") \
-        and not hasattr(BaseModel, name) and name != "ctx"
+    ok = (
+        name.isidentifier()
+        and not keyword.iskeyword(name)
+        and not name.startswith("_")
+        and not hasattr(BaseModel, name)
+        and name != "ctx"
+    )
     return name if ok else f"arg{index}"
 
 
-def _arguments_model(model_name: str, properties: Mapping[str, Any], required: Any
-                     ) -> tuple[type[BaseModel], dict[str, str]]:
+def _arguments_model(
+    model_name: str, properties: Mapping[str, Any], required: Any
+) -> tuple[type[BaseModel], dict[str, str]]:
     """A model that checks which arguments are present (their types are the peer's to check) and maps the
     Python field names back to the peer's argument names."""
     fields: dict[str, Any] = {}
@@ -87,12 +93,23 @@ def _arguments_model(model_name: str, properties: Mapping[str, Any], required: A
     for index, remote in enumerate(properties):
         field = _field_name(remote, index)
         names[field] = remote
-        description = (properties[remote] or {}).get("description") if isinstance(properties[remote], dict) else None
+        description = (
+            (properties[remote] or {}).get("description") if isinstance(properties[remote], dict) else None
+        )
         default = ... if remote in required else _UNSET
-        fields[field] = (Any, pydantic.Field(default, alias=remote if field != remote else None,
-                                             description=description if isinstance(description, str) else None))
-    model = pydantic.create_model(safe_name(model_name).replace(".", "_").replace("-", "_") + "_arguments",
-                                  __base__=_Arguments, **fields)
+        fields[field] = (
+            Any,
+            pydantic.Field(
+                default,
+                alias=remote if field != remote else None,
+                description=description if isinstance(description, str) else None,
+            ),
+        )
+    model = pydantic.create_model(
+        safe_name(model_name).replace(".", "_").replace("-", "_") + "_arguments",
+        __base__=_Arguments,
+        **fields,
+    )
     return model, names
 
 
@@ -140,10 +157,21 @@ class McpPeer(Peer):
 
     protocol = "MCP"
 
-    def __init__(self, url: str, revision: str, *, group: Mapping[str, list[str]] | None = None,
-                 tools: list[str] | None = None, skills: bool = True, resources: bool = True, prompts: bool = True,
-                 trust_hints: bool = False, pool_size: int = 4, pool_idle_seconds: float = 60.0,
-                 **options: Any) -> None:
+    def __init__(
+        self,
+        url: str,
+        revision: str,
+        *,
+        group: Mapping[str, list[str]] | None = None,
+        tools: list[str] | None = None,
+        skills: bool = True,
+        resources: bool = True,
+        prompts: bool = True,
+        trust_hints: bool = False,
+        pool_size: int = 4,
+        pool_idle_seconds: float = 60.0,
+        **options: Any,
+    ) -> None:
         super().__init__(url, **options)
         if revision not in MCP_REVISIONS:
             raise ValueError(f"McpPeer pins one of {list(MCP_REVISIONS)}, not {revision!r}")
@@ -161,8 +189,13 @@ class McpPeer(Peer):
         self._http: Any = None
         self._http_loop: Any = None
         self._text_tools: set[str] = set()  # tools whose structured content is only a wrapped string
-        self.connections = Connections(self._open, shared=revision == STATELESS_REVISION, size=pool_size,
-                                       idle_seconds=pool_idle_seconds, spoils=_spoils)
+        self.connections = Connections(
+            self._open,
+            shared=revision == STATELESS_REVISION,
+            size=pool_size,
+            idle_seconds=pool_idle_seconds,
+            spoils=_spoils,
+        )
 
     async def aclose(self) -> None:
         """Close the connections kept open to the peer (they also close themselves when idle)."""
@@ -174,8 +207,11 @@ class McpPeer(Peer):
 
         loop = asyncio.get_running_loop()
         if self._http is None or self._http_loop is not loop:
-            self._http = httpx2.AsyncClient(auth=_outbound_auth(), follow_redirects=False,
-                                            timeout=httpx2.Timeout(self.timeout, read=max(self.timeout, 300.0)))
+            self._http = httpx2.AsyncClient(
+                auth=_outbound_auth(),
+                follow_redirects=False,
+                timeout=httpx2.Timeout(self.timeout, read=max(self.timeout, 300.0)),
+            )
             self._http_loop = loop
         return self._http
 
@@ -187,10 +223,15 @@ class McpPeer(Peer):
         from mcp.client.streamable_http import streamable_http_client
 
         stateless = self.revision == STATELESS_REVISION
-        client = Client(streamable_http_client(self.url, http_client=self._http_client()),
-                        mode=STATELESS_REVISION if stateless else "legacy", prior_discover=self._discover,
-                        cache=None, read_timeout_seconds=self.timeout, log_level="info" if stateless else None,
-                        **callbacks)
+        client = Client(
+            streamable_http_client(self.url, http_client=self._http_client()),
+            mode=STATELESS_REVISION if stateless else "legacy",
+            prior_discover=self._discover,
+            cache=None,
+            read_timeout_seconds=self.timeout,
+            log_level="info" if stateless else None,
+            **callbacks,
+        )
         try:
             await client.__aenter__()
         except RuntimeError as exc:  # the mcp client refuses a revision it does not know at all
@@ -233,18 +274,29 @@ class McpPeer(Peer):
                     self.name = safe_name(str(self.server_info.get("name") or "") or "mcp")
                 capabilities = client.server_capabilities
                 tools = await _all(client.list_tools, "tools") if capabilities.tools is not None else []
-                resources = await _all(client.list_resources, "resources") \
-                    if capabilities.resources is not None and self.serve_resources else []
-                templates = await _all(client.list_resource_templates, "resource_templates") \
-                    if capabilities.resources is not None and self.serve_resources else []
-                prompts = await _all(client.list_prompts, "prompts") \
-                    if capabilities.prompts is not None and self.serve_prompts else []
+                resources = (
+                    await _all(client.list_resources, "resources")
+                    if capabilities.resources is not None and self.serve_resources
+                    else []
+                )
+                templates = (
+                    await _all(client.list_resource_templates, "resource_templates")
+                    if capabilities.resources is not None and self.serve_resources
+                    else []
+                )
+                prompts = (
+                    await _all(client.list_prompts, "prompts")
+                    if capabilities.prompts is not None and self.serve_prompts
+                    else []
+                )
         except (BridgeError, asyncio.CancelledError):
             raise
         except MCPError as exc:
             raise BridgeError(f"MCP peer at {self.url}: {exc}") from exc
         except Exception as exc:
-            raise BridgeError(f"MCP peer at {self.url} could not be reached: {type(exc).__name__}: {exc}") from exc
+            raise BridgeError(
+                f"MCP peer at {self.url} could not be reached: {type(exc).__name__}: {exc}"
+            ) from exc
         return self._build(tools, resources, templates, prompts)
 
     async def _check_discover(self, client: Client) -> None:
@@ -255,22 +307,30 @@ class McpPeer(Peer):
             raw = await client.session.send_discover(self.revision)
         except MCPError as exc:
             data = exc.error.data if isinstance(exc.error.data, dict) else {}
-            offered = data.get("supported") or f"only the handshake era (server/discover answered {exc.error.code})"
+            offered = (
+                data.get("supported") or f"only the handshake era (server/discover answered {exc.error.code})"
+            )
             raise VersionMismatch(self.name or self.url, "MCP", self.revision, offered) from exc
         result = mcp_types.DiscoverResult.model_validate(raw)
         if self.revision not in result.supported_versions:
-            raise VersionMismatch(self.name or self.url, "MCP", self.revision, list(result.supported_versions))
+            raise VersionMismatch(
+                self.name or self.url, "MCP", self.revision, list(result.supported_versions)
+            )
         client.session.adopt(result)
         self._discover = result
 
-    def _build(self, tools: list[Any], resources: list[Any], templates: list[Any], prompts: list[Any]
-               ) -> list[Capability]:
+    def _build(
+        self, tools: list[Any], resources: list[Any], templates: list[Any], prompts: list[Any]
+    ) -> list[Capability]:
         by_name = {t.name: t for t in tools}
         chosen = self.tools if self.tools is not None else list(by_name)
-        missing = [t for t in chosen if t not in by_name] + \
-            [t for names in self.group.values() for t in names if t not in by_name]
+        missing = [t for t in chosen if t not in by_name] + [
+            t for names in self.group.values() for t in names if t not in by_name
+        ]
         if missing:
-            raise BridgeError(f"MCP peer {self.name!r} has no tool {missing[0]!r}; it lists {sorted(by_name)}")
+            raise BridgeError(
+                f"MCP peer {self.name!r} has no tool {missing[0]!r}; it lists {sorted(by_name)}"
+            )
         grouped = {t for names in self.group.values() for t in names}
         out: list[Capability] = []
         for name in dict.fromkeys([*chosen, *grouped]):
@@ -301,28 +361,47 @@ class McpPeer(Peer):
         if isinstance(output, dict) and _wrapped_text(output):
             self._text_tools.add(remote)
         shown = safe_name(remote)  # the peer's name, as it may appear in the agent's own words
-        plan = OutputPlan(mode="object", schema=self._schema(output, f"tool {shown} output")) \
-            if isinstance(output, dict) and output.get("type") == "object" and not _wrapped_text(output) \
+        plan = (
+            OutputPlan(mode="object", schema=self._schema(output, f"tool {shown} output"))
+            if isinstance(output, dict) and output.get("type") == "object" and not _wrapped_text(output)
             else OutputPlan(mode="content")
+        )
         description = self.describe(tool.description or "", f"tool {shown}")
         strings = [f for f, r in names.items() if (properties.get(r) or {}).get("type") == "string"]
         annotations = None
         if tool.annotations is not None:
             hints = tool.annotations.model_dump(by_alias=True, exclude_none=True)
-            annotations = {k: v for k, v in hints.items() if k.endswith("Hint") and (
-                self.trust_hints or k not in _REASSURING or v is not _REASSURING[k])} or None
+            annotations = {
+                k: v
+                for k, v in hints.items()
+                if k.endswith("Hint")
+                and (self.trust_hints or k not in _REASSURING or v is not _REASSURING[k])
+            } or None
         return Capability(
-            kind="tool", name=f"{self.prefix}{safe_name(remote)}", fn=remote_tool,
+            kind="tool",
+            name=f"{self.prefix}{safe_name(remote)}",
+            fn=remote_tool,
             contract=f"The tool {shown!r} of the remote MCP server {self.name}. What the server says of it:\n"
-                     f"{description}" if description else f"The tool {shown!r} of the remote MCP server {self.name}.",
+            f"{description}"
+            if description
+            else f"The tool {shown!r} of the remote MCP server {self.name}.",
             summary=description or f"{shown} (remote MCP server {self.name})",
-            params=ParamPlan(arg_names=tuple(names), context_param="ctx", input_model=model,
-                             input_schema=self._schema(schema, f"tool {shown} parameters")),
-            output=plan, is_async=True, is_async_gen=False,
-            title=escape(tool.title or f"{self.name}: {shown}")[:200], annotations=annotations,
+            params=ParamPlan(
+                arg_names=tuple(names),
+                context_param="ctx",
+                input_model=model,
+                input_schema=self._schema(schema, f"tool {shown} parameters"),
+            ),
+            output=plan,
+            is_async=True,
+            is_async_gen=False,
+            title=escape(tool.title or f"{self.name}: {shown}")[:200],
+            annotations=annotations,
             meta={"agentmw/bridge": {"protocol": "MCP", "peer": self.name, "tool": remote}},
-            text_parameter=strings[0] if len(strings) == 1 and set(schema.get("required") or ()) <= {names[strings[0]]}
-            else None)
+            text_parameter=strings[0]
+            if len(strings) == 1 and set(schema.get("required") or ()) <= {names[strings[0]]}
+            else None,
+        )
 
     def _schema(self, schema: Any, what: str) -> Any:
         """A peer's JSON Schema as served: every ``description`` framed (models read them as they read tool
@@ -334,7 +413,11 @@ class McpPeer(Peer):
         out: dict[str, Any] = {}
         for key, value in schema.items():
             if key == "description" and isinstance(value, str):
-                out[key] = self.frame(value, what, min(self.description_budget, _PARAMETER_BUDGET)) if value else value
+                out[key] = (
+                    self.frame(value, what, min(self.description_budget, _PARAMETER_BUDGET))
+                    if value
+                    else value
+                )
             elif key == "title" and isinstance(value, str):
                 continue  # a label for people, and a channel for text: the peer's is left out
             elif key in _SCHEMA_DATA:
@@ -350,14 +433,20 @@ class McpPeer(Peer):
         async def grouped(ctx: Context, tool: str, arguments: dict[str, Any] | None = None) -> Any:
             remote = lookup.get(tool)
             if remote is None:
-                raise Rejected(f"Skill {skill_id!r} groups the tools {prefixed}; {tool!r} is not one of them.")
+                raise Rejected(
+                    f"Skill {skill_id!r} groups the tools {prefixed}; {tool!r} is not one of them."
+                )
             return await self.call_tool(ctx, remote, dict(arguments or {}))
 
-        cap = build_capability("skill", grouped, name=f"{self.prefix}{safe_name(skill_id)}",
-                               contract=f"Groups the tools {prefixed} of the remote MCP server {self.name}: name one "
-                                        "as `tool`, with its `arguments`.",
-                               summary=f"{skill_id}: {', '.join(tools)} (remote MCP server {self.name})",
-                               groups=tuple(prefixed))
+        cap = build_capability(
+            "skill",
+            grouped,
+            name=f"{self.prefix}{safe_name(skill_id)}",
+            contract=f"Groups the tools {prefixed} of the remote MCP server {self.name}: name one "
+            "as `tool`, with its `arguments`.",
+            summary=f"{skill_id}: {', '.join(tools)} (remote MCP server {self.name})",
+            groups=tuple(prefixed),
+        )
         cap.params.input_schema["properties"]["tool"]["enum"] = prefixed
         cap.meta["agentmw/bridge"] = {"protocol": "MCP", "peer": self.name, "tools": list(tools)}
         return cap
@@ -368,10 +457,15 @@ class McpPeer(Peer):
         async def remote_resource(ctx: Context) -> Any:
             return await self.read_resource(ctx, uri)
 
-        return build_capability("resource", remote_resource, name=f"{self.prefix}{safe_name(resource.name or uri)}",
-                                uri=uri, mime_type=resource.mime_type, title=escape(resource.title or resource.name
-                                                                                    or uri)[:200],
-                                contract=self.describe(resource.description or "", f"resource {uri}"))
+        return build_capability(
+            "resource",
+            remote_resource,
+            name=f"{self.prefix}{safe_name(resource.name or uri)}",
+            uri=uri,
+            mime_type=resource.mime_type,
+            title=escape(resource.title or resource.name or uri)[:200],
+            contract=self.describe(resource.description or "", f"resource {uri}"),
+        )
 
     def _template(self, template: Any) -> Capability | None:
         """A remote resource template as a local one: the same URI template; a read expands it with the
@@ -379,35 +473,66 @@ class McpPeer(Peer):
         serve (RFC 6570 beyond ``{var}``, ``{+var}`` and ``{#var}``) is left out."""
         uri_template = str(template.uri_template)
         variables = [m.group(2) for m in _TEMPLATE_VAR.finditer(uri_template)]
-        if not variables or len(set(variables)) != len(variables) or uri_template.count("{") != len(variables) \
-                or any(keyword.iskeyword(v) or v.startswith("_") or hasattr(BaseModel, v) for v in variables):
-            logger.info("MCP peer %s: the resource template %r is in a form this agent does not serve; left out",
-                        self.name, uri_template[:200])
+        if (
+            not variables
+            or len(set(variables)) != len(variables)
+            or uri_template.count("{") != len(variables)
+            or any(keyword.iskeyword(v) or v.startswith("_") or hasattr(BaseModel, v) for v in variables)
+        ):
+            logger.info(
+                "MCP peer %s: the resource template %r is in a form this agent does not serve; left out",
+                self.name,
+                uri_template[:200],
+            )
             return None
 
         async def remote_template(_bridge_context: Context, **values: str) -> Any:
-            return await self.read_resource(_bridge_context, _TEMPLATE_VAR.sub(
-                lambda m: str(values.get(m.group(2), "")), uri_template))
+            return await self.read_resource(
+                _bridge_context, _TEMPLATE_VAR.sub(lambda m: str(values.get(m.group(2), "")), uri_template)
+            )
 
         # the template's variables are the function's parameters (build_capability checks and matches them)
         remote_template.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            [inspect.Parameter("_bridge_context", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context),
-             *(inspect.Parameter(v, inspect.Parameter.KEYWORD_ONLY, annotation=str) for v in variables)])
+            [
+                inspect.Parameter(
+                    "_bridge_context", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context
+                ),
+                *(inspect.Parameter(v, inspect.Parameter.KEYWORD_ONLY, annotation=str) for v in variables),
+            ]
+        )
         remote_template.__annotations__ = {"_bridge_context": Context, **dict.fromkeys(variables, str)}
         shown = safe_name(template.name or uri_template)
-        return build_capability("resource", remote_template, name=f"{self.prefix}{shown}", uri=uri_template,
-                                mime_type=template.mime_type,
-                                title=escape(template.title or template.name or uri_template)[:200],
-                                contract=self.describe(template.description or "", f"resource template {shown}"),
-                                meta={"agentmw/bridge": {"protocol": "MCP", "peer": self.name,
-                                                         "resourceTemplate": uri_template}})
+        return build_capability(
+            "resource",
+            remote_template,
+            name=f"{self.prefix}{shown}",
+            uri=uri_template,
+            mime_type=template.mime_type,
+            title=escape(template.title or template.name or uri_template)[:200],
+            contract=self.describe(template.description or "", f"resource template {shown}"),
+            meta={"agentmw/bridge": {"protocol": "MCP", "peer": self.name, "resourceTemplate": uri_template}},
+        )
 
     def _prompt(self, prompt: Any) -> Capability:
         remote = prompt.name
         arguments = list(prompt.arguments or [])
-        properties = {a.name: {"type": "string", **({"description": self.frame(
-            a.description, f"prompt {safe_name(remote)} argument", min(self.description_budget, _PARAMETER_BUDGET))}
-            if a.description else {})} for a in arguments}
+        properties = {
+            a.name: {
+                "type": "string",
+                **(
+                    {
+                        "description": self.frame(
+                            a.description,
+                            f"prompt {safe_name(remote)} argument",
+                            min(self.description_budget, _PARAMETER_BUDGET),
+                        )
+                    }
+                    if a.description
+                    else {}
+                ),
+            }
+            for a in arguments
+        }
         required = [a.name for a in arguments if a.required]
         model, names = _arguments_model(f"{self.name}_{remote}", properties, required)
 
@@ -417,20 +542,30 @@ class McpPeer(Peer):
 
         schema = {"type": "object", "properties": properties, "required": required}
         return Capability(
-            kind="prompt", name=f"{self.prefix}{safe_name(remote)}", fn=remote_prompt,
+            kind="prompt",
+            name=f"{self.prefix}{safe_name(remote)}",
+            fn=remote_prompt,
             contract=self.describe(prompt.description or "", f"prompt {safe_name(remote)}"),
             summary=f"{safe_name(remote)} (remote MCP server {self.name})",
-            params=ParamPlan(arg_names=tuple(names), context_param="ctx", input_model=model, input_schema=schema),
-            output=OutputPlan(mode="content"), is_async=True, is_async_gen=False,
+            params=ParamPlan(
+                arg_names=tuple(names), context_param="ctx", input_model=model, input_schema=schema
+            ),
+            output=OutputPlan(mode="content"),
+            is_async=True,
+            is_async_gen=False,
             title=escape(prompt.title or remote)[:200],
-            meta={"agentmw/bridge": {"protocol": "MCP", "peer": self.name, "prompt": remote}})
+            meta={"agentmw/bridge": {"protocol": "MCP", "peer": self.name, "prompt": remote}},
+        )
 
     # --- calls ---------------------------------------------------------------------------------------
     async def call_tool(self, ctx: Context, tool: str, arguments: dict[str, Any]) -> Any:
         what = f"tool {tool}"
         meta = {"agentmw/idempotencyKey": uuid.uuid4().hex} if self.retries else None
-        result = await self._exchange(ctx, what, lambda client, progress: client.call_tool(
-            tool, arguments, progress_callback=progress, meta=meta))
+        result = await self._exchange(
+            ctx,
+            what,
+            lambda client, progress: client.call_tool(tool, arguments, progress_callback=progress, meta=meta),
+        )
         if result.is_error:
             text = "".join(getattr(block, "text", "") for block in result.content) or "(no message)"
             message = f"The tool {tool} of the MCP peer {self.name} failed: {self.frame(text, what)}"
@@ -447,8 +582,11 @@ class McpPeer(Peer):
         # a tool without an output schema, or one of a group: the data as a data part (MCP structured content,
         # an A2A data part, AG-UI's run result), with the content that is not its JSON mirror
         mirror = json.dumps(structured, sort_keys=True)
-        rest = [self._content(block, what) for block in result.content
-                if not (getattr(block, "type", None) == "text" and _same_json(block.text, mirror))]
+        rest = [
+            self._content(block, what)
+            for block in result.content
+            if not (getattr(block, "type", None) == "text" and _same_json(block.text, mirror))
+        ]
         return Artifact((Data(structured, "application/json"), *rest), name="result")
 
     async def read_resource(self, ctx: Context, uri: str) -> Any:
@@ -466,7 +604,9 @@ class McpPeer(Peer):
 
     async def get_prompt(self, ctx: Context, prompt: str, arguments: dict[str, str]) -> Any:
         what = f"prompt {prompt}"
-        result = await self._exchange(ctx, what, lambda client, progress: client.get_prompt(prompt, arguments))
+        result = await self._exchange(
+            ctx, what, lambda client, progress: client.get_prompt(prompt, arguments)
+        )
         return [PromptMessage(m.role, self._content(m.content, what)) for m in result.messages]
 
     def _content(self, block: Any, what: str) -> Any:
@@ -478,8 +618,12 @@ class McpPeer(Peer):
         if kind == "audio":
             return Audio(block.data, block.mime_type)
         if kind == "resource_link":
-            return ResourceLink(str(block.uri), escape(block.name)[:200], block.mime_type,
-                                self.describe(block.description or "", what) or None)
+            return ResourceLink(
+                str(block.uri),
+                escape(block.name)[:200],
+                block.mime_type,
+                self.describe(block.description or "", what) or None,
+            )
         if kind == "resource":
             inner = block.resource
             if getattr(inner, "blob", None) is not None:
@@ -488,7 +632,9 @@ class McpPeer(Peer):
             return EmbeddedResource(str(inner.uri), text=text, mime_type=inner.mime_type)
         return Text(self.frame(str(block), what))
 
-    async def _exchange(self, ctx: Context, what: str, operation: Callable[[Any, Any], Awaitable[Any]]) -> Any:
+    async def _exchange(
+        self, ctx: Context, what: str, operation: Callable[[Any, Any], Awaitable[Any]]
+    ) -> Any:
         """Run ``operation`` on a connection this call leases: the peer's progress, log messages and questions
         reach this call's :class:`Relay` alone, and are relayed to ``ctx`` from this task (a question the caller
         cannot answer in place ends the call)."""
@@ -504,35 +650,44 @@ class McpPeer(Peer):
         fresh = False
         try:
             while True:
-                lease = self.connections.lease(_key(credential), credential, {**credential, **trace}, relay,
-                                               fresh=fresh)
+                lease = self.connections.lease(
+                    _key(credential), credential, {**credential, **trace}, relay, fresh=fresh
+                )
                 try:
                     async with lease as connection:
-                        result = await self._pump(ctx, what, operation(connection.client, relay.progress), relay,
-                                                  call)
+                        result = await self._pump(
+                            ctx, what, operation(connection.client, relay.progress), relay, call
+                        )
                     break
                 except (BridgeError, asyncio.CancelledError):
                     raise
                 except MCPError as exc:
                     if lease.reused and not fresh and _session_gone(exc):
-                        fresh = True  # a kept session the peer has forgotten: it never ran the call; a new one
+                        fresh = (
+                            True  # a kept session the peer has forgotten: it never ran the call; a new one
+                        )
                         continue
                     # only the peer's own faults count against it: a request it refuses is the caller's, and
                     # must not let one caller cut the peer off for all
                     self.breaker.record(exc.error.code not in (-32603,))
                     text = self.frame(exc.error.message or "", f"{what} error")
                     if exc.error.code in (-32600, -32601, -32602, -32002):
-                        raise Rejected(f"The MCP peer {self.name} refused the request ({exc.error.code}): "
-                                       f"{text}") from None
+                        raise Rejected(
+                            f"The MCP peer {self.name} refused the request ({exc.error.code}): {text}"
+                        ) from None
                     raise Permanent(f"The MCP peer {self.name} failed ({exc.error.code}): {text}") from None
                 except (httpx2.TransportError, OSError, ExceptionGroup) as exc:
-                    if attempt < self.retries:  # only with retries configured: the call carries an idempotency key
+                    if (
+                        attempt < self.retries
+                    ):  # only with retries configured: the call carries an idempotency key
                         attempt += 1
-                        await asyncio.sleep(min(0.25 * 2 ** attempt, 4.0))
+                        await asyncio.sleep(min(0.25 * 2**attempt, 4.0))
                         continue
                     self.breaker.record(False)
-                    raise Retryable(f"The MCP peer {self.name} could not be reached ({type(exc).__name__}).",
-                                    retry_after=5) from None
+                    raise Retryable(
+                        f"The MCP peer {self.name} could not be reached ({type(exc).__name__}).",
+                        retry_after=5,
+                    ) from None
         except BaseException:
             self.breaker.abandon()  # cancelled, or failed on our side: a trial call it was is given up
             raise
@@ -540,13 +695,18 @@ class McpPeer(Peer):
             relay.close()
         self.breaker.record(True)
         if call.unanswered:
-            raise NeedsInput(f"The MCP peer {self.name} asked a question this caller cannot answer in place: "
-                             f"{call.unanswered[0]}", data={"peer": self.name, "target": what})
+            raise NeedsInput(
+                f"The MCP peer {self.name} asked a question this caller cannot answer in place: "
+                f"{call.unanswered[0]}",
+                data={"peer": self.name, "target": what},
+            )
         if isinstance(result, mcp_types.InputRequiredResult):
             raise NeedsInput(f"The MCP peer {self.name} needs input for {what}.")
         return result
 
-    async def _pump(self, ctx: Context, what: str, operation: Awaitable[Any], relay: Relay, call: _Call) -> Any:
+    async def _pump(
+        self, ctx: Context, what: str, operation: Awaitable[Any], relay: Relay, call: _Call
+    ) -> Any:
         events = relay.events
         running = asyncio.ensure_future(operation)
         try:
@@ -600,8 +760,11 @@ class McpPeer(Peer):
             except BaseException:
                 answered.cancel()
                 raise
-            answered.set_result(mcp_types.ElicitResult(action=answer.action, content=answer.content
-                                                       if answer.accepted else None))
+            answered.set_result(
+                mcp_types.ElicitResult(
+                    action=answer.action, content=answer.content if answer.accepted else None
+                )
+            )
 
 
 @dataclass(slots=True)
@@ -671,8 +834,11 @@ def _same_json(text: str, mirror: str) -> bool:
 
 def _wrapped_text(schema: Mapping[str, Any]) -> bool:
     properties = schema.get("properties")
-    return isinstance(properties, dict) and list(properties) == ["result"] and \
-        (properties["result"] or {}).get("type") == "string"
+    return (
+        isinstance(properties, dict)
+        and list(properties) == ["result"]
+        and (properties["result"] or {}).get("type") == "string"
+    )
 
 
 def _as_kind(cap: Capability, kind: str) -> Capability:

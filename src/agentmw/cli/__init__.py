@@ -26,11 +26,15 @@ EXIT_ERROR = EXIT_USAGE
 def _parser() -> argparse.ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(prog="agentmw", description="Inspect, lint, call and serve an agentmw agent.")
+    parser = argparse.ArgumentParser(
+        prog="agentmw", description="Inspect, lint, call and serve an agentmw agent."
+    )
     parser.add_argument("--version", action="version", version=f"agentmw {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    target_help = ("module:attr naming an Agent, a FastAPI/Starlette app with AgentMiddleware, or a factory "
-                   "returning one (docs/cli.md)")
+    target_help = (
+        "module:attr naming an Agent, a FastAPI/Starlette app with AgentMiddleware, or a factory "
+        "returning one (docs/cli.md)"
+    )
 
     inspect = commands.add_parser("inspect", help="each capability and what MCP, A2A and AG-UI show for it")
     inspect.add_argument("target", help=target_help)
@@ -40,31 +44,61 @@ def _parser() -> argparse.ArgumentParser:
     lint.add_argument("target", help=target_help)
     lint.add_argument("--json", action="store_true", help="print the findings as JSON")
     lint.add_argument("--strict", action="store_true", help="exit non-zero on warnings too")
-    lint.add_argument("--ignore", action="append", default=[], metavar="CODE[:NAME]",
-                      help="skip a rule, everywhere or for one capability (repeatable): AMW007, AMW005:read_policy")
-    lint.add_argument("--baseline", metavar="FILE",
-                      help="an earlier `agentmw inspect --json`: names it holds that are gone are errors (AMW009)")
+    lint.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="CODE[:NAME]",
+        help="skip a rule, everywhere or for one capability (repeatable): AMW007, AMW005:read_policy",
+    )
+    lint.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="an earlier `agentmw inspect --json`: names it holds that are gone are errors (AMW009)",
+    )
 
     call = commands.add_parser("call", help="run one capability in-process through the real pipeline")
     call.add_argument("target", help=target_help)
     call.add_argument("name", help="a tool, prompt, resource URI or skill name")
-    call.add_argument("arguments", nargs="?", default="{}",
-                      help="JSON arguments (an object; a JSON string is sent as text on A2A and AG-UI)")
-    call.add_argument("--protocol", choices=("mcp", "a2a", "agui"),
-                      help="the face to call through (default: mcp for tools, prompts and resources, a2a for skills)")
-    call.add_argument("-H", "--header", action="append", default=[], metavar="NAME: VALUE",
-                      help="a request header, such as 'Authorization: Bearer demo-token' (repeatable)")
+    call.add_argument(
+        "arguments",
+        nargs="?",
+        default="{}",
+        help="JSON arguments (an object; a JSON string is sent as text on A2A and AG-UI)",
+    )
+    call.add_argument(
+        "--protocol",
+        choices=("mcp", "a2a", "agui"),
+        help="the face to call through (default: mcp for tools, prompts and resources, a2a for skills)",
+    )
+    call.add_argument(
+        "-H",
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME: VALUE",
+        help="a request header, such as 'Authorization: Bearer demo-token' (repeatable)",
+    )
     call.add_argument("--events", action="store_true", help="agui: print every event of the run")
 
     serve = commands.add_parser("serve", help="serve the app with uvicorn")
     serve.add_argument("target", help=target_help)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1,
-                       help="worker processes; they share the agent's store ($AGENTMW_STORE, default sqlite)")
-    serve.add_argument("--store", metavar="URL",
-                       help="the state store for an agent that names none (sets AGENTMW_STORE): sqlite:///path, redis://...")
-    serve.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes; they share the agent's store ($AGENTMW_STORE, default sqlite)",
+    )
+    serve.add_argument(
+        "--store",
+        metavar="URL",
+        help="the state store for an agent that names none (sets AGENTMW_STORE): sqlite:///path, redis://...",
+    )
+    serve.add_argument(
+        "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
+    )
     return parser
 
 
@@ -88,7 +122,9 @@ def _inspect(args: argparse.Namespace) -> int:
     from .report import build_report, render_text
 
     report = asyncio.run(build_report(_resolve(args.target)))
-    sys.stdout.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n" if args.json else render_text(report))
+    sys.stdout.write(
+        json.dumps(report, indent=2, ensure_ascii=False) + "\n" if args.json else render_text(report)
+    )
     return 0
 
 
@@ -104,18 +140,33 @@ def _lint(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             return _fail(f"cannot read the baseline {args.baseline}: {exc}")
     ignored = set(args.ignore)
-    findings = [f for f in lint_agent(target.agent, host=target.host, baseline=baseline)
-                if f.code not in ignored and f"{f.code}:{f.name}" not in ignored]
+    findings = [
+        f
+        for f in lint_agent(target.agent, host=target.host, baseline=baseline)
+        if f.code not in ignored and f"{f.code}:{f.name}" not in ignored
+    ]
     errors = sum(f.level == "error" for f in findings)
     warnings = len(findings) - errors
     if args.json:
-        print(json.dumps({"target": target.spec, "errors": errors, "warnings": warnings,
-                          "findings": [f.to_dict() for f in findings]}, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "target": target.spec,
+                    "errors": errors,
+                    "warnings": warnings,
+                    "findings": [f.to_dict() for f in findings],
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
     else:
         for finding in findings:
             print(finding.line())
-        print(f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)} "
-              f"in {target.agent.name} ({target.spec})")
+        print(
+            f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)} "
+            f"in {target.agent.name} ({target.spec})"
+        )
     return EXIT_FINDINGS if errors or (args.strict and warnings) else 0
 
 
@@ -138,12 +189,23 @@ def _call(args: argparse.Namespace) -> int:
         headers = _headers(args.header)
     except ValueError as exc:
         return _fail(f"arguments: {exc}")
-    os.environ.setdefault("AGENTMW_STORE", "memory://")  # a one-off call shares nothing: no agentmw.db left behind
+    os.environ.setdefault(
+        "AGENTMW_STORE", "memory://"
+    )  # a one-off call shares nothing: no agentmw.db left behind
     target = _resolve(args.target)
     with Progress(f"calling {args.name}") as progress:
         try:
-            result = asyncio.run(call(target, args.name, arguments, protocol=args.protocol, headers=headers,
-                                      events=args.events, progress=progress))
+            result = asyncio.run(
+                call(
+                    target,
+                    args.name,
+                    arguments,
+                    protocol=args.protocol,
+                    headers=headers,
+                    events=args.events,
+                    progress=progress,
+                )
+            )
         except (LookupError, ValueError) as exc:
             return _fail(str(exc))
     print(json.dumps(result.output, indent=2, ensure_ascii=False))
@@ -164,15 +226,20 @@ def _serve(args: argparse.Namespace) -> int:
     target = _resolve(args.target)
     store = store_of(target)
     if args.workers > 1 and ("memory" in store.lower()):
-        return _fail(f"{args.workers} workers with the {store} store would each keep their own tasks, sessions and "
-                     "runs: give a shared one (--store sqlite://agentmw.db, or redis://host:6379/0)")
+        return _fail(
+            f"{args.workers} workers with the {store} store would each keep their own tasks, sessions and "
+            "runs: give a shared one (--store sqlite://agentmw.db, or redis://host:6379/0)"
+        )
     agent = target.agent
     base = f"http://{args.host}:{args.port}"
-    print(f"agentmw: serving {agent.name} ({len(agent.tools)} tools, {len(agent.skills)} skills) from {target.spec}, "
-          f"store {store}, {args.workers} worker{'s' * (args.workers != 1)}\n"
-          f"  MCP   {base}{target.path(agent.mcp_path)}\n"
-          f"  A2A   {base}{target.path('/.well-known/agent-card.json')}\n"
-          f"  AG-UI {base}{target.path(agent.agui_path)}/<skill>", file=sys.stderr)
+    print(
+        f"agentmw: serving {agent.name} ({len(agent.tools)} tools, {len(agent.skills)} skills) from {target.spec}, "
+        f"store {store}, {args.workers} worker{'s' * (args.workers != 1)}\n"
+        f"  MCP   {base}{target.path(agent.mcp_path)}\n"
+        f"  A2A   {base}{target.path('/.well-known/agent-card.json')}\n"
+        f"  AG-UI {base}{target.path(agent.agui_path)}/<skill>",
+        file=sys.stderr,
+    )
     serve(target, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level)
     return 0
 

@@ -44,7 +44,9 @@ def _progress_text(params: Mapping[str, Any]) -> str:
     return f"{message} ({count})" if message and count else message or count
 
 
-async def _mcp(target: Target, name: str, arguments: Any, headers: Mapping[str, str], progress: Progress) -> CallResult:
+async def _mcp(
+    target: Target, name: str, arguments: Any, headers: Mapping[str, str], progress: Progress
+) -> CallResult:
     agent = target.agent
     # A plain call declares nothing it cannot answer: a gate then gives an out-of-band approval id (which
     # someone can act on), and a question is refused as needing a capability (exit 3 all the same). A tool that
@@ -55,7 +57,9 @@ async def _mcp(target: Target, name: str, arguments: Any, headers: Mapping[str, 
         from ..mcp.tasks import EXTENSION
 
         capabilities = {**ANSWERS_LATER, "extensions": {EXTENSION: {}}}
-    client = McpTestClient(target.app, path=target.path(agent.mcp_path), headers=headers, capabilities=capabilities)
+    client = McpTestClient(
+        target.app, path=target.path(agent.mcp_path), headers=headers, capabilities=capabilities
+    )
 
     def notified(message: dict[str, Any]) -> None:
         params = message.get("params") or {}
@@ -66,26 +70,39 @@ async def _mcp(target: Target, name: str, arguments: Any, headers: Mapping[str, 
 
     try:
         if name in agent.tools:
-            result = await client.request("tools/call", {"name": name, "arguments": arguments,
-                                                         "_meta": {"progressToken": "agentmw-cli"}},
-                                          on_notification=notified)
+            result = await client.request(
+                "tools/call",
+                {"name": name, "arguments": arguments, "_meta": {"progressToken": "agentmw-cli"}},
+                on_notification=notified,
+            )
             if result.get("resultType") == "task":
                 return await _until_settled(client, result, progress)
             meta = result.get("_meta") or {}
-            asked = meta.get("agentmw/inputRequests") or meta.get("agentmw/approval") or result.get("inputRequests")
+            asked = (
+                meta.get("agentmw/inputRequests")
+                or meta.get("agentmw/approval")
+                or result.get("inputRequests")
+            )
             if result.get("resultType") == "input_required" or asked:  # a question, or an approval to decide
                 return CallResult(result, EXIT_NEEDS_INPUT)
             return CallResult(result, EXIT_FAILED if result.get("isError") else 0)
         if name in agent.prompts:
-            return CallResult(await client.request("prompts/get", {"name": name, "arguments": arguments},
-                                                   on_notification=notified))
+            return CallResult(
+                await client.request(
+                    "prompts/get", {"name": name, "arguments": arguments}, on_notification=notified
+                )
+            )
         if agent.find_resource(name) is not None:
             return CallResult(await client.request("resources/read", {"uri": name}, on_notification=notified))
     except McpError as exc:
         needs = (exc.data or {}).get("requiredCapabilities") if isinstance(exc.data, dict) else None
-        asks = isinstance(needs, dict) and bool(set(needs) & set(ANSWERS_LATER))  # it asked the caller something
-        return CallResult({"error": {"code": exc.code, "message": exc.message, "data": exc.data}},
-                          EXIT_NEEDS_INPUT if asks else EXIT_FAILED)
+        asks = isinstance(needs, dict) and bool(
+            set(needs) & set(ANSWERS_LATER)
+        )  # it asked the caller something
+        return CallResult(
+            {"error": {"code": exc.code, "message": exc.message, "data": exc.data}},
+            EXIT_NEEDS_INPUT if asks else EXIT_FAILED,
+        )
     raise LookupError(f"no tool, prompt or resource {name!r} is served over MCP")
 
 
@@ -108,16 +125,22 @@ def _message_arguments(arguments: Any) -> dict[str, Any]:
     return {"text": arguments} if isinstance(arguments, str) else {"data": arguments}
 
 
-async def _a2a(target: Target, name: str, arguments: Any, headers: Mapping[str, str], progress: Progress) -> CallResult:
+async def _a2a(
+    target: Target, name: str, arguments: Any, headers: Mapping[str, str], progress: Progress
+) -> CallResult:
     agent = target.agent
     if name in agent.skills:
         skill, tool = name, None
     else:
         skill = next((s.name for s in agent.skills.values() if name in s.groups), None)
         if skill is None:
-            raise LookupError(f"no skill {name!r} (nor a skill that groups a tool {name!r}) is served over A2A")
+            raise LookupError(
+                f"no skill {name!r} (nor a skill that groups a tool {name!r}) is served over A2A"
+            )
         tool = name
-    validate = importlib.util.find_spec("a2a") is not None  # check events with a2a-sdk's models when it is there
+    validate = (
+        importlib.util.find_spec("a2a") is not None
+    )  # check events with a2a-sdk's models when it is there
     client = A2ATestClient(target.app, path=target.path(agent.a2a_path), headers=headers, validate=validate)
     task: dict[str, Any] | None = None
     try:
@@ -129,21 +152,33 @@ async def _a2a(target: Target, name: str, arguments: Any, headers: Mapping[str, 
                     task = event["task"]
                 update = event.get("statusUpdate")
                 if update:
-                    text = " ".join(p.get("text", "") for p in (update["status"].get("message") or {}).get("parts", []))
-                    progress.update(f"{update['status']['state'].removeprefix('TASK_STATE_').lower()} {text}".strip())
+                    text = " ".join(
+                        p.get("text", "") for p in (update["status"].get("message") or {}).get("parts", [])
+                    )
+                    progress.update(
+                        f"{update['status']['state'].removeprefix('TASK_STATE_').lower()} {text}".strip()
+                    )
         if task is None:
             return CallResult({"events": live.events}, EXIT_FAILED)
         final = await client.get(task["id"], history_length=0)  # the outcome; the history is the events
     except A2AError as exc:
-        return CallResult({"error": {"code": exc.code, "message": exc.message, "data": exc.data}}, EXIT_FAILED)
+        return CallResult(
+            {"error": {"code": exc.code, "message": exc.message, "data": exc.data}}, EXIT_FAILED
+        )
     state = final["status"]["state"]
-    code = 0 if state == "TASK_STATE_COMPLETED" else EXIT_NEEDS_INPUT if state in (
-        "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED") else EXIT_FAILED
+    code = (
+        0
+        if state == "TASK_STATE_COMPLETED"
+        else EXIT_NEEDS_INPUT
+        if state in ("TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED")
+        else EXIT_FAILED
+    )
     return CallResult({"task": final}, code)
 
 
-async def _agui(target: Target, name: str, arguments: Any, headers: Mapping[str, str], progress: Progress,
-                events: bool) -> CallResult:
+async def _agui(
+    target: Target, name: str, arguments: Any, headers: Mapping[str, str], progress: Progress, events: bool
+) -> CallResult:
     agent = target.agent
     if name not in agent.skills:
         raise LookupError(f"no skill {name!r} is served over AG-UI")
@@ -163,8 +198,14 @@ async def _agui(target: Target, name: str, arguments: Any, headers: Mapping[str,
     except AguiHttpError as exc:
         return CallResult({"error": {"status": exc.status, "detail": exc.detail}}, EXIT_FAILED)
     run = live.run
-    summary: dict[str, Any] = {"threadId": run.thread_id, "runId": run.run_id, "outcome": run.outcome,
-                               "text": run.text, "result": run.result, "state": run.state}
+    summary: dict[str, Any] = {
+        "threadId": run.thread_id,
+        "runId": run.run_id,
+        "outcome": run.outcome,
+        "text": run.text,
+        "result": run.result,
+        "state": run.state,
+    }
     if run.interrupts:
         summary["interrupts"] = run.interrupts
     if run.error:
@@ -175,14 +216,22 @@ async def _agui(target: Target, name: str, arguments: Any, headers: Mapping[str,
     return CallResult(summary, code)
 
 
-async def call(target: Target, name: str, arguments: Any, *, protocol: str | None = None,
-               headers: Mapping[str, str] | None = None, events: bool = False, progress: Progress) -> CallResult:
+async def call(
+    target: Target,
+    name: str,
+    arguments: Any,
+    *,
+    protocol: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    events: bool = False,
+    progress: Progress,
+) -> CallResult:
     """Run ``name`` with ``arguments`` (a JSON object; a string is a text message on A2A and AG-UI)."""
     protocol = protocol or default_protocol(target, name)
     headers = dict(headers or {})
     if protocol == "mcp":
         if not isinstance(arguments, dict):
-            raise ValueError("MCP arguments are a JSON object, such as '{\"query\": \"laptop\"}'")
+            raise ValueError('MCP arguments are a JSON object, such as \'{"query": "laptop"}\'')
         return await _mcp(target, name, arguments, headers, progress)
     if protocol == "a2a":
         return await _a2a(target, name, arguments, headers, progress)

@@ -21,8 +21,15 @@ class Progress:
     work (an import) as well as an event loop.
     """
 
-    def __init__(self, label: str, *, stream: TextIO | None = None, delay: float = 1.0, interval: float = 0.2,
-                 quiet_interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        label: str,
+        *,
+        stream: TextIO | None = None,
+        delay: float = 1.0,
+        interval: float = 0.2,
+        quiet_interval: float = 5.0,
+    ) -> None:
         self.label = label
         self.message = ""
         self.stream = stream if stream is not None else sys.stderr

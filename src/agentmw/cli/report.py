@@ -63,11 +63,17 @@ async def _faces(agent: Any) -> dict[str, Any]:
     app = agent.asgi()
     mcp = McpTestClient(app, path=agent.mcp_path)
     lists: dict[str, Any] = {}
-    for method, key in (("tools/list", "tools"), ("resources/list", "resources"),
-                        ("resources/templates/list", "resourceTemplates"), ("prompts/list", "prompts")):
+    for method, key in (
+        ("tools/list", "tools"),
+        ("resources/list", "resources"),
+        ("resources/templates/list", "resourceTemplates"),
+        ("prompts/list", "prompts"),
+    ):
         lists[key] = (await mcp.request(method, on_notification=lambda _: None)).get(key, [])
     card = await _get_json(app, _BASE + "/.well-known/agent-card.json") or {}
-    agui = {name: await _get_json(app, f"{_BASE}{agent.agui_path}/{name}/capabilities") for name in agent.skills}
+    agui = {
+        name: await _get_json(app, f"{_BASE}{agent.agui_path}/{name}/capabilities") for name in agent.skills
+    }
     return {"mcp": lists, "card": card, "agui": agui}
 
 
@@ -77,8 +83,9 @@ def _mcp_entry(cap: Capability, lists: dict[str, Any]) -> tuple[str, dict[str, A
     if cap.kind == "prompt":
         return "prompt", next((p for p in lists["prompts"] if p["name"] == cap.name), None)
     if cap.uri_template is not None:
-        return "resourceTemplate", next((r for r in lists["resourceTemplates"]
-                                         if r.get("uriTemplate") == cap.uri_template), None)
+        return "resourceTemplate", next(
+            (r for r in lists["resourceTemplates"] if r.get("uriTemplate") == cap.uri_template), None
+        )
     return "resource", next((r for r in lists["resources"] if r.get("uri") == cap.uri), None)
 
 
@@ -103,7 +110,9 @@ async def build_report(target: Target) -> dict[str, Any]:
             "kinds": [c.kind for c in caps],
             "exposure": "decorated" if specs_of(fn) else ("bulk" if bulk else "registered"),
             "route": ({"methods": sorted(route.methods), "path": route.path} if route else bulk),
-            "mcp": {}, "a2a": None, "agui": None,
+            "mcp": {},
+            "a2a": None,
+            "agui": None,
         }
         for cap in caps:
             kind, shown = _mcp_entry(cap, faces["mcp"])
@@ -111,24 +120,42 @@ async def build_report(target: Target) -> dict[str, Any]:
                 entry["mcp"][kind] = shown
             if cap.kind == "skill":
                 entry["a2a"] = {"skill": card_skills.get(cap.name), "groups": list(cap.groups)}
-                entry["agui"] = {"path": target.path(f"{agent.agui_path}/{cap.name}"),
-                                 "capabilities": faces["agui"].get(cap.name)}
+                entry["agui"] = {
+                    "path": target.path(f"{agent.agui_path}/{cap.name}"),
+                    "capabilities": faces["agui"].get(cap.name),
+                }
             if cap.kind == "tool" and cap.name in grouped_by and entry["a2a"] is None:
                 entry["a2a"] = {"groupedBy": grouped_by[cap.name]}
             if cap.kind == "tool":
-                entry["policy"] = {k: v for k, v in (
-                    ("gated", cap.gate is not None), ("untrusted", cap.untrusted), ("timeout", cap.timeout),
-                    ("maxInFlight", cap.max_in_flight), ("rootedPaths", list(cap.path_params))) if v}
+                entry["policy"] = {
+                    k: v
+                    for k, v in (
+                        ("gated", cap.gate is not None),
+                        ("untrusted", cap.untrusted),
+                        ("timeout", cap.timeout),
+                        ("maxInFlight", cap.max_in_flight),
+                        ("rootedPaths", list(cap.path_params)),
+                    )
+                    if v
+                }
         capabilities.append(entry)
     card = {k: v for k, v in faces["card"].items() if k != "skills"}
     return {
         "target": target.spec,
         "resolvedFrom": target.how,
         "notes": list(target.notes),
-        "agent": {"name": agent.name, "version": agent.version, "instructions": agent.instructions,
-                  "paths": {"mcp": target.path(agent.mcp_path), "a2a": target.path(agent.a2a_path),
-                            "card": target.path("/.well-known/agent-card.json"),
-                            "agui": target.path(agent.agui_path), "approvals": target.path(agent.approvals_path)}},
+        "agent": {
+            "name": agent.name,
+            "version": agent.version,
+            "instructions": agent.instructions,
+            "paths": {
+                "mcp": target.path(agent.mcp_path),
+                "a2a": target.path(agent.a2a_path),
+                "card": target.path("/.well-known/agent-card.json"),
+                "agui": target.path(agent.agui_path),
+                "approvals": target.path(agent.approvals_path),
+            },
+        },
         "card": card,
         "capabilities": capabilities,
     }
@@ -146,15 +173,20 @@ def _indented(text: str, prefix: str) -> Iterator[str]:
 def render_text(report: dict[str, Any]) -> str:
     agent = report["agent"]
     paths = agent["paths"]
-    lines = [f"agent {agent['name']} {agent['version']}  ({report['target']}: {report['resolvedFrom']})",
-             f"  MCP {paths['mcp']}   A2A {paths['a2a']} (card {paths['card']})   AG-UI {paths['agui']}/<skill>"]
+    lines = [
+        f"agent {agent['name']} {agent['version']}  ({report['target']}: {report['resolvedFrom']})",
+        f"  MCP {paths['mcp']}   A2A {paths['a2a']} (card {paths['card']})   AG-UI {paths['agui']}/<skill>",
+    ]
     lines += [f"  note: {note}" for note in report["notes"]]
     if report["card"].get("description"):
         lines.append(f"  card: {report['card']['description']}")
     for cap in report["capabilities"]:
         route = cap["route"]
         where = f"; {','.join(route['methods'])} {route['path']}" if route else ""
-        lines += ["", f"{cap['name']}  ({' + '.join(cap['kinds'])}; {cap['exposure']}{where})  {cap['source']}"]
+        lines += [
+            "",
+            f"{cap['name']}  ({' + '.join(cap['kinds'])}; {cap['exposure']}{where})  {cap['source']}",
+        ]
         for kind, shown in cap["mcp"].items():
             title = f" - {shown['title']}" if shown.get("title") else ""
             label = shown.get("name") or shown.get("uri") or shown.get("uriTemplate")
@@ -178,8 +210,10 @@ def render_text(report: dict[str, Any]) -> str:
             lines.append(f"  A2A skill {skill['id']} - {skill['name']}")
             lines.append("    summary (the scheduler reads this on the card):")
             lines += _indented(skill.get("description", ""), "      ")
-            lines.append(f"    tags: {', '.join(skill.get('tags', []))}"
-                         + (f"   examples: {'; '.join(skill['examples'])}" if skill.get("examples") else ""))
+            lines.append(
+                f"    tags: {', '.join(skill.get('tags', []))}"
+                + (f"   examples: {'; '.join(skill['examples'])}" if skill.get("examples") else "")
+            )
             if a2a.get("groups"):
                 lines.append(f"    groups tools: {', '.join(a2a['groups'])}")
         elif a2a and a2a.get("groupedBy"):
@@ -190,8 +224,10 @@ def render_text(report: dict[str, Any]) -> str:
         if agui:
             caps = agui.get("capabilities") or {}
             hitl = caps.get("humanInTheLoop", {})
-            lines.append(f"  AG-UI agent POST {agui['path']}  (interrupts: {hitl.get('interrupts', False)}, "
-                         f"tool calls: {caps.get('tools', {}).get('supported', False)})")
+            lines.append(
+                f"  AG-UI agent POST {agui['path']}  (interrupts: {hitl.get('interrupts', False)}, "
+                f"tool calls: {caps.get('tools', {}).get('supported', False)})"
+            )
         else:
             lines.append("  AG-UI: -")
     return "\n".join(lines) + "\n"

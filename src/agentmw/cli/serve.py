@@ -25,7 +25,9 @@ def worker_app() -> Any:
     """The ASGI app of one worker (uvicorn calls it as a factory in each worker process)."""
     spec = os.environ.get(TARGET_ENV)
     if not spec:
-        raise RuntimeError(f"{TARGET_ENV} is not set: start workers with `agentmw serve module:app --workers N`")
+        raise RuntimeError(
+            f"{TARGET_ENV} is not set: start workers with `agentmw serve module:app --workers N`"
+        )
     return resolve(spec).app
 
 
@@ -35,7 +37,14 @@ def serve(target: Target, *, host: str, port: int, workers: int, log_level: str)
     if workers > 1:
         # uvicorn starts workers as new processes, which need an import string: each resolves the target again
         os.environ[TARGET_ENV] = target.spec
-        uvicorn.run("agentmw.cli.serve:worker_app", factory=True, host=host, port=port, workers=workers,
-                    log_level=log_level, lifespan="auto")
+        uvicorn.run(
+            "agentmw.cli.serve:worker_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level=log_level,
+            lifespan="auto",
+        )
     else:
         uvicorn.run(target.app, host=host, port=port, log_level=log_level, lifespan="auto")

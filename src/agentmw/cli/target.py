@@ -58,12 +58,15 @@ def _import(module_name: str) -> Any:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            raise TargetError(f"cannot import {module_name!r}: no such module (run from the directory that "
-                              f"holds it, or put it on PYTHONPATH)") from exc
+            raise TargetError(
+                f"cannot import {module_name!r}: no such module (run from the directory that "
+                f"holds it, or put it on PYTHONPATH)"
+            ) from exc
         raise TargetError(f"importing {module_name} failed: {_described(exc)}") from exc
     except SyntaxError as exc:
-        raise TargetError(f"importing {module_name} failed: SyntaxError: {exc.msg} "
-                          f"({exc.filename}:{exc.lineno})") from exc
+        raise TargetError(
+            f"importing {module_name} failed: SyntaxError: {exc.msg} ({exc.filename}:{exc.lineno})"
+        ) from exc
     except Exception as exc:  # the module's own code raised: say what and where, without a traceback
         raise TargetError(f"importing {module_name} failed: {_described(exc)}") from exc
 
@@ -86,8 +89,10 @@ def _is_factory(value: Any) -> bool:
         signature = inspect.signature(value)
     except (TypeError, ValueError):
         return False
-    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-               for p in signature.parameters.values())
+    return all(
+        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in signature.parameters.values()
+    )
 
 
 def _agents_in(module: Any) -> list[Agent]:
@@ -148,13 +153,21 @@ def _from_object(value: Any, spec: str, module: Any) -> Target:
     if getattr(value, "routes", None) is not None or callable(value):
         agents = _agents_in(module)
         if len(agents) == 1:
-            target = Target(spec, agents[0], agents[0].asgi(), host=value,
-                            how="the module's Agent (the app does not serve it)")
-            target.notes.append(f"{spec} carries no AgentMiddleware; using the module's agent "
-                                f"{agents[0].name!r} on its own")
+            target = Target(
+                spec,
+                agents[0],
+                agents[0].asgi(),
+                host=value,
+                how="the module's Agent (the app does not serve it)",
+            )
+            target.notes.append(
+                f"{spec} carries no AgentMiddleware; using the module's agent {agents[0].name!r} on its own"
+            )
             return target
-    raise TargetError(f"{spec} is {type(value).__name__}, which carries no agentmw Agent: name an Agent, an app "
-                      "with AgentMiddleware, or a factory that returns one")
+    raise TargetError(
+        f"{spec} is {type(value).__name__}, which carries no agentmw Agent: name an Agent, an app "
+        "with AgentMiddleware, or a factory that returns one"
+    )
 
 
 def resolve(spec: str) -> Target:
@@ -166,7 +179,9 @@ def resolve(spec: str) -> Target:
     if not attr:
         agents = _agents_in(module)
         if len(agents) != 1:
-            raise TargetError(f"{module_name} holds {len(agents)} Agent objects; name one: {module_name}:ATTR")
+            raise TargetError(
+                f"{module_name} holds {len(agents)} Agent objects; name one: {module_name}:ATTR"
+            )
         host = getattr(module, "app", None)
         if host is not None:
             found = _carried(host)

@@ -22,13 +22,14 @@ __all__ = ["CallGuard"]
 
 
 class CallGuard:
-    __slots__ = ("task", "requested", "done", "_receive", "_handle", "_watcher", "_keepalive", "_deferred")
+    __slots__ = ("_deferred", "_handle", "_keepalive", "_receive", "_watcher", "done", "requested", "task")
 
     KEEPALIVE_SECONDS = 15.0
     SYNC_DELAY = 1.0
 
-    def __init__(self, receive: Receive | None = None,
-                 keepalive: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self, receive: Receive | None = None, keepalive: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         task = asyncio.current_task()
         assert task is not None
         self.task = task

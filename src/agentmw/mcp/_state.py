@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["seal", "unseal", "arguments_digest"]
+__all__ = ["arguments_digest", "seal", "unseal"]
 
 
 def arguments_digest(arguments: Any) -> str:
@@ -37,28 +37,66 @@ def caller_tag(caller: str | None) -> str:
     return hashlib.sha256((caller or "").encode()).hexdigest()[:24]
 
 
-def seal(secret: bytes, *, target: str, digest: str, answers: dict[str, Any], ttl: float,
-         asked: Any = (), caller: str | None = None) -> str:
+def seal(
+    secret: bytes,
+    *,
+    target: str,
+    digest: str,
+    answers: dict[str, Any],
+    ttl: float,
+    asked: Any = (),
+    caller: str | None = None,
+) -> str:
     """Sign the answers so far, the keys this round asked (only those may be answered with it), and who
     was asked (no other caller may answer with it)."""
-    payload = json.dumps({"t": target, "d": digest, "a": answers, "e": int(time.time() + ttl),
-                          "q": sorted(asked), "c": caller_tag(caller),
-                          "n": os.urandom(8).hex()},  # unique per round, so "used once" is per exchange
-                         separators=(",", ":"), default=str).encode()
+    payload = json.dumps(
+        {
+            "t": target,
+            "d": digest,
+            "a": answers,
+            "e": int(time.time() + ttl),
+            "q": sorted(asked),
+            "c": caller_tag(caller),
+            "n": os.urandom(8).hex(),
+        },  # unique per round, so "used once" is per exchange
+        separators=(",", ":"),
+        default=str,
+    ).encode()
     mac = hmac.new(secret, payload, hashlib.sha256).digest()
     return f"{_b64(payload)}.{_b64(mac)}"
 
 
-async def seal_round(agent: Any, target: str, arguments: Any, answers: dict[str, Any], *, asked: Any = (),
-                     caller: str | None = None) -> str:
+async def seal_round(
+    agent: Any,
+    target: str,
+    arguments: Any,
+    answers: dict[str, Any],
+    *,
+    asked: Any = (),
+    caller: str | None = None,
+) -> str:
     """The ``requestState`` that ends an ``input_required`` round of ``target`` called with ``arguments``
     (signed with the agent's secret, read from the shared state the first time when none was given)."""
-    return seal(await agent.signing_secret(), target=target, digest=arguments_digest(arguments), answers=answers,
-                ttl=agent.input_state_ttl_seconds, asked=asked, caller=caller)
+    return seal(
+        await agent.signing_secret(),
+        target=target,
+        digest=arguments_digest(arguments),
+        answers=answers,
+        ttl=agent.input_state_ttl_seconds,
+        asked=asked,
+        caller=caller,
+    )
 
 
-def open_round(agent: Any, method: str, params: Mapping[str, Any], target: str, *, caller: str | None = None,
-               responses: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def open_round(
+    agent: Any,
+    method: str,
+    params: Mapping[str, Any],
+    target: str,
+    *,
+    caller: str | None = None,
+    responses: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The answers of a retry: those its ``requestState`` carries, plus the ``responses`` to the questions that
     state asked (answers to anything else are ignored). ValueError when the state is forged, stale, for another
     call (the arguments it is bound to are the call's own: a tool's or prompt's ``arguments``, a template
@@ -70,7 +108,9 @@ def open_round(agent: Any, method: str, params: Mapping[str, Any], target: str, 
         arguments = found[1] if found else None
     else:
         arguments = params.get("arguments")
-    data = _verified(agent.secret, params.get("requestState"), target=target, digest=arguments_digest(arguments))
+    data = _verified(
+        agent.secret, params.get("requestState"), target=target, digest=arguments_digest(arguments)
+    )
     if caller is not None and data.get("c") != caller_tag(caller):
         raise ValueError("requestState was issued to another caller")
     answers = data.get("a")

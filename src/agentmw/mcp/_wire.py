@@ -24,17 +24,17 @@ logger = logging.getLogger("agentmw")
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
-    "STATELESS_VERSIONS",
     "LATEST_HANDSHAKE",
-    "JsonRpcError",
+    "STATELESS_VERSIONS",
     "Exchange",
-    "encode_or_error",
-    "sse_frame",
-    "header_map",
+    "JsonRpcError",
     "dumps",
+    "encode_or_error",
     "error_body",
-    "plain_response",
+    "header_map",
     "json_response",
+    "plain_response",
+    "sse_frame",
     "status_for",
 ]
 
@@ -81,8 +81,9 @@ def error_body(request_id: Any, code: int, message: str, data: Any = None) -> di
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
-async def plain_response(send: Send, status: int, headers: list[tuple[bytes, bytes]] | None = None,
-                         body: bytes = b"") -> None:
+async def plain_response(
+    send: Send, status: int, headers: list[tuple[bytes, bytes]] | None = None, body: bytes = b""
+) -> None:
     await send_bytes(send, status, body, headers)
 
 
@@ -101,9 +102,13 @@ def encode_or_error(payload: dict[str, Any]) -> tuple[bytes, int | None]:
         return dumps(payload), (error.get("code", 0) if isinstance(error, dict) else None)
     except (ValueError, TypeError):
         logger.warning("MCP result for request %r could not be written as JSON", payload.get("id"))
-        return dumps(error_body(payload.get("id"), INTERNAL_ERROR,
-                                "Internal error: the result could not be written as JSON (NaN or infinity)")), \
-            INTERNAL_ERROR
+        return dumps(
+            error_body(
+                payload.get("id"),
+                INTERNAL_ERROR,
+                "Internal error: the result could not be written as JSON (NaN or infinity)",
+            )
+        ), INTERNAL_ERROR
 
 
 class Exchange:
@@ -114,9 +119,11 @@ class Exchange:
     response to ``text/event-stream``.
     """
 
-    __slots__ = ("_send", "_headers", "streaming", "closed", "stateless")
+    __slots__ = ("_headers", "_send", "closed", "stateless", "streaming")
 
-    def __init__(self, send: Send, headers: list[tuple[bytes, bytes]] | None = None, *, stateless: bool) -> None:
+    def __init__(
+        self, send: Send, headers: list[tuple[bytes, bytes]] | None = None, *, stateless: bool
+    ) -> None:
         self._send = send
         self._headers = headers or []
         self.streaming = False
@@ -126,8 +133,9 @@ class Exchange:
     async def start_stream(self) -> None:
         if not self.streaming:
             self.streaming = True
-            await self._send({"type": "http.response.start", "status": 200,
-                              "headers": [*SSE_HEADERS, *self._headers]})
+            await self._send(
+                {"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *self._headers]}
+            )
 
     async def message(self, message: Any) -> None:
         """Send a notification or a server-to-client request on this response's stream."""
@@ -148,8 +156,13 @@ class Exchange:
         self.closed = True
         body, code = encode_or_error(payload)
         if self.streaming:
-            await self._send({"type": "http.response.body", "body": b"event: message\ndata: " + body + b"\n\n",
-                              "more_body": False})
+            await self._send(
+                {
+                    "type": "http.response.body",
+                    "body": b"event: message\ndata: " + body + b"\n\n",
+                    "more_body": False,
+                }
+            )
             return
         status = 200 if code is None else status_for(code, self.stateless)
         await send_bytes(self._send, status, body, [(b"content-type", b"application/json"), *self._headers])

@@ -9,8 +9,16 @@ from ..capability import Capability
 from ..content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text
 from ..context import Ask, InputRequest, ListRoots, Sample
 
-__all__ = ["tool_descriptor", "resource_descriptor", "template_descriptor", "prompt_descriptor",
-           "content_block", "input_request", "resource_contents", "prompt_messages"]
+__all__ = [
+    "content_block",
+    "input_request",
+    "prompt_descriptor",
+    "prompt_messages",
+    "resource_contents",
+    "resource_descriptor",
+    "template_descriptor",
+    "tool_descriptor",
+]
 
 
 def tool_descriptor(cap: Capability) -> dict[str, Any]:
@@ -124,15 +132,19 @@ def prompt_messages(value: Any) -> list[dict[str, Any]]:
             content = item.content if not isinstance(item.content, str) else Text(item.content)
             messages.append({"role": item.role, "content": content_block(content)})
         else:
-            messages.append({"role": "user", "content": content_block(item if not isinstance(item, str) else Text(item))})
+            messages.append(
+                {"role": "user", "content": content_block(item if not isinstance(item, str) else Text(item))}
+            )
     return messages
 
 
 def input_request(request: InputRequest) -> dict[str, Any]:
     """A core input request as the MCP client request that answers it."""
     if isinstance(request, Ask):
-        return {"method": "elicitation/create",
-                "params": {"message": request.message, "requestedSchema": dict(request.schema)}}
+        return {
+            "method": "elicitation/create",
+            "params": {"message": request.message, "requestedSchema": dict(request.schema)},
+        }
     if isinstance(request, Sample):
         params: dict[str, Any] = {
             "messages": [{"role": "user", "content": {"type": "text", "text": request.prompt}}],

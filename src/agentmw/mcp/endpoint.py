@@ -23,7 +23,7 @@ from .methods import Catalog
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["McpEndpoint", "Incoming", "refuse"]
+__all__ = ["Incoming", "McpEndpoint", "refuse"]
 
 logger = logging.getLogger("agentmw")
 
@@ -39,10 +39,21 @@ async def refuse(scope: Scope, receive: Receive, send: Send, refusal: Refusal) -
 class Incoming:
     """A parsed POST: its headers and decoded body, or the error response already sent."""
 
-    __slots__ = ("headers", "repeated", "raw_headers", "body", "accept_json", "accept_sse", "credential", "scope")
+    __slots__ = (
+        "accept_json",
+        "accept_sse",
+        "body",
+        "credential",
+        "headers",
+        "raw_headers",
+        "repeated",
+        "scope",
+    )
 
     def __init__(self, scope: Scope) -> None:
-        self.scope = scope  # where the verified caller is (Agent(auth=...)): what a hidden tool is hidden from
+        self.scope = (
+            scope  # where the verified caller is (Agent(auth=...)): what a hidden tool is hidden from
+        )
         self.raw_headers = scope["headers"]
         self.headers, self.repeated = header_map(scope)
         accept = self.headers.get("accept", "")
@@ -61,8 +72,9 @@ class McpEndpoint:
         self.catalog = Catalog(agent)
         self.sessions = handshake.SessionStore(agent)
         self.listeners = stateless.ListenHub(agent)
-        self.used_states = stateless.UsedStates(agent.input_state_ttl_seconds, agent.max_used_states,
-                                                state=lambda: agent.state)
+        self.used_states = stateless.UsedStates(
+            agent.input_state_ttl_seconds, agent.max_used_states, state=lambda: agent.state
+        )
         self.server_info = {"name": agent.name, "version": agent.version}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -81,7 +93,9 @@ class McpEndpoint:
                 logger.debug("could not answer %s: the response had started", error.status)
         except ProtocolError as exc:  # the request itself is malformed; raised before any response started
             logger.debug("MCP request refused: %s", exc.message)
-            await json_response(send, exc.status or 400, exc.body(exc.request_id), exc.headers)  # null if unknown
+            await json_response(
+                send, exc.status or 400, exc.body(exc.request_id), exc.headers
+            )  # null if unknown
         except Exception:
             # A bug of ours must still get a protocol answer, never a traceback. If the response had already
             # started, the server refuses a second start; the client then sees the stream end.
@@ -100,7 +114,9 @@ class McpEndpoint:
             except (Unauthenticated, Forbidden):  # refused before the body is read: its id, from a small one
                 incoming.body = await peek_body(scope, receive, min(PEEK_LIMIT, self.agent.max_body_bytes))
                 raise
-            if principal is not None:  # a session outlives a token (refresh, step-up): it is bound to the caller
+            if (
+                principal is not None
+            ):  # a session outlives a token (refresh, step-up): it is bound to the caller
                 incoming.credential = handshake.VERIFIED + principal.identity
         version = headers.get("mcp-protocol-version")
         if version is not None and version.strip() not in HANDSHAKE_VERSIONS:

@@ -128,8 +128,15 @@ class Session:
         "written",
     )
 
-    def __init__(self, version: str, client_capabilities: dict[str, Any], client_info: Any, credential: str,
-                 session_id: str | None = None, replica: str = "") -> None:
+    def __init__(
+        self,
+        version: str,
+        client_capabilities: dict[str, Any],
+        client_info: Any,
+        credential: str,
+        session_id: str | None = None,
+        replica: str = "",
+    ) -> None:
         self.id = session_id or secrets.token_hex(16)
         self.version = version
         self.client_capabilities = client_capabilities
@@ -155,14 +162,27 @@ class Session:
 
     def record(self) -> dict[str, Any]:
         """The shared part, as stored."""
-        return {"version": self.version, "capabilities": self.client_capabilities, "clientInfo": self.client_info,
-                "logLevel": self.log_level, "credential": self.credential, "caller": self.caller,
-                "subscriptions": sorted(self.subscriptions), "seen": time.time()}
+        return {
+            "version": self.version,
+            "capabilities": self.client_capabilities,
+            "clientInfo": self.client_info,
+            "logLevel": self.log_level,
+            "credential": self.credential,
+            "caller": self.caller,
+            "subscriptions": sorted(self.subscriptions),
+            "seen": time.time(),
+        }
 
     @classmethod
     def from_record(cls, session_id: str, value: Mapping[str, Any], version: int, replica: str) -> Session:
-        session = cls(str(value.get("version") or LATEST_HANDSHAKE), dict(value.get("capabilities") or {}),
-                      value.get("clientInfo"), str(value.get("credential") or ""), session_id, replica)
+        session = cls(
+            str(value.get("version") or LATEST_HANDSHAKE),
+            dict(value.get("capabilities") or {}),
+            value.get("clientInfo"),
+            str(value.get("credential") or ""),
+            session_id,
+            replica,
+        )
         session.apply(value, version)
         seen = value.get("seen")
         if isinstance(seen, (int, float)):  # when it was written, on this replica's monotonic clock
@@ -229,9 +249,13 @@ class SessionStore:
         # this replica's sessions: max_sessions, each dropped session_idle_seconds after its last use here,
         # unless a call runs or a GET stream is open
         self.sessions: BoundedTable[str, Session] = BoundedTable(
-            agent.max_sessions, idle, pinned=lambda s: bool(s.inflight) or s.stream is not None,
-            on_evict=lambda _key, s, _early: s.close(), max_bytes=agent.budgets.sessions_bytes,
-            size=lambda _key, s: s.bytes)
+            agent.max_sessions,
+            idle,
+            pinned=lambda s: bool(s.inflight) or s.stream is not None,
+            on_evict=lambda _key, s, _early: s.close(),
+            max_bytes=agent.budgets.sessions_bytes,
+            size=lambda _key, s: s.bytes,
+        )
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop whose bus listener is running
         self._listeners: dict[asyncio.AbstractEventLoop, tuple[asyncio.Task[None], asyncio.Future[None]]] = {}
         self._state: Any = None
@@ -242,10 +266,16 @@ class SessionStore:
     def state(self) -> Any:
         if self._state is None:
             state = self.agent.state
-            state.limit(self.ns, Limits(max_count=self.agent.max_sessions,
-                                        max_age=self.agent.session_idle_seconds + self.touch_every))
-            state.limit(self.streams_ns, Limits(max_count=self.agent.max_sessions,
-                                                max_age=STREAM_LEASE_SECONDS * 2))
+            state.limit(
+                self.ns,
+                Limits(
+                    max_count=self.agent.max_sessions,
+                    max_age=self.agent.session_idle_seconds + self.touch_every,
+                ),
+            )
+            state.limit(
+                self.streams_ns, Limits(max_count=self.agent.max_sessions, max_age=STREAM_LEASE_SECONDS * 2)
+            )
             self._state = state
         return self._state
 
@@ -335,9 +365,12 @@ class SessionStore:
             try:
                 if now - session.checked > self.cache_seconds and not await self._refresh(session):
                     continue
-                if not await self.state.renew(self.streams_ns, session.id, self.replica, STREAM_LEASE_SECONDS):
-                    await self.state.set_if_absent(self.streams_ns, session.id, {"owner": self.replica},
-                                                   STREAM_LEASE_SECONDS)
+                if not await self.state.renew(
+                    self.streams_ns, session.id, self.replica, STREAM_LEASE_SECONDS
+                ):
+                    await self.state.set_if_absent(
+                        self.streams_ns, session.id, {"owner": self.replica}, STREAM_LEASE_SECONDS
+                    )
             except Exception:
                 logger.warning("agentmw MCP: could not check session %s", session.id, exc_info=True)
 
@@ -408,8 +441,11 @@ class SessionStore:
         if session is None:
             return None
         now = time.monotonic()
-        if (now - session.checked > self.cache_seconds or now - session.written > self.touch_every
-                or session.credential != credential):
+        if (
+            now - session.checked > self.cache_seconds
+            or now - session.written > self.touch_every
+            or session.credential != credential
+        ):
             return None
         session.last_seen = now
         self.sessions.put(session_id, session)  # used now: renewed, and the newest
@@ -452,7 +488,9 @@ class SessionStore:
             try:
                 session.rev = await self.state.put(self.ns, session.id, record, expected_version=session.rev)
             except Conflict:
-                if not await self._refresh(session):  # gone, or changed elsewhere (perhaps claimed): look again
+                if not await self._refresh(
+                    session
+                ):  # gone, or changed elsewhere (perhaps claimed): look again
                     return False
                 continue
             session.credential, session.caller = credential, None
@@ -477,10 +515,14 @@ class SessionStore:
         forgot it meanwhile (a call longer than the idle bound): it is written back unless it was ended.
         """
         try:
-            session.rev = await self.state.put(self.ns, session.id, session.record(), expected_version=session.rev)
+            session.rev = await self.state.put(
+                self.ns, session.id, session.record(), expected_version=session.rev
+            )
         except Conflict as exc:
             if exc.actual == 0 and running and not session.closed:
-                session.rev = await self.state.put(self.ns, session.id, session.record(), expected_version=None)
+                session.rev = await self.state.put(
+                    self.ns, session.id, session.record(), expected_version=None
+                )
             elif exc.actual == 0:
                 self.forget(session.id)
                 return False
@@ -494,8 +536,9 @@ class SessionStore:
         change(session)
         while True:
             try:
-                session.rev = await self.state.put(self.ns, session.id, session.record(),
-                                                   expected_version=session.rev)
+                session.rev = await self.state.put(
+                    self.ns, session.id, session.record(), expected_version=session.rev
+                )
                 break
             except Conflict:
                 if not await self._refresh(session):
@@ -525,7 +568,9 @@ def _answer(future: asyncio.Future[dict[str, Any]], body: dict[str, Any]) -> Non
 async def _session_or_error(endpoint: McpEndpoint, incoming: Incoming, send: Send) -> Session | None:
     session_id = incoming.headers.get("mcp-session-id")
     if not session_id:
-        await json_response(send, 400, error_body(None, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
+        await json_response(
+            send, 400, error_body(None, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required")
+        )
         return None
     sessions = endpoint.sessions
     credential = incoming.credential or _fingerprint(incoming.headers)
@@ -538,7 +583,9 @@ async def _session_or_error(endpoint: McpEndpoint, incoming: Incoming, send: Sen
     return session
 
 
-async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:
+async def handle(
+    endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive: Receive, send: Send
+) -> None:
     verb = scope["method"]
     sessions = endpoint.sessions
     if sessions.loop is not asyncio.get_running_loop():
@@ -562,10 +609,19 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
         await plain_response(send, 405, [(b"allow", b"GET, POST, DELETE")])
 
 
-async def _post(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:
+async def _post(
+    endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive: Receive, send: Send
+) -> None:
     if not (incoming.accept_json and incoming.accept_sse):
-        await json_response(send, 406, error_body(
-            None, INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
+        await json_response(
+            send,
+            406,
+            error_body(
+                None,
+                INVALID_REQUEST,
+                "Not Acceptable: Accept must list application/json and text/event-stream",
+            ),
+        )
         return
     body = await endpoint.read_json(incoming, receive)
     message = classify_rpc(body, responses=True)
@@ -589,31 +645,50 @@ async def _post(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive
         await plain_response(send, 202)
         return
     if session.caller is None:
-        session.caller = caller_from_headers(scope, incoming.headers.get("authorization"), endpoint.agent.identify)
+        session.caller = caller_from_headers(
+            scope, incoming.headers.get("authorization"), endpoint.agent.identify
+        )
     await _request(endpoint, session, scope, receive, send, body, request_id)
 
 
-async def _initialize(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, body: dict[str, Any],
-                      send: Send) -> None:
+async def _initialize(
+    endpoint: McpEndpoint, incoming: Incoming, scope: Scope, body: dict[str, Any], send: Send
+) -> None:
     params = body.get("params") or {}
     request_id = body["id"]
     offered = params.get("protocolVersion")
     capabilities = params.get("capabilities")
     if not isinstance(offered, str) or not isinstance(capabilities, dict):
-        await json_response(send, 200, error_body(
-            request_id, INVALID_PARAMS, "initialize needs 'protocolVersion' (string) and 'capabilities' (object)"))
+        await json_response(
+            send,
+            200,
+            error_body(
+                request_id,
+                INVALID_PARAMS,
+                "initialize needs 'protocolVersion' (string) and 'capabilities' (object)",
+            ),
+        )
         return
     version = offered if offered in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE
     sessions = endpoint.sessions
-    session = Session(version, capabilities, params.get("clientInfo"), incoming.credential or _fingerprint(incoming.headers),
-                      replica=sessions.replica)
-    session.caller = caller_from_headers(scope, incoming.headers.get("authorization"), endpoint.agent.identify)
+    session = Session(
+        version,
+        capabilities,
+        params.get("clientInfo"),
+        incoming.credential or _fingerprint(incoming.headers),
+        replica=sessions.replica,
+    )
+    session.caller = caller_from_headers(
+        scope, incoming.headers.get("authorization"), endpoint.agent.identify
+    )
     oversized = sessions.oversized(session)
     if oversized is not None:
         await json_response(send, 200, error_body(request_id, INVALID_PARAMS, oversized))
         return
     if not await sessions.open(session):
-        await json_response(send, 503, error_body(request_id, INVALID_REQUEST, "Too many sessions; try again later"))
+        await json_response(
+            send, 503, error_body(request_id, INVALID_REQUEST, "Too many sessions; try again later")
+        )
         return
     agent = endpoint.agent
     result: dict[str, Any] = {
@@ -623,8 +698,12 @@ async def _initialize(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, b
     }
     if agent.instructions:
         result["instructions"] = agent.instructions
-    await json_response(send, 200, {"jsonrpc": "2.0", "id": request_id, "result": result},
-                        [(_SESSION_HEADER, session.id.encode())])
+    await json_response(
+        send,
+        200,
+        {"jsonrpc": "2.0", "id": request_id, "result": result},
+        [(_SESSION_HEADER, session.id.encode())],
+    )
 
 
 def server_capabilities(agent: Any = None, *, stateless: bool = False) -> dict[str, Any]:
@@ -657,8 +736,15 @@ async def _notification(sessions: SessionStore, session: Session, body: dict[str
             await sessions.publish({"k": "cancel", "s": session.id, "i": request_id})
 
 
-async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, receive: Receive, send: Send,
-                   body: dict[str, Any], request_id: Any) -> None:
+async def _request(
+    endpoint: McpEndpoint,
+    session: Session,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    body: dict[str, Any],
+    request_id: Any,
+) -> None:
     method = body["method"]
     params = body.get("params")
     exchange = Exchange(send, [(_SESSION_HEADER, session.id.encode())], stateless=False)
@@ -679,14 +765,28 @@ async def _request(endpoint: McpEndpoint, session: Session, scope: Scope, receiv
             answers[key] = await _ask_client(session, call.exchange, request, receive)
         return answers
 
-    call = Call(endpoint.agent, endpoint.catalog, stateless=False, version=session.version,
-                client_capabilities=session.client_capabilities, log_level=session.log_level,
-                exchange=exchange, scope=scope, params=params or {}, gather=gather, caller=session.caller)
+    call = Call(
+        endpoint.agent,
+        endpoint.catalog,
+        stateless=False,
+        version=session.version,
+        client_capabilities=session.client_capabilities,
+        log_level=session.log_level,
+        exchange=exchange,
+        scope=scope,
+        params=params or {},
+        gather=gather,
+        caller=session.caller,
+    )
     guard = CallGuard()  # a dropped connection does not cancel in this era; notifications/cancelled does
     session.inflight[request_id] = guard
     payload: dict[str, Any] | None = None
     try:
-        payload = {"jsonrpc": "2.0", "id": request_id, "result": await dispatch(call, method, params, request_id)}
+        payload = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": await dispatch(call, method, params, request_id),
+        }
     except JsonRpcError as exc:
         payload = exc.body(request_id)
     except (Unauthenticated, Forbidden):
@@ -724,7 +824,9 @@ async def _ask_client(session: Session, exchange: Exchange, request: InputReques
     gone = asyncio.ensure_future(_client_gone(receive))
     try:
         await exchange.message({"jsonrpc": "2.0", "id": request_id, **wire})
-        await asyncio.wait({future, gone}, timeout=_CLIENT_ANSWER_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            {future, gone}, timeout=_CLIENT_ANSWER_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+        )
         if not future.done():
             why = gone.result() if gone.done() else "did not answer in time"
             raise ClientNotAnswered(f"the client {why} before answering {wire['method']}")
@@ -761,8 +863,12 @@ async def _client_gone(receive: Receive) -> str:
 
 async def _set_level(sessions: SessionStore, session: Session, params: dict[str, Any]) -> dict[str, Any]:
     level = params.get("level")
-    if not isinstance(level, str) or level not in LOG_RANK:  # a list or an object is not a level (nor hashable)
-        raise JsonRpcError(INVALID_PARAMS, f"Unknown log level {repr(level)[:80]}; one of {', '.join(LOG_RANK)}")
+    if (
+        not isinstance(level, str) or level not in LOG_RANK
+    ):  # a list or an object is not a level (nor hashable)
+        raise JsonRpcError(
+            INVALID_PARAMS, f"Unknown log level {repr(level)[:80]}; one of {', '.join(LOG_RANK)}"
+        )
 
     def change(s: Session) -> None:
         s.log_level = level
@@ -771,7 +877,9 @@ async def _set_level(sessions: SessionStore, session: Session, params: dict[str,
     return {}
 
 
-def _subscription(subscribe: bool) -> Callable[[SessionStore, Session, dict[str, Any]], Awaitable[dict[str, Any]]]:
+def _subscription(
+    subscribe: bool,
+) -> Callable[[SessionStore, Session, dict[str, Any]], Awaitable[dict[str, Any]]]:
     async def change(sessions: SessionStore, session: Session, params: dict[str, Any]) -> dict[str, Any]:
         uri = params.get("uri")
         if not isinstance(uri, str):
@@ -781,7 +889,9 @@ def _subscription(subscribe: bool) -> Callable[[SessionStore, Session, dict[str,
 
         def apply(s: Session) -> None:
             if subscribe and uri not in s.subscriptions and len(s.subscriptions) >= MAX_SUBSCRIPTIONS:
-                raise JsonRpcError(INVALID_PARAMS, f"A session subscribes to at most {MAX_SUBSCRIPTIONS} resources")
+                raise JsonRpcError(
+                    INVALID_PARAMS, f"A session subscribes to at most {MAX_SUBSCRIPTIONS} resources"
+                )
             (s.subscriptions.add if subscribe else s.subscriptions.discard)(uri)
 
         await sessions.update(session, apply)
@@ -802,8 +912,9 @@ _SESSION_METHODS: dict[str, Callable[[SessionStore, Session, dict[str, Any]], Aw
 }
 
 
-async def _listen(sessions: SessionStore, session: Session, scope: Scope, receive: Receive, send: Send,
-                  credential: str) -> None:
+async def _listen(
+    sessions: SessionStore, session: Session, scope: Scope, receive: Receive, send: Send, credential: str
+) -> None:
     """The GET stream: list changes and resource updates for this session, until the client leaves or the
     session ends (or is claimed by a verified caller). One per session across the replicas: it holds a lease on
     the session while it is open."""
@@ -815,8 +926,9 @@ async def _listen(sessions: SessionStore, session: Session, scope: Scope, receiv
     session.stream_loop = asyncio.get_running_loop()
     leased = False
     try:
-        leased = await sessions.state.set_if_absent(sessions.streams_ns, session.id, {"owner": sessions.replica},
-                                                    STREAM_LEASE_SECONDS)
+        leased = await sessions.state.set_if_absent(
+            sessions.streams_ns, session.id, {"owner": sessions.replica}, STREAM_LEASE_SECONDS
+        )
         if not leased:
             await plain_response(send, 409, body=b"Conflict: this session already has a GET stream")
             return

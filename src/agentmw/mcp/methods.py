@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
+from ..auth.access import DENIALS, denial
 from ..capability import Capability
 from ..context import Answer, Ask, Context, InputRequest, ListRoots, Root, Sample, Sampled
 from ..errors import Permanent
 from ..events import TextDelta
-from ..auth.access import DENIALS, denial
 from ..identity import resolve_caller
 from ..runtime import Code, InputsPending, Outcome, Status, invoke
 from . import _state
@@ -30,7 +30,6 @@ from ._wire import (
     RESOURCE_NOT_FOUND_2025,
     JsonRpcError,
 )
-from .tasks import TASK_HANDLERS, Detacher, create_result, tasks_of, wants_task
 from .convert import (
     content_block,
     input_request,
@@ -41,20 +40,25 @@ from .convert import (
     template_descriptor,
     tool_descriptor,
 )
+from .tasks import TASK_HANDLERS, Detacher, create_result, tasks_of, wants_task
 
 if TYPE_CHECKING:
     from ..agent import Agent
     from ._wire import Exchange
 
-__all__ = ["Call", "Catalog", "ClientNotAnswered", "HANDLERS", "parse_input_response", "LOG_RANK"]
+__all__ = ["HANDLERS", "LOG_RANK", "Call", "Catalog", "ClientNotAnswered", "parse_input_response"]
 
 META_IDEMPOTENCY_KEY = "agentmw/idempotencyKey"
 META_APPROVAL_ID = "agentmw/approvalId"
 
 logger = logging.getLogger("agentmw")
 
-LOG_RANK = {name: rank for rank, name in enumerate(
-    ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"))}
+LOG_RANK = {
+    name: rank
+    for rank, name in enumerate(
+        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+    )
+}
 
 
 class ClientNotAnswered(Permanent):
@@ -80,7 +84,9 @@ class Catalog:
             self.tools = [tool_descriptor(c) for c in sorted(agent.tools.values(), key=lambda c: c.name)]
             self.resources = [resource_descriptor(c) for c in agent.resources.values()]
             self.templates = [template_descriptor(c) for c in agent.templates.values()]
-            self.prompts = [prompt_descriptor(c) for c in sorted(agent.prompts.values(), key=lambda c: c.name)]
+            self.prompts = [
+                prompt_descriptor(c) for c in sorted(agent.prompts.values(), key=lambda c: c.name)
+            ]
             self._revision = agent.revision
         return self
 
@@ -88,14 +94,36 @@ class Catalog:
 class Call:
     """One MCP request being served, with what the era knows about its caller."""
 
-    __slots__ = ("agent", "catalog", "stateless", "version", "client_capabilities", "log_level", "progress_token",
-                 "exchange", "scope", "params", "gather", "caller")
+    __slots__ = (
+        "agent",
+        "caller",
+        "catalog",
+        "client_capabilities",
+        "exchange",
+        "gather",
+        "log_level",
+        "params",
+        "progress_token",
+        "scope",
+        "stateless",
+        "version",
+    )
 
-    def __init__(self, agent: Agent, catalog: Catalog, *, stateless: bool, version: str,
-                 client_capabilities: Mapping[str, Any], log_level: str | None, exchange: Exchange,
-                 scope: Any, params: Mapping[str, Any],
-                 gather: Callable[[Call, Mapping[str, InputRequest], str], Awaitable[dict[str, Any]]],
-                 caller: str | None = None) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        catalog: Catalog,
+        *,
+        stateless: bool,
+        version: str,
+        client_capabilities: Mapping[str, Any],
+        log_level: str | None,
+        exchange: Exchange,
+        scope: Any,
+        params: Mapping[str, Any],
+        gather: Callable[[Call, Mapping[str, InputRequest], str], Awaitable[dict[str, Any]]],
+        caller: str | None = None,
+    ) -> None:
         self.agent = agent
         self.catalog = catalog
         self.stateless = stateless
@@ -132,7 +160,9 @@ class McpChannel:
             params["total"] = total
         if message is not None:
             params["message"] = message
-        await self.call.exchange.message({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        await self.call.exchange.message(
+            {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
+        )
 
     async def log(self, level: str, data: Any, logger: str | None) -> None:
         threshold = self.call.log_level
@@ -141,7 +171,9 @@ class McpChannel:
         params: dict[str, Any] = {"level": level, "data": data}
         if logger:
             params["logger"] = logger
-        await self.call.exchange.message({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+        await self.call.exchange.message(
+            {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+        )
 
     async def emit(self, event: Any) -> None:
         """``ctx.say`` is a log notification (level ``info``, logger ``say``); artifacts reach the result as
@@ -201,28 +233,39 @@ def _hints(call: Call) -> tuple[str | None, str | None]:
     return key if isinstance(key, str) else None, approval if isinstance(approval, str) else None
 
 
-async def _run(call: Call, cap: Capability, arguments: Any, target: str,
-               channel: Any = None) -> Outcome | dict[str, Any]:
+async def _run(
+    call: Call, cap: Capability, arguments: Any, target: str, channel: Any = None
+) -> Outcome | dict[str, Any]:
     """Invoke ``cap``; a question the caller must answer first becomes an ``input_required`` result (2026).
     ``channel``: the call's own by default (a task tool's call that may become a task passes its own)."""
     connection = HTTPConnection(call.scope)
     caller = call.caller or await resolve_caller(connection, call.agent.identify)
     call.caller = caller
-    ctx = Context(cap, channel or McpChannel(call, target), request=connection, caller=caller, agent=call.agent,
-                  face="mcp")
+    ctx = Context(
+        cap,
+        channel or McpChannel(call, target),
+        request=connection,
+        caller=caller,
+        agent=call.agent,
+        face="mcp",
+    )
     key, approval = _hints(call)
     try:
         outcome = await invoke(cap, arguments, ctx, idempotency_key=key, approval_id=approval)
     except ClientNotAnswered as exc:  # the gate's or the roots' question: the function never started
         logger.debug("MCP %s stopped before it ran: %s", target, exc)
         why = str(exc)
-        return Outcome(status=Status.REJECTED, code=Code.CLIENT_NOT_ANSWERED,
-                       message=f"{why[:1].upper()}{why[1:]}. Nothing was executed and nothing changed.")
+        return Outcome(
+            status=Status.REJECTED,
+            code=Code.CLIENT_NOT_ANSWERED,
+            message=f"{why[:1].upper()}{why[1:]}. Nothing was executed and nothing changed.",
+        )
     if outcome.code in DENIALS:  # a refused caller is HTTP 401/403 with its challenge, not a tool result
         raise denial(call.agent, outcome, call.scope)
     if outcome.status == "needs_input" and call.stateless and outcome.pending and outcome.code is None:
-        state = await _state.seal_round(call.agent, target, arguments, outcome.data or {},
-                                        asked=list(outcome.pending), caller=caller)
+        state = await _state.seal_round(
+            call.agent, target, arguments, outcome.data or {}, asked=list(outcome.pending), caller=caller
+        )
         return {
             "resultType": "input_required",
             "inputRequests": {key: input_request(req) for key, req in outcome.pending.items()},
@@ -230,21 +273,27 @@ async def _run(call: Call, cap: Capability, arguments: Any, target: str,
         }
     if outcome.status == "rejected" and outcome.code == "missing_capability":
         if call.stateless:
-            raise JsonRpcError(MISSING_CAPABILITY, outcome.message,
-                               {"requiredCapabilities": {str(outcome.data): {}}})
+            raise JsonRpcError(
+                MISSING_CAPABILITY, outcome.message, {"requiredCapabilities": {str(outcome.data): {}}}
+            )
     return outcome
 
 
 def _approval_fallback(outcome: Outcome, agent_path: str) -> dict[str, Any]:
     """A gated call this client cannot approve in-band: the approval id, and where a person decides it."""
     approval = (outcome.data or {})["approval"]
-    text = (f"Approval required before this runs: {approval['summary']}.\n"
-            f"Nothing has been executed. A person must approve it: approval id {approval['id']}, decided at "
-            f"POST {agent_path}/{approval['id']} (see GET for the details). Then call this tool again with "
-            f"the same arguments and _meta {{\"{META_APPROVAL_ID}\": \"{approval['id']}\"}}. "
-            f"The approval expires at {approval['expiresAt']} and works once.")
-    return {"content": [{"type": "text", "text": text}], "isError": True,
-            "_meta": {"agentmw/approval": approval}}
+    text = (
+        f"Approval required before this runs: {approval['summary']}.\n"
+        f"Nothing has been executed. A person must approve it: approval id {approval['id']}, decided at "
+        f"POST {agent_path}/{approval['id']} (see GET for the details). Then call this tool again with "
+        f'the same arguments and _meta {{"{META_APPROVAL_ID}": "{approval["id"]}"}}. '
+        f"The approval expires at {approval['expiresAt']} and works once."
+    )
+    return {
+        "content": [{"type": "text", "text": text}],
+        "isError": True,
+        "_meta": {"agentmw/approval": approval},
+    }
 
 
 def _needs_input_fallback(outcome: Outcome) -> dict[str, Any]:
@@ -252,10 +301,15 @@ def _needs_input_fallback(outcome: Outcome) -> dict[str, Any]:
     questions = {key: input_request(req) for key, req in (outcome.pending or {}).items()}
     lines = [f"- {r['params'].get('message', r['method'])}" for r in questions.values()]
     missing = outcome.data if outcome.code == "missing_capability" else "elicitation"
-    text = (f"Input required before this tool can continue, but this client cannot be asked "
-            f"(it did not declare the {missing} capability):\n" + "\n".join(lines))
-    return {"content": [{"type": "text", "text": text}], "isError": True,
-            "_meta": {"agentmw/inputRequests": questions}}
+    text = (
+        f"Input required before this tool can continue, but this client cannot be asked "
+        f"(it did not declare the {missing} capability):\n" + "\n".join(lines)
+    )
+    return {
+        "content": [{"type": "text", "text": text}],
+        "isError": True,
+        "_meta": {"agentmw/inputRequests": questions},
+    }
 
 
 async def tools_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -277,7 +331,9 @@ def _hidden(call: Call, cap: Capability | None) -> bool:
     return cap is None or (call.agent.access is not None and call.agent.access.hides(cap, call.scope))
 
 
-def _named(call: Call, table: Mapping[str, Capability], params: dict[str, Any], method: str) -> tuple[Capability, Any]:
+def _named(
+    call: Call, table: Mapping[str, Capability], params: dict[str, Any], method: str
+) -> tuple[Capability, Any]:
     """The capability ``params.name`` names in ``table``, and ``params.arguments``, or -32602."""
     name = params.get("name")
     if not isinstance(name, str):
@@ -345,8 +401,10 @@ def tool_result(outcome: Outcome, agent: Agent) -> dict[str, Any]:
         return _needs_input_fallback(outcome)
     if status == "rejected" and outcome.code == "rejected":  # the function raised Rejected: a protocol error
         raise JsonRpcError(INVALID_PARAMS, outcome.message or "Request rejected", outcome.data)
-    result = {"content": [content_block(p) for p in outcome.content] or [{"type": "text", "text": outcome.message}],
-              "isError": True}
+    result = {
+        "content": [content_block(p) for p in outcome.content] or [{"type": "text", "text": outcome.message}],
+        "isError": True,
+    }
     meta: dict[str, Any] = {}
     if outcome.retryable:
         meta["agentmw/retryable"] = True
@@ -360,8 +418,9 @@ def tool_result(outcome: Outcome, agent: Agent) -> dict[str, Any]:
 def _outcome_error(outcome: Outcome) -> JsonRpcError:
     if outcome.status in (Status.NEEDS_INPUT, Status.AWAITING_APPROVAL):
         questions = {key: input_request(req) for key, req in (outcome.pending or {}).items()}
-        return JsonRpcError(INVALID_PARAMS, "Input required, but this client cannot be asked",
-                            {"inputRequests": questions})
+        return JsonRpcError(
+            INVALID_PARAMS, "Input required, but this client cannot be asked", {"inputRequests": questions}
+        )
     if outcome.status == "rejected":
         return JsonRpcError(INVALID_PARAMS, outcome.message or "Invalid params")
     return JsonRpcError(INTERNAL_ERROR, outcome.message or "Internal error")
@@ -414,7 +473,11 @@ async def prompts_get(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     ref, argument = params.get("ref"), params.get("argument")
-    if not isinstance(ref, dict) or not isinstance(argument, dict) or not isinstance(argument.get("name"), str):
+    if (
+        not isinstance(ref, dict)
+        or not isinstance(argument, dict)
+        or not isinstance(argument.get("name"), str)
+    ):
         raise JsonRpcError(INVALID_PARAMS, "completion/complete needs 'ref' and 'argument{name, value}'")
     agent = call.agent
     cap: Capability | None
@@ -463,7 +526,9 @@ INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 async def dispatch(call: Call, method: str, params: Any, request_id: Any = None) -> dict[str, Any]:
     telemetry = call.agent.telemetry
     if telemetry is not None:  # its server span, protocol error counts (docs/observability.md)
-        return await telemetry.serve_mcp(call, method, params, request_id, lambda: _dispatch(call, method, params))
+        return await telemetry.serve_mcp(
+            call, method, params, request_id, lambda: _dispatch(call, method, params)
+        )
     return await _dispatch(call, method, params)
 
 
@@ -474,4 +539,4 @@ def _dispatch(call: Call, method: str, params: Any) -> Awaitable[dict[str, Any]]
     return handler(call, _params_object(params))
 
 
-__all__ += ["dispatch", "INPUT_METHODS", "InputsPending"]
+__all__ += ["INPUT_METHODS", "InputsPending", "dispatch"]

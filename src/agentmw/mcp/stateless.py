@@ -55,18 +55,40 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from .endpoint import Incoming, McpEndpoint
 
-__all__ = ["handle", "ListenHub", "UsedStates"]
+__all__ = ["ListenHub", "UsedStates", "handle"]
 
 logger = logging.getLogger("agentmw")
 
-_REMOVED = frozenset({
-    "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
-    "notifications/initialized", "notifications/roots/list_changed", "notifications/elicitation/complete",
-})
-_CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list",
-                        "resources/read", "server/discover"})
-_NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-               "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+_REMOVED = frozenset(
+    {
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "notifications/initialized",
+        "notifications/roots/list_changed",
+        "notifications/elicitation/complete",
+    }
+)
+_CACHEABLE = frozenset(
+    {
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "server/discover",
+    }
+)
+_NAME_PARAM = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 _ROUTING_HEADERS = ("mcp-protocol-version", "mcp-method", "mcp-name")
 _B64 = re.compile(r"^=\?base64\?(.*)\?=$")
 
@@ -114,8 +136,12 @@ def _param_headers(schema: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str
     return found
 
 
-def _check_param_headers(agent: Agent, params: Mapping[str, Any], raw_headers: list[tuple[bytes, bytes]],
-                         scope: Mapping[str, Any] | None = None) -> str | None:
+def _check_param_headers(
+    agent: Agent,
+    params: Mapping[str, Any],
+    raw_headers: list[tuple[bytes, bytes]],
+    scope: Mapping[str, Any] | None = None,
+) -> str | None:
     cap = agent.tools.get(params.get("name"))  # type: ignore[arg-type]
     if cap is None or (agent.access is not None and agent.access.hides(cap, scope)):
         return None  # a hidden tool is unknown: its headers are never read, so no mismatch reveals it
@@ -159,12 +185,16 @@ def _check_param_headers(agent: Agent, params: Mapping[str, Any], raw_headers: l
     return None
 
 
-async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:
+async def handle(
+    endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receive: Receive, send: Send
+) -> None:
     if scope["method"] != "POST":
         await plain_response(send, 405, [(b"allow", b"POST")])
         return
     if not (incoming.accept_json and incoming.accept_sse):
-        await plain_response(send, 406, body=b"Not Acceptable: Accept must list application/json and text/event-stream")
+        await plain_response(
+            send, 406, body=b"Not Acceptable: Accept must list application/json and text/event-stream"
+        )
         return
     body = await endpoint.read_json(incoming, receive)
     try:
@@ -184,8 +214,9 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
     capabilities, log_level = request.capabilities, request.log_level
     exchange = Exchange(send, stateless=True)
     agent = endpoint.agent
-    caller = caller_from_headers(scope, headers.get("authorization"), agent.identify) or \
-        await resolve_caller(HTTPConnection(scope), agent.identify)
+    caller = caller_from_headers(scope, headers.get("authorization"), agent.identify) or await resolve_caller(
+        HTTPConnection(scope), agent.identify
+    )
     if params.get("requestState") is not None and not agent.secret_known:
         await agent.signing_secret()  # kept in the shared state: read once, and only to check a requestState
     try:
@@ -196,18 +227,35 @@ async def handle(endpoint: McpEndpoint, incoming: Incoming, scope: Scope, receiv
     state = params.get("requestState") if gather is not _first_round else None
     if state is not None and not await endpoint.used_states.claim(state):
         # claimed before the function starts, so of concurrent retries with one state exactly one runs
-        await exchange.finish(error_body(request_id, INVALID_PARAMS, "Invalid requestState: it was already used; "
-                                         "each requestState works once"))
+        await exchange.finish(
+            error_body(
+                request_id,
+                INVALID_PARAMS,
+                "Invalid requestState: it was already used; each requestState works once",
+            )
+        )
         return
-    call = Call(agent, endpoint.catalog, stateless=True, version=version_header,
-                client_capabilities=capabilities, log_level=log_level, exchange=exchange, scope=scope,
-                params=params, gather=gather, caller=caller)
+    call = Call(
+        agent,
+        endpoint.catalog,
+        stateless=True,
+        version=version_header,
+        client_capabilities=capabilities,
+        log_level=log_level,
+        exchange=exchange,
+        scope=scope,
+        params=params,
+        gather=gather,
+        caller=caller,
+    )
     payload = await _serve(endpoint, call, method, params, request_id, receive)
     if payload is not None:
         await exchange.finish(payload)
 
 
-def _ladder(agent: Agent, incoming: Incoming, method: str, params: dict[str, Any], version_header: str) -> None:
+def _ladder(
+    agent: Agent, incoming: Incoming, method: str, params: dict[str, Any], version_header: str
+) -> None:
     """The SDK's check order for a stateless request; raises the first failure."""
     if incoming.repeated:
         for name in _ROUTING_HEADERS:
@@ -215,15 +263,21 @@ def _ladder(agent: Agent, incoming: Incoming, method: str, params: dict[str, Any
                 raise JsonRpcError(HEADER_MISMATCH, f"{name} header appears more than once")
     meta = params.get("_meta")
     if not isinstance(meta, dict):
-        raise JsonRpcError(INVALID_PARAMS, f"params._meta must be an object carrying {META_VERSION!r} and "
-                                            f"{META_CAPABILITIES!r}")
+        raise JsonRpcError(
+            INVALID_PARAMS,
+            f"params._meta must be an object carrying {META_VERSION!r} and {META_CAPABILITIES!r}",
+        )
     missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
     if missing:
-        raise JsonRpcError(INVALID_PARAMS, f"params._meta is missing the required key(s): {', '.join(missing)}")
+        raise JsonRpcError(
+            INVALID_PARAMS, f"params._meta is missing the required key(s): {', '.join(missing)}"
+        )
     version = meta[META_VERSION]
     headers = incoming.headers
     if version_header != version:
-        raise JsonRpcError(HEADER_MISMATCH, "MCP-Protocol-Version header does not match _meta's protocol version")
+        raise JsonRpcError(
+            HEADER_MISMATCH, "MCP-Protocol-Version header does not match _meta's protocol version"
+        )
     if (headers.get("mcp-method") or "").strip() != method:
         raise JsonRpcError(HEADER_MISMATCH, "Mcp-Method header does not match the request's method")
     name_key = _NAME_PARAM.get(method)
@@ -231,8 +285,11 @@ def _ladder(agent: Agent, incoming: Incoming, method: str, params: dict[str, Any
         if decode_header(headers.get("mcp-name")) != params.get(name_key):
             raise JsonRpcError(HEADER_MISMATCH, f"Mcp-Name header does not match params.{name_key}")
     if version not in STATELESS_VERSIONS:
-        raise JsonRpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
-                            {"supported": list(STATELESS_VERSIONS), "requested": version})
+        raise JsonRpcError(
+            UNSUPPORTED_VERSION,
+            "Unsupported protocol version",
+            {"supported": list(STATELESS_VERSIONS), "requested": version},
+        )
     if method == "tools/call":
         problem = _check_param_headers(agent, params, incoming.raw_headers, incoming.scope)
         if problem is not None:
@@ -244,8 +301,15 @@ class StatelessRequest:
 
     __slots__ = ("capabilities", "id", "log_level", "method", "params", "version")
 
-    def __init__(self, request_id: str | int, method: str, params: dict[str, Any], version: str,
-                 capabilities: dict[str, Any], log_level: str | None) -> None:
+    def __init__(
+        self,
+        request_id: str | int,
+        method: str,
+        params: dict[str, Any],
+        version: str,
+        capabilities: dict[str, Any],
+        log_level: str | None,
+    ) -> None:
         self.id = request_id
         self.method = method
         self.params = params
@@ -261,10 +325,15 @@ def parse_request(agent: Agent, incoming: Incoming, body: Any) -> StatelessReque
     message = classify_rpc(body)
     if message.kind == "notification":
         if version not in STATELESS_VERSIONS:
-            raise JsonRpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
-                               {"supported": list(STATELESS_VERSIONS), "requested": version})
+            raise JsonRpcError(
+                UNSUPPORTED_VERSION,
+                "Unsupported protocol version",
+                {"supported": list(STATELESS_VERSIONS), "requested": version},
+            )
         if message.method in _REMOVED:
-            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {message.method} is not part of {version}")
+            raise JsonRpcError(
+                METHOD_NOT_FOUND, f"Method not found: {message.method} is not part of {version}"
+            )
         return None
     try:
         return _checked(agent, incoming, message.id, message.method, message.params or {}, version)  # type: ignore[arg-type]
@@ -273,8 +342,9 @@ def parse_request(agent: Agent, incoming: Incoming, body: Any) -> StatelessReque
         raise
 
 
-def _checked(agent: Agent, incoming: Incoming, request_id: str | int, method: str, params: dict[str, Any],
-             version: str) -> StatelessRequest:
+def _checked(
+    agent: Agent, incoming: Incoming, request_id: str | int, method: str, params: dict[str, Any], version: str
+) -> StatelessRequest:
     _ladder(agent, incoming, method, params, version)
     meta = params["_meta"]
     capabilities = meta.get(META_CAPABILITIES)
@@ -316,8 +386,9 @@ def _replay_gather(agent: Agent, method: str, params: dict[str, Any], caller: st
             logger.debug("inputResponses without a requestState are ignored; the questions are asked again")
         return _first_round
     try:
-        answers = _state.open_round(agent, method, params, _target(method, params), caller=caller,
-                                    responses=responses)
+        answers = _state.open_round(
+            agent, method, params, _target(method, params), caller=caller, responses=responses
+        )
     except ValueError as exc:
         raise JsonRpcError(INVALID_PARAMS, f"Invalid requestState: {exc}") from exc
     used: dict[str, Any] = {}
@@ -353,8 +424,9 @@ def server_info(agent: Agent) -> dict[str, Any]:
     return {"name": agent.name, "version": agent.version}
 
 
-async def _serve(endpoint: McpEndpoint, call: Call, method: str, params: dict[str, Any], request_id: Any,
-                 receive: Receive) -> dict[str, Any] | None:
+async def _serve(
+    endpoint: McpEndpoint, call: Call, method: str, params: dict[str, Any], request_id: Any, receive: Receive
+) -> dict[str, Any] | None:
     """Run the method; a client that closes the stream cancels it (and is owed nothing)."""
     agent = endpoint.agent
     guard = CallGuard(receive, call.exchange.keepalive)
@@ -391,8 +463,11 @@ def _discover(agent: Agent) -> dict[str, Any]:
     result: dict[str, Any] = {
         "resultType": "complete",
         "supportedVersions": list(STATELESS_VERSIONS),
-        "capabilities": {key: value for key, value in server_capabilities(agent, stateless=True).items()
-                         if key != "logging"},
+        "capabilities": {
+            key: value
+            for key, value in server_capabilities(agent, stateless=True).items()
+            if key != "logging"
+        },
         "serverInfo": server_info(agent),
         "ttlMs": 0,
         "cacheScope": "private",
@@ -438,15 +513,21 @@ class UsedStates(UsedTokens):
             return True
         expires = self.expiry_of(token) or time.time() + self.ttl
         key = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
-        return bool(await self._store().set_if_absent(self.NAMESPACE, key, {"expires": expires},
-                                                       max(expires - time.time(), 1.0)))
+        return bool(
+            await self._store().set_if_absent(
+                self.NAMESPACE, key, {"expires": expires}, max(expires - time.time(), 1.0)
+            )
+        )
 
 
 class ListenHub:
     """``subscriptions/listen`` streams: each gets the agent's list changes and resource updates it asked for."""
 
-    _FLAGS = {"tools/list_changed": "toolsListChanged", "prompts/list_changed": "promptsListChanged",
-              "resources/list_changed": "resourcesListChanged"}
+    _FLAGS = {
+        "tools/list_changed": "toolsListChanged",
+        "prompts/list_changed": "promptsListChanged",
+        "resources/list_changed": "resourcesListChanged",
+    }
 
     def __init__(self, agent: Agent) -> None:
         self.queues: set[tuple[asyncio.Queue[dict[str, Any]], frozenset[str], frozenset[str]]] = set()
@@ -463,8 +544,15 @@ class ListenHub:
                 continue  # a listener this far behind gets no more; list changes are idempotent hints
             queue.put_nowait({"jsonrpc": "2.0", "method": f"notifications/{event}", "params": dict(data)})
 
-    async def listen(self, agent: Agent, request_id: Any, params: dict[str, Any], scope: Scope, receive: Receive,
-                     send: Send) -> None:
+    async def listen(
+        self,
+        agent: Agent,
+        request_id: Any,
+        params: dict[str, Any],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
         wanted = params["notifications"]
         flags = frozenset(f for f in self._FLAGS.values() if wanted.get(f) is True)
         uris_raw = wanted.get("resourceSubscriptions") or []
@@ -475,8 +563,11 @@ class ListenHub:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=1000)
         entry = (queue, flags, frozenset(uris_raw))
         self.queues.add(entry)
-        ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-               "params": {"notifications": honoured, "_meta": sub_meta}}
+        ack = {
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"notifications": honoured, "_meta": sub_meta},
+        }
 
         async def frames() -> AsyncIterator[bytes]:
             yield sse_frame(ack)

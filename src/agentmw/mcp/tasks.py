@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..capability import Capability
     from .methods import Call
 
-__all__ = ["EXTENSION", "McpTasks", "tasks_of", "wants_task", "TASK_HANDLERS"]
+__all__ = ["EXTENSION", "TASK_HANDLERS", "McpTasks", "tasks_of", "wants_task"]
 
 logger = logging.getLogger("agentmw")
 
@@ -57,9 +57,13 @@ POLL_INTERVAL_MS = 500  # suggested to clients: a poll costs one record read (on
 REQUIRED = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
 
 _STATUS = {
-    "TASK_STATE_SUBMITTED": "working", "TASK_STATE_WORKING": "working",
-    "TASK_STATE_INPUT_REQUIRED": "input_required", "TASK_STATE_AUTH_REQUIRED": "input_required",
-    "TASK_STATE_COMPLETED": "completed", "TASK_STATE_FAILED": "failed", "TASK_STATE_REJECTED": "failed",
+    "TASK_STATE_SUBMITTED": "working",
+    "TASK_STATE_WORKING": "working",
+    "TASK_STATE_INPUT_REQUIRED": "input_required",
+    "TASK_STATE_AUTH_REQUIRED": "input_required",
+    "TASK_STATE_COMPLETED": "completed",
+    "TASK_STATE_FAILED": "failed",
+    "TASK_STATE_REJECTED": "failed",
     "TASK_STATE_CANCELED": "cancelled",
 }
 
@@ -99,15 +103,21 @@ def wants_task(call: Call, cap: Capability, params: Mapping[str, Any]) -> bool:
         if support is None:
             return False  # a legacy ``task`` param never makes a task of a tool that has none
         if not declared and support == "required":
-            raise JsonRpcError(MISSING_CAPABILITY, f"Tool {cap.name} runs only as a task: declare the {EXTENSION} "
-                               "extension in this request's client capabilities", REQUIRED)
+            raise JsonRpcError(
+                MISSING_CAPABILITY,
+                f"Tool {cap.name} runs only as a task: declare the {EXTENSION} "
+                "extension in this request's client capabilities",
+                REQUIRED,
+            )
         return declared
     task = params.get("task")
     if task is not None and not isinstance(task, dict):
-        raise JsonRpcError(INVALID_PARAMS, "params.task must be an object, such as {\"ttl\": 60000}")
+        raise JsonRpcError(INVALID_PARAMS, 'params.task must be an object, such as {"ttl": 60000}')
     asked = task is not None
     if asked and support is None:
-        raise JsonRpcError(METHOD_NOT_FOUND, f"Tool {cap.name} does not run as a task (execution.taskSupport)")
+        raise JsonRpcError(
+            METHOD_NOT_FOUND, f"Tool {cap.name} does not run as a task (execution.taskSupport)"
+        )
     if not asked and support == "required":
         raise JsonRpcError(METHOD_NOT_FOUND, f"Tool {cap.name} runs only as a task: send params.task")
     return asked
@@ -137,8 +147,10 @@ def render(record: TaskRecord, stateless: bool, *, detailed: bool = True) -> dic
             if status == "completed" and isinstance(result, dict):
                 task["result"] = result
             elif status == "failed":
-                task["error"] = meta.get("error") or {"code": INTERNAL_ERROR, "message": task.get("statusMessage",
-                                                                                               "The task failed.")}
+                task["error"] = meta.get("error") or {
+                    "code": INTERNAL_ERROR,
+                    "message": task.get("statusMessage", "The task failed."),
+                }
             elif status == "input_required":
                 task["inputRequests"] = dict(meta.get("inputRequests") or {})
     else:
@@ -159,8 +171,11 @@ class TaskChannel(TaskChannelBase):
         if self._muted():
             return
         amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
-        self.registry.status(self.live, "TASK_STATE_WORKING",
-                             [{"text": f"{message} ({amount})" if message else f"Progress {amount}"}])
+        self.registry.status(
+            self.live,
+            "TASK_STATE_WORKING",
+            [{"text": f"{message} ({amount})" if message else f"Progress {amount}"}],
+        )
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
         return None  # tasks carry no log messages (the extension says so); the status message says how far
@@ -198,7 +213,7 @@ class TaskChannel(TaskChannelBase):
 class _Parked:
     """The questions a task parked here waits on, and the answers given so far."""
 
-    __slots__ = ("requests", "given")
+    __slots__ = ("given", "requests")
 
     def __init__(self, requests: dict[str, InputRequest]) -> None:
         self.requests = requests
@@ -259,7 +274,9 @@ class McpTasks(TaskManager):
     """One agent's MCP tasks (made on first use: ``tasks_of(agent)``)."""
 
     def __init__(self, agent: Agent) -> None:
-        registry = TaskRegistry(agent, agent.state, spaces=SPACES, shapes=_Shapes(), timing=TIMING, label="MCP")
+        registry = TaskRegistry(
+            agent, agent.state, spaces=SPACES, shapes=_Shapes(), timing=TIMING, label="MCP"
+        )
         super().__init__(agent, registry, McpTaskRunner(agent, registry))
         retention = agent.a2a_task_retention_seconds
         self.ttl_ms = int(retention * 1000)
@@ -272,31 +289,55 @@ class McpTasks(TaskManager):
 
     # --- creating -----------------------------------------------------------------------------------------
     def open(self, call: Call, cap: Capability, arguments: Mapping[str, Any] | None) -> LiveTask:
-        supports = [name for name in ("elicitation", "sampling", "roots")
-                    if isinstance(call.client_capabilities.get(name), dict)]
-        record = TaskRecord(id=str(uuid.uuid4()), context_id="", owner=call.caller or "anonymous",
-                            state="TASK_STATE_WORKING", status_timestamp=_Shapes.now_iso(), tool=cap.name,
-                            arguments=dict(arguments or {}),
-                            metadata={"stateless": call.stateless, "supports": supports, "ttlMs": self.ttl_ms})
+        supports = [
+            name
+            for name in ("elicitation", "sampling", "roots")
+            if isinstance(call.client_capabilities.get(name), dict)
+        ]
+        record = TaskRecord(
+            id=str(uuid.uuid4()),
+            context_id="",
+            owner=call.caller or "anonymous",
+            state="TASK_STATE_WORKING",
+            status_timestamp=_Shapes.now_iso(),
+            tool=cap.name,
+            arguments=dict(arguments or {}),
+            metadata={"stateless": call.stateless, "supports": supports, "ttlMs": self.ttl_ms},
+        )
         live = self.registry.open(record)
         self.registry.publish(live)  # written at once and on every change: any replica answers tasks/get
         return live
 
-    async def start(self, call: Call, cap: Capability, arguments: Mapping[str, Any] | None,
-                    idempotency_key: str | None, approval_id: str | None) -> LiveTask:
+    async def start(
+        self,
+        call: Call,
+        cap: Capability,
+        arguments: Mapping[str, Any] | None,
+        idempotency_key: str | None,
+        approval_id: str | None,
+    ) -> LiveTask:
         """A task running ``cap``, durably created before its handle is returned (a tasks/get on any replica
         finds it at once)."""
         await self.ready()
         live = self.open(call, cap, arguments)
-        live.runner = asyncio.get_running_loop().create_task(self.runner.execute(
-            live, cap, HTTPConnection(call.scope), dict(arguments or {}), idempotency_key=idempotency_key,
-            approval_id=approval_id), name=f"mcp-task-{live.record.id}")
+        live.runner = asyncio.get_running_loop().create_task(
+            self.runner.execute(
+                live,
+                cap,
+                HTTPConnection(call.scope),
+                dict(arguments or {}),
+                idempotency_key=idempotency_key,
+                approval_id=approval_id,
+            ),
+            name=f"mcp-task-{live.record.id}",
+        )
         await self.registry.persist(live)
         return live
 
     def carry_on(self, live: LiveTask, running: asyncio.Task[Any]) -> None:
         """A call that became a task midway (``ctx.continue_as_task()``): its coroutine, already running,
         ends the task."""
+
         async def finish() -> None:
             try:
                 outcome = await running
@@ -306,7 +347,9 @@ class McpTasks(TaskManager):
             if isinstance(outcome, Outcome):
                 self.runner.settle(live, outcome)
             else:  # an input_required answer cannot come after the task exists: its questions park it
-                self.runner.finish(live, "TASK_STATE_FAILED", "The task asked in a way it cannot be answered.")
+                self.runner.finish(
+                    live, "TASK_STATE_FAILED", "The task asked in a way it cannot be answered."
+                )
 
         live.runner = spawn(finish(), f"mcp-task-{live.record.id}")
 
@@ -323,7 +366,12 @@ class McpTasks(TaskManager):
             self._deliver(live, responses)
             return
         loaded = await registry.load(task_id)
-        if loaded is None or loaded[0].terminal or not loaded[0].parked or registry.local(task_id) is not None:
+        if (
+            loaded is None
+            or loaded[0].terminal
+            or not loaded[0].parked
+            or registry.local(task_id) is not None
+        ):
             return  # not waiting for input (any more): the answers are ignored, as the extension allows
         record, version = loaded
         journal = await Journal.load(self.agent.state, task_id, lease_seconds=registry.timing.lease_seconds)
@@ -336,7 +384,8 @@ class McpTasks(TaskManager):
         live = await self.adopt(record, version)
         live.runner = asyncio.get_running_loop().create_task(
             self.runner.replay(live, journal, None, lambda pending: dict(parked.given)),
-            name=f"mcp-resume-{task_id}")
+            name=f"mcp-resume-{task_id}",
+        )
 
     def _deliver(self, live: LiveTask, responses: Mapping[str, Any]) -> None:
         parked: _Parked = live.face
@@ -367,9 +416,15 @@ class McpTasks(TaskManager):
             record = await self.get(task_id, owner)
             if record.terminal:
                 break
-            if shutting_down():  # a wait never holds a shutdown: the task itself is left as a shutdown leaves it
-                raise JsonRpcError(INTERNAL_ERROR, "The server is shutting down before the task ended: call "
-                                   "tasks/result again, or poll tasks/get", {"taskId": task_id})
+            if (
+                shutting_down()
+            ):  # a wait never holds a shutdown: the task itself is left as a shutdown leaves it
+                raise JsonRpcError(
+                    INTERNAL_ERROR,
+                    "The server is shutting down before the task ended: call "
+                    "tasks/result again, or poll tasks/get",
+                    {"taskId": task_id},
+                )
             live = self.registry.local(task_id)
             if live is None:  # it runs in another process: its record says when it ends
                 await asyncio.sleep(POLL_INTERVAL_MS / 1000)
@@ -394,17 +449,20 @@ class McpTasks(TaskManager):
             result["_meta"] = {**(result.get("_meta") or {}), RELATED_TASK: {"taskId": record.id}}
             return result
         error = meta.get("error") or {"code": INTERNAL_ERROR, "message": "The task was cancelled."}
-        raise JsonRpcError(error.get("code", INTERNAL_ERROR), error.get("message", "The task failed."),
-                           error.get("data"))
+        raise JsonRpcError(
+            error.get("code", INTERNAL_ERROR), error.get("message", "The task failed."), error.get("data")
+        )
 
     async def listing(self, owner: str, cursor: Any) -> dict[str, Any]:
-        if cursor is not None and not (isinstance(cursor, str) and cursor.isascii() and cursor.isdigit()
-                                       and len(cursor) <= 18):
+        if cursor is not None and not (
+            isinstance(cursor, str) and cursor.isascii() and cursor.isdigit() and len(cursor) <= 18
+        ):
             raise JsonRpcError(INVALID_PARAMS, "Invalid cursor")
         offset = int(cursor or 0)
         await self.ready()
-        records, total = await self.registry.list(owner, context_id=None, state=None, after=None, size=50,
-                                                  offset=offset)
+        records, total = await self.registry.list(
+            owner, context_id=None, state=None, after=None, size=50, offset=offset
+        )
         result: dict[str, Any] = {"tasks": [render(r, False) for r in records]}
         if offset + len(records) < total:
             result["nextCursor"] = str(offset + len(records))
@@ -442,8 +500,9 @@ class Detacher:
     """The channel of a call to an ``ask_first`` task tool: the call's own channel (its questions are asked
     before any task exists) until the function calls ``ctx.continue_as_task()``; from then on the task's."""
 
-    def __init__(self, inline: Any, manager: McpTasks, call: Call, cap: Capability,
-                 arguments: Mapping[str, Any] | None) -> None:
+    def __init__(
+        self, inline: Any, manager: McpTasks, call: Call, cap: Capability, arguments: Mapping[str, Any] | None
+    ) -> None:
         self.inline = inline
         self.manager = manager
         self.call = call
@@ -485,12 +544,16 @@ class Detacher:
 
 # --- the methods --------------------------------------------------------------------------------------------
 
+
 def _task_id(call: Call, params: Mapping[str, Any]) -> Any:
     if call.stateless:
         extensions = call.client_capabilities.get("extensions")
         if not (isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)):
-            raise JsonRpcError(MISSING_CAPABILITY, f"Task methods need the {EXTENSION} extension in this request's "
-                               "client capabilities", REQUIRED)
+            raise JsonRpcError(
+                MISSING_CAPABILITY,
+                f"Task methods need the {EXTENSION} extension in this request's client capabilities",
+                REQUIRED,
+            )
     task_id = params.get("taskId")
     if not isinstance(task_id, str):
         raise JsonRpcError(INVALID_PARAMS, "taskId must be a string")
@@ -562,4 +625,4 @@ def create_result(record: TaskRecord, stateless: bool) -> dict[str, Any]:
     return {"task": task}
 
 
-__all__ += ["create_result", "render", "TaskChannel"]
+__all__ += ["TaskChannel", "create_result", "render"]

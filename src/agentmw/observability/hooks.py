@@ -268,7 +268,9 @@ class HookChain:
             _CURRENT.reset(token)
 
     async def _before_all(self, invocation: Invocation) -> Outcome | None:
-        limit = invocation.capability.timeout  # the call's own deadline bounds its checks too: none may hang it
+        limit = (
+            invocation.capability.timeout
+        )  # the call's own deadline bounds its checks too: none may hang it
         for hook, before in self._before:
             try:
                 result = before(invocation)
@@ -283,11 +285,20 @@ class HookChain:
                 return _denial(exc)
             except TimeoutError:
                 if not limit or invocation.elapsed < limit:  # the hook's own TimeoutError: a failure like any
-                    logger.exception("hook %r failed before %s %r: the call is refused", hook, invocation.kind,
-                                     invocation.name)
+                    logger.exception(
+                        "hook %r failed before %s %r: the call is refused",
+                        hook,
+                        invocation.kind,
+                        invocation.name,
+                    )
                     return _hook_failed(invocation)
-                logger.error("hook %r did not finish before %s %r within its %gs deadline: the call is refused",
-                             hook, invocation.kind, invocation.name, limit)
+                logger.error(
+                    "hook %r did not finish before %s %r within its %gs deadline: the call is refused",
+                    hook,
+                    invocation.kind,
+                    invocation.name,
+                    limit,
+                )
                 return Outcome(
                     status=Status.FAILED,
                     code="hook_failed",
@@ -352,7 +363,13 @@ class HookChain:
         return items
 
 
-_IDENTITY = {"tools": "name", "prompts": "name", "resources": "uri", "templates": "uriTemplate", "skills": "id"}
+_IDENTITY = {
+    "tools": "name",
+    "prompts": "name",
+    "resources": "uri",
+    "templates": "uriTemplate",
+    "skills": "id",
+}
 
 
 def _filtered(kind: str, shown: Sequence[dict[str, Any]], kept: Any) -> list[dict[str, Any]]:
@@ -368,8 +385,10 @@ def _filtered(kind: str, shown: Sequence[dict[str, Any]], kept: Any) -> list[dic
         if not isinstance(item, dict):
             raise TypeError(f"a listing hook returned a {type(item).__name__} among the {kind}, not an item")
         if names is not None and (not isinstance(item.get(key), str) or item[key] not in names):
-            raise ValueError(f"a listing hook returned an item that is not one of the {kind} shown: {key}="
-                             f"{str(item.get(key))[:80]!r}")
+            raise ValueError(
+                f"a listing hook returned an item that is not one of the {kind} shown: {key}="
+                f"{str(item.get(key))[:80]!r}"
+            )
     return out
 
 

@@ -33,11 +33,20 @@ _BREAKER = {"closed": 0.0, "half-open": 1.0, "open": 2.0}
 _A2A_SEND = frozenset(
     {"SendMessage", "SendStreamingMessage", "message/send", "message/stream", "send", "stream"}
 )
-_A2A_V03 = frozenset({
-    "message/send", "message/stream", "tasks/get", "tasks/cancel", "tasks/resubscribe",
-    "tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get", "tasks/pushNotificationConfig/list",
-    "tasks/pushNotificationConfig/delete", "agent/getAuthenticatedExtendedCard",
-})
+_A2A_V03 = frozenset(
+    {
+        "message/send",
+        "message/stream",
+        "tasks/get",
+        "tasks/cancel",
+        "tasks/resubscribe",
+        "tasks/pushNotificationConfig/set",
+        "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list",
+        "tasks/pushNotificationConfig/delete",
+        "agent/getAuthenticatedExtendedCard",
+    }
+)
 
 
 @functools.cache
@@ -478,7 +487,8 @@ class Telemetry(Hook):
             return
         follows = ("a2a", task_id) if isinstance(task_id, str) else None
         with tracing.client(
-            "A2A push", follows,
+            "A2A push",
+            follows,
             {"a2a.task.id": str(task_id), "url.full": attribute(url), "http.request.method": "POST"},
         ):
             yield tracing.headers(follows)

@@ -6,5 +6,16 @@ from .idempotency import IdempotencyCache
 from .limits import Budgets, Limits
 from .roots import RootedPath, RootViolation, resolve_in_roots
 
-__all__ = ["frame_text", "Approval", "Approvals", "GateSpec", "human_gate", "IdempotencyCache", "Limits", "Budgets",
-           "RootViolation", "RootedPath", "resolve_in_roots"]
+__all__ = [
+    "Approval",
+    "Approvals",
+    "Budgets",
+    "GateSpec",
+    "IdempotencyCache",
+    "Limits",
+    "RootViolation",
+    "RootedPath",
+    "frame_text",
+    "human_gate",
+    "resolve_in_roots",
+]

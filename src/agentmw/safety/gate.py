@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-__all__ = ["GateSpec", "human_gate", "Approval", "Approvals", "ApprovalProblem", "arguments_hash", "describe"]
+__all__ = ["Approval", "ApprovalProblem", "Approvals", "GateSpec", "arguments_hash", "describe", "human_gate"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 GATE_MARK = "__agentmw_gate__"
@@ -45,8 +45,9 @@ def human_gate(fn: Any = None, /, *, side_effects: str = "", ttl_seconds: float 
 
 
 def arguments_hash(capability: str, arguments: Mapping[str, Any]) -> str:
-    canonical = json.dumps({"capability": capability, "arguments": arguments}, sort_keys=True,
-                           separators=(",", ":"), default=str)
+    canonical = json.dumps(
+        {"capability": capability, "arguments": arguments}, sort_keys=True, separators=(",", ":"), default=str
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -76,29 +77,57 @@ class Approval:
     created_at: float = field(default_factory=time.time)
 
     def public(self) -> dict[str, Any]:
-        return {"id": self.id, "capability": self.capability, "summary": self.summary, "arguments": self.arguments,
-                "argumentsHash": self.arguments_hash, "protocol": self.face, "requestedBy": self.requested_by,
-                "status": self.status, "decidedBy": self.decided_by, "note": self.note,
-                "expiresAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.expires_at))}
+        return {
+            "id": self.id,
+            "capability": self.capability,
+            "summary": self.summary,
+            "arguments": self.arguments,
+            "argumentsHash": self.arguments_hash,
+            "protocol": self.face,
+            "requestedBy": self.requested_by,
+            "status": self.status,
+            "decidedBy": self.decided_by,
+            "note": self.note,
+            "expiresAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.expires_at)),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form (strict JSON): every field."""
         from .._codec import to_json
 
-        return {"id": self.id, "capability": self.capability, "argumentsHash": self.arguments_hash,
-                "summary": self.summary, "arguments": to_json(self.arguments), "face": self.face,
-                "requestedBy": self.requested_by, "expiresAt": self.expires_at, "status": self.status,
-                "decidedBy": self.decided_by, "note": self.note, "createdAt": self.created_at}
+        return {
+            "id": self.id,
+            "capability": self.capability,
+            "argumentsHash": self.arguments_hash,
+            "summary": self.summary,
+            "arguments": to_json(self.arguments),
+            "face": self.face,
+            "requestedBy": self.requested_by,
+            "expiresAt": self.expires_at,
+            "status": self.status,
+            "decidedBy": self.decided_by,
+            "note": self.note,
+            "createdAt": self.created_at,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Approval:
         from .._codec import from_json
 
-        return cls(id=data["id"], capability=data["capability"], arguments_hash=data["argumentsHash"],
-                   summary=data["summary"], arguments=from_json(data["arguments"]), face=data["face"],
-                   requested_by=data["requestedBy"], expires_at=float(data["expiresAt"]), status=data["status"],
-                   decided_by=data.get("decidedBy"), note=data.get("note") or "",
-                   created_at=float(data.get("createdAt") or 0.0))
+        return cls(
+            id=data["id"],
+            capability=data["capability"],
+            arguments_hash=data["argumentsHash"],
+            summary=data["summary"],
+            arguments=from_json(data["arguments"]),
+            face=data["face"],
+            requested_by=data["requestedBy"],
+            expires_at=float(data["expiresAt"]),
+            status=data["status"],
+            decided_by=data.get("decidedBy"),
+            note=data.get("note") or "",
+            created_at=float(data.get("createdAt") or 0.0),
+        )
 
 
 NAMESPACE = "approvals"
@@ -120,7 +149,9 @@ class Approvals:
             to it).
     """
 
-    def __init__(self, max_records: int = 10_000, *, state: Any = None, max_age: float = 7 * 24 * 3600.0) -> None:
+    def __init__(
+        self, max_records: int = 10_000, *, state: Any = None, max_age: float = 7 * 24 * 3600.0
+    ) -> None:
         self.max_records = max_records
         self.max_age = max_age
         self._source = state
@@ -142,13 +173,26 @@ class Approvals:
         page = await self.state.scan(NAMESPACE, limit=1, total=True)
         return page.total or 0
 
-    async def create(self, capability: str, arguments: Mapping[str, Any], summary: str, face: str,
-                     requested_by: str, ttl: float) -> Approval:
+    async def create(
+        self,
+        capability: str,
+        arguments: Mapping[str, Any],
+        summary: str,
+        face: str,
+        requested_by: str,
+        ttl: float,
+    ) -> Approval:
         now = time.time()
-        approval = Approval(id=f"appr-{os.urandom(9).hex()}", capability=capability,
-                            arguments_hash=arguments_hash(capability, arguments), summary=summary,
-                            arguments=dict(arguments), face=face, requested_by=requested_by,
-                            expires_at=now + min(ttl, self.max_age))
+        approval = Approval(
+            id=f"appr-{os.urandom(9).hex()}",
+            capability=capability,
+            arguments_hash=arguments_hash(capability, arguments),
+            summary=summary,
+            arguments=dict(arguments),
+            face=face,
+            requested_by=requested_by,
+            expires_at=now + min(ttl, self.max_age),
+        )
         await self.state.put(NAMESPACE, approval.id, approval.to_dict(), expected_version=0)
         return approval
 
@@ -203,21 +247,27 @@ class Approvals:
 
         return await self._change(approval_id, decide, f"approval {approval_id} is unknown or expired")
 
-    async def consume(self, approval_id: str, capability: str, arguments: Mapping[str, Any], face: str,
-                      requester: str) -> Approval:
+    async def consume(
+        self, approval_id: str, capability: str, arguments: Mapping[str, Any], face: str, requester: str
+    ) -> Approval:
         """The decided approval for exactly this call by its requester, marked used if it approved;
         ApprovalProblem otherwise."""
         digest = arguments_hash(capability, arguments)
 
         def use(approval: Approval) -> bool:
             if approval.requested_by != requester:
-                raise ApprovalProblem(f"approval {approval_id} was requested by another caller; an approval works "
-                                      "only for the caller who asked for it")
+                raise ApprovalProblem(
+                    f"approval {approval_id} was requested by another caller; an approval works "
+                    "only for the caller who asked for it"
+                )
             if approval.capability != capability or approval.arguments_hash != digest:
-                raise ApprovalProblem(f"approval {approval_id} was given for another action, not these arguments")
+                raise ApprovalProblem(
+                    f"approval {approval_id} was given for another action, not these arguments"
+                )
             if approval.face != face:
-                raise ApprovalProblem(f"approval {approval_id} was issued over {approval.face} and is only valid "
-                                      "there")
+                raise ApprovalProblem(
+                    f"approval {approval_id} was issued over {approval.face} and is only valid there"
+                )
             if approval.status == "used":
                 raise ApprovalProblem(f"approval {approval_id} was already used; approvals are single-use")
             if approval.status == "pending":
@@ -227,5 +277,6 @@ class Approvals:
                 return True
             return False
 
-        return await self._change(approval_id, use,
-                                  f"approval {approval_id} is unknown or expired; ask for a new one")
+        return await self._change(
+            approval_id, use, f"approval {approval_id} is unknown or expired; ask for a new one"
+        )

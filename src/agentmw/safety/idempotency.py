@@ -103,8 +103,15 @@ class IdempotencyCache:
         poll_seconds: how often a duplicate waiting on another process re-reads the key, besides the bus.
     """
 
-    def __init__(self, ttl_seconds: float = 24 * 3600.0, max_entries: int = 100_000, *, state: Any = None,
-                 lease_seconds: float = 30.0, poll_seconds: float = 1.0) -> None:
+    def __init__(
+        self,
+        ttl_seconds: float = 24 * 3600.0,
+        max_entries: int = 100_000,
+        *,
+        state: Any = None,
+        lease_seconds: float = 30.0,
+        poll_seconds: float = 1.0,
+    ) -> None:
         self.ttl = ttl_seconds
         self.max_entries = max_entries
         self.lease = lease_seconds
@@ -152,8 +159,13 @@ class IdempotencyCache:
     def state_key(key: tuple[str, str, str]) -> str:
         return hashlib.sha256(json.dumps(list(key), separators=(",", ":")).encode()).hexdigest()
 
-    async def run(self, key: tuple[str, str, str], arguments: str, produce: Callable[[], Awaitable[Any]],
-                  keep: Callable[[Any], bool]) -> Any:
+    async def run(
+        self,
+        key: tuple[str, str, str],
+        arguments: str,
+        produce: Callable[[], Awaitable[Any]],
+        keep: Callable[[Any], bool],
+    ) -> Any:
         """The outcome of ``produce()`` for the first call with ``key``; for a duplicate, that first outcome
         (waiting for it while it runs). ``keep(outcome)``: whether the outcome settles the key."""
         skey = self.state_key(key)
@@ -187,7 +199,9 @@ class IdempotencyCache:
             self._settle(skey, entry, error=exc)
             raise
 
-    def _settle(self, skey: str, entry: _Local, *, result: Any = None, error: BaseException | None = None) -> None:
+    def _settle(
+        self, skey: str, entry: _Local, *, result: Any = None, error: BaseException | None = None
+    ) -> None:
         if self._running.get(skey) is entry:
             del self._running[skey]
         if entry.done.done():
@@ -198,8 +212,15 @@ class IdempotencyCache:
         else:
             entry.done.set_result(result)
 
-    async def _produce(self, state: Any, skey: str, entry: _Local, owner: str,
-                       produce: Callable[[], Awaitable[Any]], keep: Callable[[Any], bool]) -> Any:
+    async def _produce(
+        self,
+        state: Any,
+        skey: str,
+        entry: _Local,
+        owner: str,
+        produce: Callable[[], Awaitable[Any]],
+        keep: Callable[[Any], bool],
+    ) -> Any:
         renewing = asyncio.ensure_future(self._renew(state, skey, owner))
         try:
             outcome = await produce()
@@ -235,8 +256,11 @@ class IdempotencyCache:
         try:
             await state.release(CLAIMS, skey, owner)
         except Exception:
-            logger.warning("could not release the claim of an idempotency key; it expires in %gs", self.lease,
-                           exc_info=True)
+            logger.warning(
+                "could not release the claim of an idempotency key; it expires in %gs",
+                self.lease,
+                exc_info=True,
+            )
             return False
         return True
 
@@ -257,8 +281,11 @@ class IdempotencyCache:
                 logger.warning("could not renew the claim of an idempotency key", exc_info=True)
                 continue
             if not renewed:
-                logger.warning("lost the claim of an idempotency key while its call ran: a duplicate may run it "
-                               "again (the call outlived its %gs lease unrenewed)", self.lease)
+                logger.warning(
+                    "lost the claim of an idempotency key while its call ran: a duplicate may run it "
+                    "again (the call outlived its %gs lease unrenewed)",
+                    self.lease,
+                )
                 return
 
     async def _abandon(self, state: Any, skey: str, owner: str) -> None:

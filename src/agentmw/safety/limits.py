@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..errors import Retryable
 
-__all__ = ["Limits", "Budgets"]
+__all__ = ["Budgets", "Limits"]
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -32,17 +32,24 @@ class Budgets:
     its cap is refused with the protocol's error before anything runs. ``docs/limits.md`` lists them all.
     """
 
-    agui_input_bytes: int = 2 * MIB  # one AG-UI run's input (state, messages, props) as RUN_STARTED carries it: 413
+    agui_input_bytes: int = (
+        2 * MIB
+    )  # one AG-UI run's input (state, messages, props) as RUN_STARTED carries it: 413
     agui_run_buffer_bytes: int = 4 * MIB  # one run's reconnect buffer; its oldest frames go first
     agui_threads_bytes: int = 16 * MIB  # AG-UI threads in memory, measured by their latest run's input
     agui_runs_bytes: int = 16 * MIB  # AG-UI runs in memory: their input and reconnect buffer
     a2a_task_bytes: int = 2 * MIB  # the messages of one A2A task: -32602 past it
     a2a_tasks_bytes: int = 16 * MIB  # A2A task handles in memory, by their messages
-    a2a_message_ids_bytes: int = 16 * MIB  # remembered messageIds (the id, the caller, the message's fingerprint)
-    session_bytes: int = 64 * KIB  # an MCP session's clientInfo and capabilities: initialize gets -32602 past it
+    a2a_message_ids_bytes: int = (
+        16 * MIB
+    )  # remembered messageIds (the id, the caller, the message's fingerprint)
+    session_bytes: int = (
+        64 * KIB
+    )  # an MCP session's clientInfo and capabilities: initialize gets -32602 past it
     sessions_bytes: int = 16 * MIB  # MCP sessions in memory on one replica
     max_parked: int = 1_000  # calls parked on a question at once; past it, parking fails as retryable
     parked_bytes: int = 64 * MIB  # what the parked calls' tasks and threads hold (as measured above)
+
 
 # the slots the current task holds, innermost last: a skill and the tools it calls hold one each
 _HELD: ContextVar[tuple[tuple[Limits, str], ...]] = ContextVar("agentmw_in_flight", default=())
@@ -79,7 +86,7 @@ class Limits:
         held = _HELD.get()
         for index in range(len(held) - 1, -1, -1):
             if held[index][0] is self and held[index][1] == name:
-                _HELD.set(held[:index] + held[index + 1:])
+                _HELD.set(held[:index] + held[index + 1 :])
                 break
 
     @contextlib.contextmanager
@@ -89,10 +96,15 @@ class Limits:
         ``size``: the bytes the parked call's task or thread holds. Raises :class:`Retryable` (nothing is given
         back or taken) when ``max_parked`` calls already wait, or their sizes would pass ``parked_bytes``.
         """
-        if self.waiting >= self.max_parked or (self.waiting and self.parked_bytes + size > self.max_parked_bytes):
+        if self.waiting >= self.max_parked or (
+            self.waiting and self.parked_bytes + size > self.max_parked_bytes
+        ):
             self.rejected += 1
-            raise Retryable(f"the agent already has {self.waiting} calls waiting for an answer; nothing more can "
-                            "wait now", retry_after=60.0)
+            raise Retryable(
+                f"the agent already has {self.waiting} calls waiting for an answer; nothing more can "
+                "wait now",
+                retry_after=60.0,
+            )
         names = [name for limits, name in _HELD.get() if limits is self]
         for name in names:
             self.total -= 1

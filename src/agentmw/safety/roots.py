@@ -22,8 +22,15 @@ from pathlib import Path
 from typing import Annotated
 from urllib.parse import unquote_to_bytes, urlsplit
 
-__all__ = ["PathParameter", "RootViolation", "RootedPath", "intersect", "resolve_in_roots", "resolve_parameters",
-           "roots_from_uris"]
+__all__ = [
+    "PathParameter",
+    "RootViolation",
+    "RootedPath",
+    "intersect",
+    "resolve_in_roots",
+    "resolve_parameters",
+    "roots_from_uris",
+]
 
 
 class PathParameter:
@@ -57,8 +64,11 @@ _URI_DRIVE = re.compile(r"/[A-Za-z](?:[:|]|%3[aA]|%7[cC])(?:/|$)")
 _UNC = re.compile(r"[/\\]{2}")
 _DEVICE_NAMESPACE = re.compile(r"[/\\]{2}[?.][/\\]|\\\?\?\\")
 #: Windows device names, in any component, any case, with any extension or trailing spaces.
-_DEVICE = re.compile(r"(?:^|/)(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³]|conin\$|conout\$|clock\$)"
-                     r" *(?:\.[^/]*)?(?:/|$)", re.IGNORECASE)
+_DEVICE = re.compile(
+    r"(?:^|/)(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³]|conin\$|conout\$|clock\$)"
+    r" *(?:\.[^/]*)?(?:/|$)",
+    re.IGNORECASE,
+)
 #: Windows 8.3 short names (``PROGRA~1``, ``SECRET~1.TXT``) name some other, longer file there.
 _SHORT_NAME = re.compile(r"(?:^|/)[^/.~]{1,6}~[0-9]{1,6}(?:\.[^/.]{0,3})?(?:/|$)")
 #: Environment-variable forms that shells and Windows expand: ``$HOME``, ``${HOME}``, ``$(cmd)``, ``%TEMP%``.
@@ -138,8 +148,10 @@ def _decode(text: str) -> str:
         try:
             decoded = unquote_to_bytes(text).decode("utf-8")
         except UnicodeDecodeError:
-            raise RootViolation("it is not valid UTF-8 after percent-decoding (overlong or stray bytes such as "
-                                "%c0%ae or %ff are refused, not read as other characters)") from None
+            raise RootViolation(
+                "it is not valid UTF-8 after percent-decoding (overlong or stray bytes such as "
+                "%c0%ae or %ff are refused, not read as other characters)"
+            ) from None
         if decoded == text:
             return text
         text = decoded
@@ -156,8 +168,10 @@ def _from_file_uri(raw: str) -> str:
         raise RootViolation("it is not a well-formed file:// URI") from None
     host = parts.netloc
     if host and host.lower() != "localhost":
-        raise RootViolation(f"a file:// URI must name a local path, but its host is {host!r} "
-                            "(only an empty host or 'localhost' is accepted)")
+        raise RootViolation(
+            f"a file:// URI must name a local path, but its host is {host!r} "
+            "(only an empty host or 'localhost' is accepted)"
+        )
     if parts.query or parts.fragment or raw.endswith(("?", "#")):
         raise RootViolation("a file:// URI with a query or fragment ('?', '#') is ambiguous")
     if not parts.path.startswith("/"):
@@ -167,8 +181,10 @@ def _from_file_uri(raw: str) -> str:
     if "\\" in parts.path:
         raise RootViolation("a file:// URI contains a backslash")
     if _URI_DRIVE.match(parts.path):
-        raise RootViolation("it is a Windows drive path in a file:// URI (file:///C:/ or file:///C|/); "
-                            "drive letters are refused")
+        raise RootViolation(
+            "it is a Windows drive path in a file:// URI (file:///C:/ or file:///C|/); "
+            "drive letters are refused"
+        )
     return parts.path
 
 
@@ -184,16 +200,22 @@ def _check_form(text: str, from_uri: bool) -> None:
                 if problem:
                     raise RootViolation(problem)
                 if previous in "./\\" and unicodedata.category(ch).startswith("M"):
-                    raise RootViolation(f"it contains a combining mark (U+{ord(ch):04X}) on '.', '/' or the start "
-                                        "of a name, which hides what the name is")
+                    raise RootViolation(
+                        f"it contains a combining mark (U+{ord(ch):04X}) on '.', '/' or the start "
+                        "of a name, which hides what the name is"
+                    )
             previous = ch
     if _ASCII_CONTROL.search(text):
         raise RootViolation("the path contains control characters")
     if _DEVICE_NAMESPACE.match(text):
-        raise RootViolation("it is a Windows device-namespace path (\\\\?\\, \\\\.\\, \\??\\); these are refused")
+        raise RootViolation(
+            "it is a Windows device-namespace path (\\\\?\\, \\\\.\\, \\??\\); these are refused"
+        )
     if _UNC.match(text):
-        raise RootViolation("it starts with two separators: a UNC or network path (\\\\server\\share, "
-                            "//server/share); these are refused")
+        raise RootViolation(
+            "it starts with two separators: a UNC or network path (\\\\server\\share, "
+            "//server/share); these are refused"
+        )
     drive = _DRIVE.match(text)
     if drive and (from_uri or not text.startswith("/")):
         raise RootViolation(f"it is a Windows drive path ({drive.group(1)}:); drive letters are refused")
@@ -201,17 +223,25 @@ def _check_form(text: str, from_uri: bool) -> None:
     if scheme and not from_uri and scheme.group(1).lower() == "file":
         raise RootViolation("it is a percent-encoded file: URI; send the file:// URI itself, or the path")
     if scheme:
-        raise RootViolation(f"it is a URI with the scheme {scheme.group(1) + ':'!r}; only local file:// URIs are "
-                            "accepted, as the path they name")
+        raise RootViolation(
+            f"it is a URI with the scheme {scheme.group(1) + ':'!r}; only local file:// URIs are "
+            "accepted, as the path they name"
+        )
     if text.startswith("~"):
-        raise RootViolation("it starts with '~', a home-directory form (~, ~/x, ~user/x) that shells and "
-                            "expanduser read differently; give a path relative to the root")
+        raise RootViolation(
+            "it starts with '~', a home-directory form (~, ~/x, ~user/x) that shells and "
+            "expanduser read differently; give a path relative to the root"
+        )
     if ":" in text:
-        raise RootViolation("it contains ':', which names a drive, a URI scheme or an NTFS alternate data stream "
-                            "elsewhere; ':' is refused in paths")
+        raise RootViolation(
+            "it contains ':', which names a drive, a URI scheme or an NTFS alternate data stream "
+            "elsewhere; ':' is refused in paths"
+        )
     if "\\" in text:
-        raise RootViolation("the path contains a backslash; use '/' as the separator (a backslash is a separator on "
-                            "Windows, so 'sub\\note.md' is refused rather than read as one name)")
+        raise RootViolation(
+            "the path contains a backslash; use '/' as the separator (a backslash is a separator on "
+            "Windows, so 'sub\\note.md' is refused rather than read as one name)"
+        )
     _check_names(text)
 
 
@@ -219,24 +249,35 @@ def _check_names(text: str) -> None:
     """Rules on single names, cheap enough for the hot path."""
     device = _DEVICE.search(text)
     if device:
-        raise RootViolation(f"it names the Windows device {device.group(1)!r} (CON, PRN, AUX, NUL, COM0-9, "
-                            "LPT0-9, CONIN$, CONOUT$, CLOCK$); device names are refused in every part of a path, "
-                            "with or without an extension")
+        raise RootViolation(
+            f"it names the Windows device {device.group(1)!r} (CON, PRN, AUX, NUL, COM0-9, "
+            "LPT0-9, CONIN$, CONOUT$, CLOCK$); device names are refused in every part of a path, "
+            "with or without an extension"
+        )
     if "~" in text and _SHORT_NAME.search(text):
-        raise RootViolation("it contains a Windows 8.3 short name (like PROGRA~1), which names another file there")
+        raise RootViolation(
+            "it contains a Windows 8.3 short name (like PROGRA~1), which names another file there"
+        )
     if "%" in text and _PERCENT_U.search(text):  # before %NAME%, which '%u002e%u002e' also looks like
-        raise RootViolation("it contains a %u escape (%u2215, %u002f), IIS's non-standard encoding of a character, "
-                            "which some layers decode and others keep; %u escapes are refused")
+        raise RootViolation(
+            "it contains a %u escape (%u2215, %u002f), IIS's non-standard encoding of a character, "
+            "which some layers decode and others keep; %u escapes are refused"
+        )
     if ("$" in text or "%" in text) and _ENV.search(text):
-        raise RootViolation("it contains an environment-variable form ($NAME, ${NAME}, $(cmd), %NAME%) that shells "
-                            "and Windows expand; these are refused")
+        raise RootViolation(
+            "it contains an environment-variable form ($NAME, ${NAME}, $(cmd), %NAME%) that shells "
+            "and Windows expand; these are refused"
+        )
     for name in _TRAILING.findall(text):
         if name not in (".", ".."):
-            raise RootViolation(f"the name {name!r} ends with a dot or a space, which Windows drops ('secret.' and "
-                                "'secret ' name 'secret' there); names ending in a dot or a space are refused")
+            raise RootViolation(
+                f"the name {name!r} ends with a dot or a space, which Windows drops ('secret.' and "
+                "'secret ' name 'secret' there); names ending in a dot or a space are refused"
+            )
 
 
 # --- resolution ---------------------------------------------------------------------------------------------
+
 
 def _real(path: str | Path) -> str:
     return os.path.realpath(os.fspath(path))
@@ -282,7 +323,9 @@ def roots_from_uris(uris: Sequence[str]) -> list[str]:
     return found
 
 
-def intersect(server: Sequence[str], client: Sequence[str] | None, case_insensitive: bool = False) -> list[str]:
+def intersect(
+    server: Sequence[str], client: Sequence[str] | None, case_insensitive: bool = False
+) -> list[str]:
     """The roots both sides allow: each the narrower of an overlapping pair."""
     server_real = [_real(r) for r in server]
     if client is None:
@@ -297,8 +340,9 @@ def intersect(server: Sequence[str], client: Sequence[str] | None, case_insensit
     return list(dict.fromkeys(allowed))
 
 
-def resolve_in_roots(raw: object, roots: Sequence[str], *, base: str | None = None,
-                     case_insensitive: bool = False) -> str:
+def resolve_in_roots(
+    raw: object, roots: Sequence[str], *, base: str | None = None, case_insensitive: bool = False
+) -> str:
     """The real absolute path ``raw`` names, if it is inside one of ``roots``; RootViolation otherwise.
 
     A local ``file://`` URI is parsed as a URI and checked as the path it names. Percent-encoding is
@@ -337,15 +381,22 @@ def resolve_in_roots(raw: object, roots: Sequence[str], *, base: str | None = No
     if _loops(real) or (".." in text and _loops(candidate)):
         raise RootViolation("it goes through a symlink loop (a link that, followed, leads back to itself)")
     if os.path.normpath(real) != real:
-        raise RootViolation("it did not resolve to a normalised path (a symlink loop or an unresolvable link)")
+        raise RootViolation(
+            "it did not resolve to a normalised path (a symlink loop or an unresolvable link)"
+        )
     for root in roots:
         if _inside(real, root, case_insensitive):
             return real
     raise RootViolation(f"{raw!r} is outside the allowed roots")
 
 
-def resolve_parameters(values: Mapping[str, object], server: Sequence[str], client: Sequence[str] | None, *,
-                       case_insensitive: bool = False) -> dict[str, str]:
+def resolve_parameters(
+    values: Mapping[str, object],
+    server: Sequence[str],
+    client: Sequence[str] | None,
+    *,
+    case_insensitive: bool = False,
+) -> dict[str, str]:
     """The real paths of a call's path parameters (``values``, by name), each inside the server's roots
     (``server``) and, when the client has roots, its ``client`` root URIs too; RootViolation (with its
     ``parameter``) for the first that is not.

@@ -10,8 +10,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import (ANY, DEFAULT_LIMITS, Conflict, Encoded, Item, Json, Limits, Page, State, Subscription, Versioned,
-                   encode, encoded, encoded_bytes)
+from .base import (
+    ANY,
+    DEFAULT_LIMITS,
+    Conflict,
+    Encoded,
+    Item,
+    Json,
+    Limits,
+    Page,
+    State,
+    Subscription,
+    Versioned,
+    encode,
+    encoded,
+    encoded_bytes,
+)
 from .memory import MemoryState
 from .sqlite import SQLiteState
 from .urls import DEFAULT_STORE, StoreURL, check_store, parse_store_url
@@ -19,9 +33,31 @@ from .urls import DEFAULT_STORE, StoreURL, check_store, parse_store_url
 if TYPE_CHECKING:
     from .redis import RedisState
 
-__all__ = ["ANY", "DEFAULT_LIMITS", "DEFAULT_STORE", "Conflict", "Encoded", "Item", "Json", "Limits", "MemoryState",
-           "Page", "RedisState", "SQLiteState", "State", "StoreURL", "Subscription", "Versioned", "check_store",
-           "encode", "encoded", "encoded_bytes", "open_state", "parse_store_url", "resolve_state"]
+__all__ = [
+    "ANY",
+    "DEFAULT_LIMITS",
+    "DEFAULT_STORE",
+    "Conflict",
+    "Encoded",
+    "Item",
+    "Json",
+    "Limits",
+    "MemoryState",
+    "Page",
+    "RedisState",
+    "SQLiteState",
+    "State",
+    "StoreURL",
+    "Subscription",
+    "Versioned",
+    "check_store",
+    "encode",
+    "encoded",
+    "encoded_bytes",
+    "open_state",
+    "parse_store_url",
+    "resolve_state",
+]
 
 
 def resolve_state(source: Any) -> State:

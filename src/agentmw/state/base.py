@@ -33,8 +33,25 @@ from typing import Any, ClassVar, Final, NamedTuple, Self
 from .._transport import compact_encoder, dumps, loads
 from ._fanout import Subscription
 
-__all__ = ["ANY", "DEFAULT_LIMITS", "MAX_BATCH", "MAX_KEY_LENGTH", "MAX_PAGE", "Conflict", "Encoded", "Item", "Json",
-           "Limits", "Page", "State", "Subscription", "Versioned", "encode", "encoded", "encoded_bytes"]
+__all__ = [
+    "ANY",
+    "DEFAULT_LIMITS",
+    "MAX_BATCH",
+    "MAX_KEY_LENGTH",
+    "MAX_PAGE",
+    "Conflict",
+    "Encoded",
+    "Item",
+    "Json",
+    "Limits",
+    "Page",
+    "State",
+    "Subscription",
+    "Versioned",
+    "encode",
+    "encoded",
+    "encoded_bytes",
+]
 
 Json = dict[str, Any]
 
@@ -58,8 +75,9 @@ class Conflict(Exception):
     """A compare-and-set found another version than the one expected (0: the record exists)."""
 
     def __init__(self, ns: str, key: str, expected: int, actual: int) -> None:
-        super().__init__(f"{ns}/{key}: expected version {expected}, found {actual}"
-                         + (" (absent)" if actual == 0 else ""))
+        super().__init__(
+            f"{ns}/{key}: expected version {expected}, found {actual}" + (" (absent)" if actual == 0 else "")
+        )
         self.ns = ns
         self.key = key
         self.expected = expected
@@ -124,8 +142,12 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
         decoded = loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
     except Exception as exc:  # any malformed cursor is the same error
         raise ValueError("invalid page cursor") from exc
-    if (isinstance(decoded, list) and len(decoded) == 2 and isinstance(decoded[0], (int, float))
-            and isinstance(decoded[1], str)):
+    if (
+        isinstance(decoded, list)
+        and len(decoded) == 2
+        and isinstance(decoded[0], (int, float))
+        and isinstance(decoded[1], str)
+    ):
         return float(decoded[0]), decoded[1]
     raise ValueError("invalid page cursor")
 
@@ -163,7 +185,9 @@ class State(abc.ABC):
         if "accepts_encoded" not in cls.__dict__:
             cls.accepts_encoded = False
 
-    def __init__(self, *, limits: Mapping[str, Limits] | None = None, default: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self, *, limits: Mapping[str, Limits] | None = None, default: Limits = DEFAULT_LIMITS
+    ) -> None:
         self._limits: dict[str, Limits] = {}
         self.default_limits = default
         for ns, value in (limits or {}).items():
@@ -206,9 +230,17 @@ class State(abc.ABC):
         record has another one."""
 
     @abc.abstractmethod
-    async def scan(self, ns: str, *, where: Mapping[str, Any] | None = None, since: float | None = None,
-                   newest_first: bool = True, limit: int = 50, cursor: str | None = None,
-                   total: bool = False) -> Page:
+    async def scan(
+        self,
+        ns: str,
+        *,
+        where: Mapping[str, Any] | None = None,
+        since: float | None = None,
+        newest_first: bool = True,
+        limit: int = 50,
+        cursor: str | None = None,
+        total: bool = False,
+    ) -> Page:
         """One page of the namespace's records, ordered by last write (then key).
 
         Args:
@@ -282,14 +314,16 @@ class State(abc.ABC):
         return [await self.append(ns, log, event) for ns, log, event in items]
 
     @abc.abstractmethod
-    async def read(self, ns: str, log: str, after_id: int = 0, limit: int = 100, *,
-                   block: float | None = None) -> list[tuple[int, Json]]:
+    async def read(
+        self, ns: str, log: str, after_id: int = 0, limit: int = 100, *, block: float | None = None
+    ) -> list[tuple[int, Json]]:
         """Up to ``limit`` events with ids above ``after_id``, in order. With ``block`` (seconds), waits that
         long for at least one when there are none yet. Entries trimmed away are skipped silently: compare
         the first id with what you expected to see gaps."""
 
-    async def tail(self, ns: str, log: str, after_id: int = 0, *, batch: int = 100,
-                   wait: float = 15.0) -> AsyncIterator[tuple[int, Json]]:
+    async def tail(
+        self, ns: str, log: str, after_id: int = 0, *, batch: int = 100, wait: float = 15.0
+    ) -> AsyncIterator[tuple[int, Json]]:
         """Every event after ``after_id``, then each new one as it is appended; never ends on its own."""
         while True:
             for entry in await self.read(ns, log, after_id, batch, block=wait):

@@ -57,8 +57,9 @@ class MemoryState(State):
 
     accepts_encoded = True
 
-    def __init__(self, *, limits: Mapping[str, Limits] | None = None,
-                 default: Limits = base.DEFAULT_LIMITS) -> None:
+    def __init__(
+        self, *, limits: Mapping[str, Limits] | None = None, default: Limits = base.DEFAULT_LIMITS
+    ) -> None:
         super().__init__(limits=limits, default=default)
         self._records: dict[str, collections.OrderedDict[str, _Record]] = {}
         self._keys: dict[str, _Keys] = {}
@@ -108,12 +109,14 @@ class MemoryState(State):
         return [self._put_in(table, limits, ns, key, raw, want) for _, key, raw, want in checked]
 
     def _put(self, ns: str, key: str, raw: bytes, want: int) -> int | Conflict:
-        return self._put_in(self._records.setdefault(ns, collections.OrderedDict()), self.limits(ns), ns, key, raw,
-                            want)
+        return self._put_in(
+            self._records.setdefault(ns, collections.OrderedDict()), self.limits(ns), ns, key, raw, want
+        )
 
     @staticmethod
-    def _put_in(table: collections.OrderedDict[str, _Record], limits: Limits, ns: str, key: str, raw: bytes,
-                want: int) -> int | Conflict:
+    def _put_in(
+        table: collections.OrderedDict[str, _Record], limits: Limits, ns: str, key: str, raw: bytes, want: int
+    ) -> int | Conflict:
         now = base.now()
         record = table.get(key)
         if record is not None and record.updated_at < now - limits.max_age:
@@ -149,9 +152,17 @@ class MemoryState(State):
         del self._records[ns][key]
         return True
 
-    async def scan(self, ns: str, *, where: Mapping[str, Any] | None = None, since: float | None = None,
-                   newest_first: bool = True, limit: int = 50, cursor: str | None = None,
-                   total: bool = False) -> Page:
+    async def scan(
+        self,
+        ns: str,
+        *,
+        where: Mapping[str, Any] | None = None,
+        since: float | None = None,
+        newest_first: bool = True,
+        limit: int = 50,
+        cursor: str | None = None,
+        total: bool = False,
+    ) -> Page:
         base.check_ns(ns)
         where = base.check_where(where)
         limit = base.check_limit(limit)
@@ -172,8 +183,14 @@ class MemoryState(State):
                 continue
             matched += 1
             if len(found) <= limit and base.after_cursor(record.updated_at, key, after, newest_first):
-                found.append(Item(key, value if value is not None else loads(record.raw), record.version,
-                                  record.updated_at))
+                found.append(
+                    Item(
+                        key,
+                        value if value is not None else loads(record.raw),
+                        record.version,
+                        record.updated_at,
+                    )
+                )
             elif len(found) > limit and not total:
                 break
         more = len(found) > limit
@@ -205,7 +222,12 @@ class MemoryState(State):
         while keys.heap:
             expires, key = keys.heap[0]
             entry = keys.entries.get(key)
-            if entry is not None and entry[1] == expires and expires > now and len(keys.entries) <= limits.max_count:
+            if (
+                entry is not None
+                and entry[1] == expires
+                and expires > now
+                and len(keys.entries) <= limits.max_count
+            ):
                 break
             heapq.heappop(keys.heap)
             if entry is not None and entry[1] == expires:
@@ -293,8 +315,9 @@ class MemoryState(State):
             newer.append(item)
         return [(event_id, loads(raw)) for event_id, _, raw in reversed(newer[-limit:])]
 
-    async def read(self, ns: str, log: str, after_id: int = 0, limit: int = 100, *,
-                   block: float | None = None) -> list[tuple[int, Json]]:
+    async def read(
+        self, ns: str, log: str, after_id: int = 0, limit: int = 100, *, block: float | None = None
+    ) -> list[tuple[int, Json]]:
         base.check_ns(ns)
         base.check_key(log, "log name")
         limit = base.check_limit(limit)

@@ -64,7 +64,9 @@ end
 """
 
 # KEYS: record, index. ARGV: expected, body, max_age_ms, max_count, member, record key prefix.
-_PUT = _LUA_COMMON + """
+_PUT = (
+    _LUA_COMMON
+    + """
 local cur = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
 local want = tonumber(ARGV[1])
 if want >= 0 and cur ~= want then return {-1, cur} end
@@ -77,10 +79,13 @@ trim(KEYS[2], '(' .. fmt(now - tonumber(ARGV[3]) * 1000), ARGV[4], ARGV[6])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return {n, fmt(now)}
 """
+)
 
 # KEYS: index, then one record per item. ARGV: max_age_ms, max_count, record key prefix, then per item:
 # expected, body, member. The items in order, each a compare-and-set; the trim once at the end.
-_PUT_MANY = _LUA_COMMON + """
+_PUT_MANY = (
+    _LUA_COMMON
+    + """
 local now = now_us()
 local out = {}
 for i = 2, #KEYS do
@@ -101,6 +106,7 @@ trim(KEYS[1], '(' .. fmt(now - tonumber(ARGV[1]) * 1000), ARGV[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return out
 """
+)
 
 # KEYS: record, index. ARGV: expected, member.
 _DELETE = """
@@ -114,7 +120,9 @@ return 1
 """
 
 # KEYS: key, index. ARGV: body, ttl_ms, max_count, member, key prefix, only_if_absent, max_age_ms.
-_SET = _LUA_COMMON + """
+_SET = (
+    _LUA_COMMON
+    + """
 local ok
 if ARGV[6] == '1' then
   ok = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
@@ -128,6 +136,7 @@ trim(KEYS[2], fmt(now), ARGV[3], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[7])
 return 1
 """
+)
 
 # KEYS: key, index. ARGV: member.
 _DELETE_KEY = """
@@ -137,7 +146,9 @@ return n
 """
 
 # KEYS: key, index. ARGV: owner, ttl_ms (empty: release), member.
-_LEASE = _LUA_COMMON + """
+_LEASE = (
+    _LUA_COMMON
+    + """
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 local ok, obj = pcall(cjson.decode, v)
@@ -151,9 +162,12 @@ else
 end
 return 1
 """
+)
 
 # KEYS: stream, index. ARGV: body, max_len, max_age_ms, max_count, member, stream key prefix.
-_APPEND = _LUA_COMMON + """
+_APPEND = (
+    _LUA_COMMON
+    + """
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[2], '*', 'e', ARGV[1])
 local now = now_us()
 local cutoff_ms = math.floor(now / 1000) - tonumber(ARGV[3])
@@ -164,11 +178,14 @@ trim(KEYS[2], '(' .. fmt(cutoff_ms * 1000), ARGV[4], ARGV[6])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return id
 """
+)
 
 
 # KEYS: index, then one stream per item. ARGV: max_len, max_age_ms, max_count, stream key prefix, then per
 # item: body, member.
-_APPEND_MANY = _LUA_COMMON + """
+_APPEND_MANY = (
+    _LUA_COMMON
+    + """
 local ids = {}
 for i = 2, #KEYS do
   local j = 5 + (i - 2) * 2
@@ -189,6 +206,7 @@ trim(KEYS[1], '(' .. fmt(cutoff_ms * 1000), ARGV[3], ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return ids
 """
+)
 
 
 def _ms(seconds: float) -> int:
@@ -215,22 +233,34 @@ class RedisState(State):
 
     accepts_encoded = True
 
-    def __init__(self, url: str = "redis://localhost:6379/0", *, prefix: str = "agentmw",
-                 client: redis.asyncio.Redis | None = None, limits: Mapping[str, Limits] | None = None,
-                 default: Limits = base.DEFAULT_LIMITS) -> None:
+    def __init__(
+        self,
+        url: str = "redis://localhost:6379/0",
+        *,
+        prefix: str = "agentmw",
+        client: redis.asyncio.Redis | None = None,
+        limits: Mapping[str, Limits] | None = None,
+        default: Limits = base.DEFAULT_LIMITS,
+    ) -> None:
         super().__init__(limits=limits, default=default)
         if not _PREFIX.fullmatch(prefix):
             raise ValueError(f"a prefix is 1-64 letters, digits, '_', '.' or '-': {prefix!r}")
         try:
             import redis.asyncio as aioredis
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ImportError("the Redis state store needs the redis package: pip install 'agentmw[redis]'") from exc
+            raise ImportError(
+                "the Redis state store needs the redis package: pip install 'agentmw[redis]'"
+            ) from exc
         self.prefix = prefix
         self._owns_client = client is None
         self._client: redis.asyncio.Redis = client if client is not None else aioredis.Redis.from_url(url)
         register = self._client.register_script
         self._put, self._delete, self._set = register(_PUT), register(_DELETE), register(_SET)
-        self._delete_key, self._lease, self._append = register(_DELETE_KEY), register(_LEASE), register(_APPEND)
+        self._delete_key, self._lease, self._append = (
+            register(_DELETE_KEY),
+            register(_LEASE),
+            register(_APPEND),
+        )
         self._put_many, self._append_many = register(_PUT_MANY), register(_APPEND_MANY)
         self._hub = Hub(on_first=self._listen, on_last=self._unlisten)
         self._pubsub: Any = None
@@ -264,7 +294,9 @@ class RedisState(State):
     # -- records -------------------------------------------------------------------------------------------
 
     async def get(self, ns: str, key: str) -> Versioned | None:
-        body, version = await self._client.hmget(self._key(base.check_ns(ns), "r", base.check_key(key)), "v", "n")
+        body, version = await self._client.hmget(
+            self._key(base.check_ns(ns), "r", base.check_key(key)), "v", "n"
+        )
         return Versioned(loads(body), int(version)) if body is not None else None
 
     async def put(self, ns: str, key: str, value: Json, *, expected_version: int | None) -> int:
@@ -274,7 +306,8 @@ class RedisState(State):
         base.check_key(key)
         version, _ = await self._put(
             keys=[self._key(ns, "r", key), self._key(ns, "ri")],
-            args=[want, body, _ms(limits.max_age), limits.max_count, key, self._key(ns, "r")])
+            args=[want, body, _ms(limits.max_age), limits.max_count, key, self._key(ns, "r")],
+        )
         if version < 0:
             raise Conflict(ns, key, want, int(_))
         return int(version)
@@ -335,15 +368,24 @@ class RedisState(State):
     async def delete(self, ns: str, key: str, *, expected_version: int = ANY) -> bool:
         base.check_ns(ns)
         base.check_key(key)
-        outcome = await self._delete(keys=[self._key(ns, "r", key), self._key(ns, "ri")],
-                                     args=[expected_version, key])
+        outcome = await self._delete(
+            keys=[self._key(ns, "r", key), self._key(ns, "ri")], args=[expected_version, key]
+        )
         if outcome < 0:
             raise Conflict(ns, key, expected_version, -outcome)
         return outcome == 1
 
-    async def scan(self, ns: str, *, where: Mapping[str, Any] | None = None, since: float | None = None,
-                   newest_first: bool = True, limit: int = 50, cursor: str | None = None,
-                   total: bool = False) -> Page:
+    async def scan(
+        self,
+        ns: str,
+        *,
+        where: Mapping[str, Any] | None = None,
+        since: float | None = None,
+        newest_first: bool = True,
+        limit: int = 50,
+        cursor: str | None = None,
+        total: bool = False,
+    ) -> Page:
         base.check_ns(ns)
         where = base.check_where(where)
         limit = base.check_limit(limit)
@@ -361,11 +403,13 @@ class RedisState(State):
         offset = 0
         while len(found) <= limit:
             if newest_first:
-                batch = await self._client.zrevrangebyscore(index, high, low, start=offset, num=_SCAN_BATCH,
-                                                            withscores=True)
+                batch = await self._client.zrevrangebyscore(
+                    index, high, low, start=offset, num=_SCAN_BATCH, withscores=True
+                )
             else:
-                batch = await self._client.zrangebyscore(index, low, high, start=offset, num=_SCAN_BATCH,
-                                                         withscores=True)
+                batch = await self._client.zrangebyscore(
+                    index, low, high, start=offset, num=_SCAN_BATCH, withscores=True
+                )
             if not batch:
                 break
             offset += len(batch)
@@ -373,7 +417,8 @@ class RedisState(State):
             for member, score in batch:
                 name = member.decode()
                 if after_us is None or (
-                        (int(score), name) < after_us if newest_first else (int(score), name) > after_us):
+                    (int(score), name) < after_us if newest_first else (int(score), name) > after_us
+                ):
                     members.append(name)
             for item in await self._items(ns, members):
                 if base.matches(item.value, where) and len(found) <= limit:
@@ -390,8 +435,11 @@ class RedisState(State):
             for key in keys:
                 pipe.hmget(self._key(ns, "r", key), "v", "n", "t")
             rows = await pipe.execute()
-        return [Item(key, loads(v), int(n), int(t) / 1e6) for key, (v, n, t) in zip(keys, rows, strict=True)
-                if v is not None]
+        return [
+            Item(key, loads(v), int(n), int(t) / 1e6)
+            for key, (v, n, t) in zip(keys, rows, strict=True)
+            if v is not None
+        ]
 
     async def _count(self, ns: str, where: dict[str, Any], since: float | None) -> int:
         index = self._key(ns, "ri")
@@ -401,7 +449,9 @@ class RedisState(State):
         count = 0
         offset = 0
         while True:
-            members = await self._client.zrangebyscore(index, f"({low}", "+inf", start=offset, num=_SCAN_BATCH)
+            members = await self._client.zrangebyscore(
+                index, f"({low}", "+inf", start=offset, num=_SCAN_BATCH
+            )
             if not members:
                 return count
             offset += len(members)
@@ -417,8 +467,16 @@ class RedisState(State):
         base.check_key(key)
         done = await self._set(
             keys=[self._key(ns, "k", key), self._key(ns, "ki")],
-            args=[body, _ms(ttl), limits.max_count, key, self._key(ns, "k"), "1" if only_if_absent else "0",
-                  _ms(limits.max_age)])
+            args=[
+                body,
+                _ms(ttl),
+                limits.max_count,
+                key,
+                self._key(ns, "k"),
+                "1" if only_if_absent else "0",
+                _ms(limits.max_age),
+            ],
+        )
         return bool(done)
 
     async def set_if_absent(self, ns: str, key: str, value: Json, ttl: float) -> bool:
@@ -439,13 +497,18 @@ class RedisState(State):
     async def renew(self, ns: str, key: str, owner: str, ttl: float) -> bool:
         ttl = base.check_ttl(ttl, self.limits(base.check_ns(ns)))
         base.check_key(key)
-        return bool(await self._lease(keys=[self._key(ns, "k", key), self._key(ns, "ki")],
-                                      args=[owner, _ms(ttl), key]))
+        return bool(
+            await self._lease(
+                keys=[self._key(ns, "k", key), self._key(ns, "ki")], args=[owner, _ms(ttl), key]
+            )
+        )
 
     async def release(self, ns: str, key: str, owner: str) -> bool:
         base.check_ns(ns)
         base.check_key(key)
-        return bool(await self._lease(keys=[self._key(ns, "k", key), self._key(ns, "ki")], args=[owner, "", key]))
+        return bool(
+            await self._lease(keys=[self._key(ns, "k", key), self._key(ns, "ki")], args=[owner, "", key])
+        )
 
     # -- logs ----------------------------------------------------------------------------------------------
 
@@ -455,7 +518,8 @@ class RedisState(State):
         base.check_key(log, "log name")
         stream_id = await self._append(
             keys=[self._key(ns, "l", log), self._key(ns, "li")],
-            args=[body, limits.max_len, _ms(limits.max_age), limits.max_count, log, self._key(ns, "l")])
+            args=[body, limits.max_len, _ms(limits.max_age), limits.max_count, log, self._key(ns, "l")],
+        )
         return _event_id(stream_id)
 
     async def append_many(self, items: Sequence[tuple[str, str, Json]]) -> list[int]:
@@ -479,8 +543,9 @@ class RedisState(State):
                 out[i] = _event_id(stream_id)
         return out
 
-    async def read(self, ns: str, log: str, after_id: int = 0, limit: int = 100, *,
-                   block: float | None = None) -> list[tuple[int, Json]]:
+    async def read(
+        self, ns: str, log: str, after_id: int = 0, limit: int = 100, *, block: float | None = None
+    ) -> list[tuple[int, Json]]:
         base.check_ns(ns)
         base.check_key(log, "log name")
         limit = base.check_limit(limit)

@@ -145,11 +145,19 @@ class SQLiteState(State):
 
     accepts_encoded = True
 
-    def __init__(self, path: str | Path, *, limits: Mapping[str, Limits] | None = None,
-                 default: Limits = base.DEFAULT_LIMITS, poll: float = 0.05, busy_timeout: float = 10.0,
-                 synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
-                 executor: Literal["thread", "anyio"] = "thread", bus_retention: float = 30.0,
-                 on_loop: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        limits: Mapping[str, Limits] | None = None,
+        default: Limits = base.DEFAULT_LIMITS,
+        poll: float = 0.05,
+        busy_timeout: float = 10.0,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        executor: Literal["thread", "anyio"] = "thread",
+        bus_retention: float = 30.0,
+        on_loop: bool = True,
+    ) -> None:
         super().__init__(limits=limits, default=default)
         if synchronous not in ("NORMAL", "FULL") or executor not in ("thread", "anyio"):
             raise ValueError("synchronous is NORMAL or FULL; executor is thread or anyio")
@@ -183,11 +191,14 @@ class SQLiteState(State):
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
-            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
-                                 check_same_thread=False)
+            db = sqlite3.connect(
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
             db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             deadline = time.monotonic() + self.busy_timeout
-            while True:  # another process opening the new file at the same time: SQLITE_BUSY, busy handler or not
+            while (
+                True
+            ):  # another process opening the new file at the same time: SQLITE_BUSY, busy handler or not
                 try:
                     db.execute("PRAGMA journal_mode=WAL")
                     break
@@ -275,8 +286,9 @@ class SQLiteState(State):
         """A passive checkpoint of the WAL on the thread (never on the loop); one at a time."""
         self._loop_rows = 0
         if self._checkpointer is None or self._checkpointer.done():
-            self._checkpointer = asyncio.get_running_loop().create_task(self._run_checkpoint(),
-                                                                        name="agentmw-sqlite-checkpoint")
+            self._checkpointer = asyncio.get_running_loop().create_task(
+                self._run_checkpoint(), name="agentmw-sqlite-checkpoint"
+            )
 
     async def _run_checkpoint(self) -> None:
         try:
@@ -334,9 +346,12 @@ class SQLiteState(State):
     async def get(self, ns: str, key: str) -> Versioned | None:
         cutoff = base.now() - self.limits(base.check_ns(ns)).max_age
         base.check_key(key)
-        row = await self._read(lambda db: db.execute(
-            "SELECT body, version FROM state_records WHERE ns = ? AND key = ? AND updated >= ?",
-            (ns, key, cutoff)).fetchone())
+        row = await self._read(
+            lambda db: db.execute(
+                "SELECT body, version FROM state_records WHERE ns = ? AND key = ? AND updated >= ?",
+                (ns, key, cutoff),
+            ).fetchone()
+        )
         return Versioned(loads(row[0]), row[1]) if row else None
 
     async def put(self, ns: str, key: str, value: Json, *, expected_version: int | None) -> int:
@@ -370,37 +385,58 @@ class SQLiteState(State):
         # New records only (every expected version 0) under distinct keys: a few multi-row INSERTs, no row's
         # order mattering, instead of a statement and a fetch each; any conflict undoes them for the row by row
         # path.
-        fresh = len(checked) > 2 and all(want == 0 for _, _, _, want in checked) and len(
-            {(ns, key) for ns, key, _, _ in checked}) == len(checked)
+        fresh = (
+            len(checked) > 2
+            and all(want == 0 for _, _, _, want in checked)
+            and len({(ns, key) for ns, key, _, _ in checked}) == len(checked)
+        )
 
         def write(db: sqlite3.Connection) -> list[int]:
             def run() -> list[int]:
                 now = base.now()
-                if fresh and _insert_new(db, now, {ns: now - limits[ns].max_age for ns in limits},
-                                         [(ns, key, raw.decode()) for ns, key, raw, _ in checked]):
+                if fresh and _insert_new(
+                    db,
+                    now,
+                    {ns: now - limits[ns].max_age for ns in limits},
+                    [(ns, key, raw.decode()) for ns, key, raw, _ in checked],
+                ):
                     out = [1] * len(checked)
                 else:
-                    out = [_put_row(db, ns, key, raw.decode(), want, now, now - limits[ns].max_age)
-                           for ns, key, raw, want in checked]
+                    out = [
+                        _put_row(db, ns, key, raw.decode(), want, now, now - limits[ns].max_age)
+                        for ns, key, raw, want in checked
+                    ]
                 for ns in prune:
                     self._prune_records(db, ns, limits[ns])
                 return out
 
             return _tx(db, run)
 
-        versions = await self._write(write, short=not prune and len(checked) <= _LOOP_BATCH, rows=len(checked))
+        versions = await self._write(
+            write, short=not prune and len(checked) <= _LOOP_BATCH, rows=len(checked)
+        )
         if min(versions) > 0:
             return versions  # type: ignore[return-value]  # no conflict: the versions as they are
-        return [Conflict(ns, key, want, -version - 1) if version < 0 else version
-                for (ns, key, _, want), version in zip(checked, versions, strict=True)]
+        return [
+            Conflict(ns, key, want, -version - 1) if version < 0 else version
+            for (ns, key, _, want), version in zip(checked, versions, strict=True)
+        ]
 
     @staticmethod
     def _prune_records(db: sqlite3.Connection, ns: str, limits: Limits) -> None:
-        db.execute("DELETE FROM state_records WHERE ns = ? AND updated < ?", (ns, base.now() - limits.max_age))
-        excess = db.execute("SELECT COUNT(*) FROM state_records WHERE ns = ?", (ns,)).fetchone()[0] - limits.max_count
+        db.execute(
+            "DELETE FROM state_records WHERE ns = ? AND updated < ?", (ns, base.now() - limits.max_age)
+        )
+        excess = (
+            db.execute("SELECT COUNT(*) FROM state_records WHERE ns = ?", (ns,)).fetchone()[0]
+            - limits.max_count
+        )
         if excess > 0:
-            db.execute("DELETE FROM state_records WHERE ns = ? AND key IN (SELECT key FROM state_records "
-                       "WHERE ns = ? ORDER BY updated, key LIMIT ?)", (ns, ns, excess))
+            db.execute(
+                "DELETE FROM state_records WHERE ns = ? AND key IN (SELECT key FROM state_records "
+                "WHERE ns = ? ORDER BY updated, key LIMIT ?)",
+                (ns, ns, excess),
+            )
 
     async def delete(self, ns: str, key: str, *, expected_version: int = ANY) -> bool:
         cutoff = base.now() - self.limits(base.check_ns(ns)).max_age
@@ -408,15 +444,22 @@ class SQLiteState(State):
 
         def remove(db: sqlite3.Connection) -> int:
             if expected_version == ANY:
-                row = db.execute("DELETE FROM state_records WHERE ns = ? AND key = ? AND updated >= ? "
-                                 "RETURNING version", (ns, key, cutoff)).fetchone()
+                row = db.execute(
+                    "DELETE FROM state_records WHERE ns = ? AND key = ? AND updated >= ? RETURNING version",
+                    (ns, key, cutoff),
+                ).fetchone()
                 return 1 if row else 0
-            row = db.execute("DELETE FROM state_records WHERE ns = ? AND key = ? AND updated >= ? AND version = ? "
-                             "RETURNING version", (ns, key, cutoff, expected_version)).fetchone()
+            row = db.execute(
+                "DELETE FROM state_records WHERE ns = ? AND key = ? AND updated >= ? AND version = ? "
+                "RETURNING version",
+                (ns, key, cutoff, expected_version),
+            ).fetchone()
             if row:
                 return 1
-            found = db.execute("SELECT version FROM state_records WHERE ns = ? AND key = ? AND updated >= ?",
-                               (ns, key, cutoff)).fetchone()
+            found = db.execute(
+                "SELECT version FROM state_records WHERE ns = ? AND key = ? AND updated >= ?",
+                (ns, key, cutoff),
+            ).fetchone()
             return -found[0] if found else 0
 
         outcome = await self._write(remove)
@@ -424,9 +467,17 @@ class SQLiteState(State):
             raise Conflict(ns, key, expected_version, -outcome)
         return outcome == 1
 
-    async def scan(self, ns: str, *, where: Mapping[str, Any] | None = None, since: float | None = None,
-                   newest_first: bool = True, limit: int = 50, cursor: str | None = None,
-                   total: bool = False) -> Page:
+    async def scan(
+        self,
+        ns: str,
+        *,
+        where: Mapping[str, Any] | None = None,
+        since: float | None = None,
+        newest_first: bool = True,
+        limit: int = 50,
+        cursor: str | None = None,
+        total: bool = False,
+    ) -> Page:
         limits = self.limits(base.check_ns(ns))
         filters, args = _where_sql(base.check_where(where))
         limit = base.check_limit(limit)
@@ -469,8 +520,11 @@ class SQLiteState(State):
                 db.execute("DELETE FROM state_keys WHERE ns = ? AND expires <= ?", (ns, now))
                 excess = db.execute("SELECT COUNT(*) FROM state_keys WHERE ns = ?", (ns,)).fetchone()[0]
                 if excess > limits.max_count:
-                    db.execute("DELETE FROM state_keys WHERE ns = ? AND key IN (SELECT key FROM state_keys "
-                               "WHERE ns = ? ORDER BY expires LIMIT ?)", (ns, ns, excess - limits.max_count))
+                    db.execute(
+                        "DELETE FROM state_keys WHERE ns = ? AND key IN (SELECT key FROM state_keys "
+                        "WHERE ns = ? ORDER BY expires LIMIT ?)",
+                        (ns, ns, excess - limits.max_count),
+                    )
             return row is not None
 
         return await self._write(write, short=not prune)
@@ -479,45 +533,69 @@ class SQLiteState(State):
         body = base.encode(value).decode()
         ttl = base.check_ttl(ttl, self.limits(base.check_ns(ns)))
         return await self._write_key(
-            ns, key, "INSERT INTO state_keys (ns, key, expires, body) VALUES (?, ?, ?, ?) ON CONFLICT (ns, key) "
+            ns,
+            key,
+            "INSERT INTO state_keys (ns, key, expires, body) VALUES (?, ?, ?, ?) ON CONFLICT (ns, key) "
             "DO UPDATE SET expires = excluded.expires, body = excluded.body WHERE state_keys.expires <= ? "
-            "RETURNING 1", lambda now: (ns, key, now + ttl, body, now))
+            "RETURNING 1",
+            lambda now: (ns, key, now + ttl, body, now),
+        )
 
     async def get_key(self, ns: str, key: str) -> Json | None:
         base.check_ns(ns)
         base.check_key(key)
         now = base.now()
-        row = await self._read(lambda db: db.execute(
-            "SELECT body FROM state_keys WHERE ns = ? AND key = ? AND expires > ?", (ns, key, now)).fetchone())
+        row = await self._read(
+            lambda db: db.execute(
+                "SELECT body FROM state_keys WHERE ns = ? AND key = ? AND expires > ?", (ns, key, now)
+            ).fetchone()
+        )
         return loads(row[0]) if row else None
 
     async def set_key(self, ns: str, key: str, value: Json, ttl: float) -> None:
         body = base.encode(value).decode()
         ttl = base.check_ttl(ttl, self.limits(base.check_ns(ns)))
         await self._write_key(
-            ns, key, "INSERT INTO state_keys (ns, key, expires, body) VALUES (?, ?, ?, ?) ON CONFLICT (ns, key) "
+            ns,
+            key,
+            "INSERT INTO state_keys (ns, key, expires, body) VALUES (?, ?, ?, ?) ON CONFLICT (ns, key) "
             "DO UPDATE SET expires = excluded.expires, body = excluded.body RETURNING 1",
-            lambda now: (ns, key, now + ttl, body))
+            lambda now: (ns, key, now + ttl, body),
+        )
 
     async def delete_key(self, ns: str, key: str) -> bool:
         base.check_ns(ns)
         base.check_key(key)
-        row = await self._write(lambda db: db.execute(
-            "DELETE FROM state_keys WHERE ns = ? AND key = ? RETURNING expires", (ns, key)).fetchone())
+        row = await self._write(
+            lambda db: db.execute(
+                "DELETE FROM state_keys WHERE ns = ? AND key = ? RETURNING expires", (ns, key)
+            ).fetchone()
+        )
         return row is not None and row[0] > base.now()
 
     async def renew(self, ns: str, key: str, owner: str, ttl: float) -> bool:
         ttl = base.check_ttl(ttl, self.limits(base.check_ns(ns)))
         return await self._write_key(
-            ns, key, "UPDATE state_keys SET expires = ? WHERE ns = ? AND key = ? AND expires > ? "
-            "AND json_extract(body, '$.owner') = ? RETURNING 1", lambda now: (now + ttl, ns, key, now, owner))
+            ns,
+            key,
+            "UPDATE state_keys SET expires = ? WHERE ns = ? AND key = ? AND expires > ? "
+            "AND json_extract(body, '$.owner') = ? RETURNING 1",
+            lambda now: (now + ttl, ns, key, now, owner),
+        )
 
     async def release(self, ns: str, key: str, owner: str) -> bool:
         base.check_ns(ns)
         base.check_key(key)
-        return await self._write(lambda db: db.execute(
-            "DELETE FROM state_keys WHERE ns = ? AND key = ? AND expires > ? AND json_extract(body, '$.owner') = ? "
-            "RETURNING 1", (ns, key, base.now(), owner)).fetchone() is not None)
+        return await self._write(
+            lambda db: (
+                db.execute(
+                    "DELETE FROM state_keys WHERE ns = ? AND key = ? AND expires > ? AND json_extract(body, '$.owner') = ? "
+                    "RETURNING 1",
+                    (ns, key, base.now(), owner),
+                ).fetchone()
+                is not None
+            )
+        )
 
     # -- logs ----------------------------------------------------------------------------------------------
 
@@ -570,26 +648,40 @@ class SQLiteState(State):
     def _prune_logs(db: sqlite3.Connection, ns: str, limits: Limits, now: float) -> None:
         cutoff = now - limits.max_age
         aged: dict[str, int] = {}
-        for (log,) in db.execute("DELETE FROM state_entries WHERE ns = ? AND t < ? RETURNING log",
-                                 (ns, cutoff)).fetchall():
+        for (log,) in db.execute(
+            "DELETE FROM state_entries WHERE ns = ? AND t < ? RETURNING log", (ns, cutoff)
+        ).fetchall():
             aged[log] = aged.get(log, 0) + 1
-        db.executemany("UPDATE state_logs SET n = n - ? WHERE ns = ? AND log = ?",
-                       [(count, ns, log) for log, count in aged.items()])
+        db.executemany(
+            "UPDATE state_logs SET n = n - ? WHERE ns = ? AND log = ?",
+            [(count, ns, log) for log, count in aged.items()],
+        )
         db.execute("DELETE FROM state_logs WHERE ns = ? AND (updated < ? OR n <= 0)", (ns, cutoff))
-        excess = db.execute("SELECT COUNT(*) FROM state_logs WHERE ns = ?", (ns,)).fetchone()[0] - limits.max_count
+        excess = (
+            db.execute("SELECT COUNT(*) FROM state_logs WHERE ns = ?", (ns,)).fetchone()[0] - limits.max_count
+        )
         if excess > 0:
-            gone = db.execute("DELETE FROM state_logs WHERE ns = ? AND log IN (SELECT log FROM state_logs "
-                              "WHERE ns = ? ORDER BY updated LIMIT ?) RETURNING log", (ns, ns, excess)).fetchall()
-            db.executemany("DELETE FROM state_entries WHERE ns = ? AND log = ?", [(ns, log) for (log,) in gone])
+            gone = db.execute(
+                "DELETE FROM state_logs WHERE ns = ? AND log IN (SELECT log FROM state_logs "
+                "WHERE ns = ? ORDER BY updated LIMIT ?) RETURNING log",
+                (ns, ns, excess),
+            ).fetchall()
+            db.executemany(
+                "DELETE FROM state_entries WHERE ns = ? AND log = ?", [(ns, log) for (log,) in gone]
+            )
 
-    def _select(self, ns: str, log: str, after_id: int, limit: int) -> Callable[[sqlite3.Connection], list[Any]]:
+    def _select(
+        self, ns: str, log: str, after_id: int, limit: int
+    ) -> Callable[[sqlite3.Connection], list[Any]]:
         cutoff = base.now() - self.limits(ns).max_age
         return lambda db: db.execute(
             "SELECT id, body FROM state_entries WHERE ns = ? AND log = ? AND id > ? AND t >= ? ORDER BY id LIMIT ?",
-            (ns, log, after_id, cutoff, limit)).fetchall()
+            (ns, log, after_id, cutoff, limit),
+        ).fetchall()
 
-    async def read(self, ns: str, log: str, after_id: int = 0, limit: int = 100, *,
-                   block: float | None = None) -> list[tuple[int, Json]]:
+    async def read(
+        self, ns: str, log: str, after_id: int = 0, limit: int = 100, *, block: float | None = None
+    ) -> list[tuple[int, Json]]:
         base.check_ns(ns)
         base.check_key(log, "log name")
         limit = base.check_limit(limit)
@@ -635,8 +727,10 @@ class SQLiteState(State):
             self._bus_pruned = now
 
         def write(db: sqlite3.Connection) -> None:
-            db.execute("INSERT INTO state_bus (channel, t, origin, body) VALUES (?, ?, ?, ?)",
-                       (channel, now, self._origin, raw.decode()))
+            db.execute(
+                "INSERT INTO state_bus (channel, t, origin, body) VALUES (?, ?, ?, ?)",
+                (channel, now, self._origin, raw.decode()),
+            )
             if prune:
                 db.execute("DELETE FROM state_bus WHERE t < ?", (now - self.bus_retention,))
 
@@ -647,7 +741,8 @@ class SQLiteState(State):
         """The hub's first local subscriber: mark where the bus is now, and watch it from there."""
         if self._bus_after is None:
             self._bus_after = await self._read(
-                lambda db: db.execute("SELECT COALESCE(MAX(id), 0) FROM state_bus").fetchone()[0])
+                lambda db: db.execute("SELECT COALESCE(MAX(id), 0) FROM state_bus").fetchone()[0]
+            )
         self._start_watcher()
 
     def _start_watcher(self) -> None:
@@ -684,34 +779,46 @@ class SQLiteState(State):
             self._bus_after = None
 
 
-_INSERT_NEW = ("INSERT INTO state_records (ns, key, version, updated, body) VALUES (?, ?, 1, ?, ?) "
-               "ON CONFLICT (ns, key) DO UPDATE SET version = 1, updated = excluded.updated, body = excluded.body "
-               "WHERE state_records.updated < ?")
+_INSERT_NEW = (
+    "INSERT INTO state_records (ns, key, version, updated, body) VALUES (?, ?, 1, ?, ?) "
+    "ON CONFLICT (ns, key) DO UPDATE SET version = 1, updated = excluded.updated, body = excluded.body "
+    "WHERE state_records.updated < ?"
+)
 
 
-def _put_row(db: sqlite3.Connection, ns: str, key: str, body: str, want: int, now: float, cutoff: float) -> int:
+def _put_row(
+    db: sqlite3.Connection, ns: str, key: str, body: str, want: int, now: float, cutoff: float
+) -> int:
     """One compare-and-set: the new version, or ``-actual - 1`` on a conflict (nothing written then)."""
     if want == ANY:
         row = db.execute(
             "INSERT INTO state_records (ns, key, version, updated, body) VALUES (?, ?, 1, ?, ?) "
             "ON CONFLICT (ns, key) DO UPDATE SET version = CASE WHEN updated >= ? THEN version + 1 "
             "ELSE 1 END, updated = excluded.updated, body = excluded.body RETURNING version",
-            (ns, key, now, body, cutoff)).fetchone()
+            (ns, key, now, body, cutoff),
+        ).fetchone()
     elif want == 0:
         row = db.execute(_INSERT_NEW + " RETURNING version", (ns, key, now, body, cutoff)).fetchone()
     else:
         row = db.execute(
             "UPDATE state_records SET version = version + 1, updated = ?, body = ? "
             "WHERE ns = ? AND key = ? AND version = ? AND updated >= ? RETURNING version",
-            (now, body, ns, key, want, cutoff)).fetchone()
+            (now, body, ns, key, want, cutoff),
+        ).fetchone()
     if row is None:
-        found = db.execute("SELECT version FROM state_records WHERE ns = ? AND key = ? AND updated >= ?",
-                           (ns, key, cutoff)).fetchone()
+        found = db.execute(
+            "SELECT version FROM state_records WHERE ns = ? AND key = ? AND updated >= ?", (ns, key, cutoff)
+        ).fetchone()
         return -(found[0] if found else 0) - 1
     return int(row[0])
 
 
-_INSERT_SIZES = (64, 16, 4, 1)  # rows per multi-row INSERT: a batch of any size takes a few of these statements
+_INSERT_SIZES = (
+    64,
+    16,
+    4,
+    1,
+)  # rows per multi-row INSERT: a batch of any size takes a few of these statements
 
 
 @functools.cache
@@ -722,8 +829,9 @@ def _insert_values(rows: int) -> str:
     return values + ", ".join(["(?, ?, 1, ?, ?)"] * rows) + " " + upsert
 
 
-def _insert_new(db: sqlite3.Connection, now: float, cutoffs: Mapping[str, float],
-                rows: list[tuple[str, str, str]]) -> bool:
+def _insert_new(
+    db: sqlite3.Connection, now: float, cutoffs: Mapping[str, float], rows: list[tuple[str, str, str]]
+) -> bool:
     """Write ``(ns, key, body)`` rows that expect no live record (``_put_row``'s version 0; a record updated
     before its namespace's cutoff is expired), all at once; inside a transaction. False when a row found a live
     record: then nothing of it stays."""
@@ -737,7 +845,7 @@ def _insert_new(db: sqlite3.Connection, now: float, cutoffs: Mapping[str, float]
         while at < len(entries):
             size = next(size for size in _INSERT_SIZES if size <= len(entries) - at)
             args: list[Any] = []
-            for key, body in entries[at:at + size]:
+            for key, body in entries[at : at + size]:
                 args += (ns, key, now, body)
             args.append(cutoffs[ns])
             db.execute(_insert_values(size), args)
@@ -752,14 +860,21 @@ def _insert_new(db: sqlite3.Connection, now: float, cutoffs: Mapping[str, float]
 
 def _append_row(db: sqlite3.Connection, ns: str, log: str, body: str, limits: Limits, now: float) -> int:
     """One event appended, and its log trimmed to ``max_len``; inside a transaction."""
-    event_id = db.execute("INSERT INTO state_entries (ns, log, t, body) VALUES (?, ?, ?, ?)",
-                          (ns, log, now, body)).lastrowid
-    n = db.execute("INSERT INTO state_logs (ns, log, n, updated) VALUES (?, ?, 1, ?) "
-                   "ON CONFLICT (ns, log) DO UPDATE SET n = n + 1, updated = excluded.updated "
-                   "RETURNING n", (ns, log, now)).fetchone()[0]
+    event_id = db.execute(
+        "INSERT INTO state_entries (ns, log, t, body) VALUES (?, ?, ?, ?)", (ns, log, now, body)
+    ).lastrowid
+    n = db.execute(
+        "INSERT INTO state_logs (ns, log, n, updated) VALUES (?, ?, 1, ?) "
+        "ON CONFLICT (ns, log) DO UPDATE SET n = n + 1, updated = excluded.updated "
+        "RETURNING n",
+        (ns, log, now),
+    ).fetchone()[0]
     if n > limits.max_len:
-        db.execute("DELETE FROM state_entries WHERE id IN (SELECT id FROM state_entries "
-                   "WHERE ns = ? AND log = ? ORDER BY id LIMIT ?)", (ns, log, n - limits.max_len))
+        db.execute(
+            "DELETE FROM state_entries WHERE id IN (SELECT id FROM state_entries "
+            "WHERE ns = ? AND log = ? ORDER BY id LIMIT ?)",
+            (ns, log, n - limits.max_len),
+        )
         db.execute("UPDATE state_logs SET n = ? WHERE ns = ? AND log = ?", (limits.max_len, ns, log))
     return int(event_id or 0)
 
@@ -770,5 +885,7 @@ def _data_version(db: sqlite3.Connection) -> int:
 
 
 def _bus_rows(db: sqlite3.Connection, *, after: int) -> list[Any]:
-    return db.execute("SELECT id, channel, origin, body FROM state_bus WHERE id > ? ORDER BY id LIMIT ?",
-                      (after, _BUS_BATCH)).fetchall()
+    return db.execute(
+        "SELECT id, channel, origin, body FROM state_bus WHERE id > ? ORDER BY id LIMIT ?",
+        (after, _BUS_BATCH),
+    ).fetchall()

@@ -24,8 +24,10 @@ __all__ = ["ACCEPTED", "DEFAULT_STORE", "PREFIX_PATTERN", "StoreURL", "check_sto
 DEFAULT_STORE = "sqlite://agentmw.db"
 """The store of an agent that names none and runs with no ``$AGENTMW_STORE``: a file in the working directory."""
 
-ACCEPTED = ("memory://, sqlite://relative/path.db, sqlite:///absolute/path.db, "
-            "redis://host:port/db (also rediss://, unix:///path/to/socket)")
+ACCEPTED = (
+    "memory://, sqlite://relative/path.db, sqlite:///absolute/path.db, "
+    "redis://host:port/db (also rediss://, unix:///path/to/socket)"
+)
 PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 """A Redis store's key prefix (``?prefix=name``)."""
 
@@ -58,7 +60,7 @@ def parse_store_url(url: str, *, label: str = "store URL") -> StoreURL:
     except ValueError as exc:  # an unclosed IPv6 bracket, for one
         raise _refused(label, url, f"not a URL ({exc}); use {ACCEPTED}") from None
     scheme = parts.scheme.lower()
-    after = url[len(parts.scheme) + 1:]  # what follows "scheme:"
+    after = url[len(parts.scheme) + 1 :]  # what follows "scheme:"
     if scheme == "memory":
         if after != "//":
             raise _refused(label, url, "the in-memory store is written memory:// with nothing after it")
@@ -69,8 +71,11 @@ def parse_store_url(url: str, *, label: str = "store URL") -> StoreURL:
         return _redis(parts, label, url)
     if not scheme:
         raise _refused(label, url, _unschemed(url))
-    raise _refused(label, url, f"agentmw has no {scheme}:// store; use {ACCEPTED}, or pass an "
-                               "agentmw.state.State of your own")
+    raise _refused(
+        label,
+        url,
+        f"agentmw has no {scheme}:// store; use {ACCEPTED}, or pass an agentmw.state.State of your own",
+    )
 
 
 def check_store(store: Any, *, label: str = "store URL") -> None:
@@ -81,8 +86,10 @@ def check_store(store: Any, *, label: str = "store URL") -> None:
     if isinstance(store, State):
         return
     if not isinstance(store, str):
-        raise TypeError(f"{label}: a state store is an agentmw.state.State or a URL ({ACCEPTED}), "
-                        f"not {type(store).__name__}")
+        raise TypeError(
+            f"{label}: a state store is an agentmw.state.State or a URL ({ACCEPTED}), "
+            f"not {type(store).__name__}"
+        )
     found = parse_store_url(store, label=label)
     if found.kind == "sqlite":
         problem = _sqlite_problem(found.path)
@@ -95,27 +102,46 @@ def check_store(store: Any, *, label: str = "store URL") -> None:
 def _sqlite_path(after: str, label: str, url: str) -> str:
     if not after.startswith("//"):
         named = after.lstrip("/") or "agentmw.db"
-        raise _refused(label, url, f"a SQLite URL starts with sqlite://: write sqlite://{named} for a file in the "
-                                   f"working directory, sqlite:///var/lib/app/{named} for an absolute path")
+        raise _refused(
+            label,
+            url,
+            f"a SQLite URL starts with sqlite://: write sqlite://{named} for a file in the "
+            f"working directory, sqlite:///var/lib/app/{named} for an absolute path",
+        )
     body = after[2:]
     if "?" in body or "#" in body:
-        raise _refused(label, url, "a SQLite URL takes no options: pass agentmw.state.SQLiteState(path, ...) "
-                                   "as the store to set them")
-    path = "/" + body.lstrip("/") if body.startswith("/") else body  # sqlite:////abs (SQLAlchemy's) is absolute too
+        raise _refused(
+            label,
+            url,
+            "a SQLite URL takes no options: pass agentmw.state.SQLiteState(path, ...) "
+            "as the store to set them",
+        )
+    path = (
+        "/" + body.lstrip("/") if body.startswith("/") else body
+    )  # sqlite:////abs (SQLAlchemy's) is absolute too
     name = PurePosixPath(path).name
     if not name or path.endswith("/") or name in (".", ".."):
-        raise _refused(label, url, "a SQLite URL names a file: sqlite://relative/path.db or "
-                                   "sqlite:///absolute/path.db")
+        raise _refused(
+            label, url, "a SQLite URL names a file: sqlite://relative/path.db or sqlite:///absolute/path.db"
+        )
     if path == ":memory:":
         raise _refused(label, url, "an in-memory SQLite database is private to one connection: use memory://")
     if path.startswith(("/./", "/../")):
-        raise _refused(label, url, f"three slashes start an absolute path, so this names {os.path.normpath(path)} "
-                                   f"(SQLAlchemy reads it as relative; agentmw does not): write "
-                                   f"sqlite://{body.lstrip('/')} for a path relative to the working directory")
+        raise _refused(
+            label,
+            url,
+            f"three slashes start an absolute path, so this names {os.path.normpath(path)} "
+            f"(SQLAlchemy reads it as relative; agentmw does not): write "
+            f"sqlite://{body.lstrip('/')} for a path relative to the working directory",
+        )
     if path.startswith("/") and PurePosixPath(path).parent == PurePosixPath("/"):
-        raise _refused(label, url, f"this names {path}, a file at the filesystem root: write sqlite://{name} for "
-                                   f"{name} in the working directory, sqlite:///var/lib/app/{name} for an "
-                                   "absolute path")
+        raise _refused(
+            label,
+            url,
+            f"this names {path}, a file at the filesystem root: write sqlite://{name} for "
+            f"{name} in the working directory, sqlite:///var/lib/app/{name} for an "
+            "absolute path",
+        )
     return path
 
 
@@ -156,7 +182,9 @@ def _redis(parts: Any, label: str, url: str) -> StoreURL:
         raise _refused(label, url, f"a prefix is 1-64 letters, digits, '_', '.' or '-', not {prefix!r}")
     if prefix is None:
         return StoreURL("redis", client_url=url)  # as written: urlunsplit would drop unix:///'s empty host
-    return StoreURL("redis", client_url=urlunsplit(parts._replace(query=urlencode(query, doseq=True))), prefix=prefix)
+    return StoreURL(
+        "redis", client_url=urlunsplit(parts._replace(query=urlencode(query, doseq=True))), prefix=prefix
+    )
 
 
 def _unschemed(url: str) -> str:
@@ -165,8 +193,10 @@ def _unschemed(url: str) -> str:
         return f"a store URL has a scheme: did you mean {'sqlite://agentmw.db' if word == 'sqlite' else word + '://'}?"
     if not url.strip():
         return f"empty; use {ACCEPTED}"
-    return (f"a bare path is no store URL: write sqlite://{url} for this SQLite file "
-            f"({'absolute' if url.startswith('/') else 'relative to the working directory'})")
+    return (
+        f"a bare path is no store URL: write sqlite://{url} for this SQLite file "
+        f"({'absolute' if url.startswith('/') else 'relative to the working directory'})"
+    )
 
 
 def _installed(module: str) -> bool:

@@ -4,4 +4,4 @@ from .base import TaskRecord, TaskStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
-__all__ = ["TaskRecord", "TaskStore", "MemoryStore", "SQLiteStore"]
+__all__ = ["MemoryStore", "SQLiteStore", "TaskRecord", "TaskStore"]

@@ -12,15 +12,25 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["TaskRecord", "TaskStore", "TERMINAL", "INTERRUPTED", "ListQuery", "DEFAULT_MAX_TASKS",
-           "DEFAULT_RETENTION_SECONDS", "legacy_state"]
+__all__ = [
+    "DEFAULT_MAX_TASKS",
+    "DEFAULT_RETENTION_SECONDS",
+    "INTERRUPTED",
+    "TERMINAL",
+    "ListQuery",
+    "TaskRecord",
+    "TaskStore",
+    "legacy_state",
+]
 
 # A store keeps at most about this many tasks, each for this long after its last update (docs/limits.md);
 # ``Agent(a2a_max_tasks=..., a2a_task_retention_seconds=...)`` or the store's constructor change them.
 DEFAULT_MAX_TASKS = 10_000
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
 
-TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"})
+TERMINAL = frozenset(
+    {"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"}
+)
 INTERRUPTED = frozenset({"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
 
 
@@ -43,9 +53,10 @@ class TaskRecord:
     parked: bool = False
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
-    replica: str | None = None  # the process whose coroutine runs (or is parked on) this task; None: none does
+    replica: str | None = (
+        None  # the process whose coroutine runs (or is parked on) this task; None: none does
+    )
     log_id: int = 0  # the id of the last event of the task's log that this record reflects
-
 
     @property
     def terminal(self) -> bool:
@@ -54,28 +65,63 @@ class TaskRecord:
     def snapshot(self) -> TaskRecord:
         """A copy later changes cannot reach: new containers; the messages and artifacts inside them are
         never mutated once appended, so they are shared."""
-        return TaskRecord(self.id, self.context_id, self.owner, self.state, self.status_message,
-                          self.status_timestamp, list(self.history), list(self.artifacts), dict(self.metadata),
-                          self.skill, self.tool, dict(self.arguments), self.parked, self.created_at, self.updated_at,
-                          self.replica, self.log_id)
+        return TaskRecord(
+            self.id,
+            self.context_id,
+            self.owner,
+            self.state,
+            self.status_message,
+            self.status_timestamp,
+            list(self.history),
+            list(self.artifacts),
+            dict(self.metadata),
+            self.skill,
+            self.tool,
+            dict(self.arguments),
+            self.parked,
+            self.created_at,
+            self.updated_at,
+            self.replica,
+            self.log_id,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict of the record, its containers copied (what they hold is never mutated once added)."""
-        return {"id": self.id, "context_id": self.context_id, "owner": self.owner, "state": self.state,
-                "status_message": self.status_message, "status_timestamp": self.status_timestamp,
-                "history": list(self.history), "artifacts": list(self.artifacts), "metadata": dict(self.metadata),
-                "skill": self.skill, "tool": self.tool, "arguments": dict(self.arguments), "parked": self.parked,
-                "created_at": self.created_at, "updated_at": self.updated_at, "replica": self.replica,
-                "log_id": self.log_id}
+        return {
+            "id": self.id,
+            "context_id": self.context_id,
+            "owner": self.owner,
+            "state": self.state,
+            "status_message": self.status_message,
+            "status_timestamp": self.status_timestamp,
+            "history": list(self.history),
+            "artifacts": list(self.artifacts),
+            "metadata": dict(self.metadata),
+            "skill": self.skill,
+            "tool": self.tool,
+            "arguments": dict(self.arguments),
+            "parked": self.parked,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "replica": self.replica,
+            "log_id": self.log_id,
+        }
 
     def to_stored(self, replica: str | None) -> dict[str, Any]:
         """What a task registry writes: ``to_dict`` with ``replica``, and without the fields that are empty (None,
         False, 0, {}), which ``from_dict`` gives back as their defaults: a smaller row, quicker to encode. Every
         field a scan filters on (owner, context_id, state, parked: True) stays where it is looked for."""
-        out: dict[str, Any] = {"id": self.id, "context_id": self.context_id, "owner": self.owner, "state": self.state,
-                               "status_timestamp": self.status_timestamp, "history": list(self.history),
-                               "artifacts": list(self.artifacts), "created_at": self.created_at,
-                               "updated_at": self.updated_at}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "context_id": self.context_id,
+            "owner": self.owner,
+            "state": self.state,
+            "status_timestamp": self.status_timestamp,
+            "history": list(self.history),
+            "artifacts": list(self.artifacts),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
         if self.status_message is not None:
             out["status_message"] = self.status_message
         if self.metadata:
@@ -145,6 +191,8 @@ def legacy_state(store: Any) -> Any:
     that. Raises TypeError for a store that cannot be adapted."""
     state = getattr(store, "state", None)
     if state is None:
-        raise TypeError(f"{type(store).__name__} is not supported by A2ASettings(store=...) any more: A2A tasks "
-                        "live in agentmw.state; pass Agent(store=...) a State or a URL instead (docs/state.md)")
+        raise TypeError(
+            f"{type(store).__name__} is not supported by A2ASettings(store=...) any more: A2A tasks "
+            "live in agentmw.state; pass Agent(store=...) a State or a URL instead (docs/state.md)"
+        )
     return state

@@ -26,8 +26,12 @@ class MemoryStore:
     def __init__(self, max_tasks: int | None = None, retention_seconds: float | None = None) -> None:
         self._explicit = (max_tasks is not None, retention_seconds is not None)
         self.max_tasks = max_tasks if max_tasks is not None else DEFAULT_MAX_TASKS
-        self.retention_seconds = retention_seconds if retention_seconds is not None else DEFAULT_RETENTION_SECONDS
-        self.tasks: collections.OrderedDict[str, TaskRecord] = collections.OrderedDict()  # oldest update first
+        self.retention_seconds = (
+            retention_seconds if retention_seconds is not None else DEFAULT_RETENTION_SECONDS
+        )
+        self.tasks: collections.OrderedDict[str, TaskRecord] = (
+            collections.OrderedDict()
+        )  # oldest update first
         self.push: dict[str, dict[str, dict[str, Any]]] = {}
         self._state: Any = None
 
@@ -92,8 +96,10 @@ class MemoryStore:
     async def list(self, query: ListQuery) -> tuple[list[TaskRecord], int]:
         cutoff = time.time() - self.retention_seconds
         found = [
-            r for r in self.tasks.values()
-            if r.owner == query.owner and r.updated_at >= cutoff
+            r
+            for r in self.tasks.values()
+            if r.owner == query.owner
+            and r.updated_at >= cutoff
             and (query.context_id is None or r.context_id == query.context_id)
             and (query.state is None or r.state == query.state)
             and (query.updated_after is None or r.updated_at > query.updated_after)

@@ -22,18 +22,21 @@ import json
 import sqlite3
 import threading
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import anyio.to_thread
 
 from .base import DEFAULT_MAX_TASKS, DEFAULT_RETENTION_SECONDS, TERMINAL, ListQuery, TaskRecord
 
-__all__ = ["SQLiteStore", "RESTART_REASON"]
+__all__ = ["RESTART_REASON", "SQLiteStore"]
 
 T = TypeVar("T")
-RESTART_REASON = "The agent restarted while this task was in progress; it was stopped and nothing more will run."
+RESTART_REASON = (
+    "The agent restarted while this task was in progress; it was stopped and nothing more will run."
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -64,14 +67,17 @@ class SQLiteStore:
     days) after its last update. Limits left unset take the agent's ``a2a_max_tasks`` and
     ``a2a_task_retention_seconds``."""
 
-    def __init__(self, path: str | Path, max_tasks: int | None = None,
-                 retention_seconds: float | None = None) -> None:
+    def __init__(
+        self, path: str | Path, max_tasks: int | None = None, retention_seconds: float | None = None
+    ) -> None:
         self.path = str(path)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._explicit = (max_tasks is not None, retention_seconds is not None)
         self.max_tasks = max_tasks if max_tasks is not None else DEFAULT_MAX_TASKS
-        self.retention_seconds = retention_seconds if retention_seconds is not None else DEFAULT_RETENTION_SECONDS
+        self.retention_seconds = (
+            retention_seconds if retention_seconds is not None else DEFAULT_RETENTION_SECONDS
+        )
         self._puts = 0
         self._state: Any = None
 
@@ -99,7 +105,9 @@ class SQLiteStore:
         if excess > 0:
             removed += db.execute(
                 f"DELETE FROM tasks WHERE id IN (SELECT id FROM tasks ORDER BY state IN ({_TERMINAL_LIST}) DESC, "
-                "updated_at LIMIT ?)", (excess,)).rowcount
+                "updated_at LIMIT ?)",
+                (excess,),
+            ).rowcount
         if removed:
             db.execute("DELETE FROM push_configs WHERE task_id NOT IN (SELECT id FROM tasks)")
         return removed
@@ -143,8 +151,11 @@ class SQLiteStore:
 
     async def get(self, task_id: str) -> TaskRecord | None:
         cutoff = time.time() - self.retention_seconds
-        row = await self._run(lambda db: db.execute("SELECT body FROM tasks WHERE id = ? AND updated_at >= ?",
-                                                    (task_id, cutoff)).fetchone())
+        row = await self._run(
+            lambda db: db.execute(
+                "SELECT body FROM tasks WHERE id = ? AND updated_at >= ?", (task_id, cutoff)
+            ).fetchone()
+        )
         return TaskRecord.from_dict(json.loads(row[0])) if row else None
 
     async def put(self, record: TaskRecord) -> None:
@@ -157,7 +168,8 @@ class SQLiteStore:
                 "INSERT INTO tasks (id, owner, context_id, state, updated_at, body) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET state=excluded.state, updated_at=excluded.updated_at, "
                 "body=excluded.body",
-                (record.id, record.owner, record.context_id, record.state, record.updated_at, body))
+                (record.id, record.owner, record.context_id, record.state, record.updated_at, body),
+            )
             if prune:
                 self._prune_now(db)
 
@@ -179,8 +191,10 @@ class SQLiteStore:
 
         def read(db: sqlite3.Connection) -> tuple[list[Any], int]:
             total = db.execute(f"SELECT COUNT(*) FROM tasks WHERE {clause}", args).fetchone()[0]
-            rows = db.execute(f"SELECT body FROM tasks WHERE {clause} ORDER BY updated_at DESC, id DESC "
-                              "LIMIT ? OFFSET ?", [*args, query.page_size, query.offset]).fetchall()
+            rows = db.execute(
+                f"SELECT body FROM tasks WHERE {clause} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+                [*args, query.page_size, query.offset],
+            ).fetchall()
             return rows, total
 
         rows, total = await self._run(read)
@@ -188,29 +202,44 @@ class SQLiteStore:
 
     async def put_push(self, task_id: str, config: dict[str, Any]) -> None:
         body = json.dumps(config)
-        await self._run(lambda db: db.execute(
-            "INSERT OR REPLACE INTO push_configs (task_id, id, body) VALUES (?, ?, ?)", (task_id, config["id"], body)))
+        await self._run(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO push_configs (task_id, id, body) VALUES (?, ?, ?)",
+                (task_id, config["id"], body),
+            )
+        )
 
     async def get_push(self, task_id: str, config_id: str) -> dict[str, Any] | None:
-        row = await self._run(lambda db: db.execute(
-            "SELECT body FROM push_configs WHERE task_id = ? AND id = ?", (task_id, config_id)).fetchone())
+        row = await self._run(
+            lambda db: db.execute(
+                "SELECT body FROM push_configs WHERE task_id = ? AND id = ?", (task_id, config_id)
+            ).fetchone()
+        )
         return json.loads(row[0]) if row else None
 
     async def list_push(self, task_id: str) -> list[dict[str, Any]]:
-        rows = await self._run(lambda db: db.execute(
-            "SELECT body FROM push_configs WHERE task_id = ? ORDER BY rowid", (task_id,)).fetchall())
+        rows = await self._run(
+            lambda db: db.execute(
+                "SELECT body FROM push_configs WHERE task_id = ? ORDER BY rowid", (task_id,)
+            ).fetchall()
+        )
         return [json.loads(r[0]) for r in rows]
 
     async def delete_push(self, task_id: str, config_id: str) -> None:
-        await self._run(lambda db: db.execute(
-            "DELETE FROM push_configs WHERE task_id = ? AND id = ?", (task_id, config_id)))
+        await self._run(
+            lambda db: db.execute(
+                "DELETE FROM push_configs WHERE task_id = ? AND id = ?", (task_id, config_id)
+            )
+        )
 
     async def recover(self) -> int:
         def fail_unfinished(db: sqlite3.Connection) -> int:
-            rows = db.execute("SELECT body FROM tasks WHERE state NOT IN (%s)" % ",".join("?" * len(TERMINAL)),
-                              tuple(TERMINAL)).fetchall()
+            rows = db.execute(
+                "SELECT body FROM tasks WHERE state NOT IN (%s)" % ",".join("?" * len(TERMINAL)),
+                tuple(TERMINAL),
+            ).fetchall()
             now = time.time()
-            stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
             failed = 0
             for (body,) in rows:
                 record = TaskRecord.from_dict(json.loads(body))
@@ -219,13 +248,18 @@ class SQLiteStore:
                 record.state = "TASK_STATE_FAILED"
                 record.parked = False
                 record.status_message = {
-                    "messageId": f"restart-{record.id}", "role": "ROLE_AGENT", "taskId": record.id,
-                    "contextId": record.context_id, "parts": [{"text": RESTART_REASON}],
+                    "messageId": f"restart-{record.id}",
+                    "role": "ROLE_AGENT",
+                    "taskId": record.id,
+                    "contextId": record.context_id,
+                    "parts": [{"text": RESTART_REASON}],
                 }
                 record.status_timestamp = stamp
                 record.updated_at = now
-                db.execute("UPDATE tasks SET state = ?, updated_at = ?, body = ? WHERE id = ?",
-                           (record.state, now, json.dumps(record.to_dict()), record.id))
+                db.execute(
+                    "UPDATE tasks SET state = ?, updated_at = ?, body = ? WHERE id = ?",
+                    (record.state, now, json.dumps(record.to_dict()), record.id),
+                )
                 failed += 1
             return failed
 

@@ -24,7 +24,7 @@ from .runner import TaskRunner
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["TaskManager", "TaskError", "spawn"]
+__all__ = ["TaskError", "TaskManager", "spawn"]
 
 logger = logging.getLogger("agentmw")
 _background: set[asyncio.Task[Any]] = set()  # fire-and-forget work, held so it is not collected
@@ -81,8 +81,9 @@ class TaskManager:
         return TaskError("not_found", f"Task {task_id} not found", task_id)
 
     def not_cancelable(self, task_id: Any, record: TaskRecord) -> Exception:
-        return TaskError("not_cancelable", f"Task {task_id} is {record.state} and cannot be canceled", task_id,
-                         record)
+        return TaskError(
+            "not_cancelable", f"Task {task_id} is {record.state} and cannot be canceled", task_id, record
+        )
 
     def too_busy(self, task_id: Any) -> Exception:
         return TaskError("not_cancelable", f"Task {task_id} is changing too often to cancel", task_id)
@@ -130,7 +131,9 @@ class TaskManager:
             if found is None:  # not a task of this face (another face's, an AG-UI run, another agent's)
                 return
             record = TaskRecord.from_dict(found.value)
-            journal = await Journal.load(self.agent.state, task_id, lease_seconds=registry.timing.lease_seconds)
+            journal = await Journal.load(
+                self.agent.state, task_id, lease_seconds=registry.timing.lease_seconds
+            )
             if journal is None:
                 return
             if record.terminal:  # the task ended, its journal did not: nothing to resume
@@ -140,8 +143,9 @@ class TaskManager:
             if registry.local(task_id) is not None or registry.closing:
                 return
             live = await self.adopt(record, found.version)
-            live.runner = asyncio.get_running_loop().create_task(self.runner.replay(live, journal, None, None),
-                                                                 name=f"{registry._name}-resume-{task_id}")
+            live.runner = asyncio.get_running_loop().create_task(
+                self.runner.replay(live, journal, None, None), name=f"{registry._name}-resume-{task_id}"
+            )
             logger.info("taking over %s task %s (its process is gone)", registry.label, task_id)
         except asyncio.CancelledError:
             raise
@@ -197,8 +201,9 @@ class TaskManager:
         try:
             await cancel_execution(self.agent, task_id)
         except Exception:
-            logger.exception("the journal of %s task %s could not be marked canceled", self.registry.label,
-                             task_id)
+            logger.exception(
+                "the journal of %s task %s could not be marked canceled", self.registry.label, task_id
+            )
 
     async def close(self) -> None:
         await self.registry.close()

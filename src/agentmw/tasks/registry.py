@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._bounded import BoundedTable
-from ..messages import Artifact, Message
 from .._transport import loads
+from ..messages import Artifact, Message
 from ..state import Conflict, Encoded, Limits, State, encoded, encoded_bytes
 from ..stores.base import INTERRUPTED, TERMINAL, TaskRecord
 from ..stores.sqlite import RESTART_REASON
@@ -54,8 +54,20 @@ from ..stores.sqlite import RESTART_REASON
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["LiveTask", "TaskRegistry", "Spaces", "Timing", "RecordShapes", "Pusher", "ResumedElsewhere",
-           "status_of", "status_event", "is_final", "SETTLED", "MAX_BACKLOG"]
+__all__ = [
+    "MAX_BACKLOG",
+    "SETTLED",
+    "LiveTask",
+    "Pusher",
+    "RecordShapes",
+    "ResumedElsewhere",
+    "Spaces",
+    "TaskRegistry",
+    "Timing",
+    "is_final",
+    "status_event",
+    "status_of",
+]
 
 logger = logging.getLogger("agentmw")
 
@@ -84,8 +96,14 @@ class Spaces:
 
     @classmethod
     def of(cls, face: str) -> Spaces:
-        return cls(f"{face}.tasks", f"{face}.events", f"{face}.push", f"{face}.lease", f"{face}.replicas",
-                   f"{face}.cancel")
+        return cls(
+            f"{face}.tasks",
+            f"{face}.events",
+            f"{face}.push",
+            f"{face}.lease",
+            f"{face}.replicas",
+            f"{face}.cancel",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +125,9 @@ class RecordShapes(Protocol):
 
     def agent_message(self, task_id: str, context_id: str, parts: list[dict[str, Any]]) -> dict[str, Any]: ...
 
-    def message_to_wire(self, message: Message, task_id: str | None, context_id: str | None) -> dict[str, Any]: ...
+    def message_to_wire(
+        self, message: Message, task_id: str | None, context_id: str | None
+    ) -> dict[str, Any]: ...
 
     def artifact_to_wire(self, artifact: Artifact) -> dict[str, Any]: ...
 
@@ -173,7 +193,11 @@ def status_of(record: TaskRecord) -> dict[str, Any]:
 
 
 def status_event(record: TaskRecord, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    update: dict[str, Any] = {"taskId": record.id, "contextId": record.context_id, "status": status_of(record)}
+    update: dict[str, Any] = {
+        "taskId": record.id,
+        "contextId": record.context_id,
+        "status": status_of(record),
+    }
     if metadata:
         update["metadata"] = dict(metadata)
     return {"statusUpdate": update}
@@ -218,9 +242,18 @@ class TaskRegistry:
             False makes it wait for the write.
     """
 
-    def __init__(self, agent: Agent, state: State, *, spaces: Spaces, shapes: RecordShapes,
-                 timing: Timing = Timing(), label: str = "A2A", single_process: bool = False,
-                 write_behind: bool = True) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        state: State,
+        *,
+        spaces: Spaces,
+        shapes: RecordShapes,
+        timing: Timing = Timing(),
+        label: str = "A2A",
+        single_process: bool = False,
+        write_behind: bool = True,
+    ) -> None:
         self.agent = agent
         self.state = state
         self.spaces = spaces
@@ -240,10 +273,19 @@ class TaskRegistry:
         # state has the record, and `unwritten` whatever is not written yet); a handle that runs, is parked,
         # or has a waiter or subscriber is kept
         self.live: BoundedTable[str, LiveTask] = BoundedTable(
-            agent.a2a_max_tasks, agent.park_timeout_seconds, touch=True, pinned=lambda live: bool(
-                (live.runner is not None and not live.runner.done()) or live.answer is not None
-                or live.subscribers or live.settle_waiters or live.lock.locked()),
-            max_bytes=agent.budgets.a2a_tasks_bytes, size=_live_bytes)
+            agent.a2a_max_tasks,
+            agent.park_timeout_seconds,
+            touch=True,
+            pinned=lambda live: bool(
+                (live.runner is not None and not live.runner.done())
+                or live.answer is not None
+                or live.subscribers
+                or live.settle_waiters
+                or live.lock.locked()
+            ),
+            max_bytes=agent.budgets.a2a_tasks_bytes,
+            size=_live_bytes,
+        )
         # tasks with changes the writer has not written yet: their handles, or the one write of a task that
         # settled at once, encoded (_final)
         self.unwritten: dict[str, LiveTask | Encoded] = {}
@@ -291,7 +333,9 @@ class TaskRegistry:
             self._recovery = asyncio.ensure_future(self._recover())
             failed = await self._recovery
             if failed:
-                logger.warning("failed %d %s tasks left unfinished by a process that is gone", failed, self.label)
+                logger.warning(
+                    "failed %d %s tasks left unfinished by a process that is gone", failed, self.label
+                )
         elif not self._recovery.done():
             await asyncio.shield(self._recovery)
         if self.take_over is not None and time.monotonic() >= self._next_sweep and not self.closed:
@@ -395,30 +439,48 @@ class TaskRegistry:
         """Fail a task whose holder is gone; None when another writer came first."""
         return await self.settle_stored(record, version, "TASK_STATE_FAILED", RESTART_REASON, restart=True)
 
-    async def settle_stored(self, record: TaskRecord, version: int, state: str, text: str, *,
-                            restart: bool = False) -> tuple[TaskRecord, int] | None:
+    async def settle_stored(
+        self, record: TaskRecord, version: int, state: str, text: str, *, restart: bool = False
+    ) -> tuple[TaskRecord, int] | None:
         """Settle a task no process here holds: write its record (compare-and-set), then log the final event.
         None when the record changed meanwhile."""
         record.state = state
         record.parked = False
         record.replica = None
         record.status_timestamp = self.shapes.now_iso()
-        record.status_message = ({"messageId": f"restart-{record.id}", "role": "ROLE_AGENT", "taskId": record.id,
-                                  "contextId": record.context_id, "parts": [{"text": text}]} if restart
-                                 else self.shapes.agent_message(record.id, record.context_id, [{"text": text}]))
+        record.status_message = (
+            {
+                "messageId": f"restart-{record.id}",
+                "role": "ROLE_AGENT",
+                "taskId": record.id,
+                "contextId": record.context_id,
+                "parts": [{"text": text}],
+            }
+            if restart
+            else self.shapes.agent_message(record.id, record.context_id, [{"text": text}])
+        )
         record.history.append(record.status_message)
         record.updated_at = time.time()
         try:
-            version = await self.state.put(self.spaces.tasks, record.id, record.to_stored(None),
-                                           expected_version=version)
+            version = await self.state.put(
+                self.spaces.tasks, record.id, record.to_stored(None), expected_version=version
+            )
         except Conflict:
             return None
         self.writes += 1
         await self.state.append(self.spaces.events, record.id, status_event(record))
         return record, version
 
-    async def list(self, owner: str, *, context_id: str | None, state: str | None, after: float | None,
-                   size: int, offset: int) -> tuple[list[TaskRecord], int]:
+    async def list(
+        self,
+        owner: str,
+        *,
+        context_id: str | None,
+        state: str | None,
+        after: float | None,
+        size: int,
+        offset: int,
+    ) -> tuple[list[TaskRecord], int]:
         """One page of the owner's tasks, newest update first (then id), and how many match.
 
         The page token stays the offset it always was; the pages are read through the state's ordered scan.
@@ -440,15 +502,21 @@ class TaskRegistry:
         records: list[TaskRecord] = []
         skip, cursor, total = offset, None, None
         while True:
-            page = await self.state.scan(self.spaces.tasks, where=where, since=after, limit=min(1000, skip + size),
-                                         cursor=cursor, total=total is None)
+            page = await self.state.scan(
+                self.spaces.tasks,
+                where=where,
+                since=after,
+                limit=min(1000, skip + size),
+                cursor=cursor,
+                total=total is None,
+            )
             if total is None:
                 total = page.total or 0
             items = page.items
             if skip:
                 taken = min(skip, len(items))
                 items, skip = items[taken:], skip - taken
-            records.extend(TaskRecord.from_dict(item.value) for item in items[:size - len(records)])
+            records.extend(TaskRecord.from_dict(item.value) for item in items[: size - len(records)])
             if len(records) >= size or page.next is None:
                 break
             cursor = page.next
@@ -474,8 +542,13 @@ class TaskRegistry:
             if live.publish_later:
                 self.publish(live)
 
-    def status(self, live: LiveTask, state: str, parts: list[dict[str, Any]] | None,
-               metadata: Mapping[str, Any] | None = None) -> None:
+    def status(
+        self,
+        live: LiveTask,
+        state: str,
+        parts: list[dict[str, Any]] | None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
         """A new status: the record changes, and the update goes to every follower."""
         if live.superseded:  # another replica settled it: its record stands
             return
@@ -483,7 +556,9 @@ class TaskRegistry:
         live.quiet = False  # shown from now on
         record.state = state
         record.status_timestamp = self.shapes.now_iso()
-        record.status_message = self.shapes.agent_message(record.id, record.context_id, parts) if parts else None
+        record.status_message = (
+            self.shapes.agent_message(record.id, record.context_id, parts) if parts else None
+        )
         if record.status_message is not None:
             record.history.append(record.status_message)
         record.parked = state == "TASK_STATE_INPUT_REQUIRED" and live.answer is not None
@@ -504,7 +579,11 @@ class TaskRegistry:
         for index, existing in enumerate(record.artifacts):
             if existing["artifactId"] == artifact.artifact_id:
                 # never mutated once stored (snapshots share them): replaced instead
-                stored = {**existing, **wire, "parts": existing["parts"] + wire["parts"]} if artifact.append else wire
+                stored = (
+                    {**existing, **wire, "parts": existing["parts"] + wire["parts"]}
+                    if artifact.append
+                    else wire
+                )
                 record.artifacts[index] = stored
                 break
         else:
@@ -522,9 +601,19 @@ class TaskRegistry:
             return
         record = live.record
         record.artifacts.append(artifact)
-        self.emit(live, {"artifactUpdate": {"taskId": record.id, "contextId": record.context_id,
-                                            "artifact": artifact, "lastChunk": True}}
-                  if live.subscribers or live.published else None)
+        self.emit(
+            live,
+            {
+                "artifactUpdate": {
+                    "taskId": record.id,
+                    "contextId": record.context_id,
+                    "artifact": artifact,
+                    "lastChunk": True,
+                }
+            }
+            if live.subscribers or live.published
+            else None,
+        )
 
     def reply(self, live: LiveTask, message: Message) -> None:
         """A message-only answer: no task is kept; the waiting request answers with the message."""
@@ -584,7 +673,9 @@ class TaskRegistry:
             return
         live.young = True
         if (self._ticker is None or self._ticker.done()) and not self._ending(self._ticker):
-            self._ticker = asyncio.get_running_loop().create_task(self._tick(), name=f"{self._name}-publish-ticker")
+            self._ticker = asyncio.get_running_loop().create_task(
+                self._tick(), name=f"{self._name}-publish-ticker"
+            )
 
     async def _tick(self) -> None:
         seen: set[LiveTask] = set()  # running at the previous tick: they have run at least one period now
@@ -634,10 +725,23 @@ class TaskRegistry:
             live.dirty = True  # unwritten: the task is left as a shutdown leaves it
             return
         task_id = live.record.id
-        final = self._final(live) if getattr(self.state, "accepts_encoded", False) and live.version == 0 and (
-            not live.published) and (
-            live.record.terminal and not (live.events or live.subscribers or live.has_push or live.superseded
-                                          or task_id in self.unwritten)) else None
+        final = (
+            self._final(live)
+            if getattr(self.state, "accepts_encoded", False)
+            and live.version == 0
+            and (not live.published)
+            and (
+                live.record.terminal
+                and not (
+                    live.events
+                    or live.subscribers
+                    or live.has_push
+                    or live.superseded
+                    or task_id in self.unwritten
+                )
+            )
+            else None
+        )
         if final is not None:
             live.dirty = False
             live.handed_over = True  # its record is final: nothing of this handle is written again
@@ -652,7 +756,9 @@ class TaskRegistry:
             self._wake = asyncio.Event()
             self._idle = asyncio.Event()
             self._urgent = asyncio.Event()
-            self._writer = asyncio.get_running_loop().create_task(self._write_all(), name=f"{self._name}-task-writer")
+            self._writer = asyncio.get_running_loop().create_task(
+                self._write_all(), name=f"{self._name}-task-writer"
+            )
         self._idle.clear()  # type: ignore[union-attr]
         self._wake.set()  # type: ignore[union-attr]
         if live.published and self._urgent is not None:
@@ -728,13 +834,16 @@ class TaskRegistry:
         """The first and only writes of tasks that settled at once (``_final``), in batches of ``put_many``."""
         ns = self.spaces.tasks
         for start in range(0, len(finals), WRITE_BATCH):
-            chunk = finals[start:start + WRITE_BATCH]
+            chunk = finals[start : start + WRITE_BATCH]
             results: list[int | Conflict | None]
             try:
                 results = list(await self.state.put_many([(ns, task_id, body, 0) for task_id, body in chunk]))
             except Exception:
-                logger.exception("a batch of %d %s task records could not be written; writing them one by one",
-                                 len(chunk), self.label)
+                logger.exception(
+                    "a batch of %d %s task records could not be written; writing them one by one",
+                    len(chunk),
+                    self.label,
+                )
                 results = [await self._put_final(task_id, body) for task_id, body in chunk]
             for (task_id, body), result in zip(chunk, results, strict=True):
                 self._pending -= 1
@@ -746,8 +855,11 @@ class TaskRegistry:
                     # its id was written by someone else (theirs stands), or the write failed (logged): a handle
                     # made of it meanwhile adopts the stored record, or is dropped as the write was
                     if isinstance(result, Conflict):
-                        logger.warning("%s task %s was already in the state; its record there stands", self.label,
-                                       task_id)
+                        logger.warning(
+                            "%s task %s was already in the state; its record there stands",
+                            self.label,
+                            task_id,
+                        )
                     if isinstance(pending, LiveTask) and not pending.queued:
                         del self.unwritten[task_id]
                         if result is not None:
@@ -764,8 +876,14 @@ class TaskRegistry:
 
     async def _put_final(self, task_id: str, body: Encoded) -> int | Conflict | None:
         try:
-            return await self._retry(lambda: self.state.put(self.spaces.tasks, task_id, body,  # type: ignore[arg-type]
-                                                            expected_version=0))  # type: ignore[no-any-return]
+            return await self._retry(
+                lambda: self.state.put(
+                    self.spaces.tasks,
+                    task_id,
+                    body,  # type: ignore[arg-type]
+                    expected_version=0,
+                )
+            )  # type: ignore[no-any-return]
         except Conflict as conflict:
             return conflict
         except Exception:
@@ -780,7 +898,7 @@ class TaskRegistry:
             return lives
         again: list[LiveTask] = []
         for start in range(0, len(lives), WRITE_BATCH):
-            chunk = lives[start:start + WRITE_BATCH]
+            chunk = lives[start : start + WRITE_BATCH]
             bodies = []
             holders: list[str | None] = []
             for live in chunk:
@@ -793,11 +911,18 @@ class TaskRegistry:
             if any(holder is not None for holder in holders):
                 await self._present()
             try:
-                results = await put_many([(self.spaces.tasks, live.record.id, body, live.version)
-                                          for live, body in zip(chunk, bodies, strict=True)])
+                results = await put_many(
+                    [
+                        (self.spaces.tasks, live.record.id, body, live.version)
+                        for live, body in zip(chunk, bodies, strict=True)
+                    ]
+                )
             except Exception:
-                logger.exception("a batch of %d %s task records could not be written; writing them one by one",
-                                 len(chunk), self.label)
+                logger.exception(
+                    "a batch of %d %s task records could not be written; writing them one by one",
+                    len(chunk),
+                    self.label,
+                )
                 for live in chunk:
                     live.dirty = True
                 again.extend(chunk)
@@ -840,7 +965,9 @@ class TaskRegistry:
             if holder is not None:
                 await self._present()
             for event in events:
-                record.log_id = await self._retry(lambda event=event: self.state.append(self.spaces.events, record.id, event))
+                record.log_id = await self._retry(
+                    lambda event=event: self.state.append(self.spaces.events, record.id, event)
+                )
             if live.has_push and events and self.push is not None:
                 self.push.watch(record.id)
             if body is None:
@@ -848,8 +975,11 @@ class TaskRegistry:
             if record.log_id:
                 body["log_id"] = record.log_id  # the last of the events appended above
             try:
-                live.version = await self._retry(lambda body=body: self.state.put(self.spaces.tasks, record.id, body,
-                                                                                  expected_version=live.version))
+                live.version = await self._retry(
+                    lambda body=body: self.state.put(
+                        self.spaces.tasks, record.id, body, expected_version=live.version
+                    )
+                )
                 record.replica = holder
                 self.writes += 1
             except Conflict:
@@ -875,8 +1005,11 @@ class TaskRegistry:
         try:
             found = await self.state.get(self.spaces.tasks, live.record.id)
         except Exception:
-            logger.exception("%s task %s was written by another replica, whose record could not be read",
-                             self.label, live.record.id)
+            logger.exception(
+                "%s task %s was written by another replica, whose record could not be read",
+                self.label,
+                live.record.id,
+            )
             found = None
         live.superseded = True
         if found is not None:
@@ -889,7 +1022,9 @@ class TaskRegistry:
         if live.runner is not None and not live.runner.done():
             live.runner.cancel()
         self.live.pop(live.record.id, None)
-        logger.info("%s task %s was settled by another replica (%s)", self.label, live.record.id, live.record.state)
+        logger.info(
+            "%s task %s was settled by another replica (%s)", self.label, live.record.id, live.record.state
+        )
 
     # --- presence: heartbeat and cancel listener ----------------------------------------------------------
     async def _present(self) -> None:
@@ -902,7 +1037,9 @@ class TaskRegistry:
             self._spawn(self._heartbeat(), f"{self._name}-heartbeat")
             self._spawn(self._listen(started), f"{self._name}-cancel-listener")
             try:
-                await self.state.set_key(self.spaces.replicas, self.replica, {"owner": self.replica}, self.timing.heartbeat_seconds)
+                await self.state.set_key(
+                    self.spaces.replicas, self.replica, {"owner": self.replica}, self.timing.heartbeat_seconds
+                )
                 await asyncio.wait_for(asyncio.shield(started), 5.0)
             finally:
                 self._presence.set_result(None)
@@ -919,8 +1056,15 @@ class TaskRegistry:
         while not self.closed:
             await asyncio.sleep(self.timing.heartbeat_seconds / 3)
             try:
-                if not await self.state.renew(self.spaces.replicas, self.replica, self.replica, self.timing.heartbeat_seconds):
-                    await self.state.set_key(self.spaces.replicas, self.replica, {"owner": self.replica}, self.timing.heartbeat_seconds)
+                if not await self.state.renew(
+                    self.spaces.replicas, self.replica, self.replica, self.timing.heartbeat_seconds
+                ):
+                    await self.state.set_key(
+                        self.spaces.replicas,
+                        self.replica,
+                        {"owner": self.replica},
+                        self.timing.heartbeat_seconds,
+                    )
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -945,7 +1089,9 @@ class TaskRegistry:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                logger.exception("%s cancel listener of replica %s failed; listening again", self.label, self.replica)
+                logger.exception(
+                    "%s cancel listener of replica %s failed; listening again", self.label, self.replica
+                )
                 await asyncio.sleep(0.5)
 
     # --- following a task another process runs -----------------------------------------------------------
@@ -979,14 +1125,18 @@ class TaskRegistry:
     async def cancel_elsewhere(self, record: TaskRecord, version: int) -> TaskRecord | None:
         """Cancel a task this process does not hold. None: the record changed meanwhile (read it again)."""
         if record.replica is None or await self._lost(record):
-            settled = await self.settle_stored(record, version, "TASK_STATE_CANCELED", "The task was canceled.")
+            settled = await self.settle_stored(
+                record, version, "TASK_STATE_CANCELED", "The task was canceled."
+            )
             return settled[0] if settled else None
         await self.state.publish(self.spaces.cancel, {"task": record.id})
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timing.cancel_wait_seconds
         after = record.log_id
         while (remaining := deadline - loop.time()) > 0:
-            entries = await self.state.read(self.spaces.events, record.id, after, 100, block=min(remaining, 1.0))
+            entries = await self.state.read(
+                self.spaces.events, record.id, after, 100, block=min(remaining, 1.0)
+            )
             for event_id, event in entries:
                 after = event_id
                 if is_final(event):
@@ -1072,13 +1222,16 @@ class TaskRegistry:
         found = await self.state.get(self.spaces.push, task_id)
         return list(found.value.get("configs", [])) if found else []
 
-    async def update_push(self, task_id: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
-                          ) -> dict[str, Any]:
+    async def update_push(
+        self, task_id: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> dict[str, Any]:
         """Read-modify-write the task's push record (compare-and-set, retried); ``change`` returns the new
         value, or None to leave it."""
         while True:
             found = await self.state.get(self.spaces.push, task_id)
-            value, version = (found.value, found.version) if found else ({"configs": [], "delivered": 0, "done": False}, 0)
+            value, version = (
+                (found.value, found.version) if found else ({"configs": [], "delivered": 0, "done": False}, 0)
+            )
             new = change(dict(value))
             if new is None:
                 return value

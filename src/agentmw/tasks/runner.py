@@ -35,8 +35,10 @@ __all__ = ["LOST_REASON", "RESTART_REASON", "TaskChannelBase", "TaskRunner", "ea
 
 logger = logging.getLogger("agentmw")
 
-LOST_REASON = ("The agent lost this task's execution (it was restarted, or this request reached another replica); "
-               "nothing more will run.")
+LOST_REASON = (
+    "The agent lost this task's execution (it was restarted, or this request reached another replica); "
+    "nothing more will run."
+)
 
 
 def journaled(capability: Capability) -> bool:
@@ -51,9 +53,17 @@ def eager(agent: Agent, capability: Capability) -> bool:
     (hooks, access rules, roots, a gate, the host app's dependencies, a journal, a deadline). The caller adds
     what only it knows: no idempotency key, and nobody watching the task's intermediate states."""
     # no deadline either: asyncio.timeout belongs to the task it is entered in, which would be the request's
-    return (capability.never_suspends and capability.timeout is None and agent._hooks is None
-            and agent.access is None and capability.policy is None and capability.gate is None
-            and not capability.path_params and not capability.params.host_params and not journaled(capability))
+    return (
+        capability.never_suspends
+        and capability.timeout is None
+        and agent._hooks is None
+        and agent.access is None
+        and capability.policy is None
+        and capability.gate is None
+        and not capability.path_params
+        and not capability.params.host_params
+        and not journaled(capability)
+    )
 
 
 def start(run: Coroutine[Any, Any, None], name: str, *, eagerly: bool) -> asyncio.Task[None] | None:
@@ -148,10 +158,19 @@ class TaskRunner(ABC):
         """End the task in ``state`` with ``text`` saying why."""
 
     # --- running -----------------------------------------------------------------------------------------
-    async def execute(self, live: LiveTask, capability: Capability, connection: HTTPConnection | None,
-                      arguments: dict[str, Any], *, idempotency_key: str | None = None,
-                      approval_id: str | None = None, validated: Any = None, channel: Any = None,
-                      announce: bool = True) -> None:
+    async def execute(
+        self,
+        live: LiveTask,
+        capability: Capability,
+        connection: HTTPConnection | None,
+        arguments: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        approval_id: str | None = None,
+        validated: Any = None,
+        channel: Any = None,
+        announce: bool = True,
+    ) -> None:
         """Run the task's function to its outcome, in the task's own asyncio task.
 
         Its journal (docs/durability.md) writes nothing unless the function takes a journaled step (a
@@ -160,16 +179,32 @@ class TaskRunner(ABC):
         False: the task does not show WORKING first (nobody could see it: it runs eagerly, ``start``)."""
         record = live.record
         registry = self.registry
-        journal = Journal(self.agent.state, record.id, lease_seconds=registry.timing.lease_seconds) if (
-            journaled(capability)) else None
+        journal = (
+            Journal(self.agent.state, record.id, lease_seconds=registry.timing.lease_seconds)
+            if (journaled(capability))
+            else None
+        )
         try:
             if announce and not live.quiet:
                 registry.status(live, "TASK_STATE_WORKING", None)
-            ctx = Context(capability, channel if channel is not None else self.channel(live, None),
-                          request=connection, caller=record.owner, agent=self.agent, face=self.face)
+            ctx = Context(
+                capability,
+                channel if channel is not None else self.channel(live, None),
+                request=connection,
+                caller=record.owner,
+                agent=self.agent,
+                face=self.face,
+            )
             ctx.messages = live.messages  # the same list: follow-ups that answer a question show up in it
-            outcome = await invoke(capability, arguments, ctx, idempotency_key=idempotency_key,
-                                   approval_id=approval_id, journal=journal, validated=validated)
+            outcome = await invoke(
+                capability,
+                arguments,
+                ctx,
+                idempotency_key=idempotency_key,
+                approval_id=approval_id,
+                journal=journal,
+                validated=validated,
+            )
             if outcome.code == "taken_over":  # resumed by another process, which reports it
                 registry.let_go(live)
                 return
@@ -177,8 +212,13 @@ class TaskRunner(ABC):
         except BaseException as exc:
             await self.ended_abruptly(live, journal, exc, "")
 
-    async def replay(self, live: LiveTask, journal: Journal, connection: HTTPConnection | None,
-                     answer: Callable[[Mapping[str, InputRequest]], dict[str, Any]] | None) -> None:
+    async def replay(
+        self,
+        live: LiveTask,
+        journal: Journal,
+        connection: HTTPConnection | None,
+        answer: Callable[[Mapping[str, InputRequest]], dict[str, Any]] | None,
+    ) -> None:
         """Replay, in this process, a task whose coroutine is in no process here (docs/durability.md).
 
         ``answer``: the answers that resume it, from its pending questions; the task is claimed first (its
@@ -199,31 +239,42 @@ class TaskRunner(ABC):
                 await registry.moved(live, holder)
                 answers = answer(journal.pending)
             outcome = await resume_execution(
-                self.agent, record.id, answers=answers, channel=self.channel(live, journal), request=connection,
-                messages=live.messages, journal=journal, lease_seconds=registry.timing.lease_seconds,
-                wait=2.0 if answer is not None else 0.0)
+                self.agent,
+                record.id,
+                answers=answers,
+                channel=self.channel(live, journal),
+                request=connection,
+                messages=live.messages,
+                journal=journal,
+                lease_seconds=registry.timing.lease_seconds,
+                wait=2.0 if answer is not None else 0.0,
+            )
             if outcome.code in ("taken_over", "execution_busy"):  # it goes on elsewhere
                 logger.info("%s task %s goes on elsewhere (%s)", registry.label, record.id, outcome.code)
                 registry.let_go(live)
                 return
             if outcome.code in ("unknown_execution", "unknown_capability"):
-                logger.warning("%s task %s cannot be resumed here: %s", registry.label, record.id, outcome.message)
+                logger.warning(
+                    "%s task %s cannot be resumed here: %s", registry.label, record.id, outcome.message
+                )
                 self.finish(live, "TASK_STATE_FAILED", RESTART_REASON if answer is None else LOST_REASON)
                 return
             self.settle(live, outcome)
         except BaseException as exc:
             await self.ended_abruptly(live, journal, exc, " while resuming")
 
-    async def ended_abruptly(self, live: LiveTask, journal: Journal | None, exc: BaseException,
-                             doing: str) -> None:
+    async def ended_abruptly(
+        self, live: LiveTask, journal: Journal | None, exc: BaseException, doing: str
+    ) -> None:
         """A run or a resume stopped by cancellation or by a bug of ours: the task ends accordingly."""
         if isinstance(exc, asyncio.CancelledError):
             await self._canceled(live, journal)
             return
         if not isinstance(exc, Exception):
             raise exc
-        logger.exception("%s task %s failed inside agentmw%s", self.registry.label, live.record.id, doing,
-                         exc_info=exc)
+        logger.exception(
+            "%s task %s failed inside agentmw%s", self.registry.label, live.record.id, doing, exc_info=exc
+        )
         self.finish(live, "TASK_STATE_FAILED", "The agent failed while running this task.")
 
     async def _canceled(self, live: LiveTask, journal: Journal | None) -> None:
@@ -238,5 +289,8 @@ class TaskRunner(ABC):
             try:
                 await cancel_execution(self.agent, live.record.id)
             except Exception:
-                logger.exception("the journal of %s task %s could not be marked canceled", self.registry.label,
-                                 live.record.id)
+                logger.exception(
+                    "the journal of %s task %s could not be marked canceled",
+                    self.registry.label,
+                    live.record.id,
+                )

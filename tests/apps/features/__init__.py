@@ -16,8 +16,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 
-from ..differential import Case, Route
 from .._exposure import Exposure
+from ..differential import Case, Route
 
 __all__ = ["CALLERS", "Feature", "Table", "effects_of", "feature", "features"]
 
@@ -62,11 +62,15 @@ class Feature:
 _registered: list[Feature] = []
 
 
-def feature(name: str, routes: Table) -> Callable[[Callable[[Exposure], FastAPI]], Callable[[Exposure], FastAPI]]:
+def feature(
+    name: str, routes: Table
+) -> Callable[[Callable[[Exposure], FastAPI]], Callable[[Exposure], FastAPI]]:
     """Register ``create`` as the feature app ``name`` with the table ``routes``."""
+
     def register(create: Callable[[Exposure], FastAPI]) -> Callable[[Exposure], FastAPI]:
         _registered.append(Feature(name, create, routes))
         return create
+
     return register
 
 
@@ -79,4 +83,5 @@ def effects_of(request: Request) -> list[Any]:
 def features() -> list[Feature]:
     """Every feature app of the corpus (importing the modules registers them; nothing is built)."""
     from . import bodies, dependencies, params, responses, serving  # noqa: F401  (they register themselves)
+
     return list(_registered)

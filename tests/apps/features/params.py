@@ -1,14 +1,13 @@
 """Path, query, header and cookie parameters, as FastAPI's tutorial declares them."""
 
-
 from enum import Enum
 from typing import Annotated, Any, Literal
 
 from fastapi import Cookie, FastAPI, Header, Path, Query
 from pydantic import BaseModel, Field
 
-from ..differential import Case, Route
 from .._exposure import Exposure, as_skill, as_tool
+from ..differential import Case, Route
 from . import feature
 
 __all__: list[str] = []
@@ -16,11 +15,19 @@ __all__: list[str] = []
 FAKE_ITEMS = [{"item_name": "Foo"}, {"item_name": "Bar"}, {"item_name": "Baz"}]
 
 
-@feature("path-int", [
-    (Route("GET", "/items/{item_id}", "read_item", skill=True), [
-        Case("int", path={"item_id": 3}), Case("not-an-int", path={"item_id": "foo"}),
-        Case("float", path={"item_id": "4.2"})]),
-])
+@feature(
+    "path-int",
+    [
+        (
+            Route("GET", "/items/{item_id}", "read_item", skill=True),
+            [
+                Case("int", path={"item_id": 3}),
+                Case("not-an-int", path={"item_id": "foo"}),
+                Case("float", path={"item_id": "4.2"}),
+            ],
+        ),
+    ],
+)
 def path_int(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -29,6 +36,7 @@ def path_int(exposure: Exposure) -> FastAPI:
     @expose
     async def read_item(item_id: int) -> dict[str, int]:
         return {"item_id": item_id}
+
     return app
 
 
@@ -38,11 +46,19 @@ class ModelName(str, Enum):
     lenet = "lenet"
 
 
-@feature("path-enum", [
-    (Route("GET", "/models/{model_name}", "get_model"), [
-        Case("alexnet", path={"model_name": "alexnet"}), Case("lenet", path={"model_name": "lenet"}),
-        Case("unknown", path={"model_name": "vgg"})]),
-])
+@feature(
+    "path-enum",
+    [
+        (
+            Route("GET", "/models/{model_name}", "get_model"),
+            [
+                Case("alexnet", path={"model_name": "alexnet"}),
+                Case("lenet", path={"model_name": "lenet"}),
+                Case("unknown", path={"model_name": "vgg"}),
+            ],
+        ),
+    ],
+)
 def path_enum(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -54,13 +70,22 @@ def path_enum(exposure: Exposure) -> FastAPI:
         if model_name.value == "lenet":
             return {"model_name": model_name, "message": "LeCNN all the images"}
         return {"model_name": model_name, "message": "Have some residuals"}
+
     return app
 
 
-@feature("path-file", [
-    (Route("GET", "/files/{file_path:path}", "read_file"), [
-        Case("nested", path={"file_path": "home/johndoe/myfile.txt"}), Case("one", path={"file_path": "notes"})]),
-])
+@feature(
+    "path-file",
+    [
+        (
+            Route("GET", "/files/{file_path:path}", "read_file"),
+            [
+                Case("nested", path={"file_path": "home/johndoe/myfile.txt"}),
+                Case("one", path={"file_path": "notes"}),
+            ],
+        ),
+    ],
+)
 def path_file(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -68,13 +93,17 @@ def path_file(exposure: Exposure) -> FastAPI:
     @expose
     async def read_file(file_path: str) -> dict[str, str]:
         return {"file_path": file_path}
+
     return app
 
 
-@feature("path-order", [
-    (Route("GET", "/users/me", "read_user_me"), [Case("me")]),
-    (Route("GET", "/users/{user_id}", "read_user"), [Case("someone", path={"user_id": "alice"})]),
-])
+@feature(
+    "path-order",
+    [
+        (Route("GET", "/users/me", "read_user_me"), [Case("me")]),
+        (Route("GET", "/users/{user_id}", "read_user"), [Case("someone", path={"user_id": "alice"})]),
+    ],
+)
 def path_order(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -87,51 +116,80 @@ def path_order(exposure: Exposure) -> FastAPI:
     @expose
     async def read_user(user_id: str) -> dict[str, str]:
         return {"user_id": user_id}
+
     return app
 
 
-@feature("path-validation", [
-    (Route("GET", "/items/{item_id}", "read_items"), [
-        Case("in-range", path={"item_id": 5}, query={"item-query": "x", "size": 0.5}),
-        Case("zero", path={"item_id": 0}, query={"size": 1.0}),
-        Case("too-big", path={"item_id": 1001}, query={"size": 1.0}),
-        Case("size-out-of-range", path={"item_id": 5}, query={"size": 10.5})]),
-])
+@feature(
+    "path-validation",
+    [
+        (
+            Route("GET", "/items/{item_id}", "read_items"),
+            [
+                Case("in-range", path={"item_id": 5}, query={"item-query": "x", "size": 0.5}),
+                Case("zero", path={"item_id": 0}, query={"size": 1.0}),
+                Case("too-big", path={"item_id": 1001}, query={"size": 1.0}),
+                Case("size-out-of-range", path={"item_id": 5}, query={"size": 10.5}),
+            ],
+        ),
+    ],
+)
 def path_validation(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
     @app.get("/items/{item_id}")
     @expose
-    async def read_items(item_id: Annotated[int, Path(title="The ID of the item to get", ge=1, le=1000)],
-                         size: Annotated[float, Query(gt=0, lt=10.5)],
-                         q: Annotated[str | None, Query(alias="item-query")] = None) -> dict[str, Any]:
+    async def read_items(
+        item_id: Annotated[int, Path(title="The ID of the item to get", ge=1, le=1000)],
+        size: Annotated[float, Query(gt=0, lt=10.5)],
+        q: Annotated[str | None, Query(alias="item-query")] = None,
+    ) -> dict[str, Any]:
         results: dict[str, Any] = {"item_id": item_id, "size": size}
         if q:
             results.update({"q": q})
         return results
+
     return app
 
 
-@feature("query-defaults", [
-    (Route("GET", "/items/", "read_item"), [
-        Case("defaults"), Case("page", query={"skip": 1, "limit": 1}), Case("not-an-int", query={"skip": "one"})]),
-])
+@feature(
+    "query-defaults",
+    [
+        (
+            Route("GET", "/items/", "read_item"),
+            [
+                Case("defaults"),
+                Case("page", query={"skip": 1, "limit": 1}),
+                Case("not-an-int", query={"skip": "one"}),
+            ],
+        ),
+    ],
+)
 def query_defaults(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
     @app.get("/items/")
     @expose
     def read_item(skip: int = 0, limit: int = 10) -> list[dict[str, str]]:
-        return FAKE_ITEMS[skip: skip + limit]
+        return FAKE_ITEMS[skip : skip + limit]
+
     return app
 
 
-@feature("query-optional-bool", [
-    (Route("GET", "/items/{item_id}", "read_item"), [
-        Case("plain", path={"item_id": "foo"}), Case("q", path={"item_id": "foo"}, query={"q": "x"}),
-        Case("short-yes", path={"item_id": "foo"}, query={"short": "yes"}),
-        Case("short-not-bool", path={"item_id": "foo"}, query={"short": "maybe"})]),
-])
+@feature(
+    "query-optional-bool",
+    [
+        (
+            Route("GET", "/items/{item_id}", "read_item"),
+            [
+                Case("plain", path={"item_id": "foo"}),
+                Case("q", path={"item_id": "foo"}, query={"q": "x"}),
+                Case("short-yes", path={"item_id": "foo"}, query={"short": "yes"}),
+                Case("short-not-bool", path={"item_id": "foo"}, query={"short": "maybe"}),
+            ],
+        ),
+    ],
+)
 def query_optional_bool(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -144,30 +202,46 @@ def query_optional_bool(exposure: Exposure) -> FastAPI:
         if not short:
             item.update({"description": "This is an amazing item that has a long description"})
         return item
+
     return app
 
 
-@feature("query-required", [
-    (Route("GET", "/items/{item_id}", "read_user_item"), [
-        Case("given", path={"item_id": "foo"}, query={"needy": "sooooneedy"}),
-        Case("missing", path={"item_id": "foo"}),
-        Case("with-limit", path={"item_id": "foo"}, query={"needy": "n", "skip": 2, "limit": 3})]),
-])
+@feature(
+    "query-required",
+    [
+        (
+            Route("GET", "/items/{item_id}", "read_user_item"),
+            [
+                Case("given", path={"item_id": "foo"}, query={"needy": "sooooneedy"}),
+                Case("missing", path={"item_id": "foo"}),
+                Case("with-limit", path={"item_id": "foo"}, query={"needy": "n", "skip": 2, "limit": 3}),
+            ],
+        ),
+    ],
+)
 def query_required(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
     @app.get("/items/{item_id}")
     @expose
-    async def read_user_item(item_id: str, needy: str, skip: int = 0, limit: int | None = None) -> dict[str, Any]:
+    async def read_user_item(
+        item_id: str, needy: str, skip: int = 0, limit: int | None = None
+    ) -> dict[str, Any]:
         return {"item_id": item_id, "needy": needy, "skip": skip, "limit": limit}
+
     return app
 
 
-@feature("query-list", [
-    (Route("GET", "/items/", "read_items"), [
-        Case("two", query={"q": ["foo", "bar"]}), Case("none"), Case("one", query={"q": ["baz"]})]),
-    (Route("GET", "/defaults/", "read_defaults"), [Case("default"), Case("given", query={"q": ["x"]})]),
-])
+@feature(
+    "query-list",
+    [
+        (
+            Route("GET", "/items/", "read_items"),
+            [Case("two", query={"q": ["foo", "bar"]}), Case("none"), Case("one", query={"q": ["baz"]})],
+        ),
+        (Route("GET", "/defaults/", "read_defaults"), [Case("default"), Case("given", query={"q": ["x"]})]),
+    ],
+)
 def query_list(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -180,25 +254,37 @@ def query_list(exposure: Exposure) -> FastAPI:
     @expose
     async def read_defaults(q: Annotated[list[str], Query()] = ["foo", "bar"]) -> dict[str, Any]:  # noqa: B006
         return {"q": q}
+
     return app
 
 
-@feature("query-validation", [
-    (Route("GET", "/items/", "read_items"), [
-        Case("fixed", query={"q": "fixedquery"}), Case("none"), Case("too-short", query={"q": "ab"}),
-        Case("pattern", query={"q": "fixedquerz"})]),
-])
+@feature(
+    "query-validation",
+    [
+        (
+            Route("GET", "/items/", "read_items"),
+            [
+                Case("fixed", query={"q": "fixedquery"}),
+                Case("none"),
+                Case("too-short", query={"q": "ab"}),
+                Case("pattern", query={"q": "fixedquerz"}),
+            ],
+        ),
+    ],
+)
 def query_validation(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
     @app.get("/items/")
     @expose
-    async def read_items(q: Annotated[str | None, Query(min_length=3, max_length=50,
-                                                        pattern="^fixedquery$")] = None) -> dict[str, Any]:
+    async def read_items(
+        q: Annotated[str | None, Query(min_length=3, max_length=50, pattern="^fixedquery$")] = None,
+    ) -> dict[str, Any]:
         results: dict[str, Any] = {"items": [{"item_id": "Foo"}, {"item_id": "Bar"}]}
         if q:
             results.update({"q": q})
         return results
+
     return app
 
 
@@ -211,11 +297,20 @@ class FilterParams(BaseModel):
     tags: list[str] = []
 
 
-@feature("query-model", [
-    (Route("GET", "/items/", "read_items", model="filter_query"), [
-        Case("defaults"), Case("given", query={"limit": 5, "order_by": "updated_at", "tags": ["a", "b"]}),
-        Case("bad-order", query={"order_by": "name"}), Case("extra", query={"tool": "plumbus"})]),
-])
+@feature(
+    "query-model",
+    [
+        (
+            Route("GET", "/items/", "read_items", model="filter_query"),
+            [
+                Case("defaults"),
+                Case("given", query={"limit": 5, "order_by": "updated_at", "tags": ["a", "b"]}),
+                Case("bad-order", query={"order_by": "name"}),
+                Case("extra", query={"tool": "plumbus"}),
+            ],
+        ),
+    ],
+)
 def query_model(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -223,14 +318,18 @@ def query_model(exposure: Exposure) -> FastAPI:
     @expose
     async def read_items(filter_query: Annotated[FilterParams, Query()]) -> FilterParams:
         return filter_query
+
     return app
 
 
-@feature("headers", [
-    (Route("GET", "/items/", "read_items"), [Case("token", "token"), Case("none")]),
-    (Route("GET", "/strange/", "read_strange"), [Case("underscored", "odd-headers"), Case("none")]),
-    (Route("GET", "/tokens/", "read_tokens"), [Case("one", "token"), Case("none")]),
-])
+@feature(
+    "headers",
+    [
+        (Route("GET", "/items/", "read_items"), [Case("token", "token"), Case("none")]),
+        (Route("GET", "/strange/", "read_strange"), [Case("underscored", "odd-headers"), Case("none")]),
+        (Route("GET", "/tokens/", "read_tokens"), [Case("one", "token"), Case("none")]),
+    ],
+)
 def headers(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -241,14 +340,16 @@ def headers(exposure: Exposure) -> FastAPI:
 
     @app.get("/strange/")
     @expose
-    async def read_strange(strange_header: Annotated[str | None, Header(convert_underscores=False)] = None
-                           ) -> dict[str, Any]:
+    async def read_strange(
+        strange_header: Annotated[str | None, Header(convert_underscores=False)] = None,
+    ) -> dict[str, Any]:
         return {"strange_header": strange_header}
 
     @app.get("/tokens/")
     @expose
     async def read_tokens(x_token: Annotated[list[str] | None, Header()] = None) -> dict[str, Any]:
         return {"X-Token values": x_token}
+
     return app
 
 
@@ -262,11 +363,17 @@ class Cookies(BaseModel):
     fatebook_tracker: str | None = None
 
 
-@feature("cookies-and-models", [
-    (Route("GET", "/ads/", "read_ads"), [Case("cookie", "ads-cookie"), Case("none")]),
-    (Route("GET", "/header-model/", "read_header_model"), [Case("given", "save-data"), Case("missing")]),
-    (Route("GET", "/cookie-model/", "read_cookie_model"), [Case("given", "session-cookies"), Case("missing")]),
-])
+@feature(
+    "cookies-and-models",
+    [
+        (Route("GET", "/ads/", "read_ads"), [Case("cookie", "ads-cookie"), Case("none")]),
+        (Route("GET", "/header-model/", "read_header_model"), [Case("given", "save-data"), Case("missing")]),
+        (
+            Route("GET", "/cookie-model/", "read_cookie_model"),
+            [Case("given", "session-cookies"), Case("missing")],
+        ),
+    ],
+)
 def cookies_and_models(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -284,4 +391,5 @@ def cookies_and_models(exposure: Exposure) -> FastAPI:
     @expose
     async def read_cookie_model(cookies: Annotated[Cookies, Cookie()]) -> Cookies:
         return cookies
+
     return app

@@ -1,6 +1,5 @@
 """response_model and its options, status codes, errors and exception handlers, and custom responses."""
 
-
 import os
 import tempfile
 from collections.abc import AsyncIterator
@@ -9,13 +8,19 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Request, Response, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import (FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse,
-                               StreamingResponse)
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    StreamingResponse,
+)
 from pydantic import BaseModel, EmailStr, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..differential import Case, Route
 from .._exposure import Exposure, as_skill, as_tool
+from ..differential import Case, Route
 from . import feature
 
 __all__: list[str] = []
@@ -46,12 +51,17 @@ class UserWithSecret(BaseUser):
 NEW_USER = {"username": "john", "password": "secret", "email": "john@example.com"}
 
 
-@feature("response-model-filter", [
-    (Route("POST", "/user/", "create_user", body="user", skill=True), [
-        Case("created", body=NEW_USER), Case("bad-email", body={**NEW_USER, "email": "john"})]),
-    (Route("POST", "/annotated/", "create_annotated", body="user"), [Case("created", body=NEW_USER)]),
-    (Route("GET", "/precedence/", "read_precedence"), [Case("read")]),
-])
+@feature(
+    "response-model-filter",
+    [
+        (
+            Route("POST", "/user/", "create_user", body="user", skill=True),
+            [Case("created", body=NEW_USER), Case("bad-email", body={**NEW_USER, "email": "john"})],
+        ),
+        (Route("POST", "/annotated/", "create_annotated", body="user"), [Case("created", body=NEW_USER)]),
+        (Route("GET", "/precedence/", "read_precedence"), [Case("read")]),
+    ],
+)
 def response_model_filter(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -70,6 +80,7 @@ def response_model_filter(exposure: Exposure) -> FastAPI:
     @expose
     async def read_precedence() -> UserWithSecret:
         return UserWithSecret(username="jane", email="jane@example.com", password="hunter2")
+
     return app
 
 
@@ -86,18 +97,24 @@ ITEMS = {
     "bar": {"name": "Bar", "description": "The bartenders", "price": 62, "tax": 20.2},
     "baz": {"name": "Baz", "description": None, "price": 50.2, "tax": 10.5, "tags": []},
 }
-ITEM_CASES = [Case("foo", path={"item_id": "foo"}), Case("bar", path={"item_id": "bar"}),
-              Case("baz", path={"item_id": "baz"})]
+ITEM_CASES = [
+    Case("foo", path={"item_id": "foo"}),
+    Case("bar", path={"item_id": "bar"}),
+    Case("baz", path={"item_id": "baz"}),
+]
 
 
-@feature("response-model-options", [
-    (Route("GET", "/items/{item_id}", "read_item"), ITEM_CASES),
-    (Route("GET", "/items/{item_id}/name", "read_item_name"), ITEM_CASES[1:2]),
-    (Route("GET", "/items/{item_id}/public", "read_item_public_data"), ITEM_CASES[1:2]),
-    (Route("GET", "/defaults/{item_id}", "read_item_defaults"), ITEM_CASES),
-    (Route("GET", "/none/{item_id}", "read_item_none"), ITEM_CASES),
-    (Route("GET", "/all/", "read_all"), [Case("all")]),
-])
+@feature(
+    "response-model-options",
+    [
+        (Route("GET", "/items/{item_id}", "read_item"), ITEM_CASES),
+        (Route("GET", "/items/{item_id}/name", "read_item_name"), ITEM_CASES[1:2]),
+        (Route("GET", "/items/{item_id}/public", "read_item_public_data"), ITEM_CASES[1:2]),
+        (Route("GET", "/defaults/{item_id}", "read_item_defaults"), ITEM_CASES),
+        (Route("GET", "/none/{item_id}", "read_item_none"), ITEM_CASES),
+        (Route("GET", "/all/", "read_all"), [Case("all")]),
+    ],
+)
 def response_model_options(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -106,7 +123,9 @@ def response_model_options(exposure: Exposure) -> FastAPI:
     async def read_item(item_id: str) -> Any:
         return ITEMS[item_id]
 
-    @app.get("/items/{item_id}/name", response_model=TaxedItem, response_model_include={"name", "description"})
+    @app.get(
+        "/items/{item_id}/name", response_model=TaxedItem, response_model_include={"name", "description"}
+    )
     @expose
     async def read_item_name(item_id: str) -> Any:
         return ITEMS[item_id]
@@ -130,6 +149,7 @@ def response_model_options(exposure: Exposure) -> FastAPI:
     @expose
     async def read_all() -> Any:
         return list(ITEMS.values())
+
     return app
 
 
@@ -149,18 +169,25 @@ class CarItem(BaseModel):
     type: str = "car"
 
 
-@feature("response-shapes", [
-    (Route("GET", "/aliased/", "read_aliased"), [Case("aliased")]),
-    (Route("GET", "/unaliased/", "read_unaliased"), [Case("by-name")]),
-    (Route("GET", "/vehicles/{item_id}", "read_vehicle"), [
-        Case("car", path={"item_id": "item1"}), Case("plane", path={"item_id": "item2"})]),
-    (Route("GET", "/keyword-weights/", "read_keyword_weights"), [Case("weights")]),
-    (Route("GET", "/names/", "read_names"), [Case("names")]),
-])
+@feature(
+    "response-shapes",
+    [
+        (Route("GET", "/aliased/", "read_aliased"), [Case("aliased")]),
+        (Route("GET", "/unaliased/", "read_unaliased"), [Case("by-name")]),
+        (
+            Route("GET", "/vehicles/{item_id}", "read_vehicle"),
+            [Case("car", path={"item_id": "item1"}), Case("plane", path={"item_id": "item2"})],
+        ),
+        (Route("GET", "/keyword-weights/", "read_keyword_weights"), [Case("weights")]),
+        (Route("GET", "/names/", "read_names"), [Case("names")]),
+    ],
+)
 def response_shapes(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
-    vehicles = {"item1": {"description": "All my friends drive a low rider", "type": "car"},
-                "item2": {"description": "Music is my aeroplane", "type": "plane", "size": 5}}
+    vehicles = {
+        "item1": {"description": "All my friends drive a low rider", "type": "car"},
+        "item2": {"description": "Music is my aeroplane", "type": "plane", "size": 5},
+    }
 
     @app.get("/aliased/", response_model=Aliased)
     @expose
@@ -186,6 +213,7 @@ def response_shapes(exposure: Exposure) -> FastAPI:
     @expose
     def read_names() -> list[str]:
         return ["alice", "bob"]
+
     return app
 
 
@@ -193,14 +221,21 @@ class Message(BaseModel):
     message: str
 
 
-@feature("status-codes", [
-    (Route("POST", "/items/", "create_item"), [Case("created", query={"name": "Foo"})]),
-    (Route("PUT", "/get-or-create-task/{task_id}", "get_or_create_task"), [
-        Case("existing", path={"task_id": "foo"}), Case("new", path={"task_id": "baz"})]),
-    (Route("GET", "/responses/{item_id}", "read_documented"), [
-        Case("found", path={"item_id": "foo"}), Case("missing", path={"item_id": "bar"})]),
-    (Route("DELETE", "/items/{item_id}", "delete_item"), [Case("deleted", path={"item_id": "foo"})]),
-])
+@feature(
+    "status-codes",
+    [
+        (Route("POST", "/items/", "create_item"), [Case("created", query={"name": "Foo"})]),
+        (
+            Route("PUT", "/get-or-create-task/{task_id}", "get_or_create_task"),
+            [Case("existing", path={"task_id": "foo"}), Case("new", path={"task_id": "baz"})],
+        ),
+        (
+            Route("GET", "/responses/{item_id}", "read_documented"),
+            [Case("found", path={"item_id": "foo"}), Case("missing", path={"item_id": "bar"})],
+        ),
+        (Route("DELETE", "/items/{item_id}", "delete_item"), [Case("deleted", path={"item_id": "foo"})]),
+    ],
+)
 def status_codes(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
     tasks = {"foo": "Listen to the Bar Fighters"}
@@ -229,6 +264,7 @@ def status_codes(exposure: Exposure) -> FastAPI:
     @expose
     async def delete_item(item_id: str) -> None:
         return None
+
     return app
 
 
@@ -237,16 +273,26 @@ class UnicornException(Exception):
         self.name = name
 
 
-@feature("errors", [
-    (Route("GET", "/items/{item_id}", "read_item"), [
-        Case("found", path={"item_id": "foo"}), Case("missing", path={"item_id": "bar"})]),
-    (Route("GET", "/items-header/{item_id}", "read_item_header"), [Case("missing", path={"item_id": "bar"})]),
-    (Route("GET", "/unicorns/{name}", "read_unicorn"), [
-        Case("unicorn", path={"name": "yolo"}), Case("horse", path={"name": "horse"})]),
-    (Route("GET", "/busy/", "read_busy"), [Case("busy")]),
-    (Route("GET", "/broken/", "read_broken"), [Case("broken", secret="the vault code is 1234")]),
-    (Route("POST", "/conflict/", "create_conflict"), [Case("conflict")]),
-])
+@feature(
+    "errors",
+    [
+        (
+            Route("GET", "/items/{item_id}", "read_item"),
+            [Case("found", path={"item_id": "foo"}), Case("missing", path={"item_id": "bar"})],
+        ),
+        (
+            Route("GET", "/items-header/{item_id}", "read_item_header"),
+            [Case("missing", path={"item_id": "bar"})],
+        ),
+        (
+            Route("GET", "/unicorns/{name}", "read_unicorn"),
+            [Case("unicorn", path={"name": "yolo"}), Case("horse", path={"name": "horse"})],
+        ),
+        (Route("GET", "/busy/", "read_busy"), [Case("busy")]),
+        (Route("GET", "/broken/", "read_broken"), [Case("broken", secret="the vault code is 1234")]),
+        (Route("POST", "/conflict/", "create_conflict"), [Case("conflict")]),
+    ],
+)
 def errors(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
     items = {"foo": "The Foo Wrestlers"}
@@ -265,7 +311,9 @@ def errors(exposure: Exposure) -> FastAPI:
     @app.get("/items-header/{item_id}")
     @expose
     async def read_item_header(item_id: str) -> dict[str, str]:
-        raise HTTPException(status_code=404, detail="Item not found", headers={"X-Error": "There goes my error"})
+        raise HTTPException(
+            status_code=404, detail="Item not found", headers={"X-Error": "There goes my error"}
+        )
 
     @app.get("/unicorns/{name}")
     @expose
@@ -288,14 +336,23 @@ def errors(exposure: Exposure) -> FastAPI:
     @expose
     def create_conflict() -> dict[str, str]:
         raise HTTPException(409, detail="Already exists")
+
     return app
 
 
-@feature("error-handler-overrides", [
-    (Route("GET", "/items/{item_id}", "read_item"), [
-        Case("found", path={"item_id": 1}), Case("three", path={"item_id": 3}),
-        Case("not-an-int", path={"item_id": "foo"})]),
-])
+@feature(
+    "error-handler-overrides",
+    [
+        (
+            Route("GET", "/items/{item_id}", "read_item"),
+            [
+                Case("found", path={"item_id": 1}),
+                Case("three", path={"item_id": 3}),
+                Case("not-an-int", path={"item_id": "foo"}),
+            ],
+        ),
+    ],
+)
 def error_handler_overrides(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
 
@@ -304,7 +361,9 @@ def error_handler_overrides(exposure: Exposure) -> FastAPI:
         return PlainTextResponse(str(exc.detail), status_code=exc.status_code)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_exception_handler(request: Request, exc: RequestValidationError) -> PlainTextResponse:
+    async def validation_exception_handler(
+        request: Request, exc: RequestValidationError
+    ) -> PlainTextResponse:
         return PlainTextResponse(f"Invalid: {len(exc.errors())} error(s)", status_code=400)
 
     @app.get("/items/{item_id}")
@@ -313,6 +372,7 @@ def error_handler_overrides(exposure: Exposure) -> FastAPI:
         if item_id == 3:
             raise HTTPException(status_code=418, detail="Nope! I don't like 3.")
         return {"item_id": item_id}
+
     return app
 
 
@@ -321,21 +381,25 @@ class IndentedJSON(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         import json
+
         return json.dumps(content, indent=2, sort_keys=True).encode()
 
 
-@feature("custom-responses", [
-    (Route("GET", "/html/", "read_html"), [Case("html")]),
-    (Route("GET", "/text/", "read_text", skill=True), [Case("text")]),
-    (Route("GET", "/accepted/", "read_accepted"), [Case("accepted")]),
-    (Route("GET", "/json-error/", "read_json_error"), [Case("teapot")]),
-    (Route("GET", "/indented/", "read_indented"), [Case("indented")]),
-    (Route("GET", "/legacy/", "read_legacy"), [Case("xml")]),
-    (Route("GET", "/direct/", "read_direct"), [Case("direct")]),
-    (Route("GET", "/redirect/", "read_redirect"), [Case("redirect")]),
-    (Route("GET", "/stream/", "read_stream"), [Case("stream")]),
-    (Route("GET", "/file/", "read_file"), [Case("file")]),
-])
+@feature(
+    "custom-responses",
+    [
+        (Route("GET", "/html/", "read_html"), [Case("html")]),
+        (Route("GET", "/text/", "read_text", skill=True), [Case("text")]),
+        (Route("GET", "/accepted/", "read_accepted"), [Case("accepted")]),
+        (Route("GET", "/json-error/", "read_json_error"), [Case("teapot")]),
+        (Route("GET", "/indented/", "read_indented"), [Case("indented")]),
+        (Route("GET", "/legacy/", "read_legacy"), [Case("xml")]),
+        (Route("GET", "/direct/", "read_direct"), [Case("direct")]),
+        (Route("GET", "/redirect/", "read_redirect"), [Case("redirect")]),
+        (Route("GET", "/stream/", "read_stream"), [Case("stream")]),
+        (Route("GET", "/file/", "read_file"), [Case("file")]),
+    ],
+)
 def custom_responses(exposure: Exposure) -> FastAPI:
     app, expose = FastAPI(), as_tool(exposure)
     folder = tempfile.mkdtemp(prefix="agentmw-feature-file-")
@@ -391,10 +455,12 @@ def custom_responses(exposure: Exposure) -> FastAPI:
         async def fake_video_streamer() -> AsyncIterator[bytes]:
             for i in range(3):
                 yield b"some fake video bytes " + str(i).encode() + b"\n"
+
         return StreamingResponse(fake_video_streamer(), media_type="text/plain")
 
     @app.get("/file/")
     @expose
     async def read_file() -> FileResponse:
         return FileResponse(report, media_type="text/plain")
+
     return app

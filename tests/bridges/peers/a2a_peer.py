@@ -59,7 +59,16 @@ from google.protobuf import json_format
 from examples.legal_review.agent import a2a_app
 from tests.bridges.peers.control import Counter, StreamCut, control_routes
 
-__all__ = ["ASK_QUESTION", "FAILURE", "FILE_BYTES", "INJECTION", "SKILLS", "SLOW_STEPS", "build", "create_app"]
+__all__ = [
+    "ASK_QUESTION",
+    "FAILURE",
+    "FILE_BYTES",
+    "INJECTION",
+    "SKILLS",
+    "SLOW_STEPS",
+    "build",
+    "create_app",
+]
 
 ASK_QUESTION = "Which jurisdiction?"
 FAILURE = "backend exploded"
@@ -86,10 +95,10 @@ def choose_skill(metadata: dict[str, Any], text: str) -> tuple[str, str]:
     match = _PREFIX.match(text)
     if isinstance(named, str) and named:
         if match and match.group(1) == named:  # "/echo hi" with {"skill": "echo"}: the input is "hi"
-            return named, text[match.end():]
+            return named, text[match.end() :]
         return named, text
     if match:
-        return match.group(1), text[match.end():]
+        return match.group(1), text[match.end() :]
     return "echo", text
 
 
@@ -103,8 +112,10 @@ class PeerExecutor(AgentExecutor):
         message = context.message
         assert message is not None, "the SDK calls execute with the message it received"
         task = context.current_task
-        if task is not None and task.status.state in (TaskState.TASK_STATE_INPUT_REQUIRED,
-                                                      TaskState.TASK_STATE_AUTH_REQUIRED):
+        if task is not None and task.status.state in (
+            TaskState.TASK_STATE_INPUT_REQUIRED,
+            TaskState.TASK_STATE_AUTH_REQUIRED,
+        ):
             await self._resume(task.id, task.context_id, task.status.state, message, event_queue)
             return
         if task is None:
@@ -124,27 +135,34 @@ class PeerExecutor(AgentExecutor):
         elif skill == "fail":
             await updater.failed(updater.new_agent_message([new_text_part(FAILURE)]))
         elif skill == "files":
-            await updater.add_artifact([new_raw_part(FILE_BYTES, media_type="text/plain", filename="report.txt")],
-                                       name="report.txt")
+            await updater.add_artifact(
+                [new_raw_part(FILE_BYTES, media_type="text/plain", filename="report.txt")], name="report.txt"
+            )
             await updater.add_artifact([new_data_part({"total": 42})], name="totals")
             await updater.complete()
         elif skill == "inject":
             await updater.add_artifact([new_text_part(INJECTION)], name="notes")
             await updater.complete()
         elif skill == "auth":
-            await updater.requires_auth(updater.new_agent_message([new_text_part(
-                "Sign in to the contract archive first.")]))
+            await updater.requires_auth(
+                updater.new_agent_message([new_text_part("Sign in to the contract archive first.")])
+            )
         elif skill == "reject":
-            await updater.reject(updater.new_agent_message([new_text_part("This agent does not take that request.")]))
+            await updater.reject(
+                updater.new_agent_message([new_text_part("This agent does not take that request.")])
+            )
         else:
             await updater.reject(updater.new_agent_message([new_text_part(f"Unknown skill: {skill}")]))
 
-    async def _resume(self, task_id: str, context_id: str, state: int, message: Any, event_queue: EventQueue) -> None:
+    async def _resume(
+        self, task_id: str, context_id: str, state: int, message: Any, event_queue: EventQueue
+    ) -> None:
         self.counter.resumes += 1
         updater = TaskUpdater(event_queue, task_id, context_id)
         if state == TaskState.TASK_STATE_AUTH_REQUIRED:
-            await updater.requires_auth(updater.new_agent_message([new_text_part(
-                "Still not signed in to the contract archive.")]))
+            await updater.requires_auth(
+                updater.new_agent_message([new_text_part("Still not signed in to the contract archive.")])
+            )
             return
         answer = get_message_text(message).strip()
         await updater.add_artifact([new_text_part(f"Reviewed for {answer}")], name="review")
@@ -153,9 +171,16 @@ class PeerExecutor(AgentExecutor):
     async def _slow(self, updater: TaskUpdater) -> None:
         artifact_id = f"{updater.task_id}-progress"
         for step in range(1, SLOW_STEPS + 1):
-            await updater.start_work(updater.new_agent_message([new_text_part(f"step {step} of {SLOW_STEPS}")]))
-            await updater.add_artifact([new_text_part(f"chunk {step}\n")], artifact_id=artifact_id, name="progress",
-                                       append=step > 1, last_chunk=step == SLOW_STEPS)
+            await updater.start_work(
+                updater.new_agent_message([new_text_part(f"step {step} of {SLOW_STEPS}")])
+            )
+            await updater.add_artifact(
+                [new_text_part(f"chunk {step}\n")],
+                artifact_id=artifact_id,
+                name="progress",
+                append=step > 1,
+                last_chunk=step == SLOW_STEPS,
+            )
             await asyncio.sleep(SLOW_STEP_SECONDS)
         await updater.complete()
 
@@ -167,17 +192,25 @@ class PeerExecutor(AgentExecutor):
 
 
 def agent_card(base_url: str, version: str) -> AgentCard:
-    skills = [AgentSkill(id=skill, name=skill, description=description, tags=["bridge-test"],
-                         examples=[f"/{skill} hello"]) for skill, description in SKILLS.items()]
+    skills = [
+        AgentSkill(
+            id=skill, name=skill, description=description, tags=["bridge-test"], examples=[f"/{skill} hello"]
+        )
+        for skill, description in SKILLS.items()
+    ]
     return AgentCard(
-        name="bridge-test-peer", description="A remote A2A agent the bridge tests call.", version="1.0.0",
-        default_input_modes=["text/plain"], default_output_modes=["text/plain", "application/json"],
+        name="bridge-test-peer",
+        description="A remote A2A agent the bridge tests call.",
+        version="1.0.0",
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain", "application/json"],
         capabilities=AgentCapabilities(streaming=True),
         supported_interfaces=[
             AgentInterface(url=f"{base_url}/a2a", protocol_binding="JSONRPC", protocol_version=version),
             AgentInterface(url=f"{base_url}/rest", protocol_binding="HTTP+JSON", protocol_version=version),
         ],
-        skills=skills)
+        skills=skills,
+    )
 
 
 def build(base_url: str, version: str = "1.0") -> tuple[StreamCut, Counter]:

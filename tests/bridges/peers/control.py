@@ -81,14 +81,19 @@ class StreamCut:
                 start = len(buffer)
                 buffer += chunk
                 while (end := _EVENT_END.search(buffer, scanned)) is not None:
-                    event, scanned = buffer[scanned:end.start()], end.end()
+                    event, scanned = buffer[scanned : end.start()], end.end()
                     if b"data:" not in event:
                         continue
                     events += 1
                     if events == self.after:
                         if scanned > start:
-                            await send({"type": "http.response.body", "body": chunk[:scanned - start],
-                                        "more_body": True})
+                            await send(
+                                {
+                                    "type": "http.response.body",
+                                    "body": chunk[: scanned - start],
+                                    "more_body": True,
+                                }
+                            )
                         raise StreamCutError(f"the test cut this stream after {self.after} events")
             await send(message)
 
@@ -104,7 +109,10 @@ def control_routes(counter: Counter, cut: StreamCut | None = None) -> list[Route
     async def read_counter(request: Request) -> Response:
         return JSONResponse(counter.as_dict())
 
-    routes = [Route("/health", health, methods=["GET"]), Route("/_test/counter", read_counter, methods=["GET"])]
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/_test/counter", read_counter, methods=["GET"]),
+    ]
     if cut is not None:
         armed_cut = cut
 

@@ -124,13 +124,18 @@ def build_server(name: str, counter: Counter) -> MCPServer:
         counter.count += 1
         return INJECTION
 
-    @server.resource("catalog://items", name="catalog", description="The items on offer.",
-                     mime_type="application/json")
+    @server.resource(
+        "catalog://items", name="catalog", description="The items on offer.", mime_type="application/json"
+    )
     def catalog() -> str:
         return json.dumps(CATALOG)
 
-    @server.resource("catalog://items/{sku}", name="item", description="One item on offer, by its sku.",
-                     mime_type="application/json")
+    @server.resource(
+        "catalog://items/{sku}",
+        name="item",
+        description="One item on offer, by its sku.",
+        mime_type="application/json",
+    )
     def item(sku: str) -> str:
         found = [entry for entry in CATALOG if entry["sku"] == sku]
         if not found:
@@ -167,25 +172,42 @@ class RevisionPin:
         if scope["type"] != "http" or scope["path"].rstrip("/") != self.path:
             await self.app(scope, receive, send)
             return
-        header = next((v.decode("latin-1").strip() for k, v in scope["headers"]
-                       if k.lower() == b"mcp-protocol-version"), None)
+        header = next(
+            (
+                v.decode("latin-1").strip()
+                for k, v in scope["headers"]
+                if k.lower() == b"mcp-protocol-version"
+            ),
+            None,
+        )
         if self.modern:
             if header is not None and header not in HANDSHAKE_PROTOCOL_VERSIONS:
-                await self.app(scope, receive, send)  # the modern era; the SDK answers unknown versions itself
+                await self.app(
+                    scope, receive, send
+                )  # the modern era; the SDK answers unknown versions itself
                 return
             if scope["method"] != "POST":
-                await PlainTextResponse("Method Not Allowed", 405, headers={"Allow": "POST"})(scope, receive, send)
+                await PlainTextResponse("Method Not Allowed", 405, headers={"Allow": "POST"})(
+                    scope, receive, send
+                )
                 return
             body = await _read_body(receive)
             message = _parse(body)
             requested = header or (message.get("params") or {}).get("protocolVersion") or "2025-03-26"
-            await _error(400, -32022, f"Unsupported protocol version: {requested}",
-                         {"supported": [self.revision], "requested": requested},
-                         message.get("id"))(scope, receive, send)
+            await _error(
+                400,
+                -32022,
+                f"Unsupported protocol version: {requested}",
+                {"supported": [self.revision], "requested": requested},
+                message.get("id"),
+            )(scope, receive, send)
             return
         if header is not None and header != self.revision:
-            await _error(400, -32600, f"Bad Request: Unsupported protocol version: {header}; this server "
-                         f"supports {self.revision}")(scope, receive, send)
+            await _error(
+                400,
+                -32600,
+                f"Bad Request: Unsupported protocol version: {header}; this server supports {self.revision}",
+            )(scope, receive, send)
             return
         if scope["method"] != "POST":
             await self.app(scope, receive, send)
@@ -193,8 +215,11 @@ class RevisionPin:
         body = await _read_body(receive)
         message = _parse(body)
         params = message.get("params")
-        if message.get("method") == "initialize" and isinstance(params, dict) \
-                and params.get("protocolVersion") != self.revision:
+        if (
+            message.get("method") == "initialize"
+            and isinstance(params, dict)
+            and params.get("protocolVersion") != self.revision
+        ):
             body = json.dumps({**message, "params": {**params, "protocolVersion": self.revision}}).encode()
             headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
             scope = {**scope, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
@@ -265,7 +290,8 @@ class SessionCount:
 
         async def counted(message: dict) -> None:
             if message["type"] == "http.response.start" and any(
-                    k.lower() == b"mcp-session-id" for k, _ in message.get("headers") or ()):
+                k.lower() == b"mcp-session-id" for k, _ in message.get("headers") or ()
+            ):
                 self.counter.sessions += 1
             await send(message)
 
@@ -293,5 +319,8 @@ def create_app() -> Any:
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
 
-    routes = [Route("/health", health), *(Mount(f"/p{index}", app=app) for index, (app, _) in enumerate(peers))]
+    routes = [
+        Route("/health", health),
+        *(Mount(f"/p{index}", app=app) for index, (app, _) in enumerate(peers)),
+    ]
     return Starlette(routes=routes, lifespan=lifespan)

@@ -49,8 +49,9 @@ class PeerProcess:
         _stop(self.process)
 
 
-def start_peer(app: str, folder: Path, env: dict[str, str], *, name: str, path: str = "",
-               url_env: str = "PEER_BASE_URL") -> PeerProcess:
+def start_peer(
+    app: str, folder: Path, env: dict[str, str], *, name: str, path: str = "", url_env: str = "PEER_BASE_URL"
+) -> PeerProcess:
     """Starts ``uvicorn --factory <app>`` on a free port with ``$<url_env>`` set to its own address, and waits
     until ``/health`` answers. ``path`` is appended to the base for :attr:`PeerProcess.url`."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -60,11 +61,33 @@ def start_peer(app: str, folder: Path, env: dict[str, str], *, name: str, path: 
     process_env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTMW_", "PEER_"))}
     process_env.update(env, PYTHONUNBUFFERED="1")
     process_env[url_env] = base
-    command = [sys.executable, "-m", "uvicorn", app, "--factory", "--app-dir", str(ROOT), "--host", "127.0.0.1",
-               "--port", str(port), "--log-level", "warning", "--no-access-log", "--timeout-graceful-shutdown", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        app,
+        "--factory",
+        "--app-dir",
+        str(ROOT),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+        "--timeout-graceful-shutdown",
+        "2",
+    ]
     with open(log, "a") as handle:
-        process = subprocess.Popen(command, cwd=ROOT, env=process_env, stdout=handle, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=process_env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         wait_healthy(base, process, log, timeout=START_TIMEOUT)
     except BaseException:

@@ -157,7 +157,10 @@ async def test_a_failure_reaches_the_waiting_duplicate_and_frees_the_key() -> No
 
 async def test_a_duplicate_waits_on_a_call_another_process_holds() -> None:
     state = MemoryState()
-    here, there = IdempotencyCache(state=state, poll_seconds=30), IdempotencyCache(state=state, poll_seconds=30)
+    here, there = (
+        IdempotencyCache(state=state, poll_seconds=30),
+        IdempotencyCache(state=state, poll_seconds=30),
+    )
     started, release = asyncio.Event(), asyncio.Event()
 
     async def produce() -> str:
@@ -219,7 +222,12 @@ def test_records_and_claims_are_bounded_in_the_state() -> None:
     big = IdempotencyCache(ttl_seconds=100, max_entries=20_000, state=MemoryState(), lease_seconds=5)
     assert big.state.limits(CLAIMS).max_count == 20_000
     default = IdempotencyCache()
-    assert (default.ttl, default.max_entries, default.lease, default.poll) == (24 * 3600.0, 100_000, 30.0, 1.0)
+    assert (default.ttl, default.max_entries, default.lease, default.poll) == (
+        24 * 3600.0,
+        100_000,
+        30.0,
+        1.0,
+    )
     assert isinstance(default.state, MemoryState)
     assert (NAMESPACE, CLAIMS) == ("idem", "idem.run")
 
@@ -252,6 +260,7 @@ def test_dump_and_load() -> None:
 
 
 # --- the claim's lease: renewed while the call runs ------------------------------------------------------
+
 
 class Recording(MemoryState):
     def __init__(self, answers: list[Any] | None = None) -> None:
@@ -301,8 +310,9 @@ async def test_the_claim_is_renewed_every_third_of_its_lease(monkeypatch: pytest
     assert fake.delays[:3] == [4.0, 4.0, 4.0]
 
 
-async def test_a_renewal_that_fails_is_logged_and_tried_again(monkeypatch: pytest.MonkeyPatch,
-                                                              caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_renewal_that_fails_is_logged_and_tried_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(idempotency, "asyncio", FastSleep())
     state = Recording([RuntimeError("store down")])
     cache = IdempotencyCache(state=state, lease_seconds=3)
@@ -313,13 +323,16 @@ async def test_a_renewal_that_fails_is_logged_and_tried_again(monkeypatch: pytes
 
     with caplog.at_level(logging.WARNING, logger="agentmw"):
         assert await asyncio.wait_for(cache.run(KEY, "a", produce, always), 10) == "done"
-    failed = [r for r in caplog.records if r.getMessage() == "could not renew the claim of an idempotency key"]
+    failed = [
+        r for r in caplog.records if r.getMessage() == "could not renew the claim of an idempotency key"
+    ]
     assert len(failed) == 1
     assert failed[0].exc_info is not None and str(failed[0].exc_info[1]) == "store down"
 
 
-async def test_a_lost_claim_is_logged_and_no_longer_renewed(monkeypatch: pytest.MonkeyPatch,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_lost_claim_is_logged_and_no_longer_renewed(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     fake = FastSleep()
     monkeypatch.setattr(idempotency, "asyncio", fake)
     state = Recording([False])
@@ -335,13 +348,19 @@ async def test_a_lost_claim_is_logged_and_no_longer_renewed(monkeypatch: pytest.
         assert await asyncio.wait_for(cache.run(KEY, "a", produce, always), 10) == "done"
     assert len(state.renews) == 1
     assert [r.getMessage() for r in caplog.records] == [
-        ("lost the claim of an idempotency key while its call ran: a duplicate may run it again (the call "
-        "outlived its 1.5s lease unrenewed)")]
+        (
+            "lost the claim of an idempotency key while its call ran: a duplicate may run it again (the call "
+            "outlived its 1.5s lease unrenewed)"
+        )
+    ]
 
 
 async def test_a_duplicate_elsewhere_takes_over_when_the_first_call_fails() -> None:
     state = MemoryState()
-    here, there = IdempotencyCache(state=state, poll_seconds=30), IdempotencyCache(state=state, poll_seconds=30)
+    here, there = (
+        IdempotencyCache(state=state, poll_seconds=30),
+        IdempotencyCache(state=state, poll_seconds=30),
+    )
     started, release = asyncio.Event(), asyncio.Event()
 
     async def failing() -> str:
@@ -367,7 +386,10 @@ async def test_a_duplicate_elsewhere_gets_an_outcome_object_that_is_not_kept() -
     from agentmw.runtime import Outcome
 
     state = MemoryState()
-    here, there = IdempotencyCache(state=state, poll_seconds=30), IdempotencyCache(state=state, poll_seconds=30)
+    here, there = (
+        IdempotencyCache(state=state, poll_seconds=30),
+        IdempotencyCache(state=state, poll_seconds=30),
+    )
     started, release = asyncio.Event(), asyncio.Event()
 
     async def produce() -> Outcome:
@@ -384,7 +406,11 @@ async def test_a_duplicate_elsewhere_gets_an_outcome_object_that_is_not_kept() -
     release.set()
     assert (await asyncio.wait_for(first, 5)).message == "try later"
     got = await asyncio.wait_for(second, 5)
-    assert isinstance(got, Outcome) and (got.status, got.message, got.retryable) == ("failed", "try later", True)
+    assert isinstance(got, Outcome) and (got.status, got.message, got.retryable) == (
+        "failed",
+        "try later",
+        True,
+    )
     assert runs == []
 
 
@@ -444,7 +470,9 @@ async def test_the_claim_is_released_once_the_outcome_is_kept() -> None:
     assert (await cache.state.get_key(NAMESPACE, skey))["state"] == "done"
 
 
-async def test_an_outcome_that_cannot_be_stored_is_returned_and_runs_again(caplog: pytest.LogCaptureFixture) -> None:
+async def test_an_outcome_that_cannot_be_stored_is_returned_and_runs_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     class Broken(MemoryState):
         async def set_key(self, ns: str, key: str, value: Any, ttl: float) -> None:
             raise RuntimeError("disk full")
@@ -454,7 +482,8 @@ async def test_an_outcome_that_cannot_be_stored_is_returned_and_runs_again(caplo
     with caplog.at_level(logging.ERROR, logger="agentmw"):
         assert await cache.run(KEY, "a", produce, always) == {"n": 1}
     assert [r.getMessage() for r in caplog.records] == [
-        "could not store the outcome of an idempotency key; it runs again when repeated"]
+        "could not store the outcome of an idempotency key; it runs again when repeated"
+    ]
     assert caplog.records[0].exc_info is not None
     for _ in range(200):
         if await cache.state.get_key(CLAIMS, cache.state_key(KEY)) is None:
@@ -490,7 +519,8 @@ async def test_a_release_that_fails_is_logged_and_tried_again(caplog: pytest.Log
         assert await claim_of(cache) is None  # released by the second try, long before its 30 s lease
     failed = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert [r.getMessage() for r in failed] == [
-        "could not release the claim of an idempotency key; it expires in 30s"]
+        "could not release the claim of an idempotency key; it expires in 30s"
+    ]
     assert failed[0].exc_info is not None and str(failed[0].exc_info[1]) == "store busy"
 
 
@@ -504,7 +534,9 @@ async def test_an_announcement_that_fails_is_logged(caplog: pytest.LogCaptureFix
     with caplog.at_level(logging.WARNING, logger="agentmw"):
         assert await cache.run(KEY, "a", produce, always) == {"n": 1}
         assert await claim_of(cache) is None
-    assert [r.getMessage() for r in caplog.records] == ["could not announce the outcome of an idempotency key"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "could not announce the outcome of an idempotency key"
+    ]
     assert caplog.records[0].exc_info is not None and str(caplog.records[0].exc_info[1]) == "bus down"
 
 
@@ -564,7 +596,10 @@ async def test_a_duplicate_elsewhere_runs_again_when_the_first_outcome_could_not
             raise RuntimeError("disk full")
 
     state = Broken()
-    here, there = IdempotencyCache(state=state, poll_seconds=30), IdempotencyCache(state=state, poll_seconds=30)
+    here, there = (
+        IdempotencyCache(state=state, poll_seconds=30),
+        IdempotencyCache(state=state, poll_seconds=30),
+    )
     started, release = asyncio.Event(), asyncio.Event()
 
     async def produce() -> str:

@@ -36,12 +36,16 @@ def assert_reasoning_closed_before(events: list[dict], kind: str) -> None:
 
 # --- ctx.reason(): one reasoning message per thought, never open across steps or tool calls -------------------
 
-@pytest.mark.parametrize(("event", "kind"), [
-    (StepStarted("next"), "STEP_STARTED"),
-    (StepFinished("outer"), "STEP_FINISHED"),
-    (ToolCallStarted("call-1", "lookup", {"sku": "MON-27"}), "TOOL_CALL_START"),
-    (TextDelta("Here is the answer."), "TEXT_MESSAGE_START"),
-])
+
+@pytest.mark.parametrize(
+    ("event", "kind"),
+    [
+        (StepStarted("next"), "STEP_STARTED"),
+        (StepFinished("outer"), "STEP_FINISHED"),
+        (ToolCallStarted("call-1", "lookup", {"sku": "MON-27"}), "TOOL_CALL_START"),
+        (TextDelta("Here is the answer."), "TEXT_MESSAGE_START"),
+    ],
+)
 def test_an_open_reasoning_message_ends_when_the_work_moves_on(event, kind: str) -> None:
     sequencer = Sequencer("t", "r", [])
     sequencer.start()
@@ -76,8 +80,13 @@ def test_reasoning_after_a_step_or_a_tool_call_is_a_new_message() -> None:
     assert len(starts) == len(set(starts)) == 3
     for message_id in starts:  # each message opens, streams and closes in order, before anything else opens
         kinds = [t for t, i in with_ids if i == message_id]
-        assert kinds == ["REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT",
-                         "REASONING_MESSAGE_END", "REASONING_END"]
+        assert kinds == [
+            "REASONING_START",
+            "REASONING_MESSAGE_START",
+            "REASONING_MESSAGE_CONTENT",
+            "REASONING_MESSAGE_END",
+            "REASONING_END",
+        ]
     order = [e["type"] for e in events]
     assert order.index("REASONING_END") < order.index("STEP_FINISHED")
     second_end = [i for i, t in enumerate(order) if t == "REASONING_END"][1]
@@ -87,9 +96,12 @@ def test_reasoning_after_a_step_or_a_tool_call_is_a_new_message() -> None:
 
 # --- A2A ids are valid UUIDs ---------------------------------------------------------------------------
 
+
 def test_a2a_ids_are_time_ordered_version_7_uuids() -> None:
     before = time.time_ns() // 1_000_000
-    ids = [new_id() for _ in range(20000)]  # more than 4096 in a millisecond carries the sequence into the time
+    ids = [
+        new_id() for _ in range(20000)
+    ]  # more than 4096 in a millisecond carries the sequence into the time
     after = time.time_ns() // 1_000_000
     assert len(set(ids)) == len(ids)
     assert ids == sorted(ids)  # strictly increasing: a new task's record is appended to SQLite's B-tree
@@ -102,6 +114,7 @@ def test_a2a_ids_are_time_ordered_version_7_uuids() -> None:
 
 
 # --- the example's read_policy: a missing file is a clean Permanent error ----------------------------------
+
 
 @pytest.mark.parametrize("path", ["missing.md", "drafts/missing.md", "."])
 async def test_example_missing_policy_is_a_clean_error_without_a_traceback(path: str, caplog) -> None:

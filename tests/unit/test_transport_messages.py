@@ -47,21 +47,39 @@ def refused(call: Any, *args: Any, **kwargs: Any) -> ProtocolError:
 
 # --- the constants faces send ----------------------------------------------------------------------------
 
+
 def test_codes_and_headers() -> None:
-    assert (_transport.PARSE_ERROR, _transport.INVALID_REQUEST, _transport.METHOD_NOT_FOUND,
-            _transport.INVALID_PARAMS, _transport.INTERNAL_ERROR) == (-32700, -32600, -32601, -32602, -32603)
-    assert SSE_HEADERS == ((b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache, no-transform"),
-                           (b"x-accel-buffering", b"no"))
+    assert (
+        _transport.PARSE_ERROR,
+        _transport.INVALID_REQUEST,
+        _transport.METHOD_NOT_FOUND,
+        _transport.INVALID_PARAMS,
+        _transport.INTERNAL_ERROR,
+    ) == (-32700, -32600, -32601, -32602, -32603)
+    assert SSE_HEADERS == (
+        (b"content-type", b"text/event-stream"),
+        (b"cache-control", b"no-cache, no-transform"),
+        (b"x-accel-buffering", b"no"),
+    )
     assert KEEPALIVE_SECONDS == 15.0
 
 
 def test_protocol_error_fields_and_body() -> None:
     error = ProtocolError(-32602, "bad", {"field": "x"}, status=400, headers=[(b"a", b"b")])
     assert (str(error), error.code, error.message, error.data, error.status, error.headers) == (
-        "bad", -32602, "bad", {"field": "x"}, 400, [(b"a", b"b")])
+        "bad",
+        -32602,
+        "bad",
+        {"field": "x"},
+        400,
+        [(b"a", b"b")],
+    )
     assert error.request_id is None
-    assert error.body(3) == {"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "bad",
-                                                                  "data": {"field": "x"}}}
+    assert error.body(3) == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "error": {"code": -32602, "message": "bad", "data": {"field": "x"}},
+    }
     plain = ProtocolError(-32600, "x")
     assert (plain.data, plain.status, plain.headers) == (None, None, None)
     assert plain.body("r") == {"jsonrpc": "2.0", "id": "r", "error": {"code": -32600, "message": "x"}}
@@ -70,12 +88,16 @@ def test_protocol_error_fields_and_body() -> None:
 
 # --- the identity boundary -------------------------------------------------------------------------------
 
+
 def test_unauthenticated_is_401_with_its_challenge() -> None:
     error = identity_error(Unauthenticated("token expired", challenge='Bearer realm="x"'))
     assert (error.code, error.message, error.status) == (-32600, "token expired", 401)
     assert error.headers == [(b"www-authenticate", b'Bearer realm="x"')]
     default = identity_error(Unauthenticated())
-    assert (default.message, default.headers) == ("Authentication required", [(b"www-authenticate", b"Bearer")])
+    assert (default.message, default.headers) == (
+        "Authentication required",
+        [(b"www-authenticate", b"Bearer")],
+    )
     empty = identity_error(Unauthenticated(""))
     assert empty.message == "Authentication required"
     odd = identity_error(Unauthenticated("x", challenge="Bearer \u2603"))
@@ -90,6 +112,7 @@ def test_forbidden_is_403() -> None:
 
 
 # --- bodies ----------------------------------------------------------------------------------------------
+
 
 def receiving(*messages: dict[str, Any]) -> Any:
     queue = list(messages)
@@ -107,27 +130,47 @@ async def test_read_body_messages() -> None:
     except ProtocolError as exc:
         error = exc
     assert error is not None
-    assert (error.code, error.message, error.status) == (-32600, "Request body too large (the limit is 10 bytes)",
-                                                        413)
+    assert (error.code, error.message, error.status) == (
+        -32600,
+        "Request body too large (the limit is 10 bytes)",
+        413,
+    )
     with pytest.raises(ClientDisconnected):
-        await read_body(receiving({"type": "http.request", "body": b"a", "more_body": True},
-                                  {"type": "http.disconnect"}), 10)
+        await read_body(
+            receiving({"type": "http.request", "body": b"a", "more_body": True}, {"type": "http.disconnect"}),
+            10,
+        )
     # a chunk with no body key, then the end
-    assert await read_body(receiving({"type": "http.request", "more_body": True},
-                                     {"type": "http.request", "body": b"ab"}), 10) == b"ab"
+    assert (
+        await read_body(
+            receiving({"type": "http.request", "more_body": True}, {"type": "http.request", "body": b"ab"}),
+            10,
+        )
+        == b"ab"
+    )
     assert await read_body(receiving({"type": "http.request"}), 0) == b""
-    three = await read_body(receiving({"type": "http.request", "body": b"a", "more_body": True},
-                                      {"type": "http.request", "body": b"b", "more_body": True},
-                                      {"type": "http.request", "body": b"c", "more_body": False}), 3)
+    three = await read_body(
+        receiving(
+            {"type": "http.request", "body": b"a", "more_body": True},
+            {"type": "http.request", "body": b"b", "more_body": True},
+            {"type": "http.request", "body": b"c", "more_body": False},
+        ),
+        3,
+    )
     assert three == b"abc"
 
 
 # --- strict JSON in: the messages ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("raw", [b"NaN", b"1e400", b"{", b'{"a":1} x', b"\xff", "[Infinity]", "1 2"])
 def test_a_parse_error_says_so(raw: bytes | str) -> None:
     error = refused(loads, raw)
-    assert (error.code, error.message, error.status) == (-32700, "Parse error: the body is not valid JSON", 400)
+    assert (error.code, error.message, error.status) == (
+        -32700,
+        "Parse error: the body is not valid JSON",
+        400,
+    )
 
 
 def test_the_cause_of_a_parse_error_is_kept() -> None:
@@ -143,8 +186,10 @@ def test_too_deep_with_a_surrogate_says_nested_too_deeply() -> None:
         value = loads(raw)
     except ProtocolError as error:
         assert (error.code, error.status) == (-32700, 400)
-        assert error.message in ("Parse error: the body is not valid JSON",
-                                 "Parse error: the body is nested too deeply")
+        assert error.message in (
+            "Parse error: the body is not valid JSON",
+            "Parse error: the body is nested too deeply",
+        )
     else:
         while isinstance(value, list):
             value = value[0]
@@ -152,7 +197,9 @@ def test_too_deep_with_a_surrogate_says_nested_too_deeply() -> None:
 
 
 def test_surrogates_are_replaced_only_when_there_is_one() -> None:
-    assert loads(b'{"\\ud800k": ["\\udfff", 1.5, {"x": "\\uD83D"}]}') == {"\ufffdk": ["\ufffd", 1.5, {"x": "\ufffd"}]}
+    assert loads(b'{"\\ud800k": ["\\udfff", 1.5, {"x": "\\uD83D"}]}') == {
+        "\ufffdk": ["\ufffd", 1.5, {"x": "\ufffd"}]
+    }
     assert loads(b'"\\ud83d\\ude00"') == "\U0001f600"  # a pair is a character
     assert loads(b'"\\uDBFF\\uDFFF"') == "\U0010ffff"
     assert loads(b'"\\ud7ff\\ue000"') == "\ud7ff\ue000"
@@ -169,8 +216,10 @@ def test_surrogates_are_replaced_only_when_there_is_one() -> None:
 
 def test_replace_surrogates_walks_every_container() -> None:
     value = {"a\ud800": ["\udc00", {"b": "\udbff"}, 3, None, 1.5], "k": ("\ud800",)}
-    assert _transport._replace_surrogates(value) == {"a\ufffd": ["\ufffd", {"b": "\ufffd"}, 3, None, 1.5],
-                                                     "k": ("\ud800",)}  # tuples never come from JSON
+    assert _transport._replace_surrogates(value) == {
+        "a\ufffd": ["\ufffd", {"b": "\ufffd"}, 3, None, 1.5],
+        "k": ("\ud800",),
+    }  # tuples never come from JSON
 
 
 def test_skip_ws() -> None:
@@ -181,19 +230,23 @@ def test_skip_ws() -> None:
 
 # --- strict JSON out -------------------------------------------------------------------------------------
 
+
 def test_dumps_exact_bytes() -> None:
     assert dumps({"a": [1, "é", None, True]}) == '{"a":[1,"é",null,true]}'.encode()
     assert dumps("a\ud800") == b'"a\\ud800"'
     assert dumps({"k": "é\udc00"}) == b'{"k":"\\u00e9\\udc00"}'
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    (float("nan"), b"null"),
-    ([1.5, float("inf"), -math.inf], b"[1.5,null,null]"),
-    ({"a": float("nan"), "b": {"c": [float("inf")]}}, b'{"a":null,"b":{"c":[null]}}'),
-    ((1, float("nan")), b"[1,null]"),
-    ({float("nan"): 1, 2.5: 2, float("inf"): 3}, b'{"nan":1,"2.5":2,"inf":3}'),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (float("nan"), b"null"),
+        ([1.5, float("inf"), -math.inf], b"[1.5,null,null]"),
+        ({"a": float("nan"), "b": {"c": [float("inf")]}}, b'{"a":null,"b":{"c":[null]}}'),
+        ((1, float("nan")), b"[1,null]"),
+        ({float("nan"): 1, 2.5: 2, float("inf"): 3}, b'{"nan":1,"2.5":2,"inf":3}'),
+    ],
+)
 def test_dumps_finite(value: Any, expected: bytes) -> None:
     assert dumps_finite(value) == expected
 
@@ -215,46 +268,66 @@ def test_finite_reads_models() -> None:
     assert _transport._finite("s") == "s" and _transport._finite(3) == 3
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ({"a": 1}, '{"a":1}'),
-    ([1, float("nan")], "[1,null]"),
-    ("é", '"é"'),
-    (3, "3"),
-    (2.5, "2.5"),
-    (float("inf"), "null"),
-    (True, "true"),
-    (None, "null"),
-    (Point(x=float("nan")), '{"x":null,"label":"p"}'),
-    (Pair(1, 2.5), '{"a":1,"b":2.5}'),
-    ((1, 2), "[1,2]"),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"a": 1}, '{"a":1}'),
+        ([1, float("nan")], "[1,null]"),
+        ("é", '"é"'),
+        (3, "3"),
+        (2.5, "2.5"),
+        (float("inf"), "null"),
+        (True, "true"),
+        (None, "null"),
+        (Point(x=float("nan")), '{"x":null,"label":"p"}'),
+        (Pair(1, 2.5), '{"a":1,"b":2.5}'),
+        ((1, 2), "[1,2]"),
+    ],
+)
 def test_to_json_text(value: Any, expected: str) -> None:
     assert to_json_text(value) == expected
 
 
 # --- the JSON-RPC envelope: the messages -----------------------------------------------------------------
 
-@pytest.mark.parametrize(("body", "flags", "code", "message"), [
-    ([], {}, -32600, "Batches are not supported"),
-    ([{"jsonrpc": "2.0", "id": 1, "method": "m"}], {}, -32600, "Batches are not supported"),
-    ("x", {}, -32600, "Expected a JSON-RPC 2.0 message object"),
-    ({"id": 1, "method": "m"}, {}, -32600, "Expected a JSON-RPC 2.0 message object"),
-    ({"jsonrpc": "2.0", "id": 1.5, "method": "m"}, {}, -32600, "The id must be a string or an integer"),
-    ({"jsonrpc": "2.0", "id": None, "method": "m"}, {}, -32600, "The id must be a string or an integer"),
-    ({"jsonrpc": "2.0", "id": 1, "method": "m", "params": [1]}, {}, -32602, "params must be an object"),
-    ({"jsonrpc": "2.0", "method": "m", "params": [1]}, {}, -32600, "params must be an object"),
-    ({"jsonrpc": "2.0", "method": "m"}, {"notifications": False}, -32600, "Expected a JSON-RPC request with an id"),
-    ({"jsonrpc": "2.0", "id": 1, "method": 5}, {}, -32600, "method must be a string"),
-    ({"jsonrpc": "2.0", "id": 1, "method": None}, {}, -32600, "method must be a string"),
-    ({"jsonrpc": "2.0", "id": 1}, {}, -32600, "Expected a JSON-RPC request"),
-    ({"jsonrpc": "2.0", "id": 1, "result": 1}, {}, -32600, "Expected a JSON-RPC request"),
-    ({"jsonrpc": "2.0", "result": 1}, {"responses": True}, -32600, "Expected a JSON-RPC request"),
-    ({"jsonrpc": "2.0", "id": None, "result": 1}, {"responses": True, "null_id": True}, -32600,
-     "Expected a JSON-RPC request"),
-    ({"jsonrpc": "2.0", "id": 1, "result": 1, "error": {}}, {"responses": True}, -32600,
-     "Expected a JSON-RPC request"),
-    ({"jsonrpc": "2.0", "id": 1}, {"responses": True}, -32600, "Expected a JSON-RPC request"),
-])
+
+@pytest.mark.parametrize(
+    ("body", "flags", "code", "message"),
+    [
+        ([], {}, -32600, "Batches are not supported"),
+        ([{"jsonrpc": "2.0", "id": 1, "method": "m"}], {}, -32600, "Batches are not supported"),
+        ("x", {}, -32600, "Expected a JSON-RPC 2.0 message object"),
+        ({"id": 1, "method": "m"}, {}, -32600, "Expected a JSON-RPC 2.0 message object"),
+        ({"jsonrpc": "2.0", "id": 1.5, "method": "m"}, {}, -32600, "The id must be a string or an integer"),
+        ({"jsonrpc": "2.0", "id": None, "method": "m"}, {}, -32600, "The id must be a string or an integer"),
+        ({"jsonrpc": "2.0", "id": 1, "method": "m", "params": [1]}, {}, -32602, "params must be an object"),
+        ({"jsonrpc": "2.0", "method": "m", "params": [1]}, {}, -32600, "params must be an object"),
+        (
+            {"jsonrpc": "2.0", "method": "m"},
+            {"notifications": False},
+            -32600,
+            "Expected a JSON-RPC request with an id",
+        ),
+        ({"jsonrpc": "2.0", "id": 1, "method": 5}, {}, -32600, "method must be a string"),
+        ({"jsonrpc": "2.0", "id": 1, "method": None}, {}, -32600, "method must be a string"),
+        ({"jsonrpc": "2.0", "id": 1}, {}, -32600, "Expected a JSON-RPC request"),
+        ({"jsonrpc": "2.0", "id": 1, "result": 1}, {}, -32600, "Expected a JSON-RPC request"),
+        ({"jsonrpc": "2.0", "result": 1}, {"responses": True}, -32600, "Expected a JSON-RPC request"),
+        (
+            {"jsonrpc": "2.0", "id": None, "result": 1},
+            {"responses": True, "null_id": True},
+            -32600,
+            "Expected a JSON-RPC request",
+        ),
+        (
+            {"jsonrpc": "2.0", "id": 1, "result": 1, "error": {}},
+            {"responses": True},
+            -32600,
+            "Expected a JSON-RPC request",
+        ),
+        ({"jsonrpc": "2.0", "id": 1}, {"responses": True}, -32600, "Expected a JSON-RPC request"),
+    ],
+)
 def test_classify_rpc_refusals(body: Any, flags: dict[str, bool], code: int, message: str) -> None:
     error = refused(classify_rpc, body, **flags)
     assert (error.code, error.message, error.status) == (code, message, 400)
@@ -264,14 +337,26 @@ def test_classify_rpc_accepts() -> None:
     error_response = {"jsonrpc": "2.0", "id": "r", "error": {"code": 1, "message": "x"}}
     message = classify_rpc(error_response, responses=True)
     assert (message.kind, message.id, message.method, message.params, message.body) == (
-        "response", "r", None, None, error_response)
+        "response",
+        "r",
+        None,
+        None,
+        error_response,
+    )
     notification = classify_rpc({"jsonrpc": "2.0", "method": "n", "params": {"a": 1}}, notifications=True)
     assert (notification.kind, notification.id, notification.method, notification.params) == (
-        "notification", None, "n", {"a": 1})
+        "notification",
+        None,
+        "n",
+        {"a": 1},
+    )
     null_request = classify_rpc({"jsonrpc": "2.0", "id": None, "method": "m", "params": {}}, null_id=True)
     assert (null_request.kind, null_request.id, null_request.params) == ("request", None, {})
     # a request is a request even where responses are admitted
-    assert classify_rpc({"jsonrpc": "2.0", "id": 2, "method": "m", "result": 1}, responses=True).kind == "request"
+    assert (
+        classify_rpc({"jsonrpc": "2.0", "id": 2, "method": "m", "result": 1}, responses=True).kind
+        == "request"
+    )
 
 
 def test_valid_id() -> None:
@@ -285,6 +370,7 @@ def test_valid_id() -> None:
 
 # --- JSON and SSE out ------------------------------------------------------------------------------------
 
+
 class Recorder:
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
@@ -297,12 +383,20 @@ async def test_send_bytes_exact_messages() -> None:
     send = Recorder()
     await send_bytes(send, 404, b"gone", [(b"x-a", b"1")])
     assert send.messages == [
-        {"type": "http.response.start", "status": 404, "headers": [(b"x-a", b"1"), (b"content-length", b"4")]},
+        {
+            "type": "http.response.start",
+            "status": 404,
+            "headers": [(b"x-a", b"1"), (b"content-length", b"4")],
+        },
         {"type": "http.response.body", "body": b"gone"},
     ]
     send = Recorder()
     await send_bytes(send, 204, b"")
-    assert send.messages[0] == {"type": "http.response.start", "status": 204, "headers": [(b"content-length", b"0")]}
+    assert send.messages[0] == {
+        "type": "http.response.start",
+        "status": 204,
+        "headers": [(b"content-length", b"0")],
+    }
 
 
 async def test_send_json_exact_messages() -> None:
@@ -310,9 +404,15 @@ async def test_send_json_exact_messages() -> None:
     await send_json(send, 201, {"a": "é"}, [(b"x-b", b"2")])
     body = '{"a":"é"}'.encode()
     assert send.messages == [
-        {"type": "http.response.start", "status": 201,
-         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                     (b"x-b", b"2")]},
+        {
+            "type": "http.response.start",
+            "status": 201,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"x-b", b"2"),
+            ],
+        },
         {"type": "http.response.body", "body": body},
     ]
     send = Recorder()
@@ -330,6 +430,7 @@ def test_sse_data_and_comment_exact() -> None:
 
 
 # --- shutdown --------------------------------------------------------------------------------------------
+
 
 def test_shutting_down_reads_sse_starlette_and_uvicorn(monkeypatch: pytest.MonkeyPatch) -> None:
     from sse_starlette.sse import AppStatus
@@ -373,6 +474,7 @@ async def test_wait_for_exit_returns_once_shutting_down(monkeypatch: pytest.Monk
 
 # --- stream_sse ------------------------------------------------------------------------------------------
 
+
 async def frames_of(*items: bytes) -> Any:
     for item in items:
         yield item
@@ -388,8 +490,14 @@ def http_receive(disconnect: asyncio.Event | None = None) -> Any:
     return receive
 
 
-SCOPE = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1", "method": "GET",
-         "path": "/", "headers": []}
+SCOPE = {
+    "type": "http",
+    "asgi": {"version": "3.0", "spec_version": "2.4"},
+    "http_version": "1.1",
+    "method": "GET",
+    "path": "/",
+    "headers": [],
+}
 
 
 def body_of(messages: list[dict[str, Any]]) -> bytes:
@@ -398,8 +506,17 @@ def body_of(messages: list[dict[str, Any]]) -> bytes:
 
 async def test_stream_sse_completes_with_headers_and_frames() -> None:
     send = Recorder()
-    done = await asyncio.wait_for(stream_sse(SCOPE, http_receive(), send, frames_of(b"data: 1\n\n", b"data: 2\n\n"),
-                                             headers=[(b"x-h", b"v")], status=201), 10)
+    done = await asyncio.wait_for(
+        stream_sse(
+            SCOPE,
+            http_receive(),
+            send,
+            frames_of(b"data: 1\n\n", b"data: 2\n\n"),
+            headers=[(b"x-h", b"v")],
+            status=201,
+        ),
+        10,
+    )
     assert done is True
     start = send.messages[0]
     assert start["type"] == "http.response.start" and start["status"] == 201
@@ -444,8 +561,9 @@ async def test_stream_sse_client_leaving_is_not_completed_and_runs_on_disconnect
     async def on_disconnect() -> None:
         seen.append("async")
 
-    done = await asyncio.wait_for(stream_sse(SCOPE, http_receive(gone), send, endless(),
-                                             on_disconnect=on_disconnect), 10)
+    done = await asyncio.wait_for(
+        stream_sse(SCOPE, http_receive(gone), send, endless(), on_disconnect=on_disconnect), 10
+    )
     assert done is False
     assert seen == ["async"]
 
@@ -458,8 +576,12 @@ async def test_stream_sse_client_leaving_is_not_completed_and_runs_on_disconnect
         await asyncio.Event().wait()
         yield b"never"
 
-    done = await asyncio.wait_for(stream_sse(SCOPE, http_receive(gone2), Recorder(), endless2(),
-                                             on_disconnect=lambda: sync_seen.append("sync")), 10)
+    done = await asyncio.wait_for(
+        stream_sse(
+            SCOPE, http_receive(gone2), Recorder(), endless2(), on_disconnect=lambda: sync_seen.append("sync")
+        ),
+        10,
+    )
     assert done is False and sync_seen == ["sync"]
 
 
@@ -468,7 +590,10 @@ async def test_stream_sse_a_broken_connection_is_not_completed() -> None:
         if message["type"] == "http.response.body":
             raise OSError("connection reset")
 
-    assert await asyncio.wait_for(stream_sse(SCOPE, http_receive(), broken, frames_of(b"data: 1\n\n")), 10) is False
+    assert (
+        await asyncio.wait_for(stream_sse(SCOPE, http_receive(), broken, frames_of(b"data: 1\n\n")), 10)
+        is False
+    )
 
 
 async def test_started_drops_only_the_start() -> None:
@@ -482,12 +607,18 @@ async def test_started_drops_only_the_start() -> None:
 def test_rpc_message_slots() -> None:
     body = {"jsonrpc": "2.0"}
     message = _transport.RpcMessage("request", 1, "m", {"p": 1}, body)
-    assert (message.kind, message.id, message.method, message.params, message.body) == ("request", 1, "m", {"p": 1},
-                                                                                         body)
+    assert (message.kind, message.id, message.method, message.params, message.body) == (
+        "request",
+        1,
+        "m",
+        {"p": 1},
+        body,
+    )
     assert json.loads(dumps(body)) == body
 
 
 # --- more edges: models in a stream's NaN fallback, odd keys, the keep-alive, shutdown ---------------------
+
 
 class Stamped(BaseModel):
     when: datetime.datetime
@@ -576,7 +707,11 @@ def test_a_body_the_decoder_takes_but_too_deep_to_clean_is_a_parse_error() -> No
     # walks them in Python, two frames a level: refused, never a RecursionError out of the transport
     deep = b"[" * 700 + b'"\\ud800"' + b"]" * 700
     error = refused(loads, deep)
-    assert (error.code, error.message, error.status) == (-32700, "Parse error: the body is nested too deeply", 400)
+    assert (error.code, error.message, error.status) == (
+        -32700,
+        "Parse error: the body is nested too deeply",
+        400,
+    )
     value = loads(b"[" * 700 + b'"x"' + b"]" * 700)  # without a surrogate: nothing to clean
     for _ in range(700):
         value = value[0]

@@ -147,8 +147,10 @@ def test_call_of_a_task_only_tool_follows_the_task(capsys, modules) -> None:
 
 
 def test_serve_refuses_several_workers_on_a_store_given_in_code_that_is_memory(capsys, modules) -> None:
-    app = modules("from agentmw import Agent\nfrom agentmw.state.memory import MemoryState\n"
-                  "agent = Agent('m', '1', store='memory://')\n")
+    app = modules(
+        "from agentmw import Agent\nfrom agentmw.state.memory import MemoryState\n"
+        "agent = Agent('m', '1', store='memory://')\n"
+    )
     code, _, err = run(capsys, "serve", f"{app}:agent", "--workers", "2")
     assert_clear_error(code, err, "memory://", "--store")
     code, _, err = run(capsys, "serve", f"{app}:agent", "--workers", "0")

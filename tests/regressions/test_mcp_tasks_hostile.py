@@ -33,8 +33,11 @@ async def _error(mcp: McpTestClient, method: str, params: dict[str, Any]) -> Mcp
 
 # --- malformed requests ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("era", ["2026-07-28", LEGACY])
-async def test_an_empty_or_huge_task_id_is_an_unknown_task_not_an_internal_error(made, era: str, caplog) -> None:
+async def test_an_empty_or_huge_task_id_is_an_unknown_task_not_an_internal_error(
+    made, era: str, caplog
+) -> None:
     _, app = made("memory://")
     methods = ("tasks/get", "tasks/cancel") + (("tasks/update",) if era != LEGACY else ("tasks/result",))
     async with McpTestClient(app, era=era, capabilities=TAKES_TASKS if era != LEGACY else {}) as mcp:
@@ -46,8 +49,13 @@ async def test_an_empty_or_huge_task_id_is_an_unknown_task_not_an_internal_error
                     if method == "tasks/update":
                         params["inputResponses"] = {}
                     error = await _error(mcp, method, params)
-                    assert (error.code, error.message) == (unknown.code, unknown.message), (method, len(task_id))
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "a client's bad id logged as our bug"
+                    assert (error.code, error.message) == (unknown.code, unknown.message), (
+                        method,
+                        len(task_id),
+                    )
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], (
+        "a client's bad id logged as our bug"
+    )
 
 
 async def test_a_huge_list_cursor_is_invalid_params(made) -> None:
@@ -62,7 +70,9 @@ async def test_a_2025_task_param_that_is_not_an_object_is_invalid_params(made) -
     _, app = made("memory://")
     async with McpTestClient(app, era=LEGACY) as mcp:
         for task in ("yes", 5, ["ttl"]):
-            error = await _error(mcp, "tools/call", {"name": "crunch", "arguments": {"seconds": 0}, "task": task})
+            error = await _error(
+                mcp, "tools/call", {"name": "crunch", "arguments": {"seconds": 0}, "task": task}
+            )
             assert error.code == -32602, task
         # null is "no task": the plain call
         plain = await mcp.request("tools/call", {"name": "crunch", "arguments": {"seconds": 0}, "task": None})
@@ -72,44 +82,64 @@ async def test_a_2025_task_param_that_is_not_an_object_is_invalid_params(made) -
 async def test_odd_ttls_are_overridden_by_the_servers_own(made) -> None:
     _, app = made("memory://")
     async with McpTestClient(app, era=LEGACY) as mcp:
-        for ttl in (-1, 0, 10 ** 30, 1.5, "soon"):
-            task = (await mcp.request("tools/call", {"name": "crunch", "arguments": {"seconds": 0},
-                                                     "task": {"ttl": ttl}}))["task"]
+        for ttl in (-1, 0, 10**30, 1.5, "soon"):
+            task = (
+                await mcp.request(
+                    "tools/call", {"name": "crunch", "arguments": {"seconds": 0}, "task": {"ttl": ttl}}
+                )
+            )["task"]
             assert isinstance(task["ttl"], int) and task["ttl"] > 0 and task["pollInterval"] > 0
 
 
 # --- another caller's task ----------------------------------------------------------------------------------
 
+
 async def test_another_callers_task_is_answered_exactly_like_an_unknown_one(made) -> None:
     _, app = made("memory://")
-    async with McpTestClient(app, capabilities=TAKES_TASKS, headers={"authorization": "Bearer alice"}) as alice, \
-            McpTestClient(app, capabilities=TAKES_TASKS, headers={"authorization": "Bearer mallory"}) as mallory:
+    async with (
+        McpTestClient(app, capabilities=TAKES_TASKS, headers={"authorization": "Bearer alice"}) as alice,
+        McpTestClient(app, capabilities=TAKES_TASKS, headers={"authorization": "Bearer mallory"}) as mallory,
+    ):
         created = await alice.call_tool("wire", {"amount": 9})
         owned = created["taskId"]
         await poll(alice, owned, lambda t: t["status"] == "input_required")
         unknown = str(uuid.uuid4())
-        for method, extra in (("tasks/get", {}), ("tasks/cancel", {}),
-                              ("tasks/update", {"inputResponses": {"to": {"action": "accept",
-                                                                          "content": {"to": "mallory"}}}})):
+        for method, extra in (
+            ("tasks/get", {}),
+            ("tasks/cancel", {}),
+            ("tasks/update", {"inputResponses": {"to": {"action": "accept", "content": {"to": "mallory"}}}}),
+        ):
             theirs = await _error(mallory, method, {"taskId": owned, **extra})
             nobodys = await _error(mallory, method, {"taskId": unknown, **extra})
-            assert (theirs.status, theirs.code, theirs.message) == (nobodys.status, nobodys.code, nobodys.message)
+            assert (theirs.status, theirs.code, theirs.message) == (
+                nobodys.status,
+                nobodys.code,
+                nobodys.message,
+            )
             assert theirs.data == {"taskId": owned} and nobodys.data == {"taskId": unknown}
         still = await alice.request("tasks/get", {"taskId": owned})
         assert still["status"] == "input_required" and set(still["inputRequests"]) == {"to", "ok"}
         await alice.request("tasks/cancel", {"taskId": owned})
-    async with McpTestClient(app, era=LEGACY, headers={"authorization": "Bearer alice"}) as alice, \
-            McpTestClient(app, era=LEGACY, headers={"authorization": "Bearer mallory"}) as mallory:
-        task = (await alice.request("tools/call", {"name": "crunch", "arguments": {"seconds": 0.05},
-                                                   "task": {}}))["task"]
+    async with (
+        McpTestClient(app, era=LEGACY, headers={"authorization": "Bearer alice"}) as alice,
+        McpTestClient(app, era=LEGACY, headers={"authorization": "Bearer mallory"}) as mallory,
+    ):
+        task = (
+            await alice.request("tools/call", {"name": "crunch", "arguments": {"seconds": 0.05}, "task": {}})
+        )["task"]
         for method in ("tasks/get", "tasks/cancel", "tasks/result"):
             theirs = await _error(mallory, method, {"taskId": task["taskId"]})
             nobodys = await _error(mallory, method, {"taskId": str(uuid.uuid4())})
-            assert (theirs.status, theirs.code, theirs.message) == (nobodys.status, nobodys.code, nobodys.message)
+            assert (theirs.status, theirs.code, theirs.message) == (
+                nobodys.status,
+                nobodys.code,
+                nobodys.message,
+            )
         assert (await mallory.request("tasks/list"))["tasks"] == []
 
 
 # --- answers and cancels ------------------------------------------------------------------------------------
+
 
 async def test_wrong_shaped_and_repeated_answers_are_ignored(made) -> None:
     _, app = made("memory://")
@@ -123,11 +153,18 @@ async def test_wrong_shaped_and_repeated_answers_are_ignored(made) -> None:
         for responses in ([], "x", None):
             error = await _error(mcp, "tasks/update", {"taskId": task_id, "inputResponses": responses})
             assert error.code == -32602
-        answers = {"to": {"action": "accept", "content": {"to": "bob"}},
-                   "ok": {"action": "accept", "content": {"ok": True}}}
+        answers = {
+            "to": {"action": "accept", "content": {"to": "bob"}},
+            "ok": {"action": "accept", "content": {"ok": True}},
+        }
         await mcp.request("tasks/update", {"taskId": task_id, "inputResponses": answers})
-        await mcp.request("tasks/update", {"taskId": task_id, "inputResponses": {
-            "to": {"action": "accept", "content": {"to": "eve"}}, "ok": answers["ok"]}})  # a second answer
+        await mcp.request(
+            "tasks/update",
+            {
+                "taskId": task_id,
+                "inputResponses": {"to": {"action": "accept", "content": {"to": "eve"}}, "ok": answers["ok"]},
+            },
+        )  # a second answer
         done = await poll(mcp, task_id, terminal)
         assert done["result"]["content"][0]["text"] == "sent 4 to bob"
         await mcp.request("tasks/update", {"taskId": task_id, "inputResponses": answers})  # after the end
@@ -136,8 +173,7 @@ async def test_wrong_shaped_and_repeated_answers_are_ignored(made) -> None:
 
 async def test_concurrent_cancels_and_cancels_racing_completion(made) -> None:
     _, app = made("memory://")
-    async with McpTestClient(app, capabilities=TAKES_TASKS) as mcp, \
-            McpTestClient(app, era=LEGACY) as legacy:
+    async with McpTestClient(app, capabilities=TAKES_TASKS) as mcp, McpTestClient(app, era=LEGACY) as legacy:
         label = uuid.uuid4().hex[:6]
         task_id = (await mcp.call_tool("crunch", {"seconds": 30, "label": label}))["taskId"]
         await eventually(lambda: f"{label}:start" in RAN, "the task to start")
@@ -153,10 +189,13 @@ async def test_concurrent_cancels_and_cancels_racing_completion(made) -> None:
             assert final["status"] in ("completed", "cancelled")
             if final["status"] == "completed":  # the end stands: never a result and a cancel at once
                 assert final["result"]["content"][0]["text"] == "crunched race"
-        task = (await legacy.request("tools/call", {"name": "crunch", "arguments": {"seconds": 30},
-                                                    "task": {}}))["task"]
-        results = await asyncio.gather(*(legacy.request("tasks/cancel", {"taskId": task["taskId"]})
-                                         for _ in range(3)), return_exceptions=True)
+        task = (
+            await legacy.request("tools/call", {"name": "crunch", "arguments": {"seconds": 30}, "task": {}})
+        )["task"]
+        results = await asyncio.gather(
+            *(legacy.request("tasks/cancel", {"taskId": task["taskId"]}) for _ in range(3)),
+            return_exceptions=True,
+        )
         cancelled = [r for r in results if isinstance(r, dict)]
         refused = [r for r in results if isinstance(r, McpError)]
         assert cancelled and all(r["status"] == "cancelled" for r in cancelled)
@@ -165,12 +204,15 @@ async def test_concurrent_cancels_and_cancels_racing_completion(made) -> None:
 
 # --- bounded waits ------------------------------------------------------------------------------------------
 
+
 async def test_tasks_result_ends_when_the_server_shuts_down(made, monkeypatch) -> None:
     from sse_starlette.sse import AppStatus
 
     _, app = made("memory://")
     async with McpTestClient(app, era=LEGACY) as mcp:
-        task = (await mcp.request("tools/call", {"name": "crunch", "arguments": {"seconds": 60}, "task": {}}))["task"]
+        task = (
+            await mcp.request("tools/call", {"name": "crunch", "arguments": {"seconds": 60}, "task": {}})
+        )["task"]
         waiting = asyncio.ensure_future(mcp.request("tasks/result", {"taskId": task["taskId"]}))
         await asyncio.sleep(0.3)
         assert not waiting.done()
@@ -184,6 +226,7 @@ async def test_tasks_result_ends_when_the_server_shuts_down(made, monkeypatch) -
 
 
 # --- nothing left pending when the loop ends ------------------------------------------------------------------
+
 
 def _asking_agent() -> tuple[Agent, Starlette]:
     agent = Agent("asks", "0.1", store="memory://")
@@ -239,13 +282,24 @@ def test_the_cli_call_of_a_parking_skill_leaves_nothing_pending(tmp_path) -> Non
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     (tmp_path / "parking.py").write_text(
-        "from tests.test_review_tasks import _asking_agent\nagent, app = _asking_agent()\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)]), "AGENTMW_STORE": "memory://"}
-    done = subprocess.run([sys.executable, "-m", "agentmw.cli", "call", "parking:app", "onboard", "{}",
-                           "--protocol", "a2a"], check=False, capture_output=True, text=True, timeout=60, env=env,
-                          cwd=tmp_path)
+        "from tests.regressions.test_mcp_tasks_hostile import _asking_agent\nagent, app = _asking_agent()\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)]),
+        "AGENTMW_STORE": "memory://",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "agentmw.cli", "call", "parking:app", "onboard", "{}", "--protocol", "a2a"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
     assert done.returncode == 3, done.stderr
     assert json.loads(done.stdout)["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert "Task was destroyed" not in done.stderr, done.stderr

@@ -40,19 +40,28 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 # --- the hash, the summary, the mark ---------------------------------------------------------------------
 
+
 def test_arguments_hash_is_sha256_of_the_canonical_form() -> None:
     canonical = '{"arguments":{"a":[1,"\\u00e9"],"b":2},"capability":"pay"}'
-    assert arguments_hash("pay", {"b": 2, "a": [1, "\u00e9"]}) == hashlib.sha256(canonical.encode()).hexdigest()
-    assert arguments_hash("pay", {"b": 2, "a": [1, "\u00e9"]}) == arguments_hash("pay", {"a": [1, "\u00e9"], "b": 2})
+    assert (
+        arguments_hash("pay", {"b": 2, "a": [1, "\u00e9"]}) == hashlib.sha256(canonical.encode()).hexdigest()
+    )
+    assert arguments_hash("pay", {"b": 2, "a": [1, "\u00e9"]}) == arguments_hash(
+        "pay", {"a": [1, "\u00e9"], "b": 2}
+    )
     when = datetime.date(2024, 1, 2)
-    assert arguments_hash("x", {"d": when}) == hashlib.sha256(
-        b'{"arguments":{"d":"2024-01-02"},"capability":"x"}').hexdigest()
+    assert (
+        arguments_hash("x", {"d": when})
+        == hashlib.sha256(b'{"arguments":{"d":"2024-01-02"},"capability":"x"}').hexdigest()
+    )
     assert arguments_hash("pay", {}) != arguments_hash("pax", {})
 
 
 def test_describe_is_the_exact_action() -> None:
-    assert describe("pay", {"to": "b\u00f6b", "amount": 5, "memo": None}, "Sends money") == \
-        'Run pay(to="b\u00f6b", amount=5, memo=null). Side effects: Sends money'
+    assert (
+        describe("pay", {"to": "b\u00f6b", "amount": 5, "memo": None}, "Sends money")
+        == 'Run pay(to="b\u00f6b", amount=5, memo=null). Side effects: Sends money'
+    )
     assert describe("noop", {}, "") == "Run noop()"
     assert describe("at", {"d": datetime.date(2024, 1, 2)}, "") == 'Run at(d="2024-01-02")'
 
@@ -73,30 +82,69 @@ def test_human_gate_marks_with_its_spec() -> None:
 
 # --- the records -----------------------------------------------------------------------------------------
 
+
 def make(**changes: Any) -> Approval:
-    values = {"id": "appr-1", "capability": "pay", "arguments_hash": "h", "summary": "Run pay()",
-              "arguments": {"to": "bob"}, "face": "mcp", "requested_by": "alice", "expires_at": T0 + 60,
-              "created_at": T0}
+    values = {
+        "id": "appr-1",
+        "capability": "pay",
+        "arguments_hash": "h",
+        "summary": "Run pay()",
+        "arguments": {"to": "bob"},
+        "face": "mcp",
+        "requested_by": "alice",
+        "expires_at": T0 + 60,
+        "created_at": T0,
+    }
     return Approval(**{**values, **changes})
 
 
 def test_public_view() -> None:
     approval = make(status="approved", decided_by="carol", note="ok")
     assert approval.public() == {
-        "id": "appr-1", "capability": "pay", "summary": "Run pay()", "arguments": {"to": "bob"},
-        "argumentsHash": "h", "protocol": "mcp", "requestedBy": "alice", "status": "approved",
-        "decidedBy": "carol", "note": "ok", "expiresAt": "2023-11-14T22:14:20Z"}
+        "id": "appr-1",
+        "capability": "pay",
+        "summary": "Run pay()",
+        "arguments": {"to": "bob"},
+        "argumentsHash": "h",
+        "protocol": "mcp",
+        "requestedBy": "alice",
+        "status": "approved",
+        "decidedBy": "carol",
+        "note": "ok",
+        "expiresAt": "2023-11-14T22:14:20Z",
+    }
 
 
 def test_stored_form_round_trips() -> None:
     approval = make(status="rejected", decided_by="carol", note="no", arguments={"b": b"\x00", "t": (1, 2)})
     data = approval.to_dict()
-    assert set(data) == {"id", "capability", "argumentsHash", "summary", "arguments", "face", "requestedBy",
-                         "expiresAt", "status", "decidedBy", "note", "createdAt"}
-    assert (data["id"], data["capability"], data["argumentsHash"], data["summary"], data["face"],
-            data["requestedBy"], data["expiresAt"], data["status"], data["decidedBy"], data["note"],
-            data["createdAt"]) == ("appr-1", "pay", "h", "Run pay()", "mcp", "alice", T0 + 60, "rejected", "carol",
-                                   "no", T0)
+    assert set(data) == {
+        "id",
+        "capability",
+        "argumentsHash",
+        "summary",
+        "arguments",
+        "face",
+        "requestedBy",
+        "expiresAt",
+        "status",
+        "decidedBy",
+        "note",
+        "createdAt",
+    }
+    assert (
+        data["id"],
+        data["capability"],
+        data["argumentsHash"],
+        data["summary"],
+        data["face"],
+        data["requestedBy"],
+        data["expiresAt"],
+        data["status"],
+        data["decidedBy"],
+        data["note"],
+        data["createdAt"],
+    ) == ("appr-1", "pay", "h", "Run pay()", "mcp", "alice", T0 + 60, "rejected", "carol", "no", T0)
     assert Approval.from_dict(data) == approval
     sparse = {k: v for k, v in data.items() if k not in ("decidedBy", "note", "createdAt")}
     back = Approval.from_dict(sparse)
@@ -105,13 +153,32 @@ def test_stored_form_round_trips() -> None:
 
 # --- the transitions -------------------------------------------------------------------------------------
 
+
 async def test_create_records_a_pending_approval(clock: Clock) -> None:
     approvals = Approvals()
-    approval = await approvals.create("pay", {"to": "bob"}, "Run pay(to=\"bob\")", "mcp", "alice", 60)
+    approval = await approvals.create("pay", {"to": "bob"}, 'Run pay(to="bob")', "mcp", "alice", 60)
     assert re.fullmatch(r"appr-[0-9a-f]{18}", approval.id)
-    assert (approval.capability, approval.arguments_hash, approval.arguments, approval.face, approval.requested_by,
-            approval.expires_at, approval.status, approval.decided_by, approval.note) == (
-        "pay", arguments_hash("pay", {"to": "bob"}), {"to": "bob"}, "mcp", "alice", T0 + 60, "pending", None, "")
+    assert (
+        approval.capability,
+        approval.arguments_hash,
+        approval.arguments,
+        approval.face,
+        approval.requested_by,
+        approval.expires_at,
+        approval.status,
+        approval.decided_by,
+        approval.note,
+    ) == (
+        "pay",
+        arguments_hash("pay", {"to": "bob"}),
+        {"to": "bob"},
+        "mcp",
+        "alice",
+        T0 + 60,
+        "pending",
+        None,
+        "",
+    )
     assert await approvals.get(approval.id) == approval
     assert await approvals.count() == 1
     other = await approvals.create("pay", {"to": "bob"}, "s", "mcp", "alice", 60)
@@ -157,14 +224,27 @@ async def test_a_rejection_is_returned_and_stays_rejected(clock: Clock) -> None:
     assert str(info.value) == f"approval {approval.id} is already rejected"
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (("pay", {"to": "bob"}, "mcp", "mallory"),
-     "approval {id} was requested by another caller; an approval works only for the caller who asked for it"),
-    (("pay", {"to": "eve"}, "mcp", "alice"), "approval {id} was given for another action, not these arguments"),
-    (("pax", {"to": "bob"}, "mcp", "alice"), "approval {id} was given for another action, not these arguments"),
-    (("pay", {"to": "bob"}, "a2a", "alice"), "approval {id} was issued over mcp and is only valid there"),
-])
-async def test_consume_refusals_leave_the_approval_usable(clock: Clock, call: tuple[Any, ...], message: str) -> None:
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            ("pay", {"to": "bob"}, "mcp", "mallory"),
+            "approval {id} was requested by another caller; an approval works only for the caller who asked for it",
+        ),
+        (
+            ("pay", {"to": "eve"}, "mcp", "alice"),
+            "approval {id} was given for another action, not these arguments",
+        ),
+        (
+            ("pax", {"to": "bob"}, "mcp", "alice"),
+            "approval {id} was given for another action, not these arguments",
+        ),
+        (("pay", {"to": "bob"}, "a2a", "alice"), "approval {id} was issued over mcp and is only valid there"),
+    ],
+)
+async def test_consume_refusals_leave_the_approval_usable(
+    clock: Clock, call: tuple[Any, ...], message: str
+) -> None:
     approvals = Approvals()
     approval = await approvals.create("pay", {"to": "bob"}, "s", "mcp", "alice", 60)
     await approvals.decide(approval.id, "carol", True)
@@ -262,8 +342,9 @@ async def test_an_id_past_the_bound_is_never_looked_up(clock: Clock) -> None:
     assert await approvals.get(too_long) is None
 
 
-async def test_a_new_approval_never_overwrites_one_with_the_same_id(clock: Clock,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_new_approval_never_overwrites_one_with_the_same_id(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agentmw.state import Conflict
 
     approvals = Approvals()

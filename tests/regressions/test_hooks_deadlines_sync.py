@@ -109,8 +109,10 @@ async def test_sub_calls_are_hooked_once_each_and_a_raising_after_changes_nothin
     assert result["structuredContent"] == {"result": 3}
     assert recorder.seen == [
         ("before", "parent", None),
-        ("before", "leaf", "parent"), ("after", "leaf", ("completed", None)),
-        ("before", "leaf", "parent"), ("after", "leaf", ("completed", None)),
+        ("before", "leaf", "parent"),
+        ("after", "leaf", ("completed", None)),
+        ("before", "leaf", "parent"),
+        ("after", "leaf", ("completed", None)),
         ("after", "parent", ("completed", None)),
     ]
     assert sum("the audit sink" in str(r.exc_info) for r in caplog.records) == 3
@@ -127,11 +129,19 @@ async def test_an_auth_denial_runs_before_then_reaches_after() -> None:
     assert recorder.seen[-1][:2] == ("after", "guarded") and recorder.seen[-1][2][0] == "rejected"
 
 
-@pytest.mark.parametrize("garbage", [
-    5, "abc", [1, 2], {"name": "leaf"}, [{"nope": 1}],
-    lambda items: [*items, {"name": "invented", "inputSchema": {"type": "object"}}],
-    lambda items: [*items, "x"],
-], ids=["int", "str", "ints", "dict", "no-name", "invented-tool", "trailing-str"])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        5,
+        "abc",
+        [1, 2],
+        {"name": "leaf"},
+        [{"nope": 1}],
+        lambda items: [*items, {"name": "invented", "inputSchema": {"type": "object"}}],
+        lambda items: [*items, "x"],
+    ],
+    ids=["int", "str", "ints", "dict", "no-name", "invented-tool", "trailing-str"],
+)
 async def test_a_listing_hooks_garbage_never_reaches_the_wire(garbage: Any, caplog) -> None:
     agent = hooked_agent(ListsGarbage(garbage))
     async with McpTestClient(agent.asgi()) as mcp:
@@ -139,7 +149,7 @@ async def test_a_listing_hooks_garbage_never_reaches_the_wire(garbage: Any, capl
             tools = (await mcp.request("tools/list"))["tools"]
         assert tools == []  # fail closed, as for a listing hook that raises
         assert any("listing" in r.getMessage() for r in caplog.records)
-        card = (await mcp._http.get("/.well-known/agent-card.json"))
+        card = await mcp._http.get("/.well-known/agent-card.json")
         assert card.status_code == 200
 
 
@@ -209,19 +219,26 @@ async def test_more_sync_calls_than_workers_wait_and_a_waiting_call_past_its_dea
     app = pool_agent(blocker)
     run = uuid.uuid4().hex[:6]
     async with McpTestClient(app) as mcp:
-        calls = [asyncio.ensure_future(mcp.call_tool("block", {"label": f"{run}-{i}"}))
-                 for i in range(MAX_WORKERS + EXTRA)]
+        calls = [
+            asyncio.ensure_future(mcp.call_tool("block", {"label": f"{run}-{i}"}))
+            for i in range(MAX_WORKERS + EXTRA)
+        ]
         try:
             await eventually(lambda: len(blocker.started) >= MAX_WORKERS - 2, "the pool to fill", timeout=10)
             await asyncio.sleep(0.3)
             assert len(blocker.started) <= MAX_WORKERS and blocker.most <= MAX_WORKERS
             # the pool is full: these wait for a worker, and their deadline passes while they wait
-            late = await asyncio.gather(*(mcp.call_tool("block_briefly", {"label": f"{run}-late-{i}"})
-                                          for i in range(3)))
-            assert all(r["isError"] and "did not finish within 0.3 seconds" in r["content"][0]["text"] for r in late)
+            late = await asyncio.gather(
+                *(mcp.call_tool("block_briefly", {"label": f"{run}-late-{i}"}) for i in range(3))
+            )
+            assert all(
+                r["isError"] and "did not finish within 0.3 seconds" in r["content"][0]["text"] for r in late
+            )
             # a cap counts a call that waits for a worker: the third capped call is refused at once
-            capped = [asyncio.ensure_future(mcp.call_tool("block_capped", {"label": f"{run}-cap-{i}"}))
-                      for i in range(3)]
+            capped = [
+                asyncio.ensure_future(mcp.call_tool("block_capped", {"label": f"{run}-cap-{i}"}))
+                for i in range(3)
+            ]
             done, _ = await asyncio.wait(capped, timeout=2, return_when=asyncio.FIRST_COMPLETED)
             assert len(done) == 1 and next(iter(done)).result()["isError"] is True
         finally:
@@ -230,7 +247,9 @@ async def test_more_sync_calls_than_workers_wait_and_a_waiting_call_past_its_dea
         assert [r["content"][0]["text"] for r in results] == [f"{run}-{i}" for i in range(len(calls))]
         assert sum(not r["isError"] for r in await asyncio.gather(*capped)) == 2
         await asyncio.sleep(0.3)  # the workers free; the late calls were cancelled while they waited
-        assert not [label for label in blocker.started if "-late-" in label], "a call past its deadline started"
+        assert not [label for label in blocker.started if "-late-" in label], (
+            "a call past its deadline started"
+        )
         assert blocker.most <= MAX_WORKERS
 
 
@@ -260,31 +279,53 @@ def test_a_function_that_exits_fails_its_call_and_the_server_goes_on() -> None:
         agent.tool(fn, read_only=True)
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
-    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-               "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call"}
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+    }
 
     def body(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": name, "arguments": arguments, "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {}}}}
+        return {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": name,
+                "arguments": arguments,
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        }
 
     with serve(app) as url, httpx.Client(base_url=url, timeout=10) as http:
         for name, arguments in (("exits", {"code": 2}), ("async_exits", {"code": 3}), ("sync_interrupt", {})):
-            reply = http.post("/mcp", json=body(name, arguments), headers={**headers, "mcp-name": name}).json()
+            reply = http.post(
+                "/mcp", json=body(name, arguments), headers={**headers, "mcp-name": name}
+            ).json()
             assert reply["result"]["isError"] is True, reply
             assert "internal error" in reply["result"]["content"][0]["text"]
-            again = http.post("/mcp", json=body("add", {"a": 1, "b": 2}), headers={**headers, "mcp-name": "add"})
-            assert again.json()["result"]["structuredContent"] == {"result": 3}, f"the server died after {name}"
+            again = http.post(
+                "/mcp", json=body("add", {"a": 1, "b": 2}), headers={**headers, "mcp-name": "add"}
+            )
+            assert again.json()["result"]["structuredContent"] == {"result": 3}, (
+                f"the server died after {name}"
+            )
 
 
 # --- hand-written schemas ---------------------------------------------------------------------------------
 
 NODE_SCHEMA = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
-    "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
-                                                       "next": {"$ref": "#/$defs/node"}}}},
-    "properties": {"tree": {"$ref": "#/$defs/node"}}, "required": ["tree"],
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "node": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#/$defs/node"}}}
+    },
+    "properties": {"tree": {"$ref": "#/$defs/node"}},
+    "required": ["tree"],
 }
 
 
@@ -295,7 +336,9 @@ def _nested(depth: int, leaf: Any = 1) -> dict[str, Any]:
     return tree
 
 
-async def test_a_recursive_schema_with_deep_arguments_is_invalid_arguments_not_an_internal_error(caplog) -> None:
+async def test_a_recursive_schema_with_deep_arguments_is_invalid_arguments_not_an_internal_error(
+    caplog,
+) -> None:
     agent = Agent("schemas", "0.1", store="memory://")
 
     @agent.tool(read_only=True, input_schema=NODE_SCHEMA)
@@ -322,8 +365,16 @@ def test_a_schema_that_loops_on_itself_is_refused_at_registration() -> None:
 
     agent = Agent("schemas", "0.1", store="memory://")
     with pytest.raises(RegistrationError, match=r"\$ref loop"):
-        @agent.tool(read_only=True, input_schema={"type": "object", "allOf": [{"$ref": "#"}],
-                                                  "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+
+        @agent.tool(
+            read_only=True,
+            input_schema={
+                "type": "object",
+                "allOf": [{"$ref": "#"}],
+                "properties": {"a": {"type": "integer"}},
+                "required": ["a"],
+            },
+        )
         async def loops(a: int) -> int:
             """Never callable."""
             return a
@@ -332,8 +383,14 @@ def test_a_schema_that_loops_on_itself_is_refused_at_registration() -> None:
 async def test_a_huge_argument_is_not_echoed_whole_in_the_schema_error() -> None:
     agent = Agent("schemas", "0.1", store="memory://")
 
-    @agent.tool(read_only=True, input_schema={"type": "object", "properties": {
-        "p": {"type": "string", "pattern": "^[a-z]+$"}}, "required": ["p"]})
+    @agent.tool(
+        read_only=True,
+        input_schema={
+            "type": "object",
+            "properties": {"p": {"type": "string", "pattern": "^[a-z]+$"}},
+            "required": ["p"],
+        },
+    )
     async def word(p: str) -> str:
         """Takes a lowercase word."""
         return p

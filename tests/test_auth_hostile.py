@@ -33,9 +33,15 @@ from tests.conftest import serve
 # a token refused, or a verifier that cannot check it now (an error of its own, when the auth package has one)
 REFUSED = tuple(c for c in (InvalidToken, getattr(verifiers, "VerifierUnavailable", None)) if c is not None)
 
-MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-               "mcp-protocol-version": "2026-07-28"}
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+MCP_HEADERS = {
+    "accept": "application/json, text/event-stream",
+    "content-type": "application/json",
+    "mcp-protocol-version": "2026-07-28",
+}
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 def _b64(data: bytes | dict[str, Any]) -> str:
@@ -45,8 +51,15 @@ def _b64(data: bytes | dict[str, Any]) -> str:
 
 def claims_for(auth_server: AuthServer, audience: Any, **changes: Any) -> dict[str, Any]:
     now = int(time.time())
-    claims = {"iss": auth_server.issuer, "sub": "alice", "aud": audience, "iat": now - 5, "exp": now + 600,
-              "scope": "mcp", "jti": secrets.token_hex(8)}
+    claims = {
+        "iss": auth_server.issuer,
+        "sub": "alice",
+        "aud": audience,
+        "iat": now - 5,
+        "exp": now + 600,
+        "scope": "mcp",
+        "jti": secrets.token_hex(8),
+    }
     claims.update(changes)
     return {k: v for k, v in claims.items() if v is not None}
 
@@ -57,28 +70,50 @@ def signed(auth_server: AuthServer, claims: dict[str, Any], **header: Any) -> st
     return jose_jwt.encode({"alg": "RS256", "kid": key.kid, "typ": "at+jwt", **header}, claims, key)
 
 
-async def mcp_post(url: str, token: str | None, method: str = "tools/list", params: dict[str, Any] | None = None,
-                   headers: dict[str, str] | None = None) -> httpx.Response:
+async def mcp_post(
+    url: str,
+    token: str | None,
+    method: str = "tools/list",
+    params: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
     sent = {**MCP_HEADERS, "mcp-method": method, **(headers or {})}
     if token is not None:
         sent["authorization"] = f"Bearer {token}"
     if params and "name" in params:
         sent["mcp-name"] = params["name"]
     async with httpx.AsyncClient() as http:
-        return await http.post(f"{url}/mcp", headers=sent, json={
-            "jsonrpc": "2.0", "id": 1, "method": method, "params": {**(params or {}), "_meta": META}})
+        return await http.post(
+            f"{url}/mcp",
+            headers=sent,
+            json={"jsonrpc": "2.0", "id": 1, "method": method, "params": {**(params or {}), "_meta": META}},
+        )
 
 
 async def a2a_post(url: str, token: str | None, headers: dict[str, str] | None = None) -> httpx.Response:
-    sent = {"a2a-version": "1.0", **({"authorization": f"Bearer {token}"} if token else {}), **(headers or {})}
-    body = {"message": {"messageId": secrets.token_hex(8), "role": "ROLE_USER", "parts": [{"text": "hi"}],
-                        "metadata": {"skill": "chat"}}}
+    sent = {
+        "a2a-version": "1.0",
+        **({"authorization": f"Bearer {token}"} if token else {}),
+        **(headers or {}),
+    }
+    body = {
+        "message": {
+            "messageId": secrets.token_hex(8),
+            "role": "ROLE_USER",
+            "parts": [{"text": "hi"}],
+            "metadata": {"skill": "chat"},
+        }
+    }
     async with httpx.AsyncClient() as http:
-        return await http.post(f"{url}/a2a", headers=sent,
-                               json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": body})
+        return await http.post(
+            f"{url}/a2a",
+            headers=sent,
+            json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": body},
+        )
 
 
 # --- forged tokens: every one is a 401, never a 500 and never a pass --------------------------------------------
+
 
 def _forged(auth_server: AuthServer, resource: str, case: str) -> str:
     claims = claims_for(auth_server, resource)
@@ -108,7 +143,9 @@ def _forged(auth_server: AuthServer, resource: str, case: str) -> str:
     if case == "iat in the future":
         return signed(auth_server, claims_for(auth_server, resource, iat=int(time.time()) + 3600))
     if case == "issuer with a suffix":
-        return signed(auth_server, claims_for(auth_server, resource, iss=auth_server.issuer + ".evil.example"))
+        return signed(
+            auth_server, claims_for(auth_server, resource, iss=auth_server.issuer + ".evil.example")
+        )
     if case == "issuer with a trailing slash":
         return signed(auth_server, claims_for(auth_server, resource, iss=auth_server.issuer + "/"))
     if case == "audience a prefix of ours":
@@ -124,11 +161,23 @@ def _forged(auth_server: AuthServer, resource: str, case: str) -> str:
     raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case", [
-    "alg none", "HS256 keyed with the public key", "kid not a string", "kid path injection", "no exp",
-    "nbf in the future", "iat in the future", "issuer with a suffix", "issuer with a trailing slash",
-    "audience a prefix of ours", "audience ours plus a path", "signature of another token",
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "alg none",
+        "HS256 keyed with the public key",
+        "kid not a string",
+        "kid path injection",
+        "no exp",
+        "nbf in the future",
+        "iat in the future",
+        "issuer with a suffix",
+        "issuer with a trailing slash",
+        "audience a prefix of ours",
+        "audience ours plus a path",
+        "signature of another token",
+    ],
+)
 async def test_forged_tokens_are_401(auth_server: AuthServer, agent_url: str, case: str) -> None:
     token = _forged(auth_server, f"{agent_url}/mcp", case)
     mcp = await mcp_post(agent_url, token)
@@ -138,7 +187,9 @@ async def test_forged_tokens_are_401(auth_server: AuthServer, agent_url: str, ca
     assert a2a.status_code == 401, a2a.text
 
 
-async def test_a_huge_token_is_refused_without_a_server_error(auth_server: AuthServer, agent_url: str) -> None:
+async def test_a_huge_token_is_refused_without_a_server_error(
+    auth_server: AuthServer, agent_url: str
+) -> None:
     response = await mcp_post(agent_url, _forged(auth_server, f"{agent_url}/mcp", "huge"))
     assert response.status_code in (200, 401, 431)  # signed and valid: fine; too large for the server: 431
     assert response.status_code < 500
@@ -150,22 +201,31 @@ async def test_an_audience_list_naming_us_is_accepted(auth_server: AuthServer, a
     assert (await mcp_post(agent_url, token)).status_code == 200
 
 
-async def test_a_hidden_tool_is_unknown_even_with_bad_arguments(auth_server: AuthServer, agent_url: str) -> None:
+async def test_a_hidden_tool_is_unknown_even_with_bad_arguments(
+    auth_server: AuthServer, agent_url: str
+) -> None:
     """Validation runs after the visibility check: a hidden tool's schema errors would tell it exists."""
     token = signed(auth_server, claims_for(auth_server, f"{agent_url}/mcp", scope="mcp budget:admin"))
-    hidden = await mcp_post(agent_url, token, "tools/call", {"name": "set_budget", "arguments": {"amount": "x"}})
-    unknown = await mcp_post(agent_url, token, "tools/call", {"name": "set_budgeu", "arguments": {"amount": "x"}})
+    hidden = await mcp_post(
+        agent_url, token, "tools/call", {"name": "set_budget", "arguments": {"amount": "x"}}
+    )
+    unknown = await mcp_post(
+        agent_url, token, "tools/call", {"name": "set_budgeu", "arguments": {"amount": "x"}}
+    )
     assert hidden.status_code == unknown.status_code
     assert hidden.json()["error"]["code"] == unknown.json()["error"]["code"]
-    assert hidden.json()["error"]["message"].replace("set_budget", "N") == \
-        unknown.json()["error"]["message"].replace("set_budgeu", "N")
+    assert hidden.json()["error"]["message"].replace("set_budget", "N") == unknown.json()["error"][
+        "message"
+    ].replace("set_budgeu", "N")
 
 
 # --- the Host header decides the audience -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("face", ["a2a", "agui"])
-async def test_a_token_for_another_resource_is_refused_whatever_the_host_header(auth_server: AuthServer,
-                                                                                agent_url: str, face: str) -> None:
+async def test_a_token_for_another_resource_is_refused_whatever_the_host_header(
+    auth_server: AuthServer, agent_url: str, face: str
+) -> None:
     """A resource server at evil.example that the same users log into gets their tokens (aud: its own URL). It
     must not be able to replay them here by naming itself in ``Host``: that is exactly what RFC 8707 stops."""
     stolen = signed(auth_server, claims_for(auth_server, "http://evil.example/mcp", sub="victim"))
@@ -174,17 +234,31 @@ async def test_a_token_for_another_resource_is_refused_whatever_the_host_header(
         response = await a2a_post(agent_url, stolen, headers={"host": "evil.example"})
     else:
         async with httpx.AsyncClient() as http:
-            response = await http.post(f"{agent_url}/agui/chat", headers={
-                "authorization": f"Bearer {stolen}", "host": "evil.example", "accept": "text/event-stream"},
-                json={"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": "user", "content": "hi"}],
-                      "tools": [], "context": [], "state": {}, "forwardedProps": {}})
+            response = await http.post(
+                f"{agent_url}/agui/chat",
+                headers={
+                    "authorization": f"Bearer {stolen}",
+                    "host": "evil.example",
+                    "accept": "text/event-stream",
+                },
+                json={
+                    "threadId": "t",
+                    "runId": "r",
+                    "messages": [{"id": "m", "role": "user", "content": "hi"}],
+                    "tools": [],
+                    "context": [],
+                    "state": {},
+                    "forwardedProps": {},
+                },
+            )
     assert response.status_code in (401, 421), response.text[:300]
 
 
 async def test_the_resource_metadata_does_not_echo_a_foreign_host(agent_url: str) -> None:
     async with httpx.AsyncClient() as http:
-        response = await http.get(f"{agent_url}/.well-known/oauth-protected-resource/mcp",
-                                  headers={"host": "evil.example"})
+        response = await http.get(
+            f"{agent_url}/.well-known/oauth-protected-resource/mcp", headers={"host": "evil.example"}
+        )
     assert response.status_code == 421 or "evil.example" not in response.text
 
 
@@ -195,6 +269,7 @@ async def test_the_mcp_face_refuses_a_foreign_host(auth_server: AuthServer, agen
 
 # --- who the caller is ---------------------------------------------------------------------------------------------
 
+
 async def test_a_token_without_a_subject_is_refused(auth_server: AuthServer, agent_url: str) -> None:
     token = signed(auth_server, claims_for(auth_server, f"{agent_url}/mcp", sub=None))
     assert (await mcp_post(agent_url, token)).status_code == 401
@@ -202,12 +277,14 @@ async def test_a_token_without_a_subject_is_refused(auth_server: AuthServer, age
 
 async def test_scopes_split_on_spaces_only(auth_server: AuthServer, agent_url: str) -> None:
     token = signed(auth_server, claims_for(auth_server, f"{agent_url}/mcp", scope="mcp x\x1fassets:read"))
-    response = await mcp_post(agent_url, token, "tools/call", {"name": "department_budget",
-                                                               "arguments": {"department": "design"}})
+    response = await mcp_post(
+        agent_url, token, "tools/call", {"name": "department_budget", "arguments": {"department": "design"}}
+    )
     assert response.status_code == 403
 
 
 # --- key sets and introspection answers --------------------------------------------------------------------------
+
 
 class _Flaky:
     """A real HTTP server standing in for an authorization server's JWKS or introspection endpoint."""
@@ -243,21 +320,26 @@ async def test_unknown_key_ids_do_not_turn_requests_into_fetches(auth_server: Au
     fetched = verifier.jwks.fetches
     for index in range(20):
         with pytest.raises(InvalidToken):
-            await verifier.verify(signed(auth_server, claims_for(auth_server, "http://127.0.0.1/mcp"),
-                                         kid=f"made-up-{index}"), "http://127.0.0.1/mcp")
+            await verifier.verify(
+                signed(auth_server, claims_for(auth_server, "http://127.0.0.1/mcp"), kid=f"made-up-{index}"),
+                "http://127.0.0.1/mcp",
+            )
     assert verifier.jwks.fetches <= fetched + 1
 
 
-@pytest.mark.parametrize("answer", [
-    {"active": False, "sub": "alice", "aud": "http://127.0.0.1/mcp"},
-    {"active": "true", "sub": "alice", "aud": "http://127.0.0.1/mcp"},
-    {"active": 1, "sub": "alice", "aud": "http://127.0.0.1/mcp"},
-    {"sub": "alice", "aud": "http://127.0.0.1/mcp"},
-    {"active": True, "sub": "alice"},                                            # no audience
-    {"active": True, "sub": "alice", "aud": ["http://127.0.0.1/mcpx"]},          # another audience
-    {"active": True, "sub": "alice", "aud": "http://127.0.0.1/mcp", "exp": 1},  # long expired
-    ["active", True],
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"active": False, "sub": "alice", "aud": "http://127.0.0.1/mcp"},
+        {"active": "true", "sub": "alice", "aud": "http://127.0.0.1/mcp"},
+        {"active": 1, "sub": "alice", "aud": "http://127.0.0.1/mcp"},
+        {"sub": "alice", "aud": "http://127.0.0.1/mcp"},
+        {"active": True, "sub": "alice"},  # no audience
+        {"active": True, "sub": "alice", "aud": ["http://127.0.0.1/mcpx"]},  # another audience
+        {"active": True, "sub": "alice", "aud": "http://127.0.0.1/mcp", "exp": 1},  # long expired
+        ["active", True],
+    ],
+)
 async def test_introspection_answers_that_do_not_say_active_are_refused(answer: Any) -> None:
     endpoint = _Flaky(answer)
     with serve(endpoint.app()) as url:
@@ -267,6 +349,7 @@ async def test_introspection_answers_that_do_not_say_active_are_refused(answer: 
 
 
 # --- rate limits ---------------------------------------------------------------------------------------------------
+
 
 def _limited_agent() -> Agent:
     agent = Agent("limited", store="memory://", rate_limits=[RateLimit(2, per=60)])
@@ -296,8 +379,9 @@ async def test_a_forwarded_for_header_does_not_make_a_new_caller() -> None:
     agent = _limited_agent()
     statuses = []
     for index in range(4):
-        async with McpTestClient(agent.asgi(), headers={"X-Forwarded-For": f"10.0.0.{index}",
-                                                        "Forwarded": f"for=10.0.0.{index}"}) as mcp:
+        async with McpTestClient(
+            agent.asgi(), headers={"X-Forwarded-For": f"10.0.0.{index}", "Forwarded": f"for=10.0.0.{index}"}
+        ) as mcp:
             try:
                 await mcp.call_tool("ping", {})
                 statuses.append(200)
