@@ -1,6 +1,7 @@
 """agentmw: serve the functions of an existing FastAPI or Starlette app as MCP tools, resources and
 prompts (and, with the next faces, A2A skills and AG-UI runs), with safety applied on the way."""
 
+from ._version import __version__ as __version__
 from .agent import Agent
 from .capability import Capability
 from .content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text
@@ -10,9 +11,8 @@ from .errors import NeedsInput, Permanent, RegistrationError, Rejected, Retryabl
 from .messages import Artifact, Data, File, Message
 from .middleware import AgentMiddleware
 from .runtime import Outcome
+from .safety.gate import human_gate
 from .selection import RouteSelection
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Agent",
@@ -43,6 +43,7 @@ __all__ = [
     "Sample",
     "Sampled",
     "Text",
+    "human_gate",
     "prompt",
     "resource",
     "skill",

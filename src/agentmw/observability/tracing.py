@@ -16,6 +16,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, StatusCode
 
+from .._version import __version__
 from .bounds import attribute
 
 __all__ = ["TRACER_NAME", "Tracing"]
@@ -47,8 +48,6 @@ class Tracing:
 
     def __init__(self, tracer_provider: Any = None) -> None:
         provider = tracer_provider or trace.get_tracer_provider()
-        from .. import __version__
-
         self.tracer = provider.get_tracer(TRACER_NAME, __version__)
         self.anchors: OrderedDict[tuple[str, str], SpanContext] = OrderedDict()
 
