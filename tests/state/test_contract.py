@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agentmw.state import ANY, Conflict, Limits, State
+from agentmw.state import ANY, Conflict, State, StoreLimits
 from tests.state.conftest import Open
 
 pytestmark = pytest.mark.timeout(60)
@@ -162,7 +162,7 @@ async def test_scan_pages_filters_and_order(state: State) -> None:
 
 
 async def test_records_bounded_by_count_and_age(open_store: Open) -> None:
-    state = await open_store(limits={"few": Limits(max_count=5), "brief": Limits(max_age=0.3)})
+    state = await open_store(limits={"few": StoreLimits(max_count=5), "brief": StoreLimits(max_age=0.3)})
     for i in range(12):
         await state.put("few", f"k{i}", {"i": i}, expected_version=None)
     page = await state.scan("few", limit=100, total=True)
@@ -210,14 +210,14 @@ async def test_key_races_exactly_one_winner(state: State) -> None:
 
 
 async def test_ttl_capped_by_namespace_age(open_store: Open) -> None:
-    state = await open_store(limits={"capped": Limits(max_age=0.3)})
+    state = await open_store(limits={"capped": StoreLimits(max_age=0.3)})
     assert await state.set_if_absent("capped", "k", {"x": 1}, ttl=3600)
     await asyncio.sleep(0.45)
     assert await state.get_key("capped", "k") is None
 
 
 async def test_keys_bounded_by_count(open_store: Open) -> None:
-    state = await open_store(limits={"few": Limits(max_count=5)})
+    state = await open_store(limits={"few": StoreLimits(max_count=5)})
     for i in range(12):
         await state.set_key("few", f"k{i}", {"i": i}, ttl=60 + i)  # later keys expire later
     live = [i for i in range(12) if await state.get_key("few", f"k{i}") is not None]
@@ -312,7 +312,7 @@ async def test_log_tail_in_order_with_no_gaps(state: State) -> None:
 
 
 async def test_log_trimmed_by_count(open_store: Open) -> None:
-    state = await open_store(limits={"short": Limits(max_len=5)})
+    state = await open_store(limits={"short": StoreLimits(max_len=5)})
     ids = [await state.append("short", "log", {"n": n}) for n in range(12)]
     assert await state.read("short", "log") == [(i, {"n": n}) for n, i in enumerate(ids)][-5:]
     assert await state.read("short", "log", after_id=ids[8]) == [
@@ -323,7 +323,7 @@ async def test_log_trimmed_by_count(open_store: Open) -> None:
 
 
 async def test_log_trimmed_by_age(open_store: Open) -> None:
-    state = await open_store(limits={"brief": Limits(max_age=0.3)})
+    state = await open_store(limits={"brief": StoreLimits(max_age=0.3)})
     await state.append("brief", "log", {"n": 0})
     await state.append("brief", "log", {"n": 1})
     await asyncio.sleep(0.45)
@@ -335,7 +335,7 @@ async def test_log_trimmed_by_age(open_store: Open) -> None:
 
 
 async def test_logs_bounded_in_number(open_store: Open) -> None:
-    state = await open_store(limits={"few": Limits(max_count=3)})
+    state = await open_store(limits={"few": StoreLimits(max_count=3)})
     for n in range(5):
         await state.append("few", f"log{n}", {"n": n})
         await asyncio.sleep(0.002)
@@ -428,7 +428,7 @@ async def test_put_many_versions_and_conflicts(state: State) -> None:
 async def test_put_many_of_new_records_only(open_store: Open) -> None:
     """A batch that only creates (SQLite writes it in one statement): each new or expired key gets version 1,
     each live one is a conflict in its place, and a conflict costs the others nothing."""
-    state = await open_store(limits={"brief": Limits(max_age=0.3)})
+    state = await open_store(limits={"brief": StoreLimits(max_age=0.3)})
     assert await state.put_many([("tasks", f"n{i}", {"i": i}, None) for i in range(5)]) == [1] * 5
     await state.put("brief", "gone", {"old": True}, expected_version=None)
     await asyncio.sleep(0.4)  # past its age: creating it again is allowed
@@ -498,7 +498,7 @@ async def test_put_many_races_exactly_one_winner(open_store: Open) -> None:
 
 
 async def test_put_many_bounded_like_put(open_store: Open) -> None:
-    state = await open_store(limits={"few": Limits(max_count=5)})
+    state = await open_store(limits={"few": StoreLimits(max_count=5)})
     for start in range(0, 40, 8):
         await state.put_many([("few", f"k{i:02d}", {"i": i}, None) for i in range(start, start + 8)])
     page = await state.scan("few", limit=100, total=True)
@@ -526,7 +526,7 @@ async def test_append_many(state: State) -> None:
 
 
 async def test_append_many_wakes_readers_and_trims(open_store: Open) -> None:
-    state = await open_store(limits={"short": Limits(max_len=3)})
+    state = await open_store(limits={"short": StoreLimits(max_len=3)})
     reader = asyncio.ensure_future(state.read("short", "log", block=5))
     other = asyncio.ensure_future(state.read("short", "log2", block=5))
     await asyncio.sleep(0.1)

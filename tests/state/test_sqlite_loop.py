@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agentmw.state import ANY, Conflict, SQLiteState
+from agentmw.state import ANY, Conflict, SQLiteState, StoreLimits
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -66,16 +66,6 @@ async def test_short_operations_stay_on_the_loop(store: SQLiteState) -> None:
     assert calls == [] and store.fallbacks == 0
 
 
-async def test_without_on_loop_everything_goes_to_the_thread(tmp_path: Path) -> None:
-    state = SQLiteState(tmp_path / "thread.db", on_loop=False)
-    try:
-        calls = count_thread_calls(state)
-        await every_short_operation(state)
-        assert len(calls) == 15 and state._ldb is None  # one per call
-    finally:
-        await state.close()
-
-
 async def test_synchronous_full_writes_on_the_thread(tmp_path: Path) -> None:
     state = SQLiteState(tmp_path / "full.db", synchronous="FULL")
     try:
@@ -101,9 +91,9 @@ async def test_long_operations_go_to_the_thread(store: SQLiteState) -> None:
 
 
 async def test_prunes_go_to_the_thread(tmp_path: Path) -> None:
-    from agentmw.state import Limits
-
-    state = SQLiteState(tmp_path / "prune.db", limits={"few": Limits(max_count=40)})  # a prune every 2 writes
+    state = SQLiteState(
+        tmp_path / "prune.db", limits={"few": StoreLimits(max_count=40)}
+    )  # a prune every 2 writes
     try:
         await state.get("warm", "up")
         calls = count_thread_calls(state)

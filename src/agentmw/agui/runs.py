@@ -55,7 +55,7 @@ from ..journal import cancel as cancel_execution
 from ..journal import resume as resume_execution
 from ..messages import is_answer
 from ..runtime import Status, describe_validation_error, invoke
-from ..state import Conflict, Limits
+from ..state import Conflict, StoreLimits
 from ..state.base import MAX_KEY_LENGTH
 from .messages import messages_from_run
 from .sequence import Sequencer
@@ -502,12 +502,14 @@ class Runs:
             state = self.agent.state
             agent = self.agent
             state.limit(
-                THREADS, Limits(max_count=agent.agui_max_threads, max_age=agent.agui_thread_idle_seconds)
+                THREADS, StoreLimits(max_count=agent.agui_max_threads, max_age=agent.agui_thread_idle_seconds)
             )
-            state.limit(RUNS, Limits(max_count=agent.agui_max_runs, max_age=agent.agui_run_retention_seconds))
+            state.limit(
+                RUNS, StoreLimits(max_count=agent.agui_max_runs, max_age=agent.agui_run_retention_seconds)
+            )
             state.limit(
                 EVENTS,
-                Limits(
+                StoreLimits(
                     max_count=agent.agui_max_runs,
                     max_age=agent.agui_run_retention_seconds,
                     max_len=agent.agui_buffer_events,

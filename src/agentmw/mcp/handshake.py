@@ -29,7 +29,7 @@ from .._transport import classify_rpc, dumps_finite, sse_comment, stream_sse, wa
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
 from ..identity import Forbidden, Unauthenticated, caller_from_headers
-from ..state.base import Conflict, Limits
+from ..state.base import Conflict, StoreLimits
 from ._cancel import CallGuard
 from ._wire import (
     HANDSHAKE_VERSIONS,
@@ -268,13 +268,14 @@ class SessionStore:
             state = self.agent.state
             state.limit(
                 self.ns,
-                Limits(
+                StoreLimits(
                     max_count=self.agent.max_sessions,
                     max_age=self.agent.session_idle_seconds + self.touch_every,
                 ),
             )
             state.limit(
-                self.streams_ns, Limits(max_count=self.agent.max_sessions, max_age=STREAM_LEASE_SECONDS * 2)
+                self.streams_ns,
+                StoreLimits(max_count=self.agent.max_sessions, max_age=STREAM_LEASE_SECONDS * 2),
             )
             self._state = state
         return self._state

@@ -8,6 +8,7 @@ Nothing is imported from redis until a Redis store is made.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .base import (
@@ -17,9 +18,9 @@ from .base import (
     Encoded,
     Item,
     Json,
-    Limits,
     Page,
     State,
+    StoreLimits,
     Subscription,
     Versioned,
     encode,
@@ -33,6 +34,11 @@ from .urls import DEFAULT_STORE, StoreURL, check_store, parse_store_url
 if TYPE_CHECKING:
     from .redis import RedisState
 
+Limits = StoreLimits
+"""The old name of :class:`StoreLimits`, kept only until the modules outside ``agentmw.state`` that still
+import it (agent, auth, bridges, a2a, mcp/stateless, tasks) say ``StoreLimits``: it collides with
+``agentmw.safety.Limits``, the in-flight cap."""
+
 __all__ = [
     "ANY",
     "DEFAULT_LIMITS",
@@ -41,12 +47,12 @@ __all__ = [
     "Encoded",
     "Item",
     "Json",
-    "Limits",
     "MemoryState",
     "Page",
     "RedisState",
     "SQLiteState",
     "State",
+    "StoreLimits",
     "StoreURL",
     "Subscription",
     "Versioned",
@@ -60,7 +66,7 @@ __all__ = [
 ]
 
 
-def resolve_state(source: Any) -> State:
+def resolve_state(source: State | Callable[[], State] | None) -> State:
     """The state a component was given: a :class:`State`, a factory of one (``lambda: agent.state``, so the
     agent's store opens only when first needed), or None for a private in-memory state."""
     if source is None:

@@ -2,7 +2,7 @@
 
 Four kinds of state, each in namespaces (``ns``) that the library chooses (``"tasks"``, ``"idem"``...),
 under keys that clients may choose (task ids, idempotency keys). Every namespace is bounded in count and in
-age (:class:`Limits`), so no client can grow the store without end.
+age (:class:`StoreLimits`), so no client can grow the store without end.
 
 1. **Records** with a version, for compare-and-set: :meth:`State.get`, :meth:`State.put`,
    :meth:`State.delete`, and :meth:`State.scan` (newest update first, equality filters, keyset pages).
@@ -43,9 +43,9 @@ __all__ = [
     "Encoded",
     "Item",
     "Json",
-    "Limits",
     "Page",
     "State",
+    "StoreLimits",
     "Subscription",
     "Versioned",
     "encode",
@@ -85,7 +85,7 @@ class Conflict(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class StoreLimits:
     """Bounds of one namespace.
 
     Records: at most ``max_count``, each kept ``max_age`` seconds after its last write; past the count the
@@ -103,7 +103,7 @@ class Limits:
             raise ValueError(f"limits must be positive: {self}")
 
 
-DEFAULT_LIMITS: Final = Limits()
+DEFAULT_LIMITS: Final = StoreLimits()
 
 
 class Versioned(NamedTuple):
@@ -186,20 +186,20 @@ class State(abc.ABC):
             cls.accepts_encoded = False
 
     def __init__(
-        self, *, limits: Mapping[str, Limits] | None = None, default: Limits = DEFAULT_LIMITS
+        self, *, limits: Mapping[str, StoreLimits] | None = None, default: StoreLimits = DEFAULT_LIMITS
     ) -> None:
-        self._limits: dict[str, Limits] = {}
+        self._limits: dict[str, StoreLimits] = {}
         self.default_limits = default
         for ns, value in (limits or {}).items():
             self.limit(ns, value)
 
     # -- configuration --------------------------------------------------------------------------------
 
-    def limit(self, ns: str, limits: Limits) -> None:
+    def limit(self, ns: str, limits: StoreLimits) -> None:
         """Set the bounds of a namespace (every process sharing the store should set the same)."""
         self._limits[check_ns(ns)] = limits
 
-    def limits(self, ns: str) -> Limits:
+    def limits(self, ns: str) -> StoreLimits:
         return self._limits.get(ns, self.default_limits)
 
     async def close(self) -> None:
@@ -394,7 +394,7 @@ def check_appends(items: Sequence[tuple[str, str, Json]]) -> list[tuple[str, str
     return [(check_ns(ns), check_key(log, "log name"), encode(event)) for ns, log, event in items]
 
 
-def check_ttl(ttl: float, limits: Limits) -> float:
+def check_ttl(ttl: float, limits: StoreLimits) -> float:
     if not ttl > 0:
         raise ValueError("ttl must be positive")
     return min(float(ttl), limits.max_age)
@@ -444,7 +444,7 @@ def encode(value: Json | Encoded) -> bytes:
     ValueError (NaN, infinities), so what is read back is always what was written. A value :func:`encoded`
     made was checked then: its bytes are returned as they are."""
     if type(value) is tuple and len(value) == 2 and value[0] is _ENCODED:
-        return value[1]  # type: ignore[no-any-return]
+        return value[1]
     if not isinstance(value, dict):
         raise TypeError(f"a stored value is a JSON object (dict), not {type(value).__name__}")
     text = _strict(value)

@@ -19,7 +19,7 @@ from typing import Any
 from .._transport import loads
 from . import base
 from ._fanout import Hub
-from .base import ANY, Conflict, Item, Json, Limits, Page, State, Versioned
+from .base import ANY, Conflict, Item, Json, Page, State, StoreLimits, Versioned
 
 __all__ = ["MemoryState"]
 
@@ -58,7 +58,7 @@ class MemoryState(State):
     accepts_encoded = True
 
     def __init__(
-        self, *, limits: Mapping[str, Limits] | None = None, default: Limits = base.DEFAULT_LIMITS
+        self, *, limits: Mapping[str, StoreLimits] | None = None, default: StoreLimits = base.DEFAULT_LIMITS
     ) -> None:
         super().__init__(limits=limits, default=default)
         self._records: dict[str, collections.OrderedDict[str, _Record]] = {}
@@ -115,7 +115,12 @@ class MemoryState(State):
 
     @staticmethod
     def _put_in(
-        table: collections.OrderedDict[str, _Record], limits: Limits, ns: str, key: str, raw: bytes, want: int
+        table: collections.OrderedDict[str, _Record],
+        limits: StoreLimits,
+        ns: str,
+        key: str,
+        raw: bytes,
+        want: int,
     ) -> int | Conflict:
         now = base.now()
         record = table.get(key)
@@ -135,7 +140,7 @@ class MemoryState(State):
         self._prune_table(table, self.limits(ns), base.now())
 
     @staticmethod
-    def _prune_table(table: collections.OrderedDict[str, _Record], limits: Limits, now: float) -> None:
+    def _prune_table(table: collections.OrderedDict[str, _Record], limits: StoreLimits, now: float) -> None:
         cutoff = now - limits.max_age
         while table:
             oldest = next(iter(table.values()))
@@ -216,7 +221,7 @@ class MemoryState(State):
         heapq.heappush(keys.heap, (expires, key))
         self._prune_keys(keys, limits)
 
-    def _prune_keys(self, keys: _Keys, limits: Limits) -> None:
+    def _prune_keys(self, keys: _Keys, limits: StoreLimits) -> None:
         """Drop expired keys, then the soonest to expire past the count; stale heap entries are skipped."""
         now = base.now()
         while keys.heap:
@@ -304,7 +309,8 @@ class MemoryState(State):
         return event_id
 
     def _read(self, ns: str, log: str, after_id: int, limit: int) -> list[tuple[int, Json]]:
-        entry = self._logs.get(ns, {}).get(log)
+        logs = self._logs.get(ns)
+        entry = logs.get(log) if logs is not None else None
         if entry is None:
             return []
         cutoff = base.now() - self.limits(ns).max_age

@@ -27,12 +27,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._transport import loads
 from . import base
 from ._fanout import Hub
-from .base import ANY, Conflict, Item, Json, Limits, Page, State, Versioned
+from .base import ANY, Conflict, Item, Json, Page, State, StoreLimits, Versioned
 from .urls import PREFIX_PATTERN as _PREFIX
 
 if TYPE_CHECKING:
@@ -213,6 +213,14 @@ def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
+# What redis-py returns, with decode_responses=False: its annotations are a union of every answer shape, so
+# the calls below say which one they get.
+_Scored = list[tuple[bytes, float]]
+"""ZRANGEBYSCORE ... WITHSCORES: (member, score) pairs."""
+_Entries = list[tuple[bytes, dict[bytes, bytes]]]
+"""XRANGE, and each stream of XREAD: (entry id, fields)."""
+
+
 def _event_id(stream_id: bytes | str) -> int:
     text = stream_id.decode() if isinstance(stream_id, bytes) else stream_id
     ms, _, seq = text.partition("-")
@@ -239,8 +247,8 @@ class RedisState(State):
         *,
         prefix: str = "agentmw",
         client: redis.asyncio.Redis | None = None,
-        limits: Mapping[str, Limits] | None = None,
-        default: Limits = base.DEFAULT_LIMITS,
+        limits: Mapping[str, StoreLimits] | None = None,
+        default: StoreLimits = base.DEFAULT_LIMITS,
     ) -> None:
         super().__init__(limits=limits, default=default)
         if not _PREFIX.fullmatch(prefix):
@@ -297,7 +305,9 @@ class RedisState(State):
         body, version = await self._client.hmget(
             self._key(base.check_ns(ns), "r", base.check_key(key)), "v", "n"
         )
-        return Versioned(loads(body), int(version)) if body is not None else None
+        if body is None or version is None:
+            return None
+        return Versioned(loads(body), int(version))
 
     async def put(self, ns: str, key: str, value: Json, *, expected_version: int | None) -> int:
         want = base.expected(expected_version)
@@ -368,8 +378,10 @@ class RedisState(State):
     async def delete(self, ns: str, key: str, *, expected_version: int = ANY) -> bool:
         base.check_ns(ns)
         base.check_key(key)
-        outcome = await self._delete(
-            keys=[self._key(ns, "r", key), self._key(ns, "ri")], args=[expected_version, key]
+        outcome = int(
+            await self._delete(
+                keys=[self._key(ns, "r", key), self._key(ns, "ri")], args=[expected_version, key]
+            )
         )
         if outcome < 0:
             raise Conflict(ns, key, expected_version, -outcome)
@@ -403,13 +415,14 @@ class RedisState(State):
         offset = 0
         while len(found) <= limit:
             if newest_first:
-                batch = await self._client.zrevrangebyscore(
+                found_batch = await self._client.zrevrangebyscore(
                     index, high, low, start=offset, num=_SCAN_BATCH, withscores=True
                 )
             else:
-                batch = await self._client.zrangebyscore(
+                found_batch = await self._client.zrangebyscore(
                     index, low, high, start=offset, num=_SCAN_BATCH, withscores=True
                 )
+            batch = cast(_Scored, found_batch)
             if not batch:
                 break
             offset += len(batch)
@@ -449,8 +462,9 @@ class RedisState(State):
         count = 0
         offset = 0
         while True:
-            members = await self._client.zrangebyscore(
-                index, f"({low}", "+inf", start=offset, num=_SCAN_BATCH
+            members = cast(
+                list[bytes],
+                await self._client.zrangebyscore(index, f"({low}", "+inf", start=offset, num=_SCAN_BATCH),
             )
             if not members:
                 return count
@@ -555,13 +569,16 @@ class RedisState(State):
         if cutoff_ms > after_ms:  # everything up to the cutoff is past its age
             after_ms, after_seq = cutoff_ms - 1, _MAX_SEQ
         last = f"{after_ms}-{after_seq}"
-        rows = await self._client.xrange(stream, f"({last}", "+", count=limit)
+        rows = cast(_Entries, await self._client.xrange(stream, f"({last}", "+", count=limit))
         if not rows and block:
             # XREAD BLOCK in slices of at most a second: redis-py's socket timeout (5 s) must not cut one.
             loop = asyncio.get_running_loop()
             deadline = loop.time() + block
             while not rows and (remaining := deadline - loop.time()) > 0:
-                answer = await self._client.xread({stream: last}, count=limit, block=_ms(min(remaining, 1.0)))
+                answer = cast(
+                    list[tuple[bytes, _Entries]],
+                    await self._client.xread({stream: last}, count=limit, block=_ms(min(remaining, 1.0))),
+                )
                 rows = answer[0][1] if answer else []
         return [(_event_id(i), loads(fields[b"e"])) for i, fields in rows]
 

@@ -14,8 +14,8 @@
   long: opening the file, the prunes, scans with a filter or a count, reads of more than 100 events, batches
   of more than 64 items, and the WAL checkpoints (the loop's connection never checkpoints; every 256 of its
   writes, the thread runs a passive one). With ``synchronous="FULL"`` (a commit waits for the disk) every
-  write runs on the thread. ``on_loop=False`` sends everything to the thread, as before; ``executor="anyio"``
-  uses anyio's worker threads and a lock instead of the dedicated thread. ``bench/state_ops.py`` measures them.
+  write runs on the thread. ``executor="anyio"`` uses anyio's worker threads and a lock instead of the
+  dedicated thread. ``bench/state_ops.py`` measures them.
 - **Across processes.** The bus is a table; a watcher in each process that has subscribers, or readers
   blocked on a log, checks ``PRAGMA data_version`` (which changes only when another connection commits)
   every ``poll`` seconds (50 ms), and only then reads the new bus rows and wakes the blocked readers. Inside
@@ -48,7 +48,7 @@ import anyio.to_thread
 from .._transport import loads
 from . import base
 from ._fanout import Hub
-from .base import ANY, Conflict, Item, Json, Limits, Page, State, Versioned
+from .base import ANY, Conflict, Item, Json, Page, State, StoreLimits, Versioned
 
 __all__ = ["SQLiteState"]
 
@@ -139,8 +139,6 @@ class SQLiteState(State):
         synchronous: ``"NORMAL"`` (the WAL default) or ``"FULL"``.
         executor: ``"thread"``, one dedicated thread and connection; or ``"anyio"``, anyio's threads.
         bus_retention: seconds a bus message stays in the table for slow watchers.
-        on_loop: run reads and short writes on the event loop with a second connection (falling back to the
-            thread when the write lock is taken); False runs every call on the thread.
     """
 
     accepts_encoded = True
@@ -149,14 +147,13 @@ class SQLiteState(State):
         self,
         path: str | Path,
         *,
-        limits: Mapping[str, Limits] | None = None,
-        default: Limits = base.DEFAULT_LIMITS,
+        limits: Mapping[str, StoreLimits] | None = None,
+        default: StoreLimits = base.DEFAULT_LIMITS,
         poll: float = 0.05,
         busy_timeout: float = 10.0,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         executor: Literal["thread", "anyio"] = "thread",
         bus_retention: float = 30.0,
-        on_loop: bool = True,
     ) -> None:
         super().__init__(limits=limits, default=default)
         if synchronous not in ("NORMAL", "FULL") or executor not in ("thread", "anyio"):
@@ -167,12 +164,11 @@ class SQLiteState(State):
         self.synchronous = synchronous
         self.executor = executor
         self.bus_retention = bus_retention
-        self.on_loop = on_loop
         self.fallbacks = 0  # on-loop attempts that found the write lock taken and went to the thread
         self._db: sqlite3.Connection | None = None
         self._ldb: sqlite3.Connection | None = None  # the loop's connection, made by the thread
         self._ldb_thread: int | None = None  # the thread of the event loop that uses it
-        self._loop_writes = on_loop and synchronous == "NORMAL"
+        self._loop_writes = synchronous == "NORMAL"
         self._loop_rows = 0
         self._checkpointer: asyncio.Task[None] | None = None
         self._closing = False
@@ -209,7 +205,7 @@ class SQLiteState(State):
             db.execute(f"PRAGMA synchronous={self.synchronous}")
             _tx(db, lambda: [db.execute(s) for s in _SCHEMA.split(";") if s.strip()])
             self._db = db
-            if self.on_loop and self._ldb is None and not self._closing:
+            if self._ldb is None and not self._closing:
                 ldb = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
                 ldb.execute("PRAGMA busy_timeout=0")
                 ldb.execute(f"PRAGMA synchronous={self.synchronous}")
@@ -330,7 +326,7 @@ class SQLiteState(State):
     def _bus_hub(self) -> Hub:
         return self._hub
 
-    def _prune_due(self, kind: str, ns: str, limits: Limits, writes: int = 1) -> bool:
+    def _prune_due(self, kind: str, ns: str, limits: StoreLimits, writes: int = 1) -> bool:
         """Count writes; True when the namespace should be pruned with them."""
         due = self._due.setdefault((kind, ns), _Due())
         due.writes += writes
@@ -423,7 +419,7 @@ class SQLiteState(State):
         ]
 
     @staticmethod
-    def _prune_records(db: sqlite3.Connection, ns: str, limits: Limits) -> None:
+    def _prune_records(db: sqlite3.Connection, ns: str, limits: StoreLimits) -> None:
         db.execute(
             "DELETE FROM state_records WHERE ns = ? AND updated < ?", (ns, base.now() - limits.max_age)
         )
@@ -623,7 +619,7 @@ class SQLiteState(State):
         checked = base.check_appends(items)
         if not checked:
             return []
-        limits: dict[str, Limits] = {}
+        limits: dict[str, StoreLimits] = {}
         for ns, _, _ in checked:
             limits.setdefault(ns, self.limits(ns))
         counts = collections.Counter(ns for ns, _, _ in checked)
@@ -645,7 +641,7 @@ class SQLiteState(State):
         return ids
 
     @staticmethod
-    def _prune_logs(db: sqlite3.Connection, ns: str, limits: Limits, now: float) -> None:
+    def _prune_logs(db: sqlite3.Connection, ns: str, limits: StoreLimits, now: float) -> None:
         cutoff = now - limits.max_age
         aged: dict[str, int] = {}
         for (log,) in db.execute(
@@ -858,7 +854,7 @@ def _insert_new(
     return False
 
 
-def _append_row(db: sqlite3.Connection, ns: str, log: str, body: str, limits: Limits, now: float) -> int:
+def _append_row(db: sqlite3.Connection, ns: str, log: str, body: str, limits: StoreLimits, now: float) -> int:
     """One event appended, and its log trimmed to ``max_len``; inside a transaction."""
     event_id = db.execute(
         "INSERT INTO state_entries (ns, log, t, body) VALUES (?, ?, ?, ?)", (ns, log, now, body)
