@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,6 +15,7 @@ import uvicorn
 from tests import wire_app
 from tests.conftest import free_port, serve
 from tests.test_mcp_wire import META, modern_body, modern_headers
+from tests.waiting import eventually, wait_until
 
 ACCEPT = "application/json, text/event-stream"
 
@@ -35,9 +35,7 @@ def fresh_log():
 
 
 async def wait_for(entry: str, timeout: float = 2.0) -> None:
-    with anyio.fail_after(timeout):
-        while entry not in wire_app.log:
-            await anyio.sleep(0.01)
+    await eventually(lambda: entry in wire_app.log, f"{entry!r} in the log", timeout=timeout)
 
 
 async def open_session(client: httpx.AsyncClient) -> dict[str, str]:
@@ -98,10 +96,8 @@ def serving(app: object) -> Iterator[tuple[str, uvicorn.Server]]:
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.01)
+        wait_until(lambda: server.started or not thread.is_alive(), "uvicorn to start")
+        assert server.started, "uvicorn did not start"
         yield f"http://127.0.0.1:{port}", server
     finally:
         server.should_exit = True
@@ -119,16 +115,16 @@ async def test_handshake_disconnect_does_not_cancel() -> None:
             "method": "tools/call",
             "params": {"name": "slow", "arguments": {"tag": "n2"}, "_meta": {"progressToken": 1}},
         }
-        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-            async with client.stream("POST", "/mcp", headers=headers, json=call) as response:
-                async for _ in response.aiter_raw():
-                    break  # the progress event arrived; now drop the connection
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=10) as client,
+            client.stream("POST", "/mcp", headers=headers, json=call) as response,
+        ):
+            async for _ in response.aiter_raw():
+                break  # the progress event arrived; now drop the connection
         await wait_for("n2:started")
         # The server has seen the connection go (uvicorn forgets it in connection_lost, where it also wakes any
         # reader of the request) ...
-        with anyio.fail_after(5):
-            while server.server_state.connections:
-                await anyio.sleep(0.01)
+        await eventually(lambda: not server.server_state.connections, "the server to drop the connection")
         # ... and has served two more requests since, so whatever that wake-up would do has been done.
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
             for n in (1, 2):
@@ -144,9 +140,10 @@ async def test_handshake_disconnect_does_not_cancel() -> None:
 async def test_stateless_closed_stream_cancels_the_call(url: str) -> None:
     body = json.loads(modern_body("tools/call", {"name": "slow", "arguments": {"tag": "n3"}}))
     body["params"]["_meta"] = {**META, "progressToken": "t"}
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client, client.stream(
-        "POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body
-    ) as response:
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+        client.stream("POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body) as response,
+    ):
         assert response.headers["content-type"] == "text/event-stream"
         async for chunk in response.aiter_raw():
             assert b"notifications/progress" in chunk
@@ -161,9 +158,10 @@ async def test_a_silent_stateless_call_gets_keepalives(url: str, monkeypatch: py
     monkeypatch.setattr(CallGuard, "KEEPALIVE_SECONDS", 0.05)
     wire_app.events["n4"] = anyio.Event()
     body = json.loads(modern_body("tools/call", {"name": "slow", "arguments": {"tag": "n4"}}))
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client, client.stream(
-        "POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body
-    ) as response:
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+        client.stream("POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body) as response,
+    ):
         assert response.headers["content-type"] == "text/event-stream"
         seen = b""
         async for chunk in response.aiter_raw():
