@@ -31,6 +31,7 @@ from agentmw.safety import IdempotencyCache, human_gate
 from agentmw.state import State, open_state
 from agentmw.testing import McpError, McpTestClient
 from tests.state.conftest import redis_url  # noqa: F401  (the redis-server fixture)
+from tests.waiting import eventually, stays
 
 STATELESS = "2026-07-28"
 USERS = {"t-alice": "alice", "t-admin": "admin"}
@@ -242,22 +243,18 @@ def keyed(account: str, amount: int, key: str) -> dict[str, Any]:
     }
 
 
-async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
-
-
 async def test_a_duplicate_key_on_another_replica_waits_and_gets_the_first_outcome(replicas) -> None:
     (agent_a, a), (agent_b, b), (_, c) = replicas(3)
     releases["acme"] = asyncio.Event()
     async with mcp(a) as on_a, mcp(b) as on_b, mcp(c) as on_c:
         first = asyncio.create_task(on_a.request("tools/call", keyed("acme", 5, "k-1")))
-        await until(lambda: "charge:acme:5:started" in effects)
+        await eventually(lambda: "charge:acme:5:started" in effects, "the first charge to start")
         second = asyncio.create_task(on_b.request("tools/call", keyed("acme", 5, "k-1")))
-        await asyncio.sleep(0.2)
-        assert not second.done(), "the duplicate waits for the first call, which still runs on A"
+        await stays(
+            lambda: not second.done(),
+            "the duplicate waits for the first call, which still runs on A",
+            seconds=0.2,
+        )
         releases["acme"].set()
         one, two = await asyncio.wait_for(asyncio.gather(first, second), 10)
         three = await on_c.request("tools/call", keyed("acme", 5, "k-1"))
@@ -436,11 +433,14 @@ async def test_a_flood_of_settled_keys_never_pushes_out_a_running_claim() -> Non
         return "slow done"
 
     first = asyncio.create_task(here.run(("a", "t", "slow"), "{}", slow, lambda _: True))
-    await until(lambda: runs == ["slow"])
+    await eventually(lambda: runs == ["slow"], "the slow call to start")
     for i in range(5):  # more settled outcomes than the namespace holds
         await here.run(("a", "t", f"k{i}"), "{}", lambda: asyncio.sleep(0, "x"), lambda _: True)
     duplicate = asyncio.create_task(there.run(("a", "t", "slow"), "{}", slow, lambda _: True))
-    await asyncio.sleep(0.1)
-    assert not duplicate.done() and runs == ["slow"], "the duplicate waits: the claim is still there"
+    await stays(
+        lambda: not duplicate.done() and runs == ["slow"],
+        "the duplicate waits: the claim is still there",
+        seconds=0.1,
+    )
     gate.set()
     assert await asyncio.wait_for(asyncio.gather(first, duplicate), 5) == ["slow done", "slow done"]
