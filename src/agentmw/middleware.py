@@ -6,27 +6,16 @@ import copy
 from typing import TYPE_CHECKING
 
 from ._edge import cors_policy
+from ._scope import HOST_APP_KEY, route_path
 from ._types import ASGIApp, Receive, Scope, Send
-from .auth.wellknown import serves
+from .auth.wellknown import WellKnown, serves
 
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["HOST_APP_KEY", "AgentMiddleware"]
-
-HOST_APP_KEY = "agentmw.host_app"
-"""Scope key: the ASGI app this middleware wraps, so an agent call of a host route runs what HTTP would."""
+__all__ = ["HOST_APP_KEY", "AgentMiddleware", "route_path"]  # the scope's two, defined in _scope.py
 
 _CARD_PATHS = frozenset({"/.well-known/agent-card.json", "/.well-known/agent.json"})
-
-
-def route_path(scope: Scope) -> str:
-    """The path relative to where this app is mounted (Starlette keeps the full path in ``path``)."""
-    path: str = scope["path"]
-    root: str = scope.get("root_path", "")
-    if root and path.startswith(root):
-        return path[len(root) :] or "/"
-    return path
 
 
 async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
@@ -60,18 +49,17 @@ class AgentMiddleware:
         self.approvals_prefix = agent.approvals_path + "/"
         self._bound: object = None
         self._wraps = app is not None  # agent.asgi() wraps nothing: a route call then goes to the route's app
-        self.well_known = None
+        self.well_known: WellKnown | None = None
         if agent.access is not None or getattr(agent.a2a.push, "signer", None) is not None:
-            from .auth.wellknown import WellKnown
-
             self.well_known = WellKnown(agent)
         # The app's CORSMiddleware added before this one sits below it, where the agent's paths never reach: a
         # copy of it serves them (preflights answered, headers on every answer), so either order works.
         self.cors: ASGIApp | None = None
         cors = cors_policy(self.app)
         if cors is not None:
-            self.cors = copy.copy(cors)
-            self.cors.app = self._behind_cors  # type: ignore[attr-defined]
+            adopted = copy.copy(cors)
+            adopted.app = self._behind_cors
+            self.cors = adopted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":

@@ -2,42 +2,67 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from .._scope import route_path
 from .._transport import send_json
 from .._types import Receive, Scope, Send
 from .a2a import JWKS_PATH
 from .errors import MisdirectedRequest
-from .resource import WELL_KNOWN_PRM
+from .resource import WELL_KNOWN_PRM, ProtectedResource
 
-if TYPE_CHECKING:
-    from ..agent import Agent
-
-__all__ = ["WellKnown", "serves"]
+__all__ = ["Documented", "WellKnown", "serves"]
 
 
-def serves(agent: Agent, path: str) -> bool:
+class _Guarded(Protocol):
+    @property
+    def resource(self) -> ProtectedResource | None: ...
+
+
+class _Pushes(Protocol):
+    @property
+    def push(self) -> object | None: ...
+
+
+class _Signs(Protocol):
+    async def jwks(self, state: Any) -> dict[str, Any]: ...
+
+
+class Documented(Protocol):
+    """What the documents read from the agent (``agent.py`` passes itself): read on every request, so an
+    access or push policy set after the middleware was made is served."""
+
+    @property
+    def access(self) -> _Guarded | None: ...
+    @property
+    def a2a(self) -> _Pushes: ...
+    @property
+    def state(self) -> Any: ...
+    @property
+    def mcp_path(self) -> str: ...
+
+
+def serves(agent: Documented, path: str) -> bool:
     """Whether ``path`` (relative to where the agent is mounted) is one of these documents."""
     if path.startswith(WELL_KNOWN_PRM):
         return agent.access is not None and agent.access.resource is not None
     return path == JWKS_PATH and _signer(agent) is not None
 
 
-def _signer(agent: Agent) -> object | None:
+def _signer(agent: Documented) -> _Signs | None:
     push = agent.a2a.push
-    return getattr(push, "signer", None) if push is not None else None
+    found: _Signs | None = getattr(push, "signer", None) if push is not None else None
+    return found
 
 
 class WellKnown:
     """``GET /.well-known/oauth-protected-resource[<resource path>]`` and ``GET /.well-known/jwks.json``."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Documented) -> None:
         self.agent = agent
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from ..middleware import route_path
-
         if scope["method"] not in ("GET", "HEAD"):
             await send_json(send, 405, {"error": "method_not_allowed"}, [(b"allow", b"GET, HEAD")])
             return
@@ -48,10 +73,11 @@ class WellKnown:
         cors = [(b"access-control-allow-origin", b"*")]  # public documents a browser client may read
         if path == JWKS_PATH:
             signer = _signer(self.agent)
+            assert signer is not None  # serves() said so
             await send_json(
                 send,
                 200,
-                await signer.jwks(self.agent.state),  # type: ignore[union-attr]
+                await signer.jwks(self.agent.state),
                 [(b"cache-control", b"public, max-age=300"), *cors],
             )
             return
