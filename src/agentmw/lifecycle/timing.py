@@ -1,0 +1,19 @@
+"""How long the lifecycle's things last: heartbeats, leases, sweeps, waits. A face sets its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Timing"]
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How long things last (A2A's are module constants of ``a2a/registry.py``, MCP's ``mcp/tasks.TIMING``)."""
+
+    publish_after_seconds: float = 0.25  # a task still running this long is written, for other replicas
+    heartbeat_seconds: float = 10.0  # a process's heartbeat key lives this long, renewed every third of it
+    lease_seconds: float = 10.0  # a running task's journal lease (docs/durability.md), renewed every third
+    sweep_seconds: float = 5.0  # a process looks for orphaned tasks on first use, then at most this often
+    retry_take_over_seconds: float = 2.0  # a take-over that found the task busy is not tried again sooner
+    cancel_wait_seconds: float = 5.0  # how long a cancel waits for the holder to confirm
