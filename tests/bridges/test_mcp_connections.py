@@ -15,6 +15,7 @@ from agentmw.bridges import HANDSHAKE_REVISION, MCP_REVISIONS, STATELESS_REVISIO
 from agentmw.safety.framing import unescape
 from agentmw.testing import McpError, McpTestClient
 from tests.bridges.conftest import ask_and_answer, side_effects
+from tests.waiting import eventually
 
 LOOPBACK = Egress(allow_networks=["127.0.0.0/8"])
 
@@ -58,7 +59,7 @@ async def test_without_a_pool_every_call_opens_its_own_session(mcp_peer_2025) ->
         for _ in range(3):
             assert (await mcp.call_tool("echo", {"text": "x"}))["isError"] is False
     assert sessions(mcp_peer_2025) == opened + 3
-    await asyncio.sleep(0.2)
+    await eventually(lambda: peer.connections.open_count == 0, "every call's session to close")
     assert peer.connections.open_count == 0
 
 
@@ -93,7 +94,8 @@ async def test_calls_at_once_keep_their_progress_apart(remote) -> None:
             range(1, index + 3)
         )  # all of its own, none of others'
         assert [p["total"] for p in progress] == [index + 2] * (index + 2)
-    await asyncio.sleep(0.2)
+    kept = 2 if revision == HANDSHAKE_REVISION else 1
+    await eventually(lambda: peer.connections.open_count <= kept, "the connections past the pool to close")
     if revision == HANDSHAKE_REVISION:
         assert opened < sessions(process) <= opened + calls - 1  # one call at a time per session: more opened
         assert peer.connections.open_count <= 2  # the rest were closed: at most pool_size kept
@@ -176,7 +178,7 @@ async def test_idle_connections_expire(remote) -> None:
     async with McpTestClient(agent.asgi()) as mcp:
         assert (await mcp.call_tool("echo", {"text": "x"}))["isError"] is False
     assert peer.connections.open_count == 1
-    await asyncio.sleep(1.0)
+    await eventually(lambda: peer.connections.open_count == 0, "the idle connection to expire")
     assert peer.connections.open_count == 0  # closed on its own: nothing left running
 
 
