@@ -6,7 +6,9 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx2
@@ -393,7 +395,7 @@ async def test_idempotency_over_mcp(built) -> None:
 
 
 async def test_idempotency_over_a2a_and_agui(built) -> None:
-    agent, app = built
+    _agent, app = built
     async with http(app) as client:
         key = {"idempotencyKey": "k-a2a"}
         one = await a2a(client, "charge", {"account": "globex", "amount": 9}, metadata=key)
@@ -419,7 +421,7 @@ async def test_idempotency_over_a2a_and_agui(built) -> None:
 
 
 async def test_hard_deadline_in_every_face_even_with_nobody_waiting(built) -> None:
-    agent, app = built
+    _agent, app = built
     async with McpTestClient(app) as mcp:
         result = await mcp.call_tool("sleepy", {"label": "mcp"})
         assert result["isError"] and "did not finish within 0.2 seconds" in result["content"][0]["text"]
@@ -437,10 +439,9 @@ async def test_hard_deadline_in_every_face_even_with_nobody_waiting(built) -> No
                 )
             ).json()["result"]
 
-        deadline = time.monotonic() + 5
-        while (got := await look())["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"):
-            assert time.monotonic() < deadline, "the 0.2 s deadline never ended the task"
-            await asyncio.sleep(0.01)
+        got = await eventually(
+            lambda: ended(look()), "the 0.2 s deadline to end the task", timeout=5, interval=0.01
+        )
         assert got["status"]["state"] == "TASK_STATE_FAILED"
         assert got["status"]["message"]["parts"][1]["data"]["retryable"] is True
         events = await agui(client, "sleepy", "t-sleepy", "r1", {"label": "agui"}, detached=True)
@@ -485,13 +486,18 @@ async def test_in_flight_caps_reject_fast_and_retryably(root: Path) -> None:
 
 
 async def wait_logged(entry: str, timeout: float = 3.0) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for stamp, logged in safety_app.log:
-            if logged == entry:
-                return stamp
-        await asyncio.sleep(0.002)
-    raise AssertionError(f"{entry!r} was never logged")
+    return await eventually(
+        lambda: next((stamp for stamp, logged in safety_app.log if logged == entry), None),
+        f"{entry!r} to be logged",
+        timeout=timeout,
+        interval=0.002,
+    )
+
+
+async def ended(task: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The A2A task ``task`` resolves to once it is past submitted and working, else None."""
+    got = await task
+    return None if got["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING") else got
 
 
 async def test_cancellation_from_every_face_within_100ms(built) -> None:

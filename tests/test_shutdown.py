@@ -34,6 +34,7 @@ import httpx
 import pytest
 
 from tests.conftest import free_port
+from tests.waiting import eventually, exits
 
 ROOT = Path(__file__).resolve().parent.parent
 EXIT_BOUND = 5.0  # seconds from SIGTERM to the process's exit
@@ -87,19 +88,19 @@ async def uvicorn_server(log_path: Path, graceful_timeout: int | None) -> AsyncI
     proc = _spawn(args, log_path)
     server = Server(proc, f"http://127.0.0.1:{port}", log_path)
     try:
-        deadline = time.monotonic() + SETUP_BOUND
         async with httpx.AsyncClient(base_url=server.url, timeout=1) as probe:
-            while True:
+
+            async def answers() -> bool:
                 if proc.poll() is not None:
                     pytest.fail(f"uvicorn exited with {proc.returncode} before it answered\n{server.log()}")
                 try:
-                    if (await probe.get("/.well-known/agent-card.json")).status_code == 200:
-                        break
+                    return (await probe.get("/.well-known/agent-card.json")).status_code == 200
                 except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"uvicorn did not answer within {SETUP_BOUND} s\n{server.log()}")
-                await asyncio.sleep(0.05)
+                    return False
+
+            await eventually(
+                answers, lambda: f"uvicorn to answer\n{server.log()}", timeout=SETUP_BOUND, interval=0.05
+            )
         yield server
     finally:
         _reap(proc)
@@ -124,12 +125,7 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
 
 async def wait_for_exit(proc: subprocess.Popen[bytes], bound: float) -> float | None:
     """Seconds until ``proc`` exited, or None if it is still running after ``bound`` seconds."""
-    start = time.monotonic()
-    while proc.poll() is None:
-        if time.monotonic() - start > bound:
-            return None
-        await asyncio.sleep(0.05)
-    return time.monotonic() - start
+    return await exits(proc, bound)
 
 
 # --- reading streams -------------------------------------------------------------------------------
