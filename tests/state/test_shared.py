@@ -12,6 +12,7 @@ import pytest
 from agentmw.state import Conflict, State
 from tests.state.conftest import SHARED, Open
 from tests.state.test_contract import increment
+from tests.waiting import eventually, stays
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -47,8 +48,12 @@ async def test_cas_and_keys_race_across_instances(pair: tuple[State, State]) -> 
     assert await a.set_if_absent("lease", "task", {"owner": "A"}, ttl=0.3)
     assert await b.renew("lease", "task", "B", ttl=5) is False
     assert await a.renew("lease", "task", "A", ttl=0.3) is True
-    await asyncio.sleep(0.45)
-    assert await b.set_if_absent("lease", "task", {"owner": "B"}, ttl=5) is True
+    assert (
+        await eventually(
+            lambda: b.set_if_absent("lease", "task", {"owner": "B"}, ttl=5), "A's lease to expire"
+        )
+        is True
+    )
     assert await a.renew("lease", "task", "A", ttl=5) is False
 
 
@@ -81,18 +86,18 @@ async def test_log_tail_across_instances(pair: tuple[State, State]) -> None:
                 return
 
     follower = asyncio.ensure_future(follow())
-    await asyncio.sleep(0.05)
+    await stays(lambda: not follower.done(), "the follower waits on the empty log", seconds=0.05)
     appended = []
     for n in range(60):
         appended.append(await b.append("runs", "r", {"n": n}))
-        if n % 20 == 0:
-            await asyncio.sleep(0.1)  # the follower is blocked, and must be woken by another instance
+        if n % 20 == 0:  # the follower reads all there is and blocks, and must be woken by another instance
+            await eventually(lambda: len(seen) == len(appended), "the follower to read what was appended")
     await asyncio.wait_for(follower, 10)
     assert seen == appended
     first = await a.append("runs", "wake", {"n": 0})
     started = time.monotonic()
     waiting = asyncio.ensure_future(a.read("runs", "wake", after_id=first, block=5))
-    await asyncio.sleep(0.1)
+    await stays(lambda: not waiting.done(), "the read blocks until an append", seconds=0.1)
     second = await b.append("runs", "wake", {"n": 1})
     assert await waiting == [(second, {"n": 1})]
     assert time.monotonic() - started < 1.0
