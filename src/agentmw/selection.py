@@ -23,20 +23,21 @@ import fnmatch
 import inspect
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._docstrings import parse_docstring
-from .decorators import specs_of
+from ._routes import host_route_of
+from .decorators import MARKED, SERVED, specs_of
 from .errors import RegistrationError
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .capability import Capability
+    from .capability import Capability, CapabilityKind
 
 __all__ = [
     "ROUTE_META",
+    "Registry",
     "RouteInfo",
     "RouteSelection",
     "derived_options",
@@ -53,6 +54,27 @@ ROUTE_META = "agentmw/route"
 """Key of ``Capability.meta`` holding ``{"methods": [...], "path": ...}`` for a tool exposed in bulk."""
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class Registry(Protocol):
+    """What bulk exposure reads from the agent and adds to it (``agent.py`` passes itself)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def agui_path(self) -> str: ...
+    @property
+    def tools(self) -> Mapping[str, Capability]: ...
+    @property
+    def resources(self) -> Mapping[str, Capability]: ...
+    @property
+    def templates(self) -> Mapping[str, Capability]: ...
+    @property
+    def prompts(self) -> Mapping[str, Capability]: ...
+    @property
+    def skills(self) -> Mapping[str, Capability]: ...
+    def add(self, kind: CapabilityKind, fn: Callable[..., Any], **options: Any) -> Capability: ...
+    def _include_app(self, app: Any) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +143,7 @@ def iter_routes(
             path=prefix + (getattr(route, "path", "") or ""),
             methods=_methods(route),
             endpoint=endpoint,
-            name=getattr(route, "name", None) or getattr(endpoint, "__name__", ""),
+            name=getattr(route, "name", "") or getattr(endpoint, "__name__", ""),
             tags=tags + tuple(str(t) for t in getattr(route, "tags", None) or ()),
             dependencies=dependencies + len(getattr(route, "dependencies", None) or ()),
             include_in_schema=in_schema and getattr(route, "include_in_schema", True) is not False,
@@ -218,14 +240,12 @@ def derived_options(route: RouteInfo) -> dict[str, Any]:
     return options
 
 
-def include_routes(agent: Agent, app: Any, selection: Callable[[RouteInfo], bool]) -> list[Capability]:
+def include_routes(agent: Registry, app: Any, selection: Callable[[RouteInfo], bool]) -> list[Capability]:
     """Include ``app``'s decorated handlers, and serve the undecorated routes ``selection`` picks as tools.
 
     Returns the tools exposed in bulk. A route that is selected but cannot be served as the app serves it
     (:func:`refusal`) is skipped, with a warning on the ``agentmw`` logger.
     """
-    from ._routes import host_route_of
-
     agent._include_app(app)  # the decorated handlers, with their own options, bound to their routes
     exposed: list[Capability] = []
     for route in iter_routes(app):
@@ -246,7 +266,7 @@ def include_routes(agent: Agent, app: Any, selection: Callable[[RouteInfo], bool
     return exposed
 
 
-def log_served(agent: Agent, app: Any) -> None:
+def log_served(agent: Registry, app: Any) -> None:
     """At the first request: one line per face naming what it serves, and a warning for each marked function
     that no agent serves."""
     tools = sorted(agent.tools)
@@ -281,8 +301,6 @@ def log_served(agent: Agent, app: Any) -> None:
         sorted(agent.skills),
         [f"{agent.agui_path}/{s}" for s in sorted(agent.skills)],
     )
-    from .decorators import MARKED, SERVED
-
     for fn in list(MARKED):
         if fn not in SERVED:
             logger.warning(

@@ -11,7 +11,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn, Protocol
 from urllib.parse import urlsplit
 
 from ..identity import Unauthenticated
@@ -21,9 +21,9 @@ from .principal import PRINCIPAL_KEY, Principal
 from .verifiers import InvalidToken, TokenVerifier, VerifierUnavailable, as_verifier
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..capability import Capability
 
-__all__ = ["FACE_KEY", "WELL_KNOWN_PRM", "ProtectedResource", "audience_authority"]
+__all__ = ["FACE_KEY", "WELL_KNOWN_PRM", "ProtectedResource", "Protects", "audience_authority"]
 
 WELL_KNOWN_PRM = "/.well-known/oauth-protected-resource"
 FACE_KEY = "agentmw.auth.face"
@@ -34,6 +34,27 @@ _LOCAL_NAMES: Final = frozenset({"localhost", "127.0.0.1", "[::1]"})
 _DEFAULT_PORT: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _NAME: Final = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]{2,45}\]")
 _PORT: Final = re.compile(r"[1-9][0-9]{0,4}")
+
+
+class Protects(Protocol):
+    """What a protected resource reads from the agent it is bound to (``agent.py`` binds itself): where the
+    agent is reached, and the policies of what it serves (for ``scopes_supported``)."""
+
+    @property
+    def allowed_hosts(self) -> tuple[str, ...]: ...
+    @property
+    def mcp_path(self) -> str: ...
+    @property
+    def tools(self) -> Mapping[str, Capability]: ...
+    @property
+    def resources(self) -> Mapping[str, Capability]: ...
+    @property
+    def templates(self) -> Mapping[str, Capability]: ...
+    @property
+    def prompts(self) -> Mapping[str, Capability]: ...
+    @property
+    def skills(self) -> Mapping[str, Capability]: ...
+    def host_allowed(self, host: str) -> bool: ...
 
 
 def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
@@ -207,9 +228,9 @@ class ProtectedResource:
             if isinstance(shared, AuthorizationServerMetadata) and shared.issuer == issuer
             else AuthorizationServerMetadata(issuer)
         )
-        self.agent: Agent | None = None
+        self.agent: Protects | None = None
 
-    def bind(self, agent: Agent) -> None:
+    def bind(self, agent: Protects) -> None:
         if self.agent is not None and self.agent is not agent:
             raise ValueError("a ProtectedResource serves one agent; make one per agent")
         self.agent = agent

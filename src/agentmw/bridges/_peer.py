@@ -18,19 +18,29 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from ..egress import Egress, EgressRefused
-from ..errors import Rejected, Retryable
+from ..errors import RegistrationError, Rejected, Retryable
+from ..safety.framing import frame_text
 
 if TYPE_CHECKING:
     from .._types import ASGIApp, Receive, Scope, Send
-    from ..agent import Agent
-    from ..capability import Capability
+    from ..capability import Capability, CapabilityKind
     from ..context import Context
+    from ..state import State
 
-__all__ = ["Breaker", "BridgeError", "Bridges", "Peer", "ServiceAccount", "TokenExchange", "VersionMismatch"]
+__all__ = [
+    "Breaker",
+    "BridgeError",
+    "Bridged",
+    "Bridges",
+    "Peer",
+    "ServiceAccount",
+    "TokenExchange",
+    "VersionMismatch",
+]
 
 logger = logging.getLogger("agentmw.bridges")
 
@@ -38,6 +48,24 @@ TokenExchange = Callable[[str | None, "Peer"], Awaitable["Mapping[str, str] | Se
 Authorize = Callable[[str | None, str], "bool | Awaitable[bool]"]
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
 _RETRY_START_SECONDS = 5.0
+
+
+class _Traced(Protocol):
+    def outbound_headers(self) -> dict[str, str]: ...
+
+
+class Bridged(Protocol):
+    """What a bridge reads from the agent it serves (``agent.py`` passes itself): the registry its peers'
+    capabilities join, the shared state, the default text budget and the telemetry an outbound call continues."""
+
+    @property
+    def state(self) -> State: ...
+    @property
+    def untrusted_budget_chars(self) -> int: ...
+    @property
+    def telemetry(self) -> _Traced | None: ...
+    def register(self, cap: Capability) -> Capability: ...
+    def remove(self, kind: CapabilityKind, key: str) -> None: ...
 
 
 class BridgeError(Exception):
@@ -222,7 +250,7 @@ class Peer(ABC):
         self.budget_chars = budget_chars
         self.description_budget = description_budget
         self.max_response_bytes = max_response_bytes
-        self.agent: Agent | None = None
+        self.agent: Bridged | None = None
         self.capabilities: list[Capability] = []
         self.error: BaseException | None = None
         self.started = False
@@ -269,8 +297,6 @@ class Peer(ABC):
             self._retry_at = time.monotonic() + _RETRY_START_SECONDS
             raise self.error from exc
         assert self.agent is not None
-        from ..errors import RegistrationError
-
         added: list[Capability] = []
         try:
             for capability in capabilities:
@@ -310,8 +336,6 @@ class Peer(ABC):
 
     def frame(self, text: str, what: str, budget: int | None = None) -> str:
         """Remote text as untrusted data: escaped, cut to the budget, framed with its source (peer and what)."""
-        from ..safety.framing import frame_text
-
         return frame_text(text, self.source(what), self.budget() if budget is None else budget)
 
     def describe(self, text: str, what: str) -> str:
@@ -404,7 +428,7 @@ class _Gate:
 class Bridges:
     """The peers of one agent and their start-up."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Bridged) -> None:
         self.agent = agent
         self.peers: list[Peer] = []
         self._lock: asyncio.Lock | None = None

@@ -8,23 +8,24 @@ tracer: the one given, or the global one once an SDK is installed; the Prometheu
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .._transport import ProtocolError
+from ..safety.gate import NAMESPACE as APPROVALS_NAMESPACE
 from .bounds import OTHER, attribute, known, label
 from .hooks import Hook, Invocation
 from .logs import InvocationLog
 from .metrics import DEFAULT_BUCKETS, Counter, Gauge, Histogram, Registry
 
 if TYPE_CHECKING:
-    from ..agent import Agent
     from ..runtime import Outcome
+    from ..state import State
 
-__all__ = ["Telemetry"]
+__all__ = ["Observed", "Telemetry"]
 
 logger = logging.getLogger("agentmw.observability")
 
@@ -33,6 +34,39 @@ _BREAKER = {"closed": 0.0, "half-open": 1.0, "open": 2.0}
 _A2A_SEND = frozenset(
     {"SendMessage", "SendStreamingMessage", "message/send", "message/stream", "send", "stream"}
 )
+# The method names the faces serve (mcp/methods.py HANDLERS; a2a/params.py OPERATION_OF_METHOD, its operations, and
+# 0.3): a span is named after one of them only (bounds.py). Listed here, not imported, since a cross-cutting module
+# never imports a face; tests/unit/test_telemetry_method_names.py checks they agree with the faces' tables.
+_MCP_METHODS = frozenset(
+    {
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+        "tasks/result",
+        "tasks/list",
+    }
+)
+_A2A_V10 = {
+    "SendMessage": "send",
+    "SendStreamingMessage": "stream",
+    "GetTask": "get",
+    "ListTasks": "list",
+    "CancelTask": "cancel",
+    "SubscribeToTask": "subscribe",
+    "CreateTaskPushNotificationConfig": "push_create",
+    "GetTaskPushNotificationConfig": "push_get",
+    "ListTaskPushNotificationConfigs": "push_list",
+    "DeleteTaskPushNotificationConfig": "push_delete",
+    "GetExtendedAgentCard": "card",
+}
 _A2A_V03 = frozenset(
     {
         "message/send",
@@ -48,13 +82,24 @@ _A2A_V03 = frozenset(
     }
 )
 
+_A2A_METHODS = frozenset({*_A2A_V10, *_A2A_V10.values(), *_A2A_V03})
+"""Every A2A method name the endpoint serves: 1.0 and 0.3 JSON-RPC methods, HTTP+JSON operations."""
 
-@functools.cache
-def _a2a_methods() -> frozenset[str]:
-    """Every A2A method name the endpoint serves: 1.0 and 0.3 JSON-RPC methods, HTTP+JSON operations."""
-    from ..a2a.params import OPERATION_OF_METHOD
 
-    return frozenset({*OPERATION_OF_METHOD, *OPERATION_OF_METHOD.values(), *_A2A_V03})
+class _Pending(Protocol):
+    @property
+    def state(self) -> State: ...
+
+
+class Observed(Protocol):
+    """What telemetry reads from the agent it serves (``agent.py`` binds itself): its name and where the pending
+    approvals are. The A2A push sender and the bridges' breakers are read when collected, if the agent has
+    them."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def approvals(self) -> _Pending: ...
 
 
 def mcp_server_error(code: Any) -> bool:
@@ -93,7 +138,7 @@ class Telemetry(Hook):
         caller_key: bytes | str = b"",
         buckets: Iterable[float] = DEFAULT_BUCKETS,
     ) -> None:
-        self.agent: Agent | None = None
+        self.agent: Observed | None = None
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._traces_wanted = traces
@@ -186,7 +231,7 @@ class Telemetry(Hook):
             )
         )
 
-    def bind(self, agent: Agent) -> None:
+    def bind(self, agent: Observed) -> None:
         if self.agent is not None and self.agent is not agent:
             raise ValueError("a Telemetry serves one agent")
         self.agent = agent
@@ -215,7 +260,7 @@ class Telemetry(Hook):
             and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
         ):
             return None  # no SDK configured: no tracer, no cost
-        from .tracing import Tracing
+        from .tracing import Tracing  # it imports opentelemetry (the otel extra)
 
         return Tracing(self._tracer_provider)
 
@@ -237,7 +282,7 @@ class Telemetry(Hook):
             provider = metrics.get_meter_provider()
             if type(provider).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider"):
                 return None
-        from .otel_metrics import Instruments
+        from .otel_metrics import Instruments  # it imports opentelemetry (the otel extra)
 
         return Instruments(provider.get_meter("agentmw"), self)
 
@@ -334,9 +379,6 @@ class Telemetry(Hook):
         run: Callable[[], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
         """One MCP request (``mcp/methods.dispatch``), under its server span when tracing."""
-        from .._transport import ProtocolError
-        from ..mcp.methods import HANDLERS
-
         tracing = self.tracing
         if tracing is None:
             try:
@@ -345,7 +387,7 @@ class Telemetry(Hook):
                 self.protocol_error("mcp", exc.code)
                 raise
         params = params if isinstance(params, dict) else {}
-        name = known(method, HANDLERS)  # names of what the server serves only (bounds.py)
+        name = known(method, _MCP_METHODS)  # names of what the server serves only (bounds.py)
         attributes: dict[str, Any] = {
             "mcp.method.name": name if name != OTHER else attribute(method),
             "mcp.protocol.version": call.version,
@@ -395,7 +437,7 @@ class Telemetry(Hook):
         params = params if isinstance(params, dict) else {}
         message = params.get("message") if isinstance(params.get("message"), dict) else {}
         task_id = message.get("taskId") or params.get("id") or params.get("taskId")
-        name = known(method, _a2a_methods())  # names of what the server serves only (bounds.py)
+        name = known(method, _A2A_METHODS)  # names of what the server serves only (bounds.py)
         attributes: dict[str, Any] = {
             "a2a.method.name": name if name != OTHER else attribute(method),
             "network.protocol.name": "http",
@@ -442,8 +484,6 @@ class Telemetry(Hook):
         attributes: dict[str, Any],
         follows: tuple[str, str] | None,
     ) -> Iterator[Any]:
-        from .._transport import ProtocolError
-
         with tracing.server(name, scope, attributes, follows=follows, expected=ProtocolError) as span:
             try:
                 yield span
@@ -502,11 +542,9 @@ class Telemetry(Hook):
         agent = self.agent
         if agent is None:
             return
-        from ..safety.gate import NAMESPACE
-
         try:
             page = await agent.approvals.state.scan(
-                NAMESPACE, where={"status": "pending"}, limit=1, total=True
+                APPROVALS_NAMESPACE, where={"status": "pending"}, limit=1, total=True
             )
         except Exception:
             logger.exception("the pending approvals could not be counted")
