@@ -32,7 +32,7 @@ from agentmw.stores.sqlite import RESTART_REASON
 from tests import a2a_app
 from tests.conftest import serve
 from tests.state.conftest import redis_url  # noqa: F401  (a fixture: a real redis-server for the session)
-from tests.waiting import eventually
+from tests.waiting import eventually, stays
 
 V1 = {"a2a-version": "1.0"}
 TICK = 0.03  # seconds between two steps of the `ticker` skill
@@ -383,7 +383,11 @@ async def test_pushes_are_delivered_once_and_in_order_by_one_replica(replicas) -
                 "the final push",
                 timeout=15,
             )
-            await asyncio.sleep(0.2)  # a second sender, were there one, would have sent again by now
+            await stays(  # a second sender, were there one, would send again meanwhile
+                lambda: len(receiver.events) == len({json.dumps(e, sort_keys=True) for e in receiver.events}),
+                "each event once",
+                seconds=0.2,
+            )
     events = receiver.events
     steps = [step_of(e) for e in events if "statusUpdate" in e and step_of(e)]
     assert steps == list(range(1, count + 1)), steps
@@ -427,17 +431,16 @@ async def test_a_push_sender_that_dies_is_taken_over_from_the_last_delivered_eve
             # A's sender dies without giving the lease back, between two events (dying between a delivery
             # and its record would send that one event again: at least once, at a crash)
             state = a.a2a_app.ops.tasks.state
-            deadline = time.monotonic() + 5
-            while True:
+
+            async def caught_up() -> bool:
                 log = [event_id for event_id, _ in await state.read("a2a.events", task["id"], 0, 100)]
                 found = await state.get("a2a.push", task["id"])
-                if (
+                return (
                     3 <= len(receiver.events) <= len(log)
                     and found.value["delivered"] == log[len(receiver.events) - 1]
-                ):
-                    break
-                assert time.monotonic() < deadline, "A's sender never caught up"
-                await asyncio.sleep(0.001)
+                )
+
+            await eventually(caught_up, "A's sender to catch up", timeout=5, interval=0.001)
             await a.a2a_app.ops.push.close()
             from_a = a.a2a_app.ops.push.delivered
             resume.set()
@@ -495,8 +498,12 @@ async def test_tasks_survive_a_restart_and_a_lost_replica_fails_its_tasks(
         async with client(app2) as http:
             again = (await rpc(http, "GetTask", {"id": done["id"]}))["result"]
             assert again == done
-            await asyncio.sleep(0.4)  # the heartbeat of the process that held the parked task expires
-            lost = (await rpc(http, "GetTask", {"id": parked["id"]}))["result"]
+
+            async def lost_task() -> dict[str, Any] | None:  # once the heartbeat of its process expired
+                got = (await rpc(http, "GetTask", {"id": parked["id"]}))["result"]
+                return None if got["status"]["state"] == parked["status"]["state"] else got
+
+            lost = await eventually(lost_task, "the parked task's heartbeat to expire", interval=0.05)
             assert lost["status"]["state"] == "TASK_STATE_FAILED"
             assert lost["status"]["message"]["parts"][0]["text"] == RESTART_REASON
     finally:
@@ -512,7 +519,7 @@ def states_of(events: list[dict]) -> list[str]:
 
 
 async def test_a_follow_up_on_b_resumes_a_task_parked_on_a(replicas) -> None:
-    (a, app_a), (b, app_b), (c, app_c) = replicas(3)
+    (a, app_a), (b, app_b), (_c, app_c) = replicas(3)
     item = f"pc-{uuid.uuid4().hex[:6]}"
     receiver = Receiver()
     with serve(receiver.app) as url:
@@ -550,7 +557,10 @@ async def test_a_follow_up_on_b_resumes_a_task_parked_on_a(replicas) -> None:
             await eventually(
                 lambda: "TASK_STATE_COMPLETED" in states_of(receiver.events), "the final push", timeout=15
             )
-            await asyncio.sleep(0.2)  # a repeated push would have arrived by now
+            settled = len(receiver.events)
+            await stays(  # a repeated push would arrive meanwhile
+                lambda: len(receiver.events) == settled, "no push after the final one", seconds=0.2
+            )
     # C followed from the parked task on, in order, with no gaps and nothing twice (the replayed progress
     # update "debited" is not sent again)
     assert followed[0]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
@@ -610,7 +620,7 @@ async def test_a_killed_replicas_running_task_is_taken_over_and_completes_once(r
     monkeypatch.setattr(registry_module, "LEASE_SECONDS", 0.6)
     monkeypatch.setattr(registry_module, "SWEEP_SECONDS", 0.1)
     monkeypatch.setattr(registry_module, "RETRY_TAKE_OVER_SECONDS", 0.1)
-    (a, app_a), (b, app_b), _ = replicas(3)
+    (a, app_a), (_b, app_b), _ = replicas(3)
     label = f"kill-{uuid.uuid4().hex[:6]}"
     async with client(app_a) as on_a, client(app_b) as on_b:
         task = (
@@ -633,17 +643,20 @@ async def test_a_killed_replicas_running_task_is_taken_over_and_completes_once(r
         for background in list(registry._background):
             background.cancel()
 
-        deadline = time.monotonic() + 15
-        while True:  # GetTask on B: its first use sweeps for orphans, and a read of a lost task takes it over
+        done: dict[str, Any] = {}
+
+        async def finished() -> bool:  # GetTask on B: its first use sweeps for orphans, and a read of a lost
+            nonlocal done  # task takes it over
             done = (await rpc(on_b, "GetTask", {"id": task["id"]}))["result"]
-            if done["status"]["state"] in (
+            return done["status"]["state"] in (
                 "TASK_STATE_COMPLETED",
                 "TASK_STATE_FAILED",
                 "TASK_STATE_CANCELED",
-            ):
-                break
-            assert time.monotonic() < deadline, f"B never finished the task: {done['status']}"
-            await asyncio.sleep(0.05)
+            )
+
+        await eventually(
+            finished, lambda: f"B to finish the task: {done['status']}", timeout=15, interval=0.05
+        )
         assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
     assert done["artifacts"][0]["parts"][0]["data"]["done"] == [f"{label}:{n}" for n in range(4)]
     assert [e for e in effects if e.startswith(f"{label}:")] == [f"{label}:{n}" for n in range(4)], (

@@ -27,7 +27,7 @@ from agentmw.state import open_state
 from tests import agui_app
 from tests.conftest import serve
 from tests.state.conftest import redis_url  # noqa: F401  (the session's redis-server fixture)
-from tests.waiting import eventually
+from tests.waiting import eventually, wait_until
 
 GATES: dict[str, threading.Event] = {}
 EFFECTS: collections.Counter[str] = collections.Counter()  # side effects done, by name, in every replica
@@ -594,6 +594,10 @@ async def logged_frames(store_url: str, run_id: str) -> int:
         await state.close()
 
 
+async def frames_at_least(store_url: str, run_id: str, count: int) -> bool:
+    return await logged_frames(store_url, run_id) >= count
+
+
 async def test_a_run_whose_replica_died_is_taken_over(store_url: str) -> None:
     gate("died:b").set()
     gate("died:a")  # A never passes its gate: it dies there
@@ -609,21 +613,24 @@ async def test_a_run_whose_replica_died_is_taken_over(store_url: str) -> None:
                     if event["type"] == "TEXT_MESSAGE_CONTENT":
                         break  # then leave: the run is detached
             await eventually(lambda: "steps:died:a:waiting" in agui_app.log, "the run to wait at A's gate")
-            deadline = time.monotonic() + 10
-            while (
-                await logged_frames(store_url, "r-die") < 4
-            ):  # RUN_STARTED, STATE_SNAPSHOT, the text's start and content
-                assert time.monotonic() < deadline, "A never logged the run's first events"
-                await asyncio.sleep(0.02)
+            await eventually(  # RUN_STARTED, STATE_SNAPSHOT, the text's start and content
+                lambda: frames_at_least(store_url, "r-die", 4), "A to log the run's first events", timeout=10
+            )
             LOOPS["a"].call_soon_threadsafe(
                 frozen.wait
             )  # A stops dead: it renews and writes nothing any more
             try:
                 started = time.monotonic()
-                while (await read_record(store_url, "t-die"))["running"] is not None:
-                    assert time.monotonic() - started < 20, "the run of the dead replica was never taken over"
+
+                async def taken_over() -> bool:
+                    if (await read_record(store_url, "t-die"))["running"] is None:
+                        return True
                     assert (await http.get(f"{r.b}/agui/steps/capabilities")).status_code == 200  # B sweeps
-                    await asyncio.sleep(0.1)
+                    return False
+
+                await eventually(
+                    taken_over, "the run of the dead replica to be taken over", timeout=20, interval=0.1
+                )
                 assert time.monotonic() - started >= LEASE / 3  # B waited for A's lease to expire
                 reconnect = await http.get(f"{r.b}/agui/steps/runs/r-die/events", params={"after": 0})
                 got = [
@@ -706,9 +713,7 @@ def test_the_official_client_starts_on_one_replica_and_replays_through_the_other
         # It aborted mid-run (the client reports that as its own RUN_ERROR "abort"); the detached run goes on.
         assert "TEXT_MESSAGE_CONTENT" in kinds and "RUN_FINISHED" not in kinds
         assert step["events"][-1]["type"] == "RUN_ERROR" and step["events"][-1]["code"] == "abort"
-        deadline = time.monotonic() + 10
-        while "gated:official:waiting" not in agui_app.log and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: "gated:official:waiting" in agui_app.log, "the run to wait at its gate")
         opened.set()
         done = subprocess.run(
             [node, "--input-type=module", "-e", RECONNECT, f"{r.b}/agui/gated/runs/r-off/events", "0"],

@@ -29,6 +29,7 @@ from starlette.applications import Starlette
 from agentmw import Agent, AgentMiddleware, Context
 from tests.conftest import serve
 from tests.state.conftest import redis_url  # noqa: F401  (the session fixture: a real redis-server)
+from tests.waiting import eventually
 
 ACCEPT = "application/json, text/event-stream"
 LEGACY = "2025-11-25"
@@ -176,9 +177,7 @@ async def sse_messages(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any
 
 
 async def wait_logged(entry: str, timeout: float = 5.0) -> float:
-    with anyio.fail_after(timeout):
-        while entry not in log:
-            await anyio.sleep(0.002)
+    await eventually(lambda: entry in log, f"{entry!r} in the log", timeout=timeout, interval=0.002)
     return time.monotonic()
 
 
@@ -228,7 +227,10 @@ async def test_get_stream_on_a_receives_what_b_and_c_cause(replicas: list[Replic
                 result_of(await client.post(f"{b.url}/mcp", headers=headers, json=unsubscribe))["result"]
                 == {}
             )
-            await anyio.sleep(0.3)  # the bus carries B's change to A (SQLite polls every 50 ms)
+            on_a = a.agent.mcp.sessions.sessions[headers["mcp-session-id"]]
+            await eventually(  # the bus carries B's change to A (SQLite polls every 50 ms)
+                lambda: "replica://status" not in on_a.subscriptions, "A to learn of the unsubscribe"
+            )
             c.agent.resource_updated("replica://status")
             c.agent.remove("tool", "add")
             with anyio.fail_after(5):
@@ -326,9 +328,11 @@ async def test_delete_on_b_ends_the_session_on_a(replicas: list[Replica]) -> Non
             c,
             b,
         ):  # every replica's copy ends with the bus message (SQLite: each polls at 50 ms)
-            with anyio.fail_after(0.5):
-                while (await client.post(f"{replica.url}/mcp", headers=headers, json=add)).status_code != 404:
-                    await anyio.sleep(0.01)
+
+            async def gone(url: str = replica.url) -> bool:
+                return (await client.post(f"{url}/mcp", headers=headers, json=add)).status_code == 404
+
+            await eventually(gone, f"{replica.url} to forget the session", timeout=0.5, interval=0.01)
 
 
 async def test_another_credential_is_refused_on_every_replica(replicas: list[Replica]) -> None:
@@ -351,9 +355,12 @@ async def test_log_level_set_on_b_applies_to_a_call_on_c(replicas: list[Replica]
         )
         level = rpc(2, "logging/setLevel", {"level": "error"})
         assert result_of(await client.post(f"{b.url}/mcp", headers=headers, json=level))["result"] == {}
-        await anyio.sleep(0.3)  # the bus tells C the record changed
         session = c.agent.mcp.sessions.sessions[headers["mcp-session-id"]]
-        with anyio.fail_after(3):
-            while session.log_level != "error":  # at the latest when C reads the record again
-                await client.post(f"{c.url}/mcp", headers=headers, json=rpc(3, "ping"))
-                await anyio.sleep(0.1)
+
+        async def applied() -> bool:  # the bus tells C the record changed; at the latest C reads it again
+            if session.log_level == "error":
+                return True
+            await client.post(f"{c.url}/mcp", headers=headers, json=rpc(3, "ping"))
+            return False
+
+        await eventually(applied, "C to apply the log level", timeout=3.3, interval=0.1)
