@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from agentmw import Agent, AgentMiddleware, skill, tool
 from agentmw.safety import human_gate
-from agentmw.testing import A2AError, A2ATestClient, McpTestClient
+from agentmw.testing import A2ACallError, A2ATestClient, McpTestClient
 
 
 async def post_call(client: McpTestClient, name: str, arguments: dict[str, Any]) -> httpx.Response:
@@ -433,7 +433,7 @@ async def test_another_caller_cannot_approve_and_run_a_gated_task_with_their_own
             task = (await alice.send("move 5", skill="transfer", data={"amount": 5}))["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         async with A2ATestClient(app, headers={"authorization": "Bearer bob"}) as bob:
-            with pytest.raises(A2AError):
+            with pytest.raises(A2ACallError):
                 await bob.follow_up(task, data={"approved": True})
         assert moves == []
     finally:

@@ -10,7 +10,7 @@ import pytest
 from google.protobuf.json_format import ParseError
 from pydantic import ValidationError
 
-from agentmw.testing import A2AError, A2ATestClient, AguiHttpError, AguiTestClient, McpTestClient
+from agentmw.testing import A2ACallError, A2ATestClient, AguiHttpError, AguiTestClient, McpTestClient
 from tests.cli_apps import demo_app
 from tests.waiting import eventually
 
@@ -40,7 +40,7 @@ async def test_a2a_question_and_follow_up(app) -> None:
         assert done["id"] == task["id"] and done["status"]["state"] == "TASK_STATE_COMPLETED"
         assert done["artifacts"][0]["parts"] == [{"text": "laptop: approved"}]
         assert (await a2a.get(task["id"]))["status"]["state"] == "TASK_STATE_COMPLETED"
-        with pytest.raises(A2AError) as missing:
+        with pytest.raises(A2ACallError) as missing:
             await a2a.get("no-such-task")
         assert missing.value.code == -32001
 

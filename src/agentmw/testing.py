@@ -29,13 +29,13 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
-from ._types import ASGIApp
+from ._types import ASGIApp, Message
 
 __all__ = [
-    "A2AError",
+    "A2ACallError",
     "A2ATestClient",
     "AguiHttpError",
     "AguiRun",
@@ -135,7 +135,7 @@ class AsgiExchange:
         self._body_sent = False
         self._finished = False
 
-    async def __aenter__(self) -> AsgiExchange:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -168,7 +168,7 @@ class AsgiExchange:
         await self._left.wait()
         return {"type": "http.disconnect"}
 
-    async def _send(self, message: dict[str, Any]) -> None:
+    async def _send(self, message: Message) -> None:
         assert self._queue is not None
         if message["type"] in ("http.response.start", "http.response.body"):
             self._queue.put_nowait(message)
@@ -245,7 +245,7 @@ class McpTestClient:
             )
         return self._client
 
-    async def __aenter__(self) -> McpTestClient:
+    async def __aenter__(self) -> Self:
         if self.era != MODERN:
             result = await self.request(
                 "initialize",
@@ -410,7 +410,7 @@ class _LiveStream:
 # --- A2A ------------------------------------------------------------------------------------------------
 
 
-class A2AError(Exception):
+class A2ACallError(Exception):
     """A JSON-RPC error answered by the A2A endpoint (``code`` as the spec numbers it: -32001 task not found...)."""
 
     def __init__(self, error: Mapping[str, Any]) -> None:
@@ -433,7 +433,7 @@ _A2A_RESULTS = {  # the official a2a-sdk model each 1.0 method answers with
 def _a2a_check(model: str, value: Any) -> None:
     """Parse ``value`` strictly (unknown fields refused) as the a2a-sdk's protobuf ``model``."""
     from a2a.types import a2a_pb2
-    from google.protobuf import json_format
+    from google.protobuf import json_format  # type: ignore[import-untyped]  # protobuf ships no hints
 
     json_format.ParseDict(value, getattr(a2a_pb2, model)())
 
@@ -464,7 +464,7 @@ class A2ATestClient:
         self.headers = {"content-type": "application/json", "a2a-version": version, **dict(headers or {})}
         self._ids = itertools.count(1)
 
-    async def __aenter__(self) -> A2ATestClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -511,18 +511,19 @@ class A2ATestClient:
             {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": dict(params)}
         ).encode()
 
-    async def rpc(self, method: str, params: Mapping[str, Any]) -> Any:
-        """One JSON-RPC call; the result, checked against its a2a-sdk model, or :class:`A2AError`."""
+    async def rpc(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """One JSON-RPC call; the result, checked against its a2a-sdk model, or :class:`A2ACallError`."""
         async with AsgiExchange(
             self.app, "POST", self.base_url + self.path, headers=self.headers, body=self._body(method, params)
         ) as exchange:
             raw = await exchange.read()
         reply = json.loads(raw)
         if "error" in reply:
-            raise A2AError(reply["error"])
+            raise A2ACallError(reply["error"])
+        result: dict[str, Any] = reply["result"]  # every A2A 1.0 result is an object
         if self.validate and method in _A2A_RESULTS:
-            _a2a_check(_A2A_RESULTS[method], reply["result"])
-        return reply["result"]
+            _a2a_check(_A2A_RESULTS[method], result)
+        return result
 
     async def send(
         self,
@@ -578,7 +579,7 @@ class A2ATestClient:
             self.base_url + "/.well-known/agent-card.json",
             headers={k: v for k, v in self.headers.items() if k != "content-type"},
         ) as exchange:
-            card = json.loads(await exchange.read())
+            card: dict[str, Any] = json.loads(await exchange.read())
         if self.validate:
             _a2a_check("AgentCard", card)
         return card
@@ -625,17 +626,17 @@ class A2AStream(_LiveStream):
         self.events: list[dict[str, Any]] = []
         self.validate = client.validate
 
-    async def __aenter__(self) -> A2AStream:
+    async def __aenter__(self) -> Self:
         body = await self._refused()
         if body is not None:
             reply = json.loads(body or b"{}")
-            raise A2AError(reply.get("error") or {"code": None, "message": f"not a stream: {reply}"})
+            raise A2ACallError(reply.get("error") or {"code": None, "message": f"not a stream: {reply}"})
         return self
 
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         async for _, reply in self._frames():
             if "error" in reply:
-                raise A2AError(reply["error"])
+                raise A2ACallError(reply["error"])
             if self.validate:
                 _a2a_check("StreamResponse", reply["result"])
             self.events.append(reply["result"])
@@ -744,7 +745,7 @@ class AguiStream(_LiveStream):
         super().__init__(exchange)
         self.run = run
 
-    async def __aenter__(self) -> AguiStream:
+    async def __aenter__(self) -> Self:
         body = await self._refused()
         if body is not None:
             detail = json.loads(body).get("detail") if body else None
@@ -785,7 +786,7 @@ class AguiTestClient:
         self.headers = dict(headers or {})
         self._messages: dict[str, list[dict[str, Any]]] = {}
 
-    async def __aenter__(self) -> AguiTestClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -902,6 +903,6 @@ class AguiTestClient:
     async def _json(self, method: str, url: str) -> dict[str, Any]:
         async with AsgiExchange(self.app, method, url, headers=self.headers) as exchange:
             body = json.loads(await exchange.read() or b"null")
-        if exchange.status != 200:
+        if exchange.status != 200 or not isinstance(body, dict):
             raise AguiHttpError(exchange.status, body.get("detail") if isinstance(body, dict) else body)
         return body

@@ -14,18 +14,22 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-__all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_USAGE", "main"]
+from .._version import __version__
+from .call import call
+from .lint import baseline_names, lint_agent
+from .progress import Progress
+from .report import build_report, render_text
+from .serve import serve, store_of
+from .target import Target, TargetError, resolve
+
+__all__ = ["EXIT_FINDINGS", "EXIT_USAGE", "main"]
 
 EXIT_FINDINGS = 1  # lint found an error (or a warning, with --strict); call: the capability failed
 EXIT_USAGE = 2  # bad arguments, or a target that cannot be imported or carries no agent
-EXIT_ERROR = EXIT_USAGE
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .. import __version__
-
     parser = argparse.ArgumentParser(
         prog="agentmw", description="Inspect, lint, call and serve an agentmw agent."
     )
@@ -107,10 +111,7 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
-def _resolve(spec: str) -> Any:
-    from .progress import Progress
-    from .target import resolve
-
+def _resolve(spec: str) -> Target:
     with Progress(f"importing {spec}"):
         target = resolve(spec)
     for note in target.notes:
@@ -119,8 +120,6 @@ def _resolve(spec: str) -> Any:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from .report import build_report, render_text
-
     report = asyncio.run(build_report(_resolve(args.target)))
     sys.stdout.write(
         json.dumps(report, indent=2, ensure_ascii=False) + "\n" if args.json else render_text(report)
@@ -129,8 +128,6 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from .lint import baseline_names, lint_agent
-
     target = _resolve(args.target)
     baseline = None
     if args.baseline:
@@ -181,9 +178,6 @@ def _headers(values: Sequence[str]) -> dict[str, str]:
 
 
 def _call(args: argparse.Namespace) -> int:
-    from .call import call
-    from .progress import Progress
-
     try:
         arguments = json.loads(args.arguments)
         headers = _headers(args.header)
@@ -217,8 +211,6 @@ def _serve(args: argparse.Namespace) -> int:
         import uvicorn  # noqa: F401
     except ImportError:
         return _fail("serving needs uvicorn: pip install 'agentmw[serve]'")
-    from .serve import serve, store_of
-
     if args.workers < 1:
         return _fail("--workers must be at least 1")
     if args.store:
@@ -246,8 +238,6 @@ def _serve(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script: ``agentmw COMMAND ...``; returns the exit status."""
-    from .target import TargetError
-
     args = _parser().parse_args(argv)
     handler = {"inspect": _inspect, "lint": _lint, "call": _call, "serve": _serve}[args.command]
     if args.command in ("inspect", "lint"):

@@ -6,12 +6,14 @@ the agent is mounted at, exactly as a client's would; only the socket is missing
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..testing import A2AError, A2ATestClient, AguiHttpError, AguiTestClient, McpError, McpTestClient
+from ..mcp.tasks import EXTENSION
+from ..testing import A2ACallError, A2ATestClient, AguiHttpError, AguiTestClient, McpError, McpTestClient
 from .progress import Progress
 from .target import Target
 
@@ -19,7 +21,7 @@ __all__ = ["EXIT_FAILED", "EXIT_NEEDS_INPUT", "CallResult", "call", "default_pro
 
 EXIT_FAILED = 1  # the capability failed, was rejected or cancelled
 EXIT_NEEDS_INPUT = 3  # it asked a question (or an approval): nobody here can answer it
-ANSWERS_LATER = {"elicitation": {}, "sampling": {}, "roots": {}}
+ANSWERS_LATER: dict[str, dict[str, Any]] = {"elicitation": {}, "sampling": {}, "roots": {}}
 """What a call of a task tool declares: its questions park the task (exit 3, the task shows them)."""
 
 
@@ -54,8 +56,6 @@ async def _mcp(
     capabilities: dict[str, Any] = {}
     tool = agent.tools.get(name)
     if tool is not None and tool.task_support == "required":
-        from ..mcp.tasks import EXTENSION
-
         capabilities = {**ANSWERS_LATER, "extensions": {EXTENSION: {}}}
     client = McpTestClient(
         target.app, path=target.path(agent.mcp_path), headers=headers, capabilities=capabilities
@@ -108,8 +108,6 @@ async def _mcp(
 
 async def _until_settled(client: McpTestClient, task: dict[str, Any], progress: Progress) -> CallResult:
     """Poll an MCP task (2026) until it ends or waits for input; its status message is the progress."""
-    import asyncio
-
     while task.get("status") == "working":
         await asyncio.sleep(min(max(task.get("pollIntervalMs") or 500, 50), 1000) / 1000)
         task = await client.request("tasks/get", {"taskId": task["taskId"]})
@@ -129,15 +127,16 @@ async def _a2a(
     target: Target, name: str, arguments: Any, headers: Mapping[str, str], progress: Progress
 ) -> CallResult:
     agent = target.agent
+    tool: str | None = None
     if name in agent.skills:
-        skill, tool = name, None
+        skill = name
     else:
-        skill = next((s.name for s in agent.skills.values() if name in s.groups), None)
-        if skill is None:
+        grouping = next((s.name for s in agent.skills.values() if name in s.groups), None)
+        if grouping is None:
             raise LookupError(
                 f"no skill {name!r} (nor a skill that groups a tool {name!r}) is served over A2A"
             )
-        tool = name
+        skill, tool = grouping, name
     validate = (
         importlib.util.find_spec("a2a") is not None
     )  # check events with a2a-sdk's models when it is there
@@ -161,7 +160,7 @@ async def _a2a(
         if task is None:
             return CallResult({"events": live.events}, EXIT_FAILED)
         final = await client.get(task["id"], history_length=0)  # the outcome; the history is the events
-    except A2AError as exc:
+    except A2ACallError as exc:
         return CallResult(
             {"error": {"code": exc.code, "message": exc.message, "data": exc.data}}, EXIT_FAILED
         )

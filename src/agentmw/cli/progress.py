@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import Self, TextIO
 
 __all__ = ["Progress"]
 
@@ -45,7 +45,7 @@ class Progress:
     def update(self, message: str) -> None:
         self.message = message
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Self:
         self._started = time.monotonic()
         self._thread = threading.Thread(target=self._draw, name="agentmw-progress", daemon=True)
         self._thread.start()
