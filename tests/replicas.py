@@ -28,7 +28,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ import pytest
 from tests.conftest import free_port, require_tool
 from tests.state.conftest import SETUP as REDIS_SETUP
 from tests.state.conftest import redis_url  # noqa: F401  (a fixture: a real redis-server for the session)
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = "tests.replicas:example_app"
@@ -180,22 +180,21 @@ def _stop(process: subprocess.Popen, *, group: bool = False, timeout: float = 10
 def wait_healthy(
     url: str, process: subprocess.Popen | None, log: Path | None, timeout: float = START_TIMEOUT
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    def served() -> bool:
         try:
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
+                return True
         except httpx.HTTPError:
             pass
         if process is not None and process.poll() is not None:
             raise RuntimeError(
                 f"{url} exited with {process.returncode} before it served:\n{_tail(log) if log else ''}"
             )
-        if time.monotonic() > deadline:
-            raise RuntimeError(
-                f"{url} did not serve /health within {timeout:.0f}s:\n{_tail(log) if log else ''}"
-            )
-        time.sleep(0.1)
+        return False
+
+    wait_until(
+        served, lambda: f"{url} to serve /health:\n{_tail(log) if log else ''}", timeout=timeout, interval=0.1
+    )
 
 
 def wait_all_workers(
@@ -206,7 +205,6 @@ def wait_all_workers(
     test that starts at once would see every request land on one worker and prove nothing. Requests go out
     several at a time on fresh connections, so idle workers race for them."""
     seen: set[str] = set()
-    deadline = time.monotonic() + timeout
 
     def ask(_: int) -> str | None:
         try:
@@ -216,18 +214,23 @@ def wait_all_workers(
         return response.headers.get(REPLICA_HEADER) if response.status_code == 200 else None
 
     with ThreadPoolExecutor(max_workers=2 * workers) as pool:
-        while len(seen) < workers:
+
+        def all_served() -> bool:
             seen.update(r for r in pool.map(ask, range(2 * workers)) if r)
-            if process.poll() is not None:
+            if len(seen) < workers and process.poll() is not None:
                 raise RuntimeError(
                     f"{url} exited with {process.returncode} while its workers started:\n{_tail(log)}"
                 )
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"only {sorted(seen)} of {workers} workers at {url} served /health within "
-                    f"{timeout:.0f}s:\n{_tail(log)}"
-                )
-            time.sleep(0.05)
+            return len(seen) >= workers
+
+        wait_until(
+            all_served,
+            lambda: (
+                f"all {workers} workers at {url} to serve /health (only {sorted(seen)} did):\n{_tail(log)}"
+            ),
+            timeout=timeout,
+            interval=0.05,
+        )
 
 
 @dataclass

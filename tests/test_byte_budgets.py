@@ -6,7 +6,6 @@ Through the faces with real requests on an in-process ASGI client, and the table
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
@@ -18,6 +17,7 @@ from starlette.applications import Starlette
 from agentmw import Agent, AgentMiddleware, Context
 from agentmw._bounded import BoundedTable
 from agentmw.safety import Budgets
+from tests.waiting import eventually
 
 A2A = {"a2a-version": "1.0"}
 
@@ -205,7 +205,7 @@ async def test_parked_tasks_hold_no_in_flight_slot() -> None:
 
 
 async def test_parked_calls_have_their_own_cap() -> None:
-    async with serving(budgets=Budgets(max_parked=2)) as (agent, app), http(app) as client:
+    async with serving(budgets=Budgets(max_parked=2)) as (_agent, app), http(app) as client:
         states = [(await send(client, "go", "ask"))["result"]["task"]["status"]["state"] for _ in range(3)]
     assert states == ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_FAILED"]
 
@@ -222,10 +222,11 @@ async def test_an_answer_takes_the_slot_again_and_gives_it_back() -> None:
         }
         response = await client.post("/a2a", headers=A2A, json=rpc("SendMessage", {"message": follow_up}))
         assert response.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", response.text
-        for _ in range(50):
-            if agent.limits.total == 0 and agent.limits.waiting == 0:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: agent.limits.total == 0 and agent.limits.waiting == 0,
+            lambda: f"every slot to be given back: {agent.limits.total} held, {agent.limits.waiting} waiting",
+            timeout=0.5,
+        )
         assert (
             agent.limits.total == 0 and agent.limits.waiting == 0 and agent.limits.per_capability["ask"] == 0
         )
@@ -235,7 +236,7 @@ async def test_an_answer_takes_the_slot_again_and_gives_it_back() -> None:
 
 
 async def test_anonymous_callers_are_listed_no_tasks_but_reach_their_own_by_id() -> None:
-    async with serving() as (agent, app), http(app) as client:
+    async with serving() as (_agent, app), http(app) as client:
         task = (await send(client, "go", "ask"))["result"]["task"]  # parked: it waits for whoever has its id
         listed = await client.post("/a2a", headers=A2A, json=rpc("ListTasks", {}))
         assert listed.status_code == 200 and listed.json()["result"]["tasks"] == [], listed.text
@@ -248,7 +249,7 @@ async def test_anonymous_callers_are_listed_no_tasks_but_reach_their_own_by_id()
 
 
 async def test_a_caller_with_a_credential_still_lists_its_own_tasks() -> None:
-    async with serving() as (agent, app), http(app) as client:
+    async with serving() as (_agent, app), http(app) as client:
         task = (await send(client, "go", "ask", authorization="Bearer alice"))["result"]["task"]
         listed = await client.post(
             "/a2a", headers={**A2A, "authorization": "Bearer alice"}, json=rpc("ListTasks", {})
