@@ -22,20 +22,27 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._bounded import BoundedTable
-from .._transport import classify_rpc, dumps_finite, sse_comment, stream_sse, wait_for_exit
-from .._types import Receive, Scope, Send
-from ..context import InputRequest
-from ..identity import Forbidden, Unauthenticated, caller_from_headers
-from ..state.base import Conflict, StoreLimits
-from ._cancel import CallGuard
-from ._wire import (
-    HANDSHAKE_VERSIONS,
+from .._transport import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    classify_rpc,
+    dumps_finite,
+    sse_comment,
+    stream_sse,
+    wait_for_exit,
+)
+from .._types import Receive, Scope, Send
+from ..context import InputRequest
+from ..identity import Forbidden, Unauthenticated, caller_from_headers
+from ..lifecycle import Background, BusListener, Leases, Records, limit, publish
+from ..state import Conflict, State
+from ._cancel import CallGuard
+from ._wire import (
+    HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE,
     SESSION_NOT_FOUND,
     Exchange,
@@ -62,6 +69,14 @@ STREAM_LEASE_SECONDS = 30.0
 """A GET stream holds a lease on its session, renewed while it is open: a second GET on any replica gets
 409 until the stream ends, or until this long after its replica died."""
 _END = None  # put on a GET stream's queue: the stream ends
+
+
+class _Shared(NamedTuple):
+    """What a :class:`SessionStore` keeps in the shared state, made with it on first use."""
+
+    records: Records  # the session records (``mcp.sessions.<agent>``), compare-and-set on their versions
+    streams: Leases  # a lease per open GET stream (``mcp.streams.<agent>``): one per session across replicas
+    bus: BusListener  # the agent's channel (``agentmw.mcp.<agent>``), one listener per event loop
 
 
 def _fingerprint(headers: Mapping[str, str]) -> str:
@@ -258,27 +273,46 @@ class SessionStore:
         )
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop whose bus listener is running
         self._listeners: dict[asyncio.AbstractEventLoop, tuple[asyncio.Task[None], asyncio.Future[None]]] = {}
-        self._state: Any = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._state: State | None = None
+        self._shared: _Shared | None = None
+        self._background = Background()
         agent.subscribe(self._on_agent_event)
 
     @property
-    def state(self) -> Any:
+    def state(self) -> State:
         if self._state is None:
             state = self.agent.state
-            state.limit(
-                self.ns,
-                StoreLimits(
-                    max_count=self.agent.max_sessions,
-                    max_age=self.agent.session_idle_seconds + self.touch_every,
-                ),
+            agent = self.agent
+            limit(
+                state,
+                [self.ns],
+                max_count=agent.max_sessions,
+                max_age=agent.session_idle_seconds + self.touch_every,
             )
-            state.limit(
-                self.streams_ns,
-                StoreLimits(max_count=self.agent.max_sessions, max_age=STREAM_LEASE_SECONDS * 2),
+            limit(state, [self.streams_ns], max_count=agent.max_sessions, max_age=STREAM_LEASE_SECONDS * 2)
+            self._shared = _Shared(
+                Records(state, self.ns),
+                Leases(state, self.streams_ns, self.replica, STREAM_LEASE_SECONDS),
+                BusListener(
+                    state,
+                    self.channel,
+                    self._on_bus,
+                    label="agentmw MCP sessions",
+                    replica=self.replica,
+                    max_queue=10_000,
+                    restart_seconds=None,  # the next request starts another (start())
+                ),
             )
             self._state = state
         return self._state
+
+    @property
+    def shared(self) -> _Shared:
+        """What this store keeps in the shared state: the session records, the GET streams' leases, the bus."""
+        if self._shared is None:
+            self.state  # noqa: B018 - made with the state
+        assert self._shared is not None
+        return self._shared
 
     # -- the bus --------------------------------------------------------------------------------------
 
@@ -297,26 +331,13 @@ class SessionStore:
             self.loop = loop
 
     async def _listen_bus(self, started: asyncio.Future[None]) -> None:
+        """This loop's bus listener (lifecycle.BusListener), and the GET streams' sweep alongside it."""
         loop = asyncio.get_running_loop()
-        sweeper: asyncio.Task[None] | None = None
+        sweeper = loop.create_task(self._sweep_every(loop), name="agentmw-mcp-streams")
         try:
-            async with self.state.subscribe(self.channel, max_queue=10_000) as sub:
-                started.set_result(None)
-                sweeper = loop.create_task(self._sweep_every(loop), name="agentmw-mcp-streams")
-                async for _, message in sub:
-                    try:
-                        await self._on_bus(message)
-                    except Exception:
-                        logger.exception("agentmw MCP: a session bus message failed")
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("agentmw MCP: the session bus listener stopped")
+            await self.shared.bus.run(started)
         finally:
-            if sweeper is not None:
-                sweeper.cancel()
-            if not started.done():
-                started.set_result(None)
+            sweeper.cancel()
             if self.loop is loop:
                 self.loop = None  # the next request starts another
 
@@ -329,8 +350,6 @@ class SessionStore:
                 logger.warning("agentmw MCP: the GET stream sweep failed", exc_info=True)
 
     async def _on_bus(self, message: dict[str, Any]) -> None:
-        if message.get("r") == self.replica:
-            return
         kind = message.get("k")
         if kind == "event":
             event, data = message.get("e"), message.get("d")
@@ -358,30 +377,24 @@ class SessionStore:
                 _on_loop(future.get_loop(), _answer, future, body)
 
     async def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Keep the leases of this loop's GET streams, and end those whose session is gone."""
+        """Keep the leases of this loop's GET streams (lifecycle.Leases), and end those whose session is gone."""
         now = time.monotonic()
+        streamed: list[str] = []
         for session in self.sessions.values():
             if session.stream is None or session.stream_loop is not loop:
                 continue
             try:
                 if now - session.checked > self.cache_seconds and not await self._refresh(session):
                     continue
-                if not await self.state.renew(
-                    self.streams_ns, session.id, self.replica, STREAM_LEASE_SECONDS
-                ):
-                    await self.state.set_if_absent(
-                        self.streams_ns, session.id, {"owner": self.replica}, STREAM_LEASE_SECONDS
-                    )
             except Exception:
                 logger.warning("agentmw MCP: could not check session %s", session.id, exc_info=True)
+            streamed.append(session.id)
+        await self.shared.streams.renew_all(streamed)
 
     async def publish(self, message: dict[str, Any]) -> None:
         """Send ``message`` to the other replicas; a failure is logged (the bus is at most once anyway)."""
         message["r"] = self.replica
-        try:
-            await self.state.publish(self.channel, message)
-        except Exception:
-            logger.warning("agentmw MCP: could not publish a session message", exc_info=True)
+        await publish(self.state, self.channel, message, label="agentmw MCP sessions")
 
     def _announce(self, message: dict[str, Any]) -> None:
         """Publish from synchronous code, on the loop the bus is used from."""
@@ -390,9 +403,7 @@ class SessionStore:
             return  # nothing is served yet: no replica can have a session of ours to tell
 
         def spawn() -> None:
-            task = asyncio.get_running_loop().create_task(self.publish(message))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._background.spawn(self.publish(message), "agentmw-mcp-announce")
 
         _on_loop(loop, spawn)
 
@@ -430,7 +441,7 @@ class SessionStore:
             self.sessions.prune()  # the idle ones; a full table of live sessions refuses (503), evicts none
         if len(self.sessions) >= self.sessions.max_items:
             return False
-        session.rev = await self.state.put(self.ns, session.id, session.record(), expected_version=None)
+        session.rev = await self.shared.records.put(session.id, session.record(), 0)
         session.written = session.checked = time.monotonic()
         self.sessions[session.id] = session
         return True
@@ -438,7 +449,7 @@ class SessionStore:
     def cached(self, session_id: str, credential: str) -> Session | None:
         """The hot path: a session read or written here within ``cache_seconds``, with nothing to write
         yet; None sends the caller to :meth:`find`."""
-        session = self.sessions.get(session_id)
+        session: Session | None = self.sessions.get(session_id)
         if session is None:
             return None
         now = time.monotonic()
@@ -454,9 +465,9 @@ class SessionStore:
 
     async def find(self, session_id: str, credential: str) -> Session | None:
         """The session, read from the store when this replica has not seen it lately; None: 404."""
-        session = self.sessions.get(session_id)
+        session: Session | None = self.sessions.get(session_id)
         if session is None or time.monotonic() - session.checked > self.cache_seconds:
-            found = await self.state.get(self.ns, session_id)
+            found = await self.shared.records.get(session_id)
             if found is None:
                 self.forget(session_id)
                 return None
@@ -487,7 +498,7 @@ class SessionStore:
         while session.credential == ANONYMOUS:
             record = {**session.record(), "credential": credential, "caller": None}
             try:
-                session.rev = await self.state.put(self.ns, session.id, record, expected_version=session.rev)
+                session.rev = await self.shared.records.put(session.id, record, session.rev)
             except Conflict:
                 if not await self._refresh(
                     session
@@ -502,7 +513,7 @@ class SessionStore:
         return session.credential == credential
 
     async def _refresh(self, session: Session) -> bool:
-        found = await self.state.get(self.ns, session.id)
+        found = await self.shared.records.get(session.id)
         if found is None:
             self.forget(session.id)
             return False
@@ -516,14 +527,10 @@ class SessionStore:
         forgot it meanwhile (a call longer than the idle bound): it is written back unless it was ended.
         """
         try:
-            session.rev = await self.state.put(
-                self.ns, session.id, session.record(), expected_version=session.rev
-            )
+            session.rev = await self.shared.records.put(session.id, session.record(), session.rev)
         except Conflict as exc:
             if exc.actual == 0 and running and not session.closed:
-                session.rev = await self.state.put(
-                    self.ns, session.id, session.record(), expected_version=None
-                )
+                session.rev = await self.shared.records.put(session.id, session.record(), 0)
             elif exc.actual == 0:
                 self.forget(session.id)
                 return False
@@ -537,9 +544,7 @@ class SessionStore:
         change(session)
         while True:
             try:
-                session.rev = await self.state.put(
-                    self.ns, session.id, session.record(), expected_version=session.rev
-                )
+                session.rev = await self.shared.records.put(session.id, session.record(), session.rev)
                 break
             except Conflict:
                 if not await self._refresh(session):
@@ -825,9 +830,8 @@ async def _ask_client(session: Session, exchange: Exchange, request: InputReques
     gone = asyncio.ensure_future(_client_gone(receive))
     try:
         await exchange.message({"jsonrpc": "2.0", "id": request_id, **wire})
-        await asyncio.wait(
-            {future, gone}, timeout=_CLIENT_ANSWER_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
-        )
+        either: set[asyncio.Future[Any]] = {future, gone}
+        await asyncio.wait(either, timeout=_CLIENT_ANSWER_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
         if not future.done():
             why = gone.result() if gone.done() else "did not answer in time"
             raise ClientNotAnswered(f"the client {why} before answering {wire['method']}")
@@ -927,9 +931,7 @@ async def _listen(
     session.stream_loop = asyncio.get_running_loop()
     leased = False
     try:
-        leased = await sessions.state.set_if_absent(
-            sessions.streams_ns, session.id, {"owner": sessions.replica}, STREAM_LEASE_SECONDS
-        )
+        leased = await sessions.shared.streams.acquire(session.id)
         if not leased:
             await plain_response(send, 409, body=b"Conflict: this session already has a GET stream")
             return
@@ -952,6 +954,6 @@ async def _listen(
             session.stream_loop = None
         if leased:
             try:
-                await sessions.state.release(sessions.streams_ns, session.id, sessions.replica)
+                await sessions.shared.streams.release(session.id)
             except Exception:  # it expires on its own
                 logger.debug("could not release the GET stream lease of %s", session.id, exc_info=True)
