@@ -12,6 +12,7 @@ from starlette.requests import HTTPConnection
 from agentmw import Agent, AgentMiddleware, Context, NeedsInput, Permanent, Rejected, Retryable, skill, tool
 from agentmw.a2a import A2ASettings
 from agentmw.safety import RootedPath, human_gate
+from agentmw.settings import Limits
 
 log: list[tuple[float, str]] = []
 gates: dict[str, asyncio.Event] = {}
@@ -128,7 +129,7 @@ def build(root: str, **settings: object) -> tuple[Agent, Starlette]:
         "safety",
         roots=[root],
         identify=identify,
-        untrusted_budget_chars=200,
+        limits=Limits(max_untrusted_chars=200, max_in_flight=settings.pop("max_in_flight", None)),  # type: ignore[arg-type]
         a2a=A2ASettings(push=None),
         **settings,
     )  # type: ignore[arg-type]

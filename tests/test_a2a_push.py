@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +189,7 @@ async def test_a_push_goes_to_the_checked_address_with_the_name_as_host(monkeypa
     names = Names(monkeypatch, {"hooks.test": lambda n: "127.0.0.1"})
     receiver = Receiver()
     agent, app = a2a_app.build()
-    agent.a2a.push = PushPolicy(allow_networks=["127.0.0.1/32"], first_delay=0.05)
+    agent.a2a = replace(agent.a2a, push=PushPolicy(allow_networks=["127.0.0.1/32"], first_delay=0.05))
     agent.a2a_app.ops.push.policy = agent.a2a.push
     with serve(receiver.app) as hook:
         port = hook.rsplit(":", 1)[1]
@@ -265,8 +266,9 @@ async def test_an_https_push_to_a_checked_address_verifies_the_certificate_of_th
     trusting, cert_file, key_file = tls_files(tmp_path, "hooks.test")
     receiver = Receiver()
     agent, app = a2a_app.build()
-    agent.a2a.push = PushPolicy(
-        allow_networks=["127.0.0.1/32"], first_delay=0.05, max_attempts=2, verify=trusting
+    agent.a2a = replace(
+        agent.a2a,
+        push=PushPolicy(allow_networks=["127.0.0.1/32"], first_delay=0.05, max_attempts=2, verify=trusting),
     )
     agent.a2a_app.ops.push.policy = agent.a2a.push
     sender = agent.a2a_app.ops.push
@@ -299,8 +301,11 @@ async def test_an_https_push_to_a_checked_address_verifies_the_certificate_of_th
 
 async def test_push_policy_allowlist_of_hosts_and_networks() -> None:
     agent, app = a2a_app.build()
-    agent.a2a.push = PushPolicy(
-        allow_networks=["127.0.0.1/32"], allow_hosts=["hooks.internal.test"], public_hosts=False
+    agent.a2a = replace(
+        agent.a2a,
+        push=PushPolicy(
+            allow_networks=["127.0.0.1/32"], allow_hosts=["hooks.internal.test"], public_hosts=False
+        ),
     )
     agent.a2a_app.ops.push.policy = agent.a2a.push
     async with client(app) as http:

@@ -15,11 +15,13 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from agentmw.stores.sqlite import RESTART_REASON
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -28,7 +30,6 @@ from starlette.routing import Route
 from agentmw import Agent, Context
 from agentmw.a2a import registry as registry_module
 from agentmw.state import MemoryState, open_state
-from agentmw.stores.sqlite import RESTART_REASON
 from tests import a2a_app
 from tests.conftest import serve
 from tests.state.conftest import redis_url  # noqa: F401  (a fixture: a real redis-server for the session)
@@ -197,7 +198,7 @@ def step_of(event_or_task: dict) -> int:
 
 async def test_send_on_a_then_get_and_list_on_b(replicas) -> None:
     (a, app_a), (b, app_b), (_, app_c) = replicas(3)
-    b.a2a.write_behind = False  # B answers only once its write has landed
+    b.a2a = replace(b.a2a, write_behind=False)  # B answers only once its write has landed
     async with (
         client(app_a) as on_a,
         client(app_b) as on_b,

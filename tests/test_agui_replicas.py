@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from agentmw import Context
+from agentmw.agui.settings import AguiSettings
 from agentmw.journal import JOURNAL_NS
 from agentmw.state import open_state
 from tests import agui_app
@@ -224,7 +225,9 @@ async def test_reconnect_on_the_other_replica_gets_the_rest_then_the_live_tail(s
 
 async def test_reconnect_beyond_the_kept_events_starts_with_snapshots(store_url: str) -> None:
     opened = gate("beyond")
-    with replicas(store_url, agui_buffer_events=8) as r:  # the log keeps at most 8 batches of 16 frames
+    with replicas(
+        store_url, agui=AguiSettings(buffer_events=8)
+    ) as r:  # the log keeps at most 8 batches of 16 frames
         async with httpx.AsyncClient(timeout=20) as http:
             await start_detached(http, r.a, "t-be", "r-be", 400, "beyond")
 

@@ -8,6 +8,7 @@ import json
 import httpx
 import pytest
 
+from agentmw.agui.settings import AguiSettings
 from tests import agui_app
 from tests.conftest import serve
 from tests.waiting import eventually
@@ -176,7 +177,7 @@ async def test_the_server_arbitrates_state_versions(app) -> None:
 
 
 async def test_reconnect_gets_the_rest_or_snapshots() -> None:
-    agent, app = agui_app.build(agui_buffer_events=8)
+    agent, app = agui_app.build(agui=AguiSettings(buffer_events=8))
     with serve(app) as url:
         async with httpx.AsyncClient(base_url=url, timeout=10) as http:
             body = run_body("t-re", "re1", props={"detached": True, "arguments": {"count": 50}})
@@ -204,7 +205,7 @@ async def test_reconnect_gets_the_rest_or_snapshots() -> None:
 
 
 async def test_a_consumer_that_stops_reading_is_cut_off_and_memory_stays_bounded() -> None:
-    agent, app = agui_app.build(agui_consumer_limit=64, agui_buffer_events=32)
+    agent, app = agui_app.build(agui=AguiSettings(consumer_limit=64, buffer_events=32))
     sent: list[int] = []
     stuck = asyncio.Event()
 

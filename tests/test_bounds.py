@@ -11,6 +11,7 @@ import asyncio
 import json
 import time
 import uuid
+from dataclasses import replace
 
 import anyio
 import httpx
@@ -23,8 +24,10 @@ from agentmw.a2a import A2ASettings
 from agentmw.mcp import _state
 from agentmw.mcp.stateless import UsedStates
 from agentmw.safety import Approvals, IdempotencyCache
+from agentmw.settings import Limits, Timing
 from agentmw.stores import MemoryStore, SQLiteStore, TaskRecord
 from agentmw.testing import McpError, McpTestClient
+from tests.waiting import eventually
 
 
 class Clock:
@@ -138,7 +141,7 @@ def http(app: Starlette) -> httpx.AsyncClient:
 
 
 async def test_agui_threads_and_runs_are_capped_by_count() -> None:
-    agent, app = agui_agent(agui_max_threads=3, agui_max_runs=2)
+    agent, app = agui_agent(limits=Limits(max_threads=3, max_runs=2))
     async with http(app) as client:
         threads = [await agui_run(client, "echo") for _ in range(8)]
     endpoint = agent.agui_app
@@ -147,7 +150,7 @@ async def test_agui_threads_and_runs_are_capped_by_count() -> None:
 
 
 async def test_agui_threads_and_runs_are_forgotten_by_age() -> None:
-    agent, app = agui_agent(agui_thread_idle_seconds=0.05, agui_run_retention_seconds=0.05)
+    agent, app = agui_agent(timing=Timing(thread_idle_seconds=0.05, run_retention_seconds=0.05))
     async with http(app) as client:
         old = [await agui_run(client, "echo") for _ in range(3)]
         await anyio.sleep(0.1)
@@ -159,7 +162,8 @@ async def test_agui_threads_and_runs_are_forgotten_by_age() -> None:
 
 async def test_agui_thread_with_a_parked_question_is_kept() -> None:
     agent, app = agui_agent(
-        agui_max_threads=2, agui_thread_idle_seconds=0.05, agui_max_runs=2, agui_run_retention_seconds=0.05
+        limits=Limits(max_threads=2, max_runs=2),
+        timing=Timing(thread_idle_seconds=0.05, run_retention_seconds=0.05),
     )
     async with http(app) as client:
         parked = await agui_run(client, "ask")  # ends with an interrupt; the execution waits for the answer
@@ -183,7 +187,7 @@ async def test_agui_thread_with_a_parked_question_is_kept() -> None:
 
 async def test_mcp_sessions_capped_by_count_and_forgotten_by_age() -> None:
     # idle long enough that a loaded CI machine opens the third session before the first two are idle
-    agent = Agent("tiny", max_sessions=2, session_idle_seconds=1.0)
+    agent = Agent("tiny", limits=Limits(max_sessions=2), timing=Timing(session_idle_seconds=1.0))
     app = agent.asgi()
     first = await McpTestClient(app, era="2025-11-25").__aenter__()
     second = await McpTestClient(app, era="2025-11-25").__aenter__()
@@ -258,7 +262,7 @@ async def send(client: httpx.AsyncClient, parts: list[dict], message_id: str | N
 
 
 async def test_a2a_message_ids_capped_by_count() -> None:
-    agent, app, _ = a2a_agent(a2a_max_message_ids=3)
+    agent, app, _ = a2a_agent(limits=Limits(max_message_ids=3))
     async with http(app) as client:
         first = await send(client, [{"data": {"a": 1, "b": 2}}], "m-first")
         assert (await send(client, [{"data": {"a": 1, "b": 2}}], "m-first"))["id"] == first[
@@ -273,7 +277,8 @@ async def test_a2a_message_ids_capped_by_count() -> None:
 
 async def test_a2a_message_ids_forgotten_by_age() -> None:
     agent, app, _ = a2a_agent()
-    agent.a2a.message_id_ttl_seconds = 0.05  # its own setting, apart from idempotency_ttl_seconds
+    # its own setting, apart from Timing.idempotency_ttl_seconds; the face is built on first use, after this
+    agent.a2a = replace(agent.a2a, message_id_ttl_seconds=0.05)
     async with http(app) as client:
         first = await send(client, [{"data": {"a": 1, "b": 2}}], "m-again")
         await anyio.sleep(0.1)
@@ -282,7 +287,9 @@ async def test_a2a_message_ids_forgotten_by_age() -> None:
 
 
 async def test_a2a_waiting_task_handles_are_bounded_and_reload_from_the_store() -> None:
-    agent, app, store = a2a_agent(MemoryStore(max_tasks=100), a2a_max_tasks=2)  # the store keeps its own
+    agent, app, store = a2a_agent(
+        MemoryStore(max_tasks=100), limits=Limits(max_tasks=2)
+    )  # the store keeps its own
     async with http(app) as client:
         waiting = [
             await send(client, [{"text": "no numbers"}]) for _ in range(5)
@@ -360,10 +367,13 @@ async def test_sqlite_store_capped_by_count_and_age(tmp_path) -> None:
 
 async def test_agent_limits_reach_the_store_unless_it_has_its_own(tmp_path) -> None:
     own = MemoryStore(max_tasks=7)
-    Agent("x", a2a=A2ASettings(store=own), a2a_max_tasks=3, a2a_task_retention_seconds=5).a2a_app  # noqa: B018
+    tasks_kept = Limits(max_tasks=3)
+    _ = Agent(
+        "x", a2a=A2ASettings(store=own), limits=tasks_kept, timing=Timing(task_retention_seconds=5)
+    ).a2a_app
     assert own.max_tasks == 7 and own.retention_seconds == 5
     default = SQLiteStore(tmp_path / "d.db")
-    Agent("y", a2a=A2ASettings(store=default), a2a_max_tasks=3).a2a_app  # noqa: B018
+    Agent("y", a2a=A2ASettings(store=default), limits=Limits(max_tasks=3)).a2a_app  # noqa: B018
     assert default.max_tasks == 3
     default.close()
 
@@ -377,7 +387,11 @@ async def test_approvals_capped_by_count_and_forgotten_by_age() -> None:
     assert await approvals.count() == 3 and await approvals.get(made[0].id) is None
     assert await approvals.get(made[4].id)
     short = await approvals.create("tool", {"i": 9}, "Run tool", "mcp", "alice", ttl=0.01)
-    await asyncio.sleep(0.02)
+
+    async def expired() -> bool:
+        return await approvals.get(short.id) is None
+
+    await eventually(expired, "the short approval to expire")
     assert await approvals.get(short.id) is None
     assert await approvals.state.get("approvals", short.id) is None  # forgotten, not only hidden
 
@@ -399,7 +413,11 @@ async def test_idempotency_records_capped_by_count_and_forgotten_by_age() -> Non
     )  # kept
     await cache.run(("alice", "tool", "k0"), "{}", lambda: produce(100), lambda _: True)
     assert runs[-1] == 100  # dropped past the count: it runs again
-    await anyio.sleep(0.1)
+
+    async def expired() -> bool:
+        return await cache.state.get_key("idem", cache.state_key(("alice", "tool", "k5"))) is None
+
+    await eventually(expired, "k5's outcome to expire")
     assert await cache.run(("alice", "tool", "k5"), "{}", lambda: produce(101), lambda _: True) == "out101"
 
 

@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 from agentmw import Agent, AgentMiddleware, Context, skill, tool
 from agentmw.a2a import A2ASettings
 from agentmw.safety.framing import ESCAPED, LOOKALIKES, FrameStream, escape, frame_text, unescape
+from agentmw.settings import Limits
 from tests.conftest import serve
 from tests.framing_corpus import BENIGN, HOSTILE
 from tests.test_agui_wire import frames, run_body
@@ -309,7 +310,7 @@ ODD = ["surrogate", "low", "none", "bytes", "nan", "dict", "unprintable", "list"
 
 
 def build() -> tuple[Agent, Starlette]:
-    agent = Agent("framing", untrusted_budget_chars=BUDGET, a2a=A2ASettings(push=None))
+    agent = Agent("framing", limits=Limits(max_untrusted_chars=BUDGET), a2a=A2ASettings(push=None))
     for fn in (hostile, hostile_stream, hostile_say, hostile_slow, hostile_hold, relay, odd):
         agent.include(fn)
     app = Starlette()

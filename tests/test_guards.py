@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from agentmw.mcp import _state
+from agentmw.settings import Limits, Timing
 from agentmw.testing import McpError, McpTestClient
 from tests import guards_app
 
@@ -217,7 +218,7 @@ async def test_an_expired_request_state_is_refused_over_mcp(clock: Clock) -> Non
     built = guards_app.build()  # after the clock, so whatever the agent reads time with follows it
     async with mcp(built.app, "alice", capabilities={"elicitation": {}}) as client:
         first, key = await _first_round(client)
-        clock.advance(built.agent.input_state_ttl_seconds + 60)
+        clock.advance(built.agent.timing.input_state_ttl_seconds + 60)
         retry = {
             "name": "transfer",
             "arguments": {"label": "forged"},
@@ -228,7 +229,7 @@ async def test_an_expired_request_state_is_refused_over_mcp(clock: Clock) -> Non
             await client.request("tools/call", retry)
         assert info.value.code == -32602 and "expired" in info.value.message
         assert built.count("transfer", "forged") == 0
-        clock.advance(-(built.agent.input_state_ttl_seconds + 60))
+        clock.advance(-(built.agent.timing.input_state_ttl_seconds + 60))
         fresh, key = await _first_round(client)  # control: the same exchange in time goes through
         done = await client.request(
             "tools/call",
@@ -334,7 +335,7 @@ async def test_a_retryable_failure_is_not_kept_under_an_idempotency_key(built) -
 
 async def test_idempotency_records_expire_after_their_ttl() -> None:
     ttl = 1.0  # the promise is about time passing, so real time passes (once, bounded)
-    built = guards_app.build(idempotency_ttl_seconds=ttl)
+    built = guards_app.build(timing=Timing(idempotency_ttl_seconds=ttl))
     async with mcp(built.app, "alice") as client:
         before = time.monotonic()
         first = await client.request("tools/call", _keyed("ttl", "k-ttl"))
@@ -392,7 +393,7 @@ async def test_agui_a_duplicate_run_id_is_409_and_nothing_runs_twice(built) -> N
 
 
 async def test_body_limits_on_a2a_and_agui_are_413() -> None:
-    built = guards_app.build(max_body_bytes=2048)
+    built = guards_app.build(limits=Limits(max_body_bytes=2048))
     padding = "x" * 4096
     async with http(built.app, "alice") as client:
         small = await a2a_send(client, "record", {"label": "small"})

@@ -19,8 +19,10 @@ from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, Context
 from agentmw.a2a import A2ASettings
+from agentmw.agui.settings import AguiSettings
 from agentmw.safety import RootedPath, human_gate
 from agentmw.safety.roots import RootViolation, resolve_in_roots
+from agentmw.settings import Limits
 from tests.conftest import serve
 from tests.waiting import eventually
 
@@ -184,7 +186,7 @@ async def test_agui_the_largest_accepted_messages_and_state_run(app: Starlette) 
 
 async def test_agui_limits_are_settings() -> None:
     ran.clear()
-    app = build(agui_max_messages=2, agui_max_state_bytes=10, max_body_depth=3)
+    app = build(agui=AguiSettings(max_messages=2, max_state_bytes=10), limits=Limits(max_body_depth=3))
     async with client(app) as http:
         three = [{"id": f"u{i}", "role": "user", "content": "x"} for i in range(3)]
         assert (await http.post("/agui/echo", json=run_body(messages=three))).status_code == 422
@@ -193,7 +195,7 @@ async def test_agui_limits_are_settings() -> None:
         assert deep.status_code == 422 and "3 levels" in deep.json()["detail"][0]["msg"]
     assert ran == []
     with pytest.raises(ValueError, match="max_body_depth"):
-        Agent("x", max_body_depth=129)
+        Agent("x", limits=Limits(max_body_depth=129))
 
 
 # --- A2A: parts, values, depth, both bindings ----------------------------------------------------------------

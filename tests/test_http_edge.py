@@ -23,6 +23,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from agentmw import Agent, AgentMiddleware
+from agentmw.settings import Limits
 
 ACCEPT_MCP = "application/json, text/event-stream"
 FRONT = "https://front.example"  # the app's own front end: in its CORS list, not a host the agent serves
@@ -327,7 +328,7 @@ async def call_asgi(
 
 @pytest.mark.parametrize("face", ["mcp", "a2a-jsonrpc", "a2a-rest", "agui", "approvals"])
 async def test_a_declared_length_over_the_limit_is_refused_before_reading(face: str) -> None:
-    agent = make_agent(max_body_bytes=1000)
+    agent = make_agent(limits=Limits(max_body_bytes=1000))
     app = AgentMiddleware(None, agent=agent)
     verb, path, headers, _ = FACES[face]
     limit = 65536 if face == "approvals" else 1000  # a decision has its own, smaller limit (docs/limits.md)

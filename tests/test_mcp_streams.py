@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from agentmw import Agent
+from agentmw.settings import Limits, Timing
 from agentmw.testing import McpError, McpTestClient
 from tests import wire_app
 from tests.conftest import serve
@@ -73,9 +74,10 @@ async def test_subscriptions_listen_acknowledges_and_filters(url: str) -> None:
             "notifications": {"promptsListChanged": True, "resourceSubscriptions": ["wire://status"]},
         },
     }
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client, client.stream(
-        "POST", "/mcp", headers=modern_headers("subscriptions/listen"), json=body
-    ) as stream:
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+        client.stream("POST", "/mcp", headers=modern_headers("subscriptions/listen"), json=body) as stream,
+    ):
         assert stream.headers["content-type"] == "text/event-stream"
         lines = stream.aiter_lines()
         [ack] = await read_events(lines, 1)
@@ -125,7 +127,7 @@ async def test_prompt_and_completion_errors() -> None:
 
 
 async def test_session_cap_and_idle_expiry() -> None:
-    agent = Agent("tiny", max_sessions=1, session_idle_seconds=0.05)
+    agent = Agent("tiny", limits=Limits(max_sessions=1), timing=Timing(session_idle_seconds=0.05))
     async with McpTestClient(agent.asgi(), era="2025-11-25") as first:
         with pytest.raises(McpError) as info:
             async with McpTestClient(agent.asgi(), era="2025-11-25"):

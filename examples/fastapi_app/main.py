@@ -39,6 +39,7 @@ from agentmw.context import ToolCallFailed
 from agentmw.fastapi import RouteContext
 from agentmw.identity import Unauthenticated
 from agentmw.safety import RootedPath, human_gate
+from agentmw.settings import Limits
 
 if TYPE_CHECKING:
     from agentmw.observability import Telemetry
@@ -521,7 +522,7 @@ agent = Agent(
         set_budget,
     ],
     roots=[str(POLICIES)],
-    max_in_flight=64,
+    limits=Limits(max_in_flight=64),
     # Behind a proxy or load balancer, the Host callers send (name:port) is not the one this process listens on:
     # AGENTMW_EXAMPLE_HOSTS lists them (docs/auth.md, "Audience"), so tokens are bound to that address exactly.
     allowed_hosts=[h for h in os.environ.get("AGENTMW_EXAMPLE_HOSTS", "").split(",") if h],

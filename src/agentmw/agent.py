@@ -8,23 +8,45 @@ import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from starlette.routing import Route
+
 from . import decorators
+from ._edge import Edge, HostGuard, detail_refusal, host_allowed, origin_allowed
+from ._routes import IdentityCache, host_route_of, iter_host_routes, route_table
+from ._shape import BodyShape
+from ._types import ASGIApp
+from ._wiring import Listener
 from .a2a.settings import A2ASettings
-from .capability import Capability, CapabilityKind, build_capability
+from .agui.settings import AguiSettings
+from .approvals import MAX_DECISION_BYTES, ApprovalsEndpoint
+from .auth.access import Access
+from .auth.wellknown import WellKnown
+from .bridges._peer import Bridges
+from .capability import Capability, CapabilityKind, _where, build_capability
 from .decorators import CapabilitySpec, specs_of
 from .errors import RegistrationError
+from .identity import IdentifyFn, as_identify
+from .mcp.settings import McpSettings
+from .middleware import AgentMiddleware
+from .observability.hooks import HookChain
+from .observability.metrics import MetricsApp
+from .observability.telemetry import Telemetry
+from .safety import Approvals, Budgets, IdempotencyCache
+from .safety import Limits as InFlight
+from .selection import include_routes, log_served
+from .settings import Limits, Timing
+from .state import DEFAULT_STORE, State, StoreLimits, check_store, open_state
 
 if TYPE_CHECKING:
-    from ._types import ASGIApp
-    from .identity import IdentifyFn
+    from .auth import ProtectedResource, RateLimit
 
 __all__ = ["Agent"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-Listener = Callable[[str, Mapping[str, Any]], None]
 
 _SECRET_NS = "agent.secret"
 _SECRET_TTL = 10 * 365 * 24 * 3600.0  # kept for good: a replica keeps the secret it read for its lifetime
+_MCP, _AGUI, _LIMITS, _TIMING = McpSettings(), AguiSettings(), Limits(), Timing()
 
 
 def _qualname(fn: Any) -> str:
@@ -32,28 +54,41 @@ def _qualname(fn: Any) -> str:
 
 
 class Agent:
-    """A set of capabilities served as one agent over MCP (and, with the next faces, A2A and AG-UI).
+    """A set of capabilities served as one agent over MCP, A2A and AG-UI.
 
     Args:
         name, version: reported as the server's identity.
+        instructions: optional text for MCP clients on how to use the server (and the A2A card's description
+            when ``A2ASettings.description`` is empty).
         include: functions, modules, and FastAPI/Starlette apps or routers whose marked functions are served.
         routes: also serve the undecorated routes of the included apps that it selects, as tools
             (:class:`agentmw.selection.RouteSelection`; ``RouteSelection()`` picks the GET routes).
-        agui_path: where each skill is served as an AG-UI agent (``<agui_path>/<skill>``).
-        agui_buffer_events: events kept per run for reconnecting clients.
-        agui_consumer_limit: frames a stream consumer may fall behind before it is disconnected.
-        roots: directories path parameters (``RootedPath``) may name; none means no path is allowed.
-        max_in_flight: calls running at once across the agent; past it, calls are refused as retryable.
+        mcp, a2a, agui: each face's own settings (:class:`~agentmw.mcp.settings.McpSettings`,
+            :class:`~agentmw.a2a.settings.A2ASettings`, :class:`~agentmw.agui.settings.AguiSettings`): its path
+            and what is particular to its protocol.
+        limits: how much the agent accepts per request and keeps at once, on every face
+            (:class:`~agentmw.settings.Limits`: body size and shape, calls in flight, sessions, runs, threads,
+            tasks, ...).
+        timing: for how long it keeps what it remembers and waits for answers
+            (:class:`~agentmw.settings.Timing`).
         budgets: a :class:`agentmw.safety.Budgets`: the byte budgets of the tables kept per client id, the caps
             per entry, and the cap on parked calls (which hold no ``max_in_flight`` slot while they wait).
-        untrusted_budget_chars: text of an ``untrusted`` capability beyond this is truncated, with a marker.
-        idempotency_ttl_seconds: how long a repeated idempotency key returns the first outcome.
-        approver: ``(identity, approval) -> bool``: who may decide (and so read) out-of-band approvals
-            (default: any authenticated caller other than the one who asked). Identities come only from
-            ``identify`` or the host's authenticated ``scope["user"]``; with neither, out-of-band approval
-            is off ("no approver configured").
-        instructions: optional text for MCP clients on how to use the server.
-        mcp_path: where the MCP endpoint lives, relative to where the agent is mounted.
+        store: the shared state, the one place everything the agent keeps lives (sessions, tasks, runs,
+            approvals, idempotency records, the signing secret): a :class:`agentmw.state.State` or a URL
+            (``memory://``, ``sqlite:///path``, ``redis://host:port/db``); default ``$AGENTMW_STORE``, else
+            ``sqlite://agentmw.db``. The one used is checked here, opening nothing
+            (:class:`agentmw.errors.ConfigurationError`). See ``docs/state.md``.
+        auth: an :class:`agentmw.auth.ProtectedResource`: every face asks for a bearer token, verified once per
+            request; the verified caller is the identity every face and the approvals use (docs/auth.md).
+        rate_limits: :class:`agentmw.auth.RateLimit` values applied per caller to every request (HTTP 429).
+        identify: who the caller is: ``identify(connection) -> str | None``, or the app's own FastAPI
+            dependency for the current user (``identify=get_current_user``), solved with the request's
+            headers (``docs/auth.md``).
+        telemetry: an :class:`agentmw.observability.Telemetry` (or True for one with the defaults): OpenTelemetry
+            traces and metrics, the Prometheus text of :attr:`metrics_app`, one log record per invocation
+            (docs/observability.md). Default: off, at no cost.
+        roots: directories path parameters (``RootedPath``) may name; none means no path is allowed.
+        case_insensitive_paths: compare rooted paths without case (a case-insensitive file system).
         allowed_hosts: ``Host`` values accepted on every face (DNS-rebinding protection). Local names are always
             accepted, at any port; ``"api.example.com"`` is that name at the default port (none, 80 or 443),
             ``"api.example.com:8443"`` at that port, ``"api.example.com:*"`` at any; ``"*"`` accepts any host.
@@ -62,40 +97,11 @@ class Agent:
         secret: key that signs the MCP ``requestState``. Without one, the agent takes the one random secret
             kept in its state (made by whichever replica needs it first), so replicas sharing a store agree
             with no configuration; one given here wins.
-        auth: an :class:`agentmw.auth.ProtectedResource`: every face asks for a bearer token, verified once per
-            request; the verified caller is the identity every face and the approvals use (docs/auth.md).
-        rate_limits: :class:`agentmw.auth.RateLimit` values applied per caller to every request (HTTP 429).
-        store: the shared state: a :class:`agentmw.state.State` or a URL (``memory://``, ``sqlite:///path``,
-            ``redis://host:port/db``); default ``$AGENTMW_STORE``, else ``sqlite://agentmw.db``. The one used is
-            checked here, opening nothing (:class:`agentmw.errors.ConfigurationError`). See ``docs/state.md``.
-        identify: who the caller is: ``identify(connection) -> str | None``, or the app's own FastAPI
-            dependency for the current user (``identify=get_current_user``), solved with the request's
-            headers (``docs/auth.md``).
-        max_body_bytes: larger request bodies get 413.
-        max_body_values, max_body_depth: the JSON values (array items and object members, at every level) and
-            the nesting one request body may hold, on every face, counted before it is decoded (at most 128
-            levels); past them, the face's error (docs/limits.md, "Request bodies").
-        agui_max_messages, agui_max_state_bytes, agui_max_values: the messages one AG-UI run may carry, the
-            size of its ``state`` as compact JSON, and the values of its body (at most ``max_body_values``: a run
-            costs more per value than an MCP or A2A request); past them, 422.
-        max_sessions: handshake-era sessions kept at once (per replica: past it, ``initialize`` gets 503; in
-            the store: past it, the least recently used session is forgotten).
-        session_idle_seconds: a handshake-era session unused for this long, on every replica, is forgotten.
-        max_used_states: completed ``requestState`` values remembered (each for
-            ``input_state_ttl_seconds``) so that none completes twice.
-        agui_max_runs, agui_run_retention_seconds: AG-UI runs kept for reconnects and cancels, and for how
-            long after they start; a run still in progress is always kept.
-        agui_max_threads, agui_thread_idle_seconds: AG-UI threads kept, and how long one unused is kept; a
-            thread with a run in progress, a parked question or an open interrupt is always kept.
-        a2a_max_tasks, a2a_task_retention_seconds: A2A tasks the default store keeps, and for how long after
-            their last update (a store you pass in takes its own ``max_tasks``/``retention_seconds``).
-        a2a_max_message_ids: A2A ``messageId`` values remembered for deduplication (each for
-            ``A2ASettings.message_id_ttl_seconds``; ``A2ASettings.dedupe_message_ids`` turns it off).
-        idempotency_max_entries: idempotency records kept (each for ``idempotency_ttl_seconds``).
-        max_approvals: out-of-band approvals kept (each until its gate's ``ttl_seconds``).
-        telemetry: an :class:`agentmw.observability.Telemetry` (or True for one with the defaults): OpenTelemetry
-            traces and metrics, the Prometheus text of :attr:`metrics_app`, one log record per invocation
-            (docs/observability.md). Default: off, at no cost.
+        approver: ``(identity, approval) -> bool``: who may decide (and so read) out-of-band approvals
+            (default: any authenticated caller other than the one who asked). Identities come only from
+            ``identify`` or the host's authenticated ``scope["user"]``; with neither, out-of-band approval
+            is off ("no approver configured").
+        approvals_path: where out-of-band approvals are decided (``<approvals_path>/<id>``).
         See ``docs/limits.md`` for every limit and its default.
     """
 
@@ -107,110 +113,59 @@ class Agent:
         instructions: str | None = None,
         include: Iterable[Any] = (),
         routes: Callable[..., bool] | None = None,
-        mcp_path: str = "/mcp",
+        mcp: McpSettings = _MCP,
+        a2a: A2ASettings | None = None,
+        agui: AguiSettings = _AGUI,
+        limits: Limits = _LIMITS,
+        timing: Timing = _TIMING,
+        budgets: Budgets | None = None,
+        store: State | str | None = None,
+        auth: ProtectedResource | None = None,
+        rate_limits: Sequence[RateLimit] = (),
+        identify: IdentifyFn | None = None,
+        telemetry: Telemetry | bool | None = None,
+        roots: Sequence[str] = (),
+        case_insensitive_paths: bool = False,
         allowed_hosts: Sequence[str] = (),
         allowed_origins: Sequence[str] = (),
         secret: bytes | str | None = None,
-        max_body_bytes: int = 4 * 1024 * 1024,
-        max_body_values: int = 10_000,
-        max_body_depth: int = 64,
-        max_sessions: int = 10_000,
-        session_idle_seconds: float = 3600.0,
-        input_state_ttl_seconds: float = 900.0,
-        a2a: A2ASettings | None = None,
-        a2a_path: str = "/a2a",
-        identify: IdentifyFn | None = None,
-        park_timeout_seconds: float = 3600.0,
-        agui_path: str = "/agui",
-        agui_buffer_events: int = 2048,
-        agui_consumer_limit: int = 4096,
-        agui_max_runs: int = 1000,
-        agui_run_retention_seconds: float = 3600.0,
-        agui_max_threads: int = 10_000,
-        agui_thread_idle_seconds: float = 3600.0,
-        agui_max_messages: int = 250,
-        agui_max_state_bytes: int = 256 * 1024,
-        agui_max_values: int = 5_000,
-        a2a_max_tasks: int = 10_000,
-        a2a_task_retention_seconds: float = 7 * 24 * 3600.0,
-        a2a_max_message_ids: int = 100_000,
-        max_used_states: int = 100_000,
-        idempotency_max_entries: int = 100_000,
-        max_approvals: int = 10_000,
-        roots: Sequence[str] = (),
-        case_insensitive_paths: bool = False,
-        max_in_flight: int | None = None,
-        budgets: Any = None,
-        untrusted_budget_chars: int = 20_000,
-        idempotency_ttl_seconds: float = 24 * 3600.0,
         approver: Callable[[str, Any], bool] | None = None,
         approvals_path: str = "/approvals",
-        store: Any = None,
-        auth: Any = None,
-        rate_limits: Sequence[Any] = (),
-        telemetry: Any = None,
     ) -> None:
         self.name = name
         self.version = version
         self.instructions = instructions
-        self.mcp_path = "/" + mcp_path.strip("/")
+        self.mcp_settings = mcp
+        self.a2a = a2a or A2ASettings()
+        self.agui = agui
+        self.limit_settings = (
+            limits  # ``self.limits`` is the in-flight gate the pipeline reads (safety.limits)
+        )
+        self.timing = timing
         self.allowed_hosts = tuple(h.lower() for h in allowed_hosts)
         self.allowed_origins = tuple(o.rstrip("/").lower() for o in allowed_origins)
         if isinstance(secret, str):
             secret = secret.encode()
         self._secret: bytes | None = secret or None
         self._store_spec = store
-        self._state: Any = None
+        self._state: State | None = None
         self._check_store()
-        self.max_body_bytes = max_body_bytes
-        from ._shape import BodyShape
-
-        self.body_shape = BodyShape(
-            max_body_values, max_body_depth
-        )  # checked here: a bad setting fails at once
-        self.max_sessions = max_sessions
-        self.session_idle_seconds = session_idle_seconds
-        self.input_state_ttl_seconds = input_state_ttl_seconds
-        self.a2a = a2a or A2ASettings()
-        self.a2a_path = "/" + a2a_path.strip("/")
-        from .identity import as_identify
-
-        self.identify = as_identify(
-            identify
-        )  # a hook, or the app's own FastAPI dependency (get_current_user)
-        self.park_timeout_seconds = park_timeout_seconds
-        self.agui_path = "/" + agui_path.strip("/")
-        self.agui_buffer_events = agui_buffer_events
-        self.agui_consumer_limit = agui_consumer_limit
-        self.agui_max_runs = agui_max_runs
-        self.agui_run_retention_seconds = agui_run_retention_seconds
-        self.agui_max_threads = agui_max_threads
-        self.agui_thread_idle_seconds = agui_thread_idle_seconds
-        self.agui_max_messages = agui_max_messages
-        self.agui_max_state_bytes = agui_max_state_bytes
-        self.agui_body_shape = BodyShape(min(max_body_values, agui_max_values), max_body_depth)
-        self.a2a_max_tasks = a2a_max_tasks
-        self.a2a_task_retention_seconds = a2a_task_retention_seconds
-        self.a2a_max_message_ids = a2a_max_message_ids
-        self.max_used_states = max_used_states
-        self.max_approvals = max_approvals
+        # checked here: a bad setting fails at once
+        BodyShape(limits.max_body_values, limits.max_body_depth)
+        # a hook, or the app's own FastAPI dependency (get_current_user)
+        self.identify: IdentifyFn | None = as_identify(identify)
         self.roots = tuple(roots)
         self.case_insensitive_paths = case_insensitive_paths
-        self.untrusted_budget_chars = untrusted_budget_chars
         self.approver = approver
         self.approvals_path = "/" + approvals_path.strip("/")
-        from .safety import Approvals, Budgets, IdempotencyCache, Limits
-
         self.budgets: Budgets = budgets or Budgets()
-        self.limits = Limits(max_in_flight, self.budgets.max_parked, self.budgets.parked_bytes)
+        self.limits = InFlight(limits.max_in_flight, self.budgets.max_parked, self.budgets.parked_bytes)
         # their records live in the shared state, opened on first use (never by a call that needs neither)
         self.idempotency = IdempotencyCache(
-            idempotency_ttl_seconds, idempotency_max_entries, state=lambda: self.state
+            timing.idempotency_ttl_seconds, limits.max_idempotency_keys, state=lambda: self.state
         )
-        self.approvals = Approvals(max_approvals, state=lambda: self.state)
-        self.access: Any = (
-            None  # agentmw.auth.Access: made only when auth, rate limits or a policy ask for it
-        )
+        self.approvals = Approvals(limits.max_approvals, state=lambda: self.state)
+        self.access: Access | None = None  # made only when auth, rate limits or a policy ask for it
         if auth is not None or rate_limits:
             self._guard(auth, rate_limits)
         self.tools: dict[str, Capability] = {}
@@ -220,27 +175,88 @@ class Agent:
         self.skills: dict[str, Capability] = {}
         self.revision = 0
         self._included_apps: list[tuple[Any, Callable[..., bool] | None]] = []
-        from ._routes import IdentityCache
-
         self._bound_apps = (
             IdentityCache()
         )  # the host apps the agent has started for (an APIRouter is unhashable)
         self._listeners: set[Listener] = set()
-        self._mcp: Any = None
-        self._a2a: Any = None
-        self._agui: Any = None
-        self._approvals_app: Any = None
-        self._edge_guard: Any = None  # agentmw._edge.HostGuard: the Host/Origin verdicts every face shares
-        self._bridges: Any = None  # agentmw.bridges._peer.Bridges, made by the first agent.bridge()
-        self._hooks: Any = None  # agentmw.observability.hooks.HookChain, made by the first agent.use()
-        self.telemetry: Any = None  # agentmw.observability.Telemetry, when traces, metrics and logs are on
-        self._metrics_app: Any = None
+        self._mcp: ASGIApp | None = None
+        self._a2a: ASGIApp | None = None
+        self._agui: ASGIApp | None = None
+        self._approvals_app: ASGIApp | None = None
+        self._edge_guard: HostGuard | None = None  # the Host/Origin verdicts every face shares
+        self._bridges: Bridges | None = None  # made by the first agent.bridge()
+        self._hooks: HookChain | None = None  # made by the first agent.use()
+        self.telemetry: Telemetry | None = None  # when traces, metrics and logs are on
+        self._metrics_app: MetricsApp | None = None
         if telemetry:
-            from .observability import Telemetry
-
             self.use(Telemetry() if telemetry is True else telemetry)
         for item in include:
             self.include(item, routes=routes)
+
+    # settings read by the lifecycle and core modules that do not take their settings yet ---------------------
+    @property
+    def mcp_path(self) -> str:
+        return self.mcp_settings.path
+
+    @property
+    def a2a_path(self) -> str:
+        return self.a2a.path
+
+    @property
+    def agui_path(self) -> str:
+        return self.agui.path
+
+    @property
+    def max_body_bytes(self) -> int:
+        return self.limit_settings.max_body_bytes
+
+    @property
+    def max_sessions(self) -> int:
+        return self.limit_settings.max_sessions
+
+    @property
+    def session_idle_seconds(self) -> float:
+        return self.timing.session_idle_seconds
+
+    @property
+    def park_timeout_seconds(self) -> float:
+        return self.timing.park_timeout_seconds
+
+    @property
+    def agui_buffer_events(self) -> int:
+        return self.agui.buffer_events
+
+    @property
+    def agui_max_runs(self) -> int:
+        return self.limit_settings.max_runs
+
+    @property
+    def agui_run_retention_seconds(self) -> float:
+        return self.timing.run_retention_seconds
+
+    @property
+    def agui_max_threads(self) -> int:
+        return self.limit_settings.max_threads
+
+    @property
+    def agui_thread_idle_seconds(self) -> float:
+        return self.timing.thread_idle_seconds
+
+    @property
+    def a2a_max_tasks(self) -> int:
+        return self.limit_settings.max_tasks
+
+    @property
+    def a2a_task_retention_seconds(self) -> float:
+        return self.timing.task_retention_seconds
+
+    @property
+    def a2a_max_message_ids(self) -> int:
+        return self.limit_settings.max_message_ids
+
+    @property
+    def untrusted_budget_chars(self) -> int:
+        return self.limit_settings.max_untrusted_chars
 
     # registration -----------------------------------------------------------------------------
     def add(self, kind: CapabilityKind, fn: Callable[..., Any], **options: Any) -> Capability:
@@ -262,8 +278,6 @@ class Agent:
         else:
             table, key = self.resources, cap.uri or ""
         if key in table:
-            from .capability import _where
-
             raise RegistrationError(
                 f"duplicate {kind} {key!r}: {_qualname(cap.fn)} ({_where(cap.fn)}) and {_qualname(table[key].fn)} "
                 f"({_where(table[key].fn)}) both have it; give one of them another name (name=...)"
@@ -321,8 +335,6 @@ class Agent:
         if getattr(target, "routes", None) is not None:
             self._included_apps.append((target, routes))
             if routes is not None:
-                from .selection import include_routes
-
                 include_routes(self, target, routes)
             else:
                 self._include_app(target)
@@ -332,7 +344,6 @@ class Agent:
     def _include_app(self, app: Any) -> None:
         """The marked handlers of an app or router. A FastAPI route's handler is bound to its route, so an agent
         call goes through the app as HTTP would (``_dispatch.py``)."""
-        from ._routes import host_route_of, iter_host_routes
 
         done: set[int] = set()
         for route, _prefix in iter_host_routes(app):
@@ -375,23 +386,19 @@ class Agent:
         self._bound_apps.set(app, True)
         if getattr(app, "routes", None) is None:
             return
-        from ._routes import route_table
 
         route_table(app, fresh=True)
         for included, selection in list(self._included_apps):
             if selection is not None:
-                from .selection import include_routes
-
                 include_routes(self, included, selection)
         self._include_app(app)
-        from .selection import log_served
 
         log_served(self, app)
 
     def _add_spec(self, fn: Callable[..., Any], spec: CapabilitySpec, route: Any = None) -> None:
         options = dict(spec.options)
         if spec.kind == "tool":
-            name = options.get("name") or getattr(fn, "__name__", "")
+            name: str = options.get("name") or getattr(fn, "__name__", "")
             existing = self.tools.get(name)
             if existing is not None and existing.fn is fn:
                 if route is None or existing.route is not None:
@@ -426,7 +433,8 @@ class Agent:
 
     def resource(self, uri: str, **options: Any) -> Callable[[F], F]:
         """``@agent.resource(uri)``: like :func:`agentmw.resource`, registered at once."""
-        return self._registering(decorators.resource, None, (uri,), options)
+        register: Callable[[F], F] = self._registering(decorators.resource, None, (uri,), options)
+        return register
 
     def prompt(self, fn: Any = None, /, **options: Any) -> Any:
         """``@agent.prompt``: like :func:`agentmw.prompt`, registered at once."""
@@ -438,7 +446,6 @@ class Agent:
 
     def _guard(self, auth: Any, rate_limits: Sequence[Any]) -> None:
         """Make ``self.access`` (docs/auth.md); a protected resource's verified caller is then the identity."""
-        from .auth.access import Access
 
         if auth is not None:
             if self.identify is not None:
@@ -456,8 +463,6 @@ class Agent:
         outcome), ``listing`` (may filter what a caller is shown) and ``stage`` (docs/observability.md).
         An :class:`agentmw.observability.Telemetry` becomes the agent's telemetry and runs outermost.
         Returns the hook."""
-        from .observability.hooks import HookChain
-        from .observability.telemetry import Telemetry
 
         if self._hooks is None:
             self._hooks = HookChain()
@@ -471,7 +476,7 @@ class Agent:
             self._hooks.add(hook)
         return hook
 
-    def _shown(self, kind: str, protocol: str, items: list[Any], scope: Any, caller: str | None) -> list[Any]:
+    def shown(self, kind: str, protocol: str, items: list[Any], scope: Any, caller: str | None) -> list[Any]:
         """A list as the listing hooks leave it (``items`` itself when no hook filters)."""
         hooks = self._hooks
         if hooks is None or not hooks.filters:
@@ -487,8 +492,6 @@ class Agent:
                 "agent.metrics_app needs telemetry: Agent(telemetry=True) or agent.use(Telemetry())"
             )
         if self._metrics_app is None:
-            from .observability.metrics import MetricsApp
-
             self._metrics_app = MetricsApp(self.telemetry)
         return self._metrics_app
 
@@ -501,8 +504,6 @@ class Agent:
         checks the protocol version it offers, and registers its capabilities. Returns the peer.
         """
         if self._bridges is None:
-            from .bridges._peer import Bridges
-
             self._bridges = Bridges(self)
             # endpoints made before the first bridge start the bridges too
             self._mcp, self._a2a, self._agui = (
@@ -551,7 +552,7 @@ class Agent:
 
     # serving --------------------------------------------------------------------------------
     @property
-    def state(self) -> Any:
+    def state(self) -> State:
         """The shared state (``agentmw.state``), opened on first use, never at import or start-up.
 
         ``Agent(store=...)`` takes a :class:`agentmw.state.State` or a URL (``memory://``,
@@ -559,15 +560,12 @@ class Agent:
         ``sqlite://agentmw.db``: the embedded default, shared by the worker processes of one machine.
         """
         if self._state is None:
-            from .state import DEFAULT_STORE, open_state
-
             self._state = open_state(self._store_spec or os.environ.get("AGENTMW_STORE") or DEFAULT_STORE)
         return self._state
 
     def _check_store(self) -> None:
         """Refuse, now, a store that cannot be opened (its URL's form, a SQLite folder that does not exist or
         is not writable, a missing extra), naming where it came from; nothing is created or opened here."""
-        from .state import DEFAULT_STORE, check_store
 
         if self._store_spec:
             check_store(self._store_spec, label="Agent(store=...)")
@@ -600,10 +598,8 @@ class Agent:
         store, made by whichever process asks first (``set_if_absent``), so every replica sharing the store
         signs and checks with the same one."""
         if self._secret is None:
-            from .state import Limits
-
             state = self.state
-            state.limit(_SECRET_NS, Limits(max_count=16, max_age=_SECRET_TTL))
+            state.limit(_SECRET_NS, StoreLimits(max_count=16, max_age=_SECRET_TTL))
             while True:
                 found = await state.get_key(_SECRET_NS, "requestState")
                 if found is None:
@@ -619,19 +615,16 @@ class Agent:
 
     def host_allowed(self, host: str) -> bool:
         """Whether a ``Host`` value is served here (the port compared as ``_edge.py`` documents)."""
-        from ._edge import host_allowed
 
         return host_allowed(host, self.allowed_hosts)
 
     def origin_allowed(self, origin: str) -> bool:
         """Whether an ``Origin`` passes on the agent's own settings (the host app's CORS list is the edge's)."""
-        from ._edge import origin_allowed
 
         return origin_allowed(origin, self.allowed_hosts, self.allowed_origins)
 
     def _edged(self, app: Any, render: Any, *, body_limit: int | None = None, **rules: Any) -> Any:
         """``app`` behind the one HTTP edge every face shares (``_edge.py``): Host, Origin, Content-Type, size."""
-        from ._edge import Edge, HostGuard
 
         if self._edge_guard is None:
             self._edge_guard = HostGuard(self)
@@ -641,11 +634,14 @@ class Agent:
     def mcp(self) -> ASGIApp:
         """The MCP endpoint as a bare ASGI app (serves only the MCP path)."""
         if self._mcp is None:
+            # each face is imported when it is first served: together they would double `import agentmw`
             from .mcp.endpoint import McpEndpoint, refuse
+            from .mcp.handshake import SessionStore
 
-            self._mcp = self._gated(
-                self._edged(McpEndpoint(self), refuse, json_posts=True, content_type_status=400)
+            endpoint = McpEndpoint(
+                self, self.mcp_settings, self.limit_settings, self.timing, sessions=SessionStore(self)
             )
+            self._mcp = self._gated(self._edged(endpoint, refuse, json_posts=True, content_type_status=400))
         return self._mcp
 
     @property
@@ -653,42 +649,40 @@ class Agent:
         """The A2A endpoint as a bare ASGI app (the card, JSON-RPC and HTTP+JSON bindings)."""
         if self._a2a is None:
             from .a2a.endpoint import A2AEndpoint
+            from .a2a.operations import Operations
             from .a2a.refusals import edge_refusal
 
-            self._a2a = self._gated(self._edged(A2AEndpoint(self), edge_refusal(self.a2a_path)))
+            endpoint = A2AEndpoint(self, self.a2a, self.limit_settings, ops=Operations(self))
+            self._a2a = self._gated(self._edged(endpoint, edge_refusal(self.a2a.path)))
         return self._a2a
 
     @property
     def agui_app(self) -> ASGIApp:
         """The AG-UI endpoint as a bare ASGI app (one agent per skill under ``agui_path``)."""
         if self._agui is None:
-            from ._edge import detail_refusal
             from .agui.endpoint import AguiEndpoint
+            from .agui.runs import Runs
 
-            self._agui = self._gated(self._edged(AguiEndpoint(self), detail_refusal))
+            endpoint = AguiEndpoint(self, self.agui, self.limit_settings, lifecycle=Runs(self))
+            self._agui = self._gated(self._edged(endpoint, detail_refusal))
         return self._agui
 
     @property
     def approvals_app(self) -> ASGIApp:
         """The out-of-band approvals endpoint as a bare ASGI app."""
         if self._approvals_app is None:
-            from ._edge import detail_refusal
-            from .approvals import _MAX_DECISION_BYTES, ApprovalsEndpoint
-
             self._approvals_app = self._edged(
-                ApprovalsEndpoint(self), detail_refusal, body_limit=_MAX_DECISION_BYTES
+                ApprovalsEndpoint(self), detail_refusal, body_limit=MAX_DECISION_BYTES
             )
         return self._approvals_app
 
     def asgi(self) -> ASGIApp:
         """An ASGI app that serves only the agent's paths; mount it with ``app.mount(prefix, ...)``."""
-        from .middleware import AgentMiddleware
 
         return AgentMiddleware(None, agent=self)
 
     def routes(self) -> list[Any]:
         """Starlette routes for the agent's paths, for ``Router(routes=...)`` or a Starlette app."""
-        from starlette.routing import Route
 
         # Routes, not Mounts, under a prefix: a Mount moves the prefix into root_path, and each face reads its
         # paths (/agui/<skill>, /a2a/message:send) relative to where the agent itself is mounted.
@@ -712,9 +706,6 @@ class Agent:
 
     def _well_known_routes(self) -> list[Any]:
         """The auth documents (docs/auth.md): protected resource metadata and the push JWKS."""
-        from starlette.routing import Route
-
-        from .auth.wellknown import WellKnown
 
         app = WellKnown(self)
         return [

@@ -12,7 +12,8 @@ Reading an approval needs the same right, or being its requester.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import HTTPConnection
 
@@ -23,7 +24,8 @@ from .middleware import route_path
 from .safety.gate import ApprovalProblem
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .identity import IdentifyFn
+    from .safety import Approvals
 
 __all__ = ["NO_APPROVER", "ApprovalsEndpoint"]
 
@@ -32,11 +34,20 @@ NO_APPROVER = (
     "who decides: the app's current-user dependency (Agent(identify=get_current_user)), an "
     "identify(connection) hook, or an authentication middleware that sets the user."
 )
-_MAX_DECISION_BYTES = 65536
+MAX_DECISION_BYTES = 65536
+
+
+class ApprovalsHost(Protocol):
+    """What the approvals endpoint reads of its agent: who the caller is, who may decide, and the approvals."""
+
+    identify: IdentifyFn | None
+    approver: Callable[[str, Any], bool] | None
+    approvals_path: str
+    approvals: Approvals
 
 
 class ApprovalsEndpoint:
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: ApprovalsHost) -> None:
         self.agent = agent
 
     def may_decide(self, identity: str, approval: Any) -> bool:
@@ -96,7 +107,7 @@ class ApprovalsEndpoint:
             )
             return
         try:
-            body = await read_body(receive, _MAX_DECISION_BYTES)
+            body = await read_body(receive, MAX_DECISION_BYTES)
             decision = loads(body) if body.strip() else {}
         except ClientDisconnected:
             return

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agentmw.mcp import _state
+from agentmw.settings import Timing
 
 SECRET = b"k" * 32
 TARGET = "tools/call:book"
@@ -221,7 +222,9 @@ class FakeAgent(SimpleNamespace):
 
 
 def agent(**kwargs: Any) -> FakeAgent:
-    return FakeAgent(secret=kwargs.get("secret", SECRET), input_state_ttl_seconds=kwargs.get("ttl", 60.0))
+    return FakeAgent(
+        secret=kwargs.get("secret", SECRET), timing=Timing(input_state_ttl_seconds=kwargs.get("ttl", 60.0))
+    )
 
 
 async def test_round_trip_for_a_tool() -> None:

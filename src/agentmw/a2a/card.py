@@ -16,8 +16,10 @@ from collections import OrderedDict
 from email.utils import formatdate, parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
+from .settings import A2ASettings
+
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .._wiring import FaceHost
 
 __all__ = [
     "V03_CARD_PATH",
@@ -60,7 +62,7 @@ def base_url(scope: Any, headers: dict[str, str]) -> str:
     return f"{proto}://{host}{prefix}"
 
 
-def _skill_entry(agent: Agent, name: str) -> dict[str, Any]:
+def _skill_entry(agent: FaceHost, name: str) -> dict[str, Any]:
     cap = agent.skills[name]
     entry: dict[str, Any] = {
         "id": name,
@@ -82,10 +84,11 @@ def _requirement(req: Any) -> dict[str, Any]:
     return {"schemes": {name: ({"list": list(scopes)} if scopes else {}) for name, scopes in req.items()}}
 
 
-def build_card(agent: Agent, base: str, *, extended: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_card(
+    agent: FaceHost, settings: A2ASettings, base: str, *, extended: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The A2A 1.0 AgentCard, in canonical protobuf JSON (camelCase, nothing outside the 1.0 schema)."""
-    url = base + agent.a2a_path
-    settings = agent.a2a
+    url = base + settings.path
     card: dict[str, Any] = {
         "name": agent.name,
         "description": settings.description or agent.instructions or agent.name,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
-from .._shape import ShapeError, check_shape
+from .._shape import BodyShape, ShapeError, check_shape
 from .._transport import (
     ClientDisconnected,
     ProtocolError,
@@ -27,6 +27,7 @@ from .._types import Receive, Scope, Send
 from ..auth.refusals import PEEK_LIMIT, peek_request_id, send_a2a_refusal
 from ..identity import Forbidden, Unauthenticated, authenticated_identity, caller_from_headers, resolve_caller
 from ..middleware import route_path
+from ..settings import Limits
 from ..stores.base import TERMINAL
 from .card import (
     CardClock,
@@ -41,6 +42,7 @@ from .card import (
 )
 from .operations import Caller, Operations
 from .params import OPERATION_OF_METHOD, normalise
+from .settings import A2ASettings
 from .wire import (
     EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL_ERROR,
@@ -56,7 +58,7 @@ from .wire import (
 )
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .._wiring import FaceHost
 
 __all__ = ["A2AEndpoint"]
 
@@ -103,9 +105,17 @@ def _version(headers: dict[str, str], query: str) -> str:
 
 
 class A2AEndpoint:
-    def __init__(self, agent: Agent) -> None:
+    """ASGI app serving one agent's A2A card and its JSON-RPC and HTTP+JSON bindings.
+
+    Built once by the agent with its settings, the shared limits, and the task operations (``operations.py``,
+    a client of the lifecycle) it serves."""
+
+    def __init__(self, agent: FaceHost, settings: A2ASettings, limits: Limits, ops: Operations) -> None:
         self.agent = agent
-        self.ops = Operations(agent)
+        self.settings = settings
+        self.max_body_bytes = limits.max_body_bytes
+        self.body_shape = BodyShape(limits.max_body_values, limits.max_body_depth)
+        self.ops = ops
         self._card_clock = CardClock()
         ops = self.ops
         self.methods_v10: dict[str, Handler] = {
@@ -145,19 +155,19 @@ class A2AEndpoint:
                 await self.agent.access.admit(scope, "a2a")
             if path in _CARD_PATHS:
                 await self._card(scope, connection, headers, send)
-            elif path.rstrip("/") == self.agent.a2a_path:
+            elif path.rstrip("/") == self.settings.path:
                 await self._jsonrpc(scope, receive, send, connection, headers)
             else:
-                await self._rest(scope, receive, send, connection, headers, path[len(self.agent.a2a_path) :])
+                await self._rest(scope, receive, send, connection, headers, path[len(self.settings.path) :])
         except ClientDisconnected:
             return
         except (
             Unauthenticated,
             Forbidden,
         ) as exc:  # refused at admission, before any body was read (docs/auth.md)
-            jsonrpc = path not in _CARD_PATHS and path.rstrip("/") == self.agent.a2a_path
+            jsonrpc = path not in _CARD_PATHS and path.rstrip("/") == self.settings.path
             request_id = (
-                await peek_request_id(scope, receive, min(PEEK_LIMIT, self.agent.max_body_bytes))
+                await peek_request_id(scope, receive, min(PEEK_LIMIT, self.max_body_bytes))
                 if jsonrpc
                 else None
             )
@@ -180,21 +190,22 @@ class A2AEndpoint:
             )
             return
         extended = None
-        if "authorization" in headers and self.agent.a2a.extended_card is not None:
+        if "authorization" in headers and self.settings.extended_card is not None:
             try:  # invalid credentials are 401 here too; valid ones that may not see more get the public card
                 extended = await self._extended_fields(connection)
             except Forbidden:
                 extended = None
-        card = build_card(self.agent, base_url(scope, headers), extended=extended)
+        card = build_card(self.agent, self.settings, base_url(scope, headers), extended=extended)
         if self.agent.access is not None:  # the skills this caller may see, the schemes of Agent(auth=...)
             card = await self.agent.access.card(card, scope)
-        if self.agent._hooks is not None:  # listing hooks may filter the skills (docs/observability.md)
-            card = {
-                **card,
-                "skills": self.agent._shown("skills", "a2a", card.get("skills") or [], scope, None),
-            }
+        skills = card.get("skills") or []
+        shown = self.agent.shown(
+            "skills", "a2a", skills, scope, None
+        )  # listing hooks (docs/observability.md)
+        if shown is not skills:
+            card = {**card, "skills": shown}
         query = scope.get("query_string", b"").decode("latin-1")
-        if self.agent.a2a.card_v03 or wants_v03(route_path(scope), headers, query):  # docs/a2a.md, "The card"
+        if self.settings.card_v03 or wants_v03(route_path(scope), headers, query):  # docs/a2a.md, "The card"
             card = with_v03_fields(card)
         body = dump(card)
         etag = card_etag(body)
@@ -225,17 +236,19 @@ class A2AEndpoint:
         identity = await authenticated_identity(connection, self.agent.identify)  # never a bare credential
         if identity is None:
             raise Unauthenticated("Valid credentials are required for the extended agent card")
-        fields = self.agent.a2a.extended_card(identity)  # type: ignore[misc]
+        fields = self.settings.extended_card(identity)  # type: ignore[misc]
         if fields is None:
             raise Forbidden("This caller may not see the extended agent card")
         return dict(fields)
 
     async def _extended_card(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        if self.agent.a2a.extended_card is None:
+        if self.settings.extended_card is None:
             raise A2AError(EXTENDED_CARD_NOT_CONFIGURED, "This agent has no extended card")
         extended = await self._extended_fields(caller.connection)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in caller.connection.scope["headers"]}
-        card = build_card(self.agent, base_url(caller.connection.scope, headers), extended=extended)
+        card = build_card(
+            self.agent, self.settings, base_url(caller.connection.scope, headers), extended=extended
+        )
         if self.agent.access is not None:
             card = await self.agent.access.card(card, caller.connection.scope)
         return card
@@ -244,7 +257,7 @@ class A2AEndpoint:
         """The body, strictly decoded once its shape is within ``Agent(max_body_values=, max_body_depth=)``
         (docs/limits.md): past them, invalid params (with the request's id, when a scan found it)."""
         try:
-            check_shape(raw, self.agent.body_shape)
+            check_shape(raw, self.body_shape)
         except ShapeError as exc:
             error = A2AError(INVALID_PARAMS, exc.message, {"limit": exc.limit})
             error.request_id = exc.request_id
@@ -262,7 +275,7 @@ class A2AEndpoint:
             return
         request_id: Any = None
         try:
-            body = self._decode(await read_body(receive, self.agent.max_body_bytes))
+            body = self._decode(await read_body(receive, self.max_body_bytes))
             message = classify_rpc(body, notifications=False, null_id=True)
             request_id = message.id
             params = message.params or {}
@@ -311,7 +324,7 @@ class A2AEndpoint:
                 )
             params = normalise(OPERATION_OF_METHOD[method], params)  # snake_case spellings, once, here
             if method in ("SendMessage", "SendStreamingMessage"):
-                limit_parts(params.get("message"), self.agent.a2a.max_parts)
+                limit_parts(params.get("message"), self.settings.max_parts)
             result = await self.methods_v10[method](params, caller)
             if method in self.streaming:
                 await _sse(scope, receive, send, request_id, result, v03=False)
@@ -335,7 +348,7 @@ class A2AEndpoint:
     async def _v03(self, method: str, params: dict[str, Any], caller: Caller) -> Any:
         ops = self.ops
         if method in ("message/send", "message/stream"):
-            limit_parts(params.get("message"), self.agent.a2a.max_parts)
+            limit_parts(params.get("message"), self.settings.max_parts)
             configuration = _object(params.get("configuration"), "configuration")
             converted = {
                 "message": message_from_v03(params.get("message")),
@@ -397,14 +410,14 @@ class A2AEndpoint:
             name, args = route
             params: dict[str, Any] = {}
             if verb in ("POST", "PUT"):
-                raw = await read_body(receive, self.agent.max_body_bytes)
+                raw = await read_body(receive, self.max_body_bytes)
                 if raw.strip():
                     params = self._decode(raw)
                     if not isinstance(params, dict):
                         raise A2AError(INVALID_PARAMS, "The body must be a JSON object")
                 params = normalise(name, params)  # snake_case spellings, once, here
                 if name in ("send", "stream"):
-                    limit_parts(params.get("message"), self.agent.a2a.max_parts)
+                    limit_parts(params.get("message"), self.settings.max_parts)
             else:
                 params = normalise(name, query, extra=_QUERY_EXTRA)
                 if params.get("includeArtifacts") in ("true", "false"):

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .push import PushPolicy
+from .push import PushPolicy
 
 __all__ = ["A2ASettings"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class A2ASettings:
-    """A2A options of an :class:`~agentmw.Agent`.
+    """A2A options of an :class:`~agentmw.Agent` (``Agent(a2a=A2ASettings(...))``).
+
+    Its tasks live in the agent's store (``Agent(store=...)``, docs/state.md), so every replica sharing it
+    serves every task; how many and for how long are ``Limits.max_tasks`` and ``Timing.task_retention_seconds``.
 
     Args:
+        path: where the A2A endpoint lives (JSON-RPC at ``path``, HTTP+JSON under it), relative to where the
+            agent is mounted.
         description: the card's description (defaults to the agent's instructions, then its name).
         provider, documentation_url: copied to the card.
         security_schemes: card ``securitySchemes`` in 1.0 shape, e.g.
@@ -24,24 +28,21 @@ class A2ASettings:
         security_requirements: e.g. ``[{"bearer": []}]``.
         extended_card: ``identity -> extra card fields``, or None when that caller may not see it (403).
             Needs ``Agent(identify=...)`` to tell who the caller is.
-        store: where tasks live. Default (None): the agent's shared state (``Agent(store=...)``, docs/state.md),
-            so every replica sharing it serves every task. A :class:`~agentmw.state.State` or a state URL gives
-            A2A a state of its own. Deprecated: an older ``MemoryStore`` or ``SQLiteStore`` (``agentmw.stores``)
-            still works, in single-process mode (its own state; tasks another process held are failed on
-            first use, as before).
+        store: deprecated, and gone with ``agentmw.stores``: an older ``MemoryStore`` or ``SQLiteStore`` (single
+            process: tasks another process held are failed on first use), or a State or URL giving A2A a state
+            of its own. Leave it None: the agent's store is the one way to set where tasks live.
         write_behind: a blocking ``SendMessage`` answers as soon as its task settles, and the task's one write
             follows at once, off the request path (docs/a2a.md, "Stores, restarts and replicas"). False: the
             answer waits for the write, so another replica can read the task as soon as the caller has it.
         push: the push policy (:class:`~agentmw.a2a.PushPolicy`: where pushes may go, its allowlist, configs
             per task and token length, retries; docs/a2a.md); ``None`` turns push notifications off (and
             says so on the card).
-        park_timeout_seconds: how long a task waits for an answer to its question before it fails.
         dedupe_message_ids: a repeat of the *same* message (same caller, ``messageId``, content and
             ``taskId``) gets the first one's task (or reply) instead of running again; a reused
             ``messageId`` with anything different is handled as a new message, with a warning in the log
             (docs/a2a.md). Separate from idempotency keys. ``False`` runs every message.
-        message_id_ttl_seconds: how long a ``messageId`` is remembered for that (``Agent(a2a_max_message_ids=)``
-            caps how many are).
+        message_id_ttl_seconds: how long a ``messageId`` is remembered for that (``Limits.max_message_ids`` caps
+            how many are).
         max_parts: the parts one message may hold (``SendMessage``, ``SendStreamingMessage`` and their 0.3 names);
             past it, the binding's invalid-params error, before anything runs (docs/limits.md, "Request bodies").
         card_v03: serve the card with the 0.3 fields merged in at ``/.well-known/agent-card.json`` too, for 0.3
@@ -49,15 +50,16 @@ class A2ASettings:
             fails a strict A2A 1.0 validator. 0.3 readers always get it at ``/.well-known/agent.json``.
     """
 
+    path: str = "/a2a"
     description: str = ""
     provider: Mapping[str, str] | None = None
     documentation_url: str | None = None
     security_schemes: Mapping[str, Any] | None = None
     security_requirements: Sequence[Mapping[str, Sequence[str]]] | None = None
     extended_card: Callable[[str], Mapping[str, Any] | None] | None = None
-    store: Any = None  # a State, a state URL, or (deprecated) an agentmw.stores TaskStore
+    store: Any = None  # deprecated: an agentmw.stores TaskStore, or a State/URL of A2A's own (see above)
     write_behind: bool = True
-    push: PushPolicy | None = field(default_factory=lambda: _default_policy())
+    push: PushPolicy | None = field(default_factory=PushPolicy)
     dedupe_message_ids: bool = True
     message_id_ttl_seconds: float = 3600.0
     max_parts: int = 1_000
@@ -65,12 +67,9 @@ class A2ASettings:
         False  # merge the 0.3 fields into every card, as the a2a-sdk server does (not strict 1.0)
     )
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", "/" + self.path.strip("/"))
+
     @property
     def push_enabled(self) -> bool:
         return self.push is not None
-
-
-def _default_policy() -> PushPolicy:
-    from .push import PushPolicy
-
-    return PushPolicy()

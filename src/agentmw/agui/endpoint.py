@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
-from .._shape import ShapeError, check_shape
+from .._shape import BodyShape, ShapeError, check_shape
 from .._transport import (
     PARSE_ERROR,
     ClientDisconnected,
@@ -28,11 +28,13 @@ from .._transport import (
 from .._types import Receive, Scope, Send
 from ..identity import Forbidden, Unauthenticated, resolve_caller
 from ..middleware import route_path
+from ..settings import Limits
 from .runs import Consumer, Refused, Run, Runs
 from .sequence import Sequencer
+from .settings import AguiSettings
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .._wiring import FaceHost
     from ..capability import Capability
 
 __all__ = ["AguiEndpoint"]
@@ -41,9 +43,18 @@ logger = logging.getLogger("agentmw")
 
 
 class AguiEndpoint:
-    def __init__(self, agent: Agent) -> None:
+    """ASGI app serving each skill as an AG-UI agent under ``settings.path``.
+
+    Built once by the agent with its settings, the shared limits, and the runs it serves (``runs.py``: threads,
+    runs and interrupts, here and in the shared state)."""
+
+    def __init__(self, agent: FaceHost, settings: AguiSettings, limits: Limits, lifecycle: Runs) -> None:
         self.agent = agent
-        self.lifecycle = Runs(agent)  # threads, runs and interrupts, here and in the shared state (runs.py)
+        self.settings = settings
+        self.max_body_bytes = limits.max_body_bytes
+        # a run costs more per value than an MCP or A2A request: at most max_values of the body's
+        self.body_shape = BodyShape(min(limits.max_body_values, settings.max_values), limits.max_body_depth)
+        self.lifecycle = lifecycle
         self.threads = self.lifecycle.threads  # this process's, bounded in count and age (docs/limits.md)
         self.runs = self.lifecycle.runs
         self._input_model: Any = None
@@ -58,7 +69,7 @@ class AguiEndpoint:
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.lifecycle.sweep()  # runs whose replica died: the first request of a process, then every few seconds
-        parts = route_path(scope)[len(self.agent.agui_path) :].strip("/").split("/")
+        parts = route_path(scope)[len(self.settings.path) :].strip("/").split("/")
         verb = scope["method"]
         skill = self.agent.skills.get(parts[0]) if parts and parts[0] else None
         if self.agent.access is not None:  # 401/403/429; a hidden skill is unknown (docs/auth.md)
@@ -133,9 +144,9 @@ class AguiEndpoint:
             from ag_ui.core import RunAgentInput
 
             self._input_model = RunAgentInput
-        raw = await read_body(receive, self.agent.max_body_bytes)
+        raw = await read_body(receive, self.max_body_bytes)
         try:
-            check_shape(raw, self.agent.agui_body_shape)  # before decoding: its cost grows with the values
+            check_shape(raw, self.body_shape)  # before decoding: its cost grows with the values
         except ShapeError as exc:
             logger.debug("AG-UI request refused: %s", exc.message)
             kind = "json_too_deep" if exc.kind == "depth" else "too_many_values"
@@ -171,14 +182,14 @@ class AguiEndpoint:
                 "type": "dict_type",
                 "msg": "forwardedProps.arguments must be an object: the skill's arguments by name",
             }
-        messages, limit = body.get("messages"), self.agent.agui_max_messages
+        messages, limit = body.get("messages"), self.settings.max_messages
         if isinstance(messages, list) and len(messages) > limit:
             return {
                 "loc": ["body", "messages"],
                 "type": "too_long",
                 "msg": f"A run carries at most {limit} messages, not {len(messages)}",
             }
-        state, most = body.get("state"), self.agent.agui_max_state_bytes
+        state, most = body.get("state"), self.settings.max_state_bytes
         if state is not None:
             try:
                 size = len(dumps(state))
@@ -215,7 +226,7 @@ class AguiEndpoint:
         owner = await resolve_caller(connection, self.agent.identify)
         try:
             run, consumer = await self.lifecycle.start(
-                skill, run_input, connection, owner, self.agent.agui_consumer_limit
+                skill, run_input, connection, owner, self.settings.consumer_limit
             )
         except Refused as refused:
             await send_json(send, refused.status, {"detail": refused.detail})
@@ -285,7 +296,7 @@ class AguiEndpoint:
             return
         assert run is not None
         frames, fell_behind = run.replay(after)
-        consumer = Consumer(self.agent.agui_consumer_limit)
+        consumer = Consumer(self.settings.consumer_limit)
         if fell_behind:
             # Too far back for the buffer: the current state and messages instead of the lost events.
             consumer.push(Sequencer.reconnect_snapshot(run.thread.state, run.thread.messages))

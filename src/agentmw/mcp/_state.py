@@ -17,6 +17,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ._host import McpHost
+
 __all__ = ["arguments_digest", "seal", "unseal"]
 
 
@@ -67,7 +69,7 @@ def seal(
 
 
 async def seal_round(
-    agent: Any,
+    agent: McpHost,
     target: str,
     arguments: Any,
     answers: dict[str, Any],
@@ -82,14 +84,14 @@ async def seal_round(
         target=target,
         digest=arguments_digest(arguments),
         answers=answers,
-        ttl=agent.input_state_ttl_seconds,
+        ttl=agent.timing.input_state_ttl_seconds,
         asked=asked,
         caller=caller,
     )
 
 
 def open_round(
-    agent: Any,
+    agent: McpHost,
     method: str,
     params: Mapping[str, Any],
     target: str,
@@ -138,7 +140,7 @@ def _verified(secret: bytes, state: Any, *, target: str, digest: str) -> dict[st
         raise ValueError("requestState is malformed") from exc
     if not hmac.compare_digest(hmac.new(secret, payload, hashlib.sha256).digest(), given):
         raise ValueError("requestState failed its integrity check")
-    data = json.loads(payload)
+    data: dict[str, Any] = json.loads(payload)
     if data.get("t") != target or data.get("d") != digest:
         raise ValueError("requestState belongs to another request")
     if data.get("e", 0) < time.time():

@@ -24,7 +24,12 @@ logger = logging.getLogger("agentmw")
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
     "LATEST_HANDSHAKE",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
     "STATELESS_VERSIONS",
     "Exchange",
     "JsonRpcError",

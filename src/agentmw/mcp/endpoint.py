@@ -8,20 +8,20 @@ handshake era, with ``initialize`` and ``Mcp-Session-Id``.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._edge import Refusal
-from .._shape import check_shape
+from .._shape import BodyShape, check_shape
 from .._transport import ClientDisconnected, ProtocolError, identity_error, loads, read_body
 from .._types import Receive, Scope, Send
 from ..auth.refusals import PEEK_LIMIT, peek_body, request_id_of
 from ..identity import Forbidden, Unauthenticated
+from ..settings import Limits, Timing
 from . import handshake, stateless
+from ._host import McpHost
 from ._wire import HANDSHAKE_VERSIONS, INTERNAL_ERROR, error_body, header_map, json_response
 from .methods import Catalog
-
-if TYPE_CHECKING:
-    from ..agent import Agent
+from .settings import McpSettings
 
 __all__ = ["Incoming", "McpEndpoint", "refuse"]
 
@@ -65,15 +65,29 @@ class Incoming:
 
 
 class McpEndpoint:
-    """ASGI app serving one agent's MCP endpoint in both protocol eras."""
+    """ASGI app serving one agent's MCP endpoint in both protocol eras.
 
-    def __init__(self, agent: Agent) -> None:
+    Built once by the agent with its settings, the shared limits and timing, and the handshake era's sessions
+    (a lifecycle client of the agent's state, ``handshake.py``)."""
+
+    def __init__(
+        self,
+        agent: McpHost,
+        settings: McpSettings,
+        limits: Limits,
+        timing: Timing,
+        sessions: handshake.SessionStore,
+    ) -> None:
         self.agent = agent
+        self.settings = settings
+        self.timing = timing
+        self.max_body_bytes = limits.max_body_bytes
+        self.body_shape = BodyShape(limits.max_body_values, limits.max_body_depth)
         self.catalog = Catalog(agent)
-        self.sessions = handshake.SessionStore(agent)
+        self.sessions = sessions
         self.listeners = stateless.ListenHub(agent)
         self.used_states = stateless.UsedStates(
-            agent.input_state_ttl_seconds, agent.max_used_states, state=lambda: agent.state
+            timing.input_state_ttl_seconds, limits.max_used_states, state=lambda: agent.state
         )
         self.server_info = {"name": agent.name, "version": agent.version}
 
@@ -112,7 +126,7 @@ class McpEndpoint:
             try:
                 principal = await self.agent.access.admit(scope, "mcp")
             except (Unauthenticated, Forbidden):  # refused before the body is read: its id, from a small one
-                incoming.body = await peek_body(scope, receive, min(PEEK_LIMIT, self.agent.max_body_bytes))
+                incoming.body = await peek_body(scope, receive, min(PEEK_LIMIT, self.max_body_bytes))
                 raise
             if (
                 principal is not None
@@ -127,7 +141,7 @@ class McpEndpoint:
     async def read_json(self, incoming: Incoming, receive: Receive) -> Any:
         """The strictly decoded body (kept on ``incoming``); raises ProtocolError (400, 413) for a bad one, and
         for one past ``max_body_values`` or ``max_body_depth``, counted before it is decoded (docs/limits.md)."""
-        raw = await read_body(receive, self.agent.max_body_bytes)
-        check_shape(raw, self.agent.body_shape)
+        raw = await read_body(receive, self.max_body_bytes)
+        check_shape(raw, self.body_shape)
         incoming.body = loads(raw)
         return incoming.body

@@ -22,6 +22,7 @@ from ..events import TextDelta
 from ..identity import resolve_caller
 from ..runtime import Code, InputsPending, Outcome, Status, invoke
 from . import _state
+from ._host import McpHost
 from ._wire import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -43,7 +44,6 @@ from .convert import (
 from .tasks import TASK_HANDLERS, Detacher, create_result, tasks_of, wants_task
 
 if TYPE_CHECKING:
-    from ..agent import Agent
     from ._wire import Exchange
 
 __all__ = ["HANDLERS", "LOG_RANK", "Call", "Catalog", "ClientNotAnswered", "parse_input_response"]
@@ -61,6 +61,12 @@ LOG_RANK = {
 }
 
 
+def _core(host: McpHost) -> Any:
+    """The agent as ``Context``, ``denial`` and ``tasks_of`` take it: they still name ``Agent``, which no face
+    imports; the same object, handed on untyped until those modules take a Protocol of their own."""
+    return host
+
+
 class ClientNotAnswered(Permanent):
     """The client did not answer a server-to-client request usably (an error, a result of the wrong shape, a
     closed stream, a timeout). Inside the function it is the function's failure; raised by a stage before the
@@ -70,7 +76,7 @@ class ClientNotAnswered(Permanent):
 class Catalog:
     """The MCP lists, rebuilt only when the registry changes."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: McpHost) -> None:
         self.agent = agent
         self._revision = -1
         self.tools: list[dict[str, Any]] = []
@@ -111,7 +117,7 @@ class Call:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: McpHost,
         catalog: Catalog,
         *,
         stateless: bool,
@@ -246,7 +252,7 @@ async def _run(
         channel or McpChannel(call, target),
         request=connection,
         caller=caller,
-        agent=call.agent,
+        agent=_core(call.agent),
         face="mcp",
     )
     key, approval = _hints(call)
@@ -261,7 +267,7 @@ async def _run(
             message=f"{why[:1].upper()}{why[1:]}. Nothing was executed and nothing changed.",
         )
     if outcome.code in DENIALS:  # a refused caller is HTTP 401/403 with its challenge, not a tool result
-        raise denial(call.agent, outcome, call.scope)
+        raise denial(_core(call.agent), outcome, call.scope)
     if outcome.status == "needs_input" and call.stateless and outcome.pending and outcome.code is None:
         state = await _state.seal_round(
             call.agent, target, arguments, outcome.data or {}, asked=list(outcome.pending), caller=caller
@@ -323,12 +329,12 @@ def _visible(call: Call, kind: str, items: list[dict[str, Any]]) -> list[dict[st
     access = agent.access
     if access is not None:
         items = access.visible_list(kind, items, call.scope)
-    return items if agent._hooks is None else agent._shown(kind, "mcp", items, call.scope, call.caller)
+    return agent.shown(kind, "mcp", items, call.scope, call.caller)
 
 
-def _hidden(call: Call, cap: Capability | None) -> bool:
-    """Whether ``cap`` is missing, or hidden from this caller: either is answered as unknown, alike."""
-    return cap is None or (call.agent.access is not None and call.agent.access.hides(cap, call.scope))
+def _hidden(call: Call, cap: Capability) -> bool:
+    """Whether ``cap`` is hidden from this caller: answered as unknown, alike with a missing one."""
+    return call.agent.access is not None and call.agent.access.hides(cap, call.scope)
 
 
 def _named(
@@ -339,7 +345,7 @@ def _named(
     if not isinstance(name, str):
         raise JsonRpcError(INVALID_PARAMS, f"{method} needs a string 'name'")
     cap = table.get(name)
-    if _hidden(call, cap):
+    if cap is None or _hidden(call, cap):
         raise JsonRpcError(INVALID_PARAMS, f"Unknown {method.split('/')[0][:-1]}: {name}")
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
@@ -363,7 +369,7 @@ async def _as_task(call: Call, cap: Capability, arguments: Any) -> dict[str, Any
     """A task tool's call answered with a task handle (docs/mcp.md, "Tasks"): at once; or, for an
     ``ask_first`` tool, once its questions are answered and it calls ``ctx.continue_as_task()`` (a function
     that ends before that answers as a plain call would)."""
-    manager = tasks_of(call.agent)
+    manager = tasks_of(_core(call.agent))
     call.caller = call.caller or await resolve_caller(HTTPConnection(call.scope), call.agent.identify)
     if not cap.ask_first:
         key, approval = _hints(call)
@@ -373,7 +379,8 @@ async def _as_task(call: Call, cap: Capability, arguments: Any) -> dict[str, Any
     detacher = Detacher(McpChannel(call, target), manager, call, cap, arguments)
     running = asyncio.ensure_future(_run(call, cap, arguments, target, channel=detacher))
     try:
-        await asyncio.wait({running, detacher.detached}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {running, detacher.detached}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
         if detacher.live is None:
             running.cancel()
@@ -386,7 +393,7 @@ async def _as_task(call: Call, cap: Capability, arguments: Any) -> dict[str, Any
     return outcome if isinstance(outcome, dict) else tool_result(outcome, call.agent)
 
 
-def tool_result(outcome: Outcome, agent: Agent) -> dict[str, Any]:
+def tool_result(outcome: Outcome, agent: McpHost) -> dict[str, Any]:
     """A tool's outcome as its ``CallToolResult``; raises the JSON-RPC error a call answers instead."""
     status = outcome.status
     if status == "completed":
@@ -421,7 +428,7 @@ def _outcome_error(outcome: Outcome) -> JsonRpcError:
         return JsonRpcError(
             INVALID_PARAMS, "Input required, but this client cannot be asked", {"inputRequests": questions}
         )
-    if outcome.status == "rejected":
+    if outcome.status == Status.REJECTED:
         return JsonRpcError(INVALID_PARAMS, outcome.message or "Invalid params")
     return JsonRpcError(INTERNAL_ERROR, outcome.message or "Internal error")
 
@@ -488,7 +495,7 @@ async def completion_complete(call: Call, params: dict[str, Any]) -> dict[str, A
         cap = agent.templates.get(uri) or agent.resources.get(uri)
     else:
         raise JsonRpcError(INVALID_PARAMS, f"Unknown completion reference type {ref.get('type')!r}")
-    if _hidden(call, cap):
+    if cap is None or _hidden(call, cap):
         raise JsonRpcError(INVALID_PARAMS, f"Nothing to complete for {ref}")
     values: list[str] = []
     complete = cap.completions.get(argument["name"])
@@ -526,9 +533,10 @@ INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 async def dispatch(call: Call, method: str, params: Any, request_id: Any = None) -> dict[str, Any]:
     telemetry = call.agent.telemetry
     if telemetry is not None:  # its server span, protocol error counts (docs/observability.md)
-        return await telemetry.serve_mcp(
+        served: dict[str, Any] = await telemetry.serve_mcp(
             call, method, params, request_id, lambda: _dispatch(call, method, params)
         )
+        return served
     return await _dispatch(call, method, params)
 
 

@@ -28,6 +28,7 @@ from ..identity import Forbidden, Unauthenticated, caller_from_headers, resolve_
 from ..runtime import InputsPending
 from . import _state
 from ._cancel import CallGuard
+from ._host import McpHost
 from ._wire import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -52,7 +53,6 @@ from .handshake import server_capabilities
 from .methods import INPUT_METHODS, LOG_RANK, Call, dispatch, parse_input_response
 
 if TYPE_CHECKING:
-    from ..agent import Agent
     from .endpoint import Incoming, McpEndpoint
 
 __all__ = ["ListenHub", "UsedStates", "handle"]
@@ -137,7 +137,7 @@ def _param_headers(schema: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str
 
 
 def _check_param_headers(
-    agent: Agent,
+    agent: McpHost,
     params: Mapping[str, Any],
     raw_headers: list[tuple[bytes, bytes]],
     scope: Mapping[str, Any] | None = None,
@@ -254,7 +254,7 @@ async def handle(
 
 
 def _ladder(
-    agent: Agent, incoming: Incoming, method: str, params: dict[str, Any], version_header: str
+    agent: McpHost, incoming: Incoming, method: str, params: dict[str, Any], version_header: str
 ) -> None:
     """The SDK's check order for a stateless request; raises the first failure."""
     if incoming.repeated:
@@ -318,7 +318,7 @@ class StatelessRequest:
         self.log_level = log_level
 
 
-def parse_request(agent: Agent, incoming: Incoming, body: Any) -> StatelessRequest | None:
+def parse_request(agent: McpHost, incoming: Incoming, body: Any) -> StatelessRequest | None:
     """Check a decoded stateless-era POST without I/O: the request to serve, or None for an accepted
     notification. Raises :class:`JsonRpcError` (its status set where the era's table does not decide)."""
     version = (incoming.headers.get("mcp-protocol-version") or "").strip()
@@ -343,7 +343,12 @@ def parse_request(agent: Agent, incoming: Incoming, body: Any) -> StatelessReque
 
 
 def _checked(
-    agent: Agent, incoming: Incoming, request_id: str | int, method: str, params: dict[str, Any], version: str
+    agent: McpHost,
+    incoming: Incoming,
+    request_id: str | int,
+    method: str,
+    params: dict[str, Any],
+    version: str,
 ) -> StatelessRequest:
     _ladder(agent, incoming, method, params, version)
     meta = params["_meta"]
@@ -369,7 +374,7 @@ def _check_listen(params: dict[str, Any]) -> None:
         raise JsonRpcError(INVALID_PARAMS, "resourceSubscriptions must be a list of URIs")
 
 
-def _replay_gather(agent: Agent, method: str, params: dict[str, Any], caller: str) -> Any:
+def _replay_gather(agent: McpHost, method: str, params: dict[str, Any], caller: str) -> Any:
     """The channel's ``gather`` for this request: answers come from the retry, never from a wait.
 
     An answer counts only together with the signed ``requestState`` that asked its question, issued to this
@@ -420,7 +425,7 @@ def _target(method: str, params: Mapping[str, Any]) -> str:
     return f"{method}:{params.get(_NAME_PARAM.get(method, 'name'))}"
 
 
-def server_info(agent: Agent) -> dict[str, Any]:
+def server_info(agent: McpHost) -> dict[str, Any]:
     return {"name": agent.name, "version": agent.version}
 
 
@@ -459,7 +464,7 @@ async def _serve(
     return payload
 
 
-def _discover(agent: Agent) -> dict[str, Any]:
+def _discover(agent: McpHost) -> dict[str, Any]:
     result: dict[str, Any] = {
         "resultType": "complete",
         "supportedVersions": list(STATELESS_VERSIONS),
@@ -529,7 +534,7 @@ class ListenHub:
         "resources/list_changed": "resourcesListChanged",
     }
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: McpHost) -> None:
         self.queues: set[tuple[asyncio.Queue[dict[str, Any]], frozenset[str], frozenset[str]]] = set()
         agent.subscribe(self._on_agent_event)
 
@@ -546,7 +551,7 @@ class ListenHub:
 
     async def listen(
         self,
-        agent: Agent,
+        agent: McpHost,
         request_id: Any,
         params: dict[str, Any],
         scope: Scope,
