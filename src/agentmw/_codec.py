@@ -4,7 +4,8 @@ An outcome kept under an idempotency key is read back on another replica, which 
 wire. So the parts faces look at by type (content parts, messages, artifacts, questions) come back as the
 same dataclasses; bytes and tuples come back as bytes and tuples. Anything else (a pydantic model, a
 custom object) comes back as its JSON form: faces render such a value from ``content`` and
-``structured``, which hold JSON already. Only the classes named here are ever built from stored data.
+``structured``, which hold JSON already. Only the classes registered with :func:`storable` (by the modules that
+define them) are ever built from stored data.
 """
 
 from __future__ import annotations
@@ -12,36 +13,38 @@ from __future__ import annotations
 import base64
 import dataclasses
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
-__all__ = ["from_json", "to_json"]
+__all__ = ["from_json", "storable", "to_json"]
 
 _TAG = "$t"
+T = TypeVar("T", bound=type)
+
+_known: dict[str, type] = {}
+"""The dataclasses a stored value may hold, by name: each module that defines one registers it here
+(:func:`storable`), so that this module, below them all, imports none of them."""
 
 
-def _classes() -> dict[str, type]:
-    from . import content, context, messages
-
-    found: dict[str, type] = {}
-    for module, names in (
-        (content, ("Text", "Image", "Audio", "ResourceLink", "EmbeddedResource", "PromptMessage")),
-        (messages, ("Message", "File", "Data", "Artifact")),
-        (context, ("Ask", "Sample", "ListRoots", "Answer", "Sampled", "Root")),
-    ):
-        for name in names:
-            cls = getattr(module, name, None)
-            if isinstance(cls, type) and dataclasses.is_dataclass(cls):
-                found[name] = cls
-    return found
-
-
-_known: dict[str, type] | None = None
+def storable(*classes: T) -> T:
+    """Let :func:`from_json` rebuild these dataclasses from stored data (their names must be unique); returns the
+    last, so that it can decorate one class."""
+    for cls in classes:
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"{cls!r} is not a dataclass")
+        found = _known.setdefault(cls.__name__, cls)
+        if found is not cls:
+            raise TypeError(f"two storable classes are named {cls.__name__}: {found!r} and {cls!r}")
+    return classes[-1]
 
 
 def _registry() -> dict[str, type]:
-    global _known
-    if _known is None:
-        _known = _classes()
+    if "Ask" not in _known:  # TRANSITIONAL: until agentmw.context registers its own (issue 23)
+        from . import context
+
+        storable(
+            context.Ask, context.Sample, context.ListRoots, context.Answer, context.Sampled, context.Root
+        )
     return _known
 
 
@@ -86,8 +89,6 @@ def to_json(value: Any, _depth: int = 0) -> Any:
         return to_json(dataclasses.asdict(value), _depth + 1)
     if isinstance(value, (set, frozenset)):
         return [to_json(v, _depth + 1) for v in value]
-    from collections.abc import Mapping
-
     if isinstance(value, Mapping):
         return to_json(dict(value), _depth + 1)
     return str(value)  # what the faces' JSON encoder would write for it
@@ -103,11 +104,11 @@ def from_json(data: Any) -> Any:
     if tag is None:
         return {k: from_json(v) for k, v in data.items()}
     inner = data.get("v")
-    if tag == "bytes":
+    if tag == "bytes" and isinstance(inner, str):
         return base64.b64decode(inner)
-    if tag == "tuple":
+    if tag == "tuple" and isinstance(inner, list):
         return tuple(from_json(v) for v in inner)
-    if tag == "dict":
+    if tag == "dict" and isinstance(inner, list):
         return {_hashable(from_json(k)): from_json(v) for k, v in inner}
     cls = _registry().get(tag)
     if cls is None or not isinstance(inner, dict):

@@ -302,11 +302,14 @@ class Edge:
         if self.json_posts and method == "POST":  # MCP: every POST says it is JSON, as the MCP SDK requires
             if content_type is None or not _is_json(content_type):
                 return Refusal(self.content_type_status, "Content-Type must be application/json")
-        elif content_type is not None and not _is_json(content_type):
+        elif (
+            content_type is not None
+            and not _is_json(content_type)
+            and (chunked or (length is not None and length.strip() not in (b"", b"0")))
+        ):
             # a body without a Content-Type is read as JSON, as FastAPI reads one; a form or text/plain is not,
             # which also keeps a browser's no-preflight "simple" request from carrying one
-            if chunked or (length is not None and length.strip() not in (b"", b"0")):
-                return Refusal(self.content_type_status, "Content-Type must be application/json")
+            return Refusal(self.content_type_status, "Content-Type must be application/json")
         if (
             length is not None
             and len(length) >= self._limit_digits

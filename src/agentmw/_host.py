@@ -9,18 +9,30 @@ from __future__ import annotations
 
 import inspect
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .errors import AgentmwError
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
 
-    from .capability import Capability
-
 __all__ = ["HostDependencyError", "resolve_host_dependencies"]
 
 
-class HostDependencyError(Exception):
+class HostDependencyError(AgentmwError):
     """A dependency's parameters (a header, a cookie) were missing or invalid."""
+
+
+class _HostParams(Protocol):
+    host_params: tuple[inspect.Parameter, ...]
+    host_dependant: Any  # FastAPI's Dependant for host_params, made on first use
+
+
+class Capability(Protocol):
+    """What this module reads of a capability: the parameters it takes from the host app."""
+
+    @property
+    def params(self) -> _HostParams: ...
 
 
 def _dependant_for(capability: Capability) -> Any:
@@ -30,6 +42,7 @@ def _dependant_for(capability: Capability) -> Any:
 
         def host_params(**kwargs: Any) -> None: ...
 
+        # a function may carry __signature__ (inspect reads it), which its stub does not declare
         host_params.__signature__ = inspect.Signature(list(capability.params.host_params))  # type: ignore[attr-defined]
         dependant = get_dependant(path="", call=host_params)
         capability.params.host_dependant = dependant

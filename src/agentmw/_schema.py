@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import pydantic
 from pydantic import BaseModel, ValidationError
@@ -26,8 +26,14 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .errors import RegistrationError
 
-if TYPE_CHECKING:
-    from .capability import ParamPlan
+
+class ParamPlan(Protocol):
+    """What this module reads and sets of a capability's parameters (``capability.ParamPlan``)."""
+
+    arg_names: tuple[str, ...]
+    input_model: type[BaseModel] | None
+    input_schema: dict[str, Any]
+
 
 __all__ = ["DIALECT", "apply_input_schema"]
 
@@ -43,7 +49,7 @@ class _SchemaChecked(BaseModel):
     __agentmw_validator__: ClassVar[Any] = None
 
     @classmethod
-    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:
         errors = _errors(cls.__agentmw_validator__, obj)
         if errors:
             raise ValidationError.from_exception_data(cls.__name__, errors)
@@ -62,7 +68,8 @@ def _errors(validator: Any, arguments: Any) -> list[InitErrorDetails]:
         return [InitErrorDetails(type=kind, loc=(), input=None)]
     if not found:
         return []
-    from jsonschema.exceptions import best_match, relevance
+    # jsonschema (an extra) ships no type information, and types-jsonschema is not a dependency
+    from jsonschema.exceptions import best_match, relevance  # type: ignore[import-untyped]
 
     details: list[InitErrorDetails] = []
     for error in sorted(found, key=relevance):
@@ -90,7 +97,8 @@ def _references(node: Any) -> Iterator[str]:
 
 def _compile(schema: dict[str, Any], name: str) -> Any:
     try:
-        from jsonschema import Draft202012Validator
+        # jsonschema (an extra) ships no type information, and types-jsonschema is not a dependency
+        from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
         from jsonschema.exceptions import SchemaError
         from referencing import Registry
         from referencing.exceptions import Unresolvable
@@ -179,6 +187,7 @@ def apply_input_schema(params: ParamPlan, schema: Mapping[str, Any], name: str) 
     _agree(owned, params, model.model_fields, name)
     validator = _compile(owned, name)
     checked = pydantic.create_model(model.__name__, __base__=(model, _SchemaChecked))
+    assert issubclass(checked, _SchemaChecked)  # create_model's type says only "a model"
     checked.__agentmw_validator__ = validator
     params.input_model = checked
     params.input_schema = owned

@@ -15,10 +15,14 @@ import math
 import re
 import sys
 from collections.abc import AsyncIterable, Awaitable, Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from . import _memory
 from ._types import Receive, Scope, Send
+from .errors import AccessRefused, AgentmwError
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -63,7 +67,7 @@ KEEPALIVE_SECONDS: Final = 15.0
 _JSON_CT: Final = (b"content-type", b"application/json")
 
 
-class ProtocolError(Exception):
+class ProtocolError(AgentmwError):
     """A request the face must refuse: a JSON-RPC ``code``, a message, and the HTTP ``status`` it implies.
 
     ``status`` is None where the face's own table decides (JSON-RPC errors answer 200 in some bindings).
@@ -101,23 +105,23 @@ class ClientDisconnected(Exception):
 
 
 def identity_error(exc: Exception) -> ProtocolError:
-    """The identity boundary: ``Unauthenticated`` is 401 with its challenge, ``Forbidden`` is 403, on every face."""
-    from .identity import Unauthenticated
-
-    if isinstance(exc, Unauthenticated):
+    """The identity boundary: an :class:`~agentmw.errors.AccessRefused` answers with its own status and headers
+    (``Unauthenticated`` 401 with its challenge, ``Forbidden`` 403, ...), on every face."""
+    if isinstance(exc, AccessRefused):
+        return ProtocolError(
+            INVALID_REQUEST, str(exc) or exc.default_message, status=exc.status, headers=exc.headers
+        )
+    # TRANSITIONAL: agentmw.identity's own Unauthenticated (a challenge) and Forbidden, until they are the ones
+    # of agentmw.errors (docs/errors.md)
+    challenge = getattr(exc, "challenge", None)
+    if isinstance(challenge, str):
         return ProtocolError(
             INVALID_REQUEST,
             str(exc) or "Authentication required",
             status=401,
-            headers=[(b"www-authenticate", exc.challenge.encode("latin-1", "replace"))],
+            headers=[(b"www-authenticate", challenge.encode("latin-1", "replace"))],
         )
-    # a Forbidden may carry its own status and headers (agentmw.auth: 403 insufficient_scope, 429 with Retry-After)
-    return ProtocolError(
-        INVALID_REQUEST,
-        str(exc) or "Forbidden",
-        status=getattr(exc, "status", 403),
-        headers=getattr(exc, "headers", None),
-    )
+    return ProtocolError(INVALID_REQUEST, str(exc) or "Forbidden", status=403)
 
 
 # --- bodies ----------------------------------------------------------------------------------------
@@ -237,7 +241,8 @@ def compact_encoder(*, ensure_ascii: bool, default: Callable[[Any], Any] | None)
 
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is not None:
-        quote = json.encoder.c_encode_basestring_ascii if ensure_ascii else json.encoder.c_encode_basestring
+        # the C quoting functions json.encoder uses itself (not in its stubs: they may be None without _json)
+        quote = getattr(json.encoder, "c_encode_basestring_ascii" if ensure_ascii else "c_encode_basestring")
         chunks = make(None, default or refuse, quote, None, ":", ",", False, False, False)
         checked = json.JSONEncoder(
             ensure_ascii=ensure_ascii, allow_nan=False, separators=(",", ":"), default=default
@@ -325,7 +330,7 @@ def to_json_text(value: Any) -> str:
     return _any_adapter.dump_json(value).decode()  # pydantic writes NaN and infinities as null
 
 
-_any_adapter: Any = None
+_any_adapter: TypeAdapter[Any] | None = None
 
 
 # --- the JSON-RPC envelope -----------------------------------------------------------------------
@@ -354,7 +359,7 @@ class RpcMessage:
 def _valid_id(value: Any, allow_null: bool) -> bool:
     if value is None:
         return allow_null
-    return (isinstance(value, str) or isinstance(value, int)) and not isinstance(value, bool)
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
 
 
 def request_id_of(body: Any) -> str | int | None:
@@ -497,7 +502,7 @@ async def stream_sse(
     now) goes out with the headers, before any other task runs, so a producer that is already running cannot
     delay the first byte.
     """
-    from sse_starlette.sse import EventSourceResponse, ServerSentEvent
+    from sse_starlette import EventSourceResponse, ServerSentEvent
 
     completed = False
     left = False

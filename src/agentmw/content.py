@@ -11,6 +11,8 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._codec import storable
+
 __all__ = ["Audio", "Content", "EmbeddedResource", "Image", "PromptMessage", "ResourceLink", "Text"]
 
 
@@ -74,3 +76,8 @@ class PromptMessage:
     role: Literal["user", "assistant"]
     content: Content | str
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+storable(
+    Text, Image, Audio, ResourceLink, EmbeddedResource, PromptMessage
+)  # kept in stored outcomes (_codec)

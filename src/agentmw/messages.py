@@ -20,10 +20,13 @@ import binascii
 import typing
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ._codec import storable
+from ._transport import to_json_text
 from .content import Audio, EmbeddedResource, Image, ResourceLink, Text
+from .safety.framing import frame_text
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -229,14 +232,10 @@ def merge_chunk(artifacts: list[Artifact], chunk: Artifact) -> None:
 def framed(value: Any, source: str, budget: int) -> Any:
     """``value`` (a Message, an Artifact or a list of Artifacts) with its text parts framed as untrusted
     (safety/framing.py): what an ``untrusted`` capability answers reaches no face unframed."""
-    import dataclasses
-
-    from .safety.framing import frame_text
-
     if isinstance(value, (list, tuple)):
         return [framed(v, source, budget) for v in value]
     parts = tuple(Text(frame_text(p.text, source, budget)) if isinstance(p, Text) else p for p in value.parts)
-    return dataclasses.replace(value, parts=parts)
+    return replace(value, parts=parts)
 
 
 # --- as neutral content (MCP content blocks, AG-UI text and activities) ----------------------------------
@@ -246,8 +245,6 @@ def _content_of_part(part: Part) -> Any:
     if isinstance(part, Text):
         return part
     if isinstance(part, Data):
-        from ._transport import to_json_text
-
         return Text(to_json_text(part.data))
     if part.url is not None:
         return ResourceLink(part.url, part.name or part.url, part.media_type)
@@ -357,3 +354,6 @@ def bind_message_params(
         elif not param.has_default:
             kwargs[param.name] = None
     return None
+
+
+storable(File, Data, Message, Artifact)  # an outcome stored under an idempotency key keeps them (_codec)

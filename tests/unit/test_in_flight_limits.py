@@ -3,11 +3,11 @@ retryable error) and the count of refusals (reported in the agent's statistics).
 
 from __future__ import annotations
 
-from agentmw.safety.limits import Limits
+from agentmw.safety.limits import InFlightLimits
 
 
 def test_caps_refuse_with_their_reason_and_count_each_refusal() -> None:
-    limits = Limits(2)
+    limits = InFlightLimits(2)
     assert limits.rejected == 0 and limits.total == 0 and limits.per_capability == {}
     assert limits.acquire("a", 1) is None
     assert limits.acquire("a", 1) == "a is at its limit of 1 calls in flight"
@@ -25,7 +25,7 @@ def test_caps_refuse_with_their_reason_and_count_each_refusal() -> None:
 
 
 def test_no_global_cap() -> None:
-    limits = Limits(None)
+    limits = InFlightLimits(None)
     for _ in range(50):
         assert limits.acquire("x", None) is None
     assert limits.acquire("y", 0) == "y is at its limit of 0 calls in flight"

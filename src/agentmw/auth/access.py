@@ -17,27 +17,63 @@ The rule, the same on every face:
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..identity import UNVERIFIED_PREFIX, Forbidden, Unauthenticated
+from starlette.requests import HTTPConnection
+
+from ..content import Text
+from ..errors import AccessRefused
+from ..identity import UNVERIFIED_PREFIX, Forbidden, IdentifyFn, Unauthenticated, resolve_caller
+from ..runtime import Code, Outcome, Status
+from .a2a import security_schemes, skill_requirements
 from .errors import InsufficientScope, RateLimited
 from .principal import PRINCIPAL_KEY, Principal, principal_of
 from .ratelimit import Limiter, RateLimit
-from .resource import FACE_KEY
+from .resource import FACE_KEY, Protects
 
 if TYPE_CHECKING:
-    from ..agent import Agent
     from ..capability import Capability
-    from ..context import Context
-    from ..runtime import Outcome
     from .resource import ProtectedResource
 
-__all__ = ["DENIALS", "Access", "Policy", "authorize", "denial", "policy_of"]
+__all__ = ["DENIALS", "Access", "AccessAgent", "Policy", "authorize", "denial", "policy_of"]
 
-DENIALS = frozenset({"unauthenticated", "insufficient_scope", "forbidden"})
+DENIALS = frozenset({Code.UNAUTHENTICATED, Code.INSUFFICIENT_SCOPE, Code.FORBIDDEN})
 """Outcome codes of a refused caller: on MCP they are HTTP 401/403, not tool results."""
+
+
+class _CardSettings(Protocol):
+    @property
+    def security_schemes(self) -> Mapping[str, Any] | None: ...
+
+
+class AccessAgent(Protects, Protocol):
+    """What :class:`Access` reads of the agent: its capabilities (as a protected resource reads them), their
+    revision, the caller's identity hook, the shared state (for rate limits), the A2A card settings, and its
+    gatekeeper."""
+
+    @property
+    def state(self) -> Any: ...
+    @property
+    def identify(self) -> IdentifyFn | None: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def a2a(self) -> _CardSettings: ...
+    @property
+    def access(self) -> Access | None: ...
+
+
+class _Call(Protocol):
+    """What :func:`authorize` reads of the call's context."""
+
+    @property
+    def request(self) -> HTTPConnection | None: ...
+    @property
+    def agent(self) -> AccessAgent | None: ...
+    @property
+    def caller(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +116,10 @@ class Access:
     """The agent's gatekeeper: the face entries, visibility, and the pipeline's check."""
 
     def __init__(
-        self, agent: Agent, resource: ProtectedResource | None = None, rate_limits: Iterable[RateLimit] = ()
+        self,
+        agent: AccessAgent,
+        resource: ProtectedResource | None = None,
+        rate_limits: Iterable[RateLimit] = (),
     ) -> None:
         self.agent = agent
         self.resource = resource
@@ -128,10 +167,6 @@ class Access:
     async def _caller(self, scope: dict[str, Any], principal: Principal | None) -> str:
         if principal is not None:
             return principal.identity
-        from starlette.requests import HTTPConnection
-
-        from ..identity import resolve_caller
-
         return rate_key(await resolve_caller(HTTPConnection(scope), self.agent.identify), scope)
 
     def _insufficient(
@@ -252,18 +287,18 @@ class Access:
         if self.resource is not None and PRINCIPAL_KEY not in scope:
             try:
                 await self.resource.authenticate(scope)
-            except (Unauthenticated, Forbidden):  # a bad, doubled or uncheckable token; a foreign Host
+            except (
+                Unauthenticated,
+                Forbidden,
+                AccessRefused,
+            ):  # a bad, doubled or uncheckable token; a foreign Host
                 scope[PRINCIPAL_KEY] = None  # the card is public: a bad token sees what anonymous callers see
         card = dict(card)
         skills = self.visible_list("skills", card.get("skills", []), scope)
         resource = self.resource
         if resource is not None:
-            from .a2a import skill_requirements
-
             settings = self.agent.a2a
             if not settings.security_schemes:
-                from .a2a import security_schemes
-
                 card["securitySchemes"], card["securityRequirements"] = await security_schemes(resource)
             scheme = "oauth2" if "oauth2" in card.get("securitySchemes", {}) else "bearer"
             skills = [
@@ -298,13 +333,10 @@ def _names(scopes: Iterable[str]) -> str:
 
 
 # --- the pipeline's step ---------------------------------------------------------------------------------
-async def authorize(capability: Capability, ctx: Context) -> Outcome | None:
+async def authorize(capability: Capability, ctx: _Call) -> Outcome | None:
     """The pipeline's authorization (after validation, before idempotency, roots and the gate): None when the
     call may go on, else the outcome that refuses it. A call with no HTTP request (in-process, or a replica
     replaying a task it took over) was authorized when it started, and is not checked again."""
-    from ..content import Text
-    from ..runtime import Outcome
-
     request = ctx.request
     agent = ctx.agent
     if request is None or agent is None:
@@ -315,24 +347,24 @@ async def authorize(capability: Capability, ctx: Context) -> Outcome | None:
     policy = capability.policy
     if policy is None:
         if access is not None and access.hides(capability, scope):
-            return Outcome(status="rejected", code="not_found", message=_unknown(capability))
+            return Outcome(status=Status.REJECTED, code=Code.NOT_FOUND, message=_unknown(capability))
         return None
     if access is not None and not access._visible(capability, principal):
-        return Outcome(status="rejected", code="not_found", message=_unknown(capability))
+        return Outcome(status=Status.REJECTED, code=Code.NOT_FOUND, message=_unknown(capability))
     if policy.scopes:
         missing = policy.scopes if principal is None else principal.missing(policy.scopes)
         if missing:
             what = f"{_kind(capability)} {capability.name} needs the scope(s) {_names(missing)}"
             if principal is None:
                 return Outcome(
-                    status="rejected",
-                    code="unauthenticated",
+                    status=Status.REJECTED,
+                    code=Code.UNAUTHENTICATED,
                     message=f"Authentication required: {what}",
                     data={"scopes": sorted(missing)},
                 )
             return Outcome(
-                status="rejected",
-                code="insufficient_scope",
+                status=Status.REJECTED,
+                code=Code.INSUFFICIENT_SCOPE,
                 message=f"Insufficient scope: {what}",
                 data={"scopes": sorted(missing)},
             )
@@ -348,17 +380,17 @@ async def authorize(capability: Capability, ctx: Context) -> Outcome | None:
         if wait is not None:
             message = f"Rate limit of {limit.describe()} for {capability.name} reached"
             return Outcome(
-                status="failed",
+                status=Status.FAILED,
                 content=[Text(f"{message}. Retry after {wait:.0f} seconds.")],
                 message=message,
                 retryable=True,
                 retry_after=round(wait, 3),
-                code="rate_limited",
+                code=Code.RATE_LIMITED,
             )
     return None
 
 
-async def _principal(access: Access | None, scope: dict[str, Any]) -> Principal | None:
+async def _principal(access: Access | None, scope: MutableMapping[str, Any]) -> Principal | None:
     if access is not None and access.resource is not None and PRINCIPAL_KEY not in scope:
         try:
             return await access.resource.authenticate(scope)
@@ -367,17 +399,17 @@ async def _principal(access: Access | None, scope: dict[str, Any]) -> Principal 
     return principal_of(scope)
 
 
-def denial(agent: Agent, outcome: Outcome, scope: Mapping[str, Any]) -> Exception:
+def denial(agent: AccessAgent, outcome: Outcome, scope: Mapping[str, Any]) -> Exception:
     """The HTTP-level refusal (401 or 403, with its challenge) for an outcome whose code is in ``DENIALS``:
     raised by MCP, where a refused caller is an HTTP answer, not a tool result."""
     data = outcome.data if isinstance(outcome.data, dict) else {}
     scopes = data.get("scopes") or ()
     access = agent.access
-    if outcome.code == "unauthenticated":
+    if outcome.code == Code.UNAUTHENTICATED:
         if access is not None and access.resource is not None:
             return access._unauthenticated(scope, outcome.message, scopes)
         return Unauthenticated(outcome.message, challenge=data.get("challenge") or "Bearer")
-    if outcome.code == "insufficient_scope" and scopes:
+    if outcome.code == Code.INSUFFICIENT_SCOPE and scopes:
         if access is None:
             access = Access(agent)
         return access._insufficient(scope, outcome.message, scopes)
@@ -387,9 +419,6 @@ def denial(agent: Agent, outcome: Outcome, scope: Mapping[str, Any]) -> Exceptio
 def host_denial(exc: BaseException) -> Outcome | None:
     """A host dependency's ``HTTPException(401 | 403)`` (FastAPI ``Security(...)``) as a refusal of the caller,
     keeping its text and its own ``WWW-Authenticate``; None for anything else."""
-    from ..content import Text
-    from ..runtime import Outcome
-
     status = getattr(exc, "status_code", None)
     if status not in (401, 403) or type(exc).__name__ != "HTTPException":
         return None
@@ -398,9 +427,9 @@ def host_denial(exc: BaseException) -> Outcome | None:
     headers = getattr(exc, "headers", None) or {}
     challenge = next((v for k, v in headers.items() if k.lower() == "www-authenticate"), None)
     return Outcome(
-        status="rejected",
+        status=Status.REJECTED,
         content=[Text(text)],
         message=text,
-        code="unauthenticated" if status == 401 else "forbidden",
+        code=Code.UNAUTHENTICATED if status == 401 else Code.FORBIDDEN,
         data={"status": status, "detail": str(detail), "challenge": challenge},
     )

@@ -1,68 +1,84 @@
-"""Refusals at the identity boundary beyond plain 401/403: a scope to step up to, and a rate limit."""
+"""Refusals at the identity boundary beyond plain 401/403: a malformed credential, a scope to step up to, a
+foreign ``Host``, a rate limit, and a token that cannot be checked now.
+
+Each is an :class:`~agentmw.errors.AccessRefused` carrying the HTTP ``status`` and ``headers`` every face answers
+with. Only :class:`InsufficientScope` is a :class:`~agentmw.errors.Forbidden` (403): the others are not "not
+allowed" but "asked wrongly" (400, 421), "too often" (429) or "cannot tell now" (503).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
+from ..errors import AccessRefused, retry_after_header
 from ..identity import Forbidden
 
 __all__ = ["AuthUnavailable", "InsufficientScope", "InvalidRequest", "MisdirectedRequest", "RateLimited"]
 
+# TRANSITIONAL: the refusals below that are not 403 still derive from Forbidden, because the faces' ``except
+# (Unauthenticated, Forbidden)`` must keep catching them until they catch ``AccessRefused`` (docs/errors.md).
+_NotForbidden = Forbidden
 
-class InsufficientScope(Forbidden):
+
+def _challenge_headers(challenge: str) -> list[tuple[bytes, bytes]]:
+    return [(b"www-authenticate", challenge.encode("latin-1", "replace"))]
+
+
+class InsufficientScope(Forbidden, AccessRefused):
     """The token is valid but does not grant ``scopes``: HTTP 403 with
     ``WWW-Authenticate: Bearer error="insufficient_scope", scope="..."``, so the client can step up."""
 
-    status = 403
+    status: ClassVar[int] = 403
 
     def __init__(self, message: str, *, scopes: Iterable[str], challenge: str) -> None:
         super().__init__(message)
         self.scopes = tuple(scopes)
         self.challenge = challenge
-        self.headers = [(b"www-authenticate", challenge.encode("latin-1", "replace"))]
+        self.headers = _challenge_headers(challenge)
 
 
-class InvalidRequest(Forbidden):
+class InvalidRequest(_NotForbidden, AccessRefused):
     """The request carries its credentials in a way no token can be read from (RFC 6750 section 3.1,
     ``invalid_request``; e.g. two ``Authorization`` headers): HTTP 400 with the challenge, so a client sees why."""
 
-    status = 400
+    status: ClassVar[int] = 400
 
     def __init__(self, message: str, *, challenge: str) -> None:
         super().__init__(message)
         self.challenge = challenge
-        self.headers = [(b"www-authenticate", challenge.encode("latin-1", "replace"))]
+        self.headers = _challenge_headers(challenge)
 
 
-class RateLimited(Forbidden):
+class RateLimited(_NotForbidden, AccessRefused):
     """The caller used up a rate limit: HTTP 429 with ``Retry-After`` (whole seconds, rounded up)."""
 
-    status = 429
+    status: ClassVar[int] = 429
 
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
-        self.headers = [(b"retry-after", str(max(1, int(-(-retry_after // 1)))).encode())]
+        self.headers = [retry_after_header(retry_after)]
 
 
-class AuthUnavailable(Forbidden):
+class AuthUnavailable(_NotForbidden, AccessRefused):
     """Tokens cannot be checked now (the issuer's JWKS or introspection is down): HTTP 503 with ``Retry-After``,
     not 401, so a client keeps its token and tries again."""
 
-    status = 503
+    status: ClassVar[int] = 503
 
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
-        self.headers = [(b"retry-after", str(max(1, int(-(-retry_after // 1)))).encode())]
+        self.headers = [retry_after_header(retry_after)]
 
 
-class MisdirectedRequest(Forbidden):
+class MisdirectedRequest(_NotForbidden, AccessRefused):
     """The request names a ``Host`` this agent does not serve (``Agent(allowed_hosts=...)``): HTTP 421, as the MCP
     face answers it. With no ``resource=``, the audience a token must name is built from ``Host``, so a foreign
     one would let a token issued for another resource server be replayed here (RFC 8707)."""
 
-    status = 421
+    status: ClassVar[int] = 421
 
     def __init__(self, message: str = "Invalid Host header") -> None:
         super().__init__(message)

@@ -24,6 +24,8 @@ __all__ = [
     "send_a2a_refusal",
 ]
 
+_ERROR_INFO: Final = "type.googleapis.com/google.rpc.ErrorInfo"  # google.rpc's type URL, as a2a.wire names it
+
 PEEK_LIMIT: Final = 64 * 1024
 """The largest body a refusal reads to find the request's id (bytes)."""
 
@@ -69,12 +71,10 @@ async def peek_request_id(scope: Scope, receive: Receive, limit: int = PEEK_LIMI
 def a2a_refusal(exc: Exception, *, jsonrpc: bool, request_id: Any = None) -> tuple[int, dict[str, Any], Any]:
     """``(status, body, headers)`` of an A2A refusal: a JSON-RPC error carrying the request's id on the JSON-RPC
     binding, a ``google.rpc.Status`` on HTTP+JSON; both with an ``ErrorInfo`` naming the status."""
-    from ..a2a.wire import ERROR_INFO
-
     error = identity_error(exc)
     status = error.status or 403
     reason = A2A_STATUS.get(status, "PERMISSION_DENIED")
-    details = [{"@type": ERROR_INFO, "reason": reason, "domain": "a2a-protocol.org", "metadata": {}}]
+    details = [{"@type": _ERROR_INFO, "reason": reason, "domain": "a2a-protocol.org", "metadata": {}}]
     if jsonrpc:
         body: dict[str, Any] = {
             "jsonrpc": "2.0",

@@ -3,7 +3,7 @@
 from .framing import frame_text
 from .gate import Approval, Approvals, GateSpec, human_gate
 from .idempotency import IdempotencyCache
-from .limits import Budgets, Limits
+from .limits import Budgets, InFlightLimits
 from .roots import RootedPath, RootViolation, resolve_in_roots
 
 __all__ = [
@@ -12,10 +12,14 @@ __all__ = [
     "Budgets",
     "GateSpec",
     "IdempotencyCache",
-    "Limits",
+    "InFlightLimits",
     "RootViolation",
     "RootedPath",
     "frame_text",
     "human_gate",
     "resolve_in_roots",
 ]
+
+Limits = InFlightLimits
+"""TRANSITIONAL: the old name of :class:`InFlightLimits`, until ``agent.py`` imports the new one (it collided with
+``agentmw.state.Limits`` and ``agentmw.settings.Limits``); not in ``__all__``."""

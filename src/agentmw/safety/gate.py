@@ -21,6 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from .._codec import from_json, to_json
+from ..errors import SafetyViolation
+from ..state import Conflict, State, StoreLimits, resolve_state
+
 __all__ = ["Approval", "ApprovalProblem", "Approvals", "GateSpec", "arguments_hash", "describe", "human_gate"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -57,7 +61,7 @@ def describe(capability: str, arguments: Mapping[str, Any], side_effects: str) -
     return f"{text}. Side effects: {side_effects}" if side_effects else text
 
 
-class ApprovalProblem(ValueError):
+class ApprovalProblem(SafetyViolation):
     """An approval id that cannot authorize this call (unknown, expired, used, other arguments or protocol)."""
 
 
@@ -93,8 +97,6 @@ class Approval:
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form (strict JSON): every field."""
-        from .._codec import to_json
-
         return {
             "id": self.id,
             "capability": self.capability,
@@ -112,8 +114,6 @@ class Approval:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Approval:
-        from .._codec import from_json
-
         return cls(
             id=data["id"],
             capability=data["capability"],
@@ -150,21 +150,22 @@ class Approvals:
     """
 
     def __init__(
-        self, max_records: int = 10_000, *, state: Any = None, max_age: float = 7 * 24 * 3600.0
+        self,
+        max_records: int = 10_000,
+        *,
+        state: State | Callable[[], State] | None = None,
+        max_age: float = 7 * 24 * 3600.0,
     ) -> None:
         self.max_records = max_records
         self.max_age = max_age
         self._source = state
-        self._state: Any = None
+        self._state: State | None = None
 
     @property
-    def state(self) -> Any:
+    def state(self) -> State:
         if self._state is None:
-            from ..state import Limits, resolve_state
-
             source = resolve_state(self._source)
-
-            source.limit(NAMESPACE, Limits(max_count=self.max_records, max_age=self.max_age))
+            source.limit(NAMESPACE, StoreLimits(max_count=self.max_records, max_age=self.max_age))
             self._state = source
         return self._state
 
@@ -204,8 +205,6 @@ class Approvals:
             return None
         approval = Approval.from_dict(found.value)
         if approval.expires_at < time.time():
-            from ..state import Conflict
-
             try:  # forgotten at its expiry, whatever its status
                 await self.state.delete(NAMESPACE, approval_id, expected_version=found.version)
             except Conflict:
@@ -221,8 +220,6 @@ class Approvals:
     async def _change(self, approval_id: str, change: Callable[[Approval], bool], unknown: str) -> Approval:
         """Read, check and write back with compare-and-set, again while another write wins the race.
         ``change`` raises ApprovalProblem, or returns whether it changed the approval."""
-        from ..state import Conflict
-
         while True:
             found = await self._read(approval_id)
             if found is None:

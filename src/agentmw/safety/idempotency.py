@@ -26,9 +26,13 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from .._codec import from_json, to_json
+from ..errors import SafetyViolation
+from ..state import MemoryState, State, StoreLimits, resolve_state
 
 __all__ = ["CLAIMS", "NAMESPACE", "IdempotencyCache", "KeyReused"]
 
@@ -38,7 +42,7 @@ NAMESPACE = "idem"  # settled outcomes, each for the idempotency TTL
 CLAIMS = "idem.run"  # the claims of calls running, each for a renewed lease
 
 
-class KeyReused(ValueError):
+class KeyReused(SafetyViolation):
     """The key was first used with other arguments."""
 
 
@@ -53,22 +57,28 @@ class _Local:
 _VANISHED = object()  # the key is gone (released, or its owner's lease expired): claim it again
 
 
+Load = Callable[[Mapping[str, Any]], Any]
+"""Rebuilds an outcome from what its ``to_dict()`` wrote (the pipeline's: ``Outcome.from_dict``)."""
+
+
 def _dump(outcome: Any) -> dict[str, Any]:
     to_dict = getattr(outcome, "to_dict", None)
     if callable(to_dict):
         return {"outcome": to_dict()}
-    from .._codec import to_json
-
     return {"plain": to_json(outcome)}
 
 
-def _load(stored: dict[str, Any]) -> Any:
+def _outcome_loader() -> Load:
+    # TRANSITIONAL: the pipeline's Outcome, until the agent passes ``IdempotencyCache(load=Outcome.from_dict)``
+    from ..runtime import Outcome
+
+    return Outcome.from_dict
+
+
+def _load(stored: Mapping[str, Any], load: Load | None = None) -> Any:
+    """What :func:`_dump` wrote: an outcome rebuilt by ``load``, or the plain value."""
     if "outcome" in stored:
-        from ..runtime import Outcome
-
-        return Outcome.from_dict(stored["outcome"])
-    from .._codec import from_json
-
+        return (load or _outcome_loader())(stored["outcome"])
     return from_json(stored.get("plain"))
 
 
@@ -101,6 +111,8 @@ class IdempotencyCache:
         lease_seconds: how long a claim outlives a process that died while running the call; renewed every
             third of it while the call runs.
         poll_seconds: how often a duplicate waiting on another process re-reads the key, besides the bus.
+        load: rebuilds an outcome that has a ``to_dict()`` from what it wrote (``Outcome.from_dict``); any other
+            outcome is kept as its JSON form (``agentmw._codec``).
     """
 
     def __init__(
@@ -108,16 +120,18 @@ class IdempotencyCache:
         ttl_seconds: float = 24 * 3600.0,
         max_entries: int = 100_000,
         *,
-        state: Any = None,
+        state: State | Callable[[], State] | None = None,
         lease_seconds: float = 30.0,
         poll_seconds: float = 1.0,
+        load: Load | None = None,
     ) -> None:
         self.ttl = ttl_seconds
         self.max_entries = max_entries
         self.lease = lease_seconds
         self.poll = poll_seconds
         self._source = state
-        self._state: Any = None
+        self._state: State | None = None
+        self._load_outcome = load
         self._running: dict[str, _Local] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.hits = 0
@@ -133,15 +147,12 @@ class IdempotencyCache:
         return _Entries(self)
 
     @property
-    def state(self) -> Any:
+    def state(self) -> State:
         if self._state is None:
-            from ..state import Limits, resolve_state
-
             source = resolve_state(self._source)
-
-            source.limit(NAMESPACE, Limits(max_count=self.max_entries, max_age=self.ttl))
+            source.limit(NAMESPACE, StoreLimits(max_count=self.max_entries, max_age=self.ttl))
             # claims are as many as the keyed calls running: room for 10,000 at least
-            source.limit(CLAIMS, Limits(max_count=max(self.max_entries, 10_000), max_age=self.lease))
+            source.limit(CLAIMS, StoreLimits(max_count=max(self.max_entries, 10_000), max_age=self.lease))
             self._state = source
         return self._state
 
@@ -149,8 +160,6 @@ class IdempotencyCache:
         """Forget the calls running in this process; with an in-memory state (this process's), also every
         stored outcome. Records in a shared store stay: other processes rely on them."""
         self._running.clear()
-        from ..state import MemoryState
-
         if isinstance(self._state, MemoryState):
             for ns in (NAMESPACE, CLAIMS):
                 self._state._keys.pop(ns, None)  # the memory backend's keys of one namespace
@@ -214,7 +223,7 @@ class IdempotencyCache:
 
     async def _produce(
         self,
-        state: Any,
+        state: State,
         skey: str,
         entry: _Local,
         owner: str,
@@ -252,7 +261,7 @@ class IdempotencyCache:
         self._background(self._finish(state, skey, None if released else owner, message))
         return outcome
 
-    async def _release(self, state: Any, skey: str, owner: str) -> bool:
+    async def _release(self, state: State, skey: str, owner: str) -> bool:
         try:
             await state.release(CLAIMS, skey, owner)
         except Exception:
@@ -264,7 +273,7 @@ class IdempotencyCache:
             return False
         return True
 
-    async def _finish(self, state: Any, skey: str, owner: str | None, message: dict[str, Any]) -> None:
+    async def _finish(self, state: State, skey: str, owner: str | None, message: dict[str, Any]) -> None:
         if owner is not None:
             await self._release(state, skey, owner)
         try:
@@ -272,7 +281,7 @@ class IdempotencyCache:
         except Exception:
             logger.warning("could not announce the outcome of an idempotency key", exc_info=True)
 
-    async def _renew(self, state: Any, skey: str, owner: str) -> None:
+    async def _renew(self, state: State, skey: str, owner: str) -> None:
         while True:
             await asyncio.sleep(self.lease / 3)
             try:
@@ -288,7 +297,7 @@ class IdempotencyCache:
                 )
                 return
 
-    async def _abandon(self, state: Any, skey: str, owner: str) -> None:
+    async def _abandon(self, state: State, skey: str, owner: str) -> None:
         await self._finish(state, skey, owner, {"done": False, "abandoned": True})
 
     def _background(self, coro: Awaitable[Any]) -> None:
@@ -296,7 +305,7 @@ class IdempotencyCache:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _await_other(self, state: Any, skey: str, digest: str) -> Any:
+    async def _await_other(self, state: State, skey: str, digest: str) -> Any:
         """The first outcome of a key another call holds, waiting while it runs; ``_VANISHED`` when the key
         is free again (released without an outcome, or its owner's lease expired)."""
         settled = await state.get_key(NAMESPACE, skey)
@@ -316,12 +325,14 @@ class IdempotencyCache:
                 if message is not None:
                     body = message[1]
                     if not body.get("done") and ("outcome" in body or "plain" in body):
-                        return _load(body)  # the first outcome, though not kept
+                        return self._load(body)  # the first outcome, though not kept
 
-    @staticmethod
-    def _read(value: dict[str, Any] | None, digest: str) -> Any:
+    def _read(self, value: dict[str, Any] | None, digest: str) -> Any:
         if value is None:
             return _VANISHED
         if value.get("args") != digest:
             raise KeyReused("this idempotency key was already used with different arguments")
-        return _load(value)
+        return self._load(value)
+
+    def _load(self, stored: Mapping[str, Any]) -> Any:
+        return _load(stored, self._load_outcome)

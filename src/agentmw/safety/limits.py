@@ -2,7 +2,7 @@
 
 A call parked on a question (an A2A ``INPUT_REQUIRED`` task, an AG-UI interrupt, an MCP task waiting for
 ``tasks/update``) waits for a person, not for this process: it gives its in-flight slots back while it waits
-(:meth:`Limits.parked`), so parked work can never lock out live calls, and parked calls have a cap of their
+(:meth:`InFlightLimits.parked`), so parked work can never lock out live calls, and parked calls have a cap of their
 own (``max_parked``). An answer takes the slots again, even past the cap: the call was admitted once, and
 refusing its answer would strand a person's reply.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..errors import Retryable
 
-__all__ = ["Budgets", "Limits"]
+__all__ = ["Budgets", "InFlightLimits"]
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -52,10 +52,13 @@ class Budgets:
 
 
 # the slots the current task holds, innermost last: a skill and the tools it calls hold one each
-_HELD: ContextVar[tuple[tuple[Limits, str], ...]] = ContextVar("agentmw_in_flight", default=())
+_HELD: ContextVar[tuple[tuple[InFlightLimits, str], ...]] = ContextVar("agentmw_in_flight", default=())
 
 
-class Limits:
+class InFlightLimits:
+    """The calls in flight, per agent and per capability, and the calls parked on a question: a call past a cap
+    is refused at once (:meth:`acquire` says why), never queued."""
+
     def __init__(self, global_cap: int | None, max_parked: int = 1_000, parked_bytes: int = 64 * MIB) -> None:
         self.global_cap = global_cap
         self.max_parked = max_parked

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Annotated
 from urllib.parse import unquote_to_bytes, urlsplit
 
+from ..errors import SafetyViolation
+
 __all__ = [
     "PathParameter",
     "RootViolation",
@@ -43,7 +45,7 @@ class PathParameter:
 RootedPath = Annotated[str, PathParameter()]
 
 
-class RootViolation(ValueError):
+class RootViolation(SafetyViolation):
     """The path is malformed, ambiguous or falls outside every allowed root; ``parameter`` names the parameter
     whose path it was, when :func:`resolve_parameters` checked it."""
 
