@@ -88,7 +88,7 @@ def _is_api_route(route: Any) -> bool:
 def _contexts(routes: Any) -> Iterator[Any]:
     """The routes FastAPI matches, with what included routers add (FastAPI >= 0.120 composes them lazily)."""
     try:
-        from fastapi.routing import iter_route_contexts  # type: ignore[attr-defined]
+        from fastapi.routing import iter_route_contexts
     except ImportError:
         yield from routes
         return
@@ -105,7 +105,7 @@ def flat_routes(app: Any, *, fresh: bool = False) -> list[Any]:
     if found is None:
         found = list(_contexts(getattr(app, "routes", None) or ()))
         _FLAT.set(app, found)
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def iter_host_routes(app: Any, prefix: str = "") -> Iterator[tuple[Any, str]]:
@@ -222,7 +222,7 @@ def _embed(route: Any, params: dict[str, RouteParam]) -> bool:
 
 
 def _method(methods: Any) -> str:
-    names = sorted(m.upper() for m in methods or ())
+    names: list[str] = sorted(m.upper() for m in methods or ())
     for preferred in ("GET", "POST", "PUT", "PATCH", "DELETE"):
         if preferred in names:
             return preferred
@@ -261,6 +261,11 @@ def build_host_route(app: Any, route: Any, prefix: str) -> HostRoute:
     )
 
 
+def _kept(owner: Any) -> Callable[[], Any]:
+    """A strong stand-in for a weak reference: what an object that cannot be weakly referenced is kept by."""
+    return lambda: owner
+
+
 class IdentityCache:
     """Values kept per object, by identity, for as long as the object lives: an ``APIRouter`` is unhashable, so a
     ``WeakKeyDictionary`` cannot hold it."""
@@ -279,7 +284,7 @@ class IdentityCache:
         try:
             ref: Any = weakref.ref(owner, lambda _, key=key: self._entries.pop(key, None))  # type: ignore[misc]
         except TypeError:  # not weakly referenceable: kept, with the object, so its id is never another's
-            ref = (lambda kept: lambda: kept)(owner)
+            ref = _kept(owner)
         self._entries[key] = (ref, value)
 
     def pop(self, owner: Any) -> None:
@@ -344,7 +349,8 @@ def host_route_of(
     built = None if fresh else _BUILT.get(app)
     key = _unwrapped(fn)
     if built is not None and key in built:
-        return built[key]
+        cached: HostRoute | None = built[key]
+        return cached
     host = _find(app, fn, fresh)
     if built is None:
         built = {}
@@ -420,8 +426,9 @@ def reaches(app: Any, scope: dict[str, Any], target: Any) -> bool:
         match, child = route.matches(scope)
         if match is Match.FULL:
             nested = child.get("endpoint") or getattr(route, "app", None)
-            if getattr(route, "endpoint", None) is None and getattr(nested, "routes", None) is not None:
-                if reaches(nested, {**scope, **child}, target):
-                    return True
-            return False
+            return (  # a mount: the target is reached only through it
+                getattr(route, "endpoint", None) is None
+                and getattr(nested, "routes", None) is not None
+                and reaches(nested, {**scope, **child}, target)
+            )
     return False

@@ -131,10 +131,11 @@ def check_url(
     """``url`` if the policy allows a request to it; :class:`EgressRefused` otherwise. Resolves the name
     (blocking: use :meth:`Egress.resolve` or :meth:`Egress.acheck` on an event loop)."""
     host, _, port = _split(url, what)
+    checked: str = url  # _split refused anything but a string
     if _host_allowed(host, allow_hosts) or (allow_private and public_hosts):
-        return url  # nothing the name resolves to could be refused
+        return checked  # nothing the name resolves to could be refused
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)}
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)}
     except (socket.gaierror, UnicodeError) as exc:
         raise EgressRefused(f"{what} host {host!r} does not resolve") from exc
     _refuse(
@@ -145,7 +146,7 @@ def check_url(
         public_hosts=public_hosts,
         what=what,
     )
-    return url
+    return checked
 
 
 # --- resolving off the loop ------------------------------------------------------------------------------------
@@ -205,7 +206,7 @@ class _Resolver:
                 error: BaseException | None = None
                 try:
                     infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-                except BaseException as exc:  # handed to the caller, whatever it is
+                except BaseException as exc:  # noqa: BLE001  # handed to the caller, whatever it is
                     error = exc
                 try:
                     loop.call_soon_threadsafe(_settle, future, infos, error)

@@ -235,7 +235,7 @@ def _is_dependency(fn: Any) -> bool:
         return False
     try:
         signature = inspect.signature(fn, eval_str=True)
-    except Exception:  # an annotation that does not resolve here: read them as written
+    except Exception:  # noqa: BLE001  # an annotation that does not resolve here: read them as written
         try:
             signature = inspect.signature(fn)
         except (TypeError, ValueError):

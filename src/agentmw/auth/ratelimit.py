@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..state import Conflict, StoreLimits
+
 __all__ = ["NAMESPACE", "Limiter", "RateLimit"]
 
 NAMESPACE = "ratelimit"
@@ -60,16 +62,12 @@ class Limiter:
     def _open(self, limit: RateLimit) -> Any:
         state = self._state()
         if limit.per * 2 > self._max_age:  # records outlive the longest window, then expire unused
-            from ..state import Limits
-
             self._max_age = max(limit.per * 2, 60.0)
-            state.limit(NAMESPACE, Limits(max_count=100_000, max_age=self._max_age))
+            state.limit(NAMESPACE, StoreLimits(max_count=100_000, max_age=self._max_age))
         return state
 
     async def take(self, limit: RateLimit, key: str) -> float | None:
         """Take one unit for ``key``: None when allowed, else the seconds until one is available."""
-        from ..state import Conflict
-
         state = self._open(limit)
         record_key = _record_key(limit, key)
         for _ in range(_MAX_TRIES):

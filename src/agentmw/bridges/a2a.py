@@ -28,6 +28,7 @@ from ..context import Context
 from ..egress import EgressRefused
 from ..errors import NeedsInput, Permanent, Rejected, Retryable
 from ..messages import Artifact, Data, File, Message, decode_base64
+from ..state import StoreLimits
 from ._peer import BridgeError, Peer, VersionMismatch, safe_name
 
 if TYPE_CHECKING:
@@ -184,8 +185,9 @@ def _text_of(message: Mapping[str, Any] | None) -> str:
 
 def _data_of(message: Mapping[str, Any] | None) -> dict[str, Any] | None:
     for part in _parts_of(message):
-        if isinstance(part.get("data"), dict):
-            return part["data"]
+        data = part.get("data")
+        if isinstance(data, dict):
+            return data
     return None
 
 
@@ -259,7 +261,7 @@ class A2APeer(Peer):
         self.card: dict[str, Any] = {}
         self.endpoint = ""
         self.streaming = False
-        self._http: Any = None
+        self._http: httpx.AsyncClient | None = None
         self._http_loop: Any = None
 
     # --- wire ----------------------------------------------------------------------------------------
@@ -460,7 +462,7 @@ class A2APeer(Peer):
             f"Runs the skill {shown!r} of the remote A2A agent {self.name}. Give the request as `text`, "
             f"structured input as `data`. What the agent says of it:\n{description}"
         )
-        options = {
+        options: dict[str, Any] = {
             "name": name,
             "title": f"{self.name}: {safe_name(str(skill.get('name') or skill_id))}",
             "contract": contract,
@@ -520,8 +522,8 @@ class A2APeer(Peer):
         parts: list[dict[str, Any]] = [{"text": text}] if text else []
         if data:
             parts.append({"data": data})
-        for message in ctx.messages[:1]:  # files reach the remote agent as they came (A2A, AG-UI)
-            parts.extend(_wire_part(f) for f in message.files)
+        for first in ctx.messages[:1]:  # files reach the remote agent as they came (A2A, AG-UI)
+            parts.extend(_wire_part(f) for f in first.files)
         if not parts:
             parts.append({"text": ""})
         step = f"bridge:{self.name}:{skill}"
@@ -938,9 +940,7 @@ class A2APeer(Peer):
         """Bind the task handle to this caller, so only it can await or answer the remote task."""
         assert self.agent is not None
         state = self.agent.state
-        from ..state import Limits
-
-        state.limit(TASKS_NS, Limits(max_count=100_000, max_age=_TASK_TTL))
+        state.limit(TASKS_NS, StoreLimits(max_count=100_000, max_age=_TASK_TTL))
         await state.set_key(
             TASKS_NS,
             f"{self.name}:{task.id}",

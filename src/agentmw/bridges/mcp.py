@@ -348,7 +348,8 @@ class McpPeer(Peer):
     def _tool(self, tool: Any) -> Capability:
         remote = tool.name
         schema = dict(tool.input_schema or {"type": "object", "properties": {}})
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        declared = schema.get("properties")
+        properties: dict[str, Any] = declared if isinstance(declared, dict) else {}
         model, names = _arguments_model(f"{self.name}_{remote}", properties, schema.get("required"))
 
         async def remote_tool(ctx: Context, **fields: Any) -> Any:

@@ -7,6 +7,7 @@ the Prometheus text exposition format (version 0.0.4) for ``GET``; docs/observab
 
 from __future__ import annotations
 
+import inspect
 import math
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -157,9 +158,9 @@ class Gauge:
 
     async def collect(self) -> list[tuple[Labels, float]]:
         found = self.read()
-        if hasattr(found, "__await__"):
-            found = await found  # type: ignore[misc]
-        self.last = list(found)  # type: ignore[arg-type]
+        if inspect.isawaitable(found):
+            found = await found
+        self.last = list(found)
         return self.last
 
     def render(self) -> list[str]:
