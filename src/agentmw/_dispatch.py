@@ -15,23 +15,28 @@ turns into a response is a permanent failure that reveals nothing.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import re
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
+from starlette.requests import Request
 
+from ._routes import HostRoute, host_route_of, reaches
+from ._scope import HOST_APP_KEY
 from .content import EmbeddedResource, Image, Text
+from .outcomes import Code, Outcome, Status, unexpected
 
 if TYPE_CHECKING:
-    from ._routes import HostRoute
     from ._types import Message as ASGIMessage
     from .capability import Capability
     from .context import Context
-    from .runtime import Outcome
 
 __all__ = ["CONTEXT_KEY", "MAX_ROUTE_RESPONSE_BYTES", "RouteCallRefused", "call_route", "response_outcome"]
 
@@ -93,8 +98,6 @@ def _check_reaches(route: HostRoute, scope: Mapping[str, Any]) -> None:
     """Refuse arguments that would make the app's routing pick another route than the capability's (a path value
     that is the fixed segment of an earlier route, a ``{path}`` value that names a more specific route): the
     capability's gate and policy are for its own route only."""
-    from ._routes import reaches
-
     if not reaches(route.app, dict(scope), route.route):
         raise RouteCallRefused(
             f"these path parameters would reach another route of the app than {route.label}; nothing was sent"
@@ -104,8 +107,6 @@ def _check_reaches(route: HostRoute, scope: Mapping[str, Any]) -> None:
 def wire_values(values: Mapping[str, Any]) -> dict[str, Any]:
     """The arguments as an HTTP client would send them: a model only with the fields its caller set, under their
     aliases, so that FastAPI's own validation (and a handler's ``exclude_unset``) sees what was sent."""
-    from pydantic import BaseModel
-
     return {
         k: v.model_dump(mode="json", by_alias=True, exclude_unset=True)
         if isinstance(v, BaseModel)
@@ -225,15 +226,11 @@ def route_here(capability: Capability, origin: Mapping[str, Any]) -> HostRoute:
     assert route is not None
     app = origin.get("app")
     if app is not None and app is not route.app:
-        from ._routes import host_route_of
-
         return host_route_of(app, capability.fn) or route
     return route
 
 
 def _target(route: HostRoute, origin: Mapping[str, Any]) -> Any:
-    from .middleware import HOST_APP_KEY
-
     below = origin.get(HOST_APP_KEY)
     if below is not None and origin.get("app") is route.app:
         return (
@@ -326,13 +323,13 @@ async def call_route(capability: Capability, values: Mapping[str, Any], ctx: Con
         if not response.limit_hit:
             call.result()  # an exception of the app, raised here
     else:  # the body is complete; the app goes on with its background tasks
-        _background.add(call)  # type: ignore[arg-type]
+        _background.add(call)
         call.add_done_callback(_background_done)
     return response
 
 
 def _background_done(task: asyncio.Future[Any]) -> None:
-    _background.discard(task)  # type: ignore[arg-type]
+    _background.discard(task)
     if not task.cancelled() and task.exception() is not None:
         logger.error("a host route's background work raised", exc_info=task.exception())
 
@@ -357,8 +354,6 @@ def _retry_after(response: _Response) -> float | None:
 
 def response_outcome(capability: Capability, response: _Response) -> Outcome:
     """The outcome of a route's HTTP response (see the module docstring)."""
-    from .runtime import Outcome, Status
-
     status = response.status
     route = capability.route
     assert route is not None
@@ -367,7 +362,7 @@ def response_outcome(capability: Capability, response: _Response) -> Outcome:
             f"{capability.name}: the route's response is larger than {MAX_ROUTE_RESPONSE_BYTES} bytes, "
             f"which agentmw does not relay."
         )
-        return Outcome(status=Status.FAILED, content=[Text(message)], message=message, code="permanent")
+        return Outcome(status=Status.FAILED, content=[Text(message)], message=message, code=Code.PERMANENT)
     if 200 <= status < 300:
         return _completed(capability, response)
     if 300 <= status < 400:
@@ -380,7 +375,7 @@ def response_outcome(capability: Capability, response: _Response) -> Outcome:
             status=Status.FAILED,
             content=[Text(message)],
             message=message,
-            code="permanent",
+            code=Code.PERMANENT,
             data={"status": status, "location": where},
         )
     detail, data = _detail(response)
@@ -392,12 +387,12 @@ def response_outcome(capability: Capability, response: _Response) -> Outcome:
             status=Status.REJECTED,
             content=[Text(text)],
             message=text,
-            code="unauthenticated" if status == 401 else "forbidden",
+            code=Code.UNAUTHENTICATED if status == 401 else Code.FORBIDDEN,
             data={**info, "challenge": challenge},
         )
     if status == 404:
         return Outcome(
-            status=Status.REJECTED, content=[Text(text)], message=text, code="not_found", data=info
+            status=Status.REJECTED, content=[Text(text)], message=text, code=Code.NOT_FOUND, data=info
         )
     if status in _RETRYABLE:
         after = _retry_after(response)
@@ -408,7 +403,7 @@ def response_outcome(capability: Capability, response: _Response) -> Outcome:
             message=text,
             retryable=True,
             retry_after=after,
-            code="retryable",
+            code=Code.RETRYABLE,
             data=info,
         )
     if 400 <= status < 500:
@@ -416,21 +411,19 @@ def response_outcome(capability: Capability, response: _Response) -> Outcome:
             status=Status.REJECTED,
             content=[Text(text)],
             message=f"Invalid arguments: {text}",
-            code="invalid_arguments",
+            code=Code.INVALID_ARGUMENTS,
             data={**info, "body": data},
         )
     return Outcome(
         status=Status.FAILED,
         content=[Text(f"{text} This failure is permanent.")],
         message=text,
-        code="permanent",
+        code=Code.PERMANENT,
         data=info,
     )
 
 
 def _completed(capability: Capability, response: _Response) -> Outcome:
-    from .runtime import Outcome, Status
-
     media = (response.header(b"content-type") or "").split(";")[0].strip().lower()
     body = bytes(response.body)
     if media == "application/json" or media.endswith("+json"):
@@ -455,8 +448,6 @@ def _completed(capability: Capability, response: _Response) -> Outcome:
 
 
 def _json_outcome(capability: Capability, value: Any, body: bytes) -> Outcome:
-    from .runtime import Outcome, Status
-
     if capability.kind in ("resource", "prompt"):
         return Outcome(status=Status.COMPLETED, value=value)
     output = capability.output
@@ -491,8 +482,6 @@ async def authorize_route(capability: Capability, values: Mapping[str, Any], ctx
 
     Only gated routes need this: a person must never be asked to approve what the app would refuse anyway.
     """
-    from .runtime import _unexpected
-
     connection = ctx.request
     origin: Mapping[str, Any] = connection.scope if connection is not None else {}
     route = route_here(capability, origin)
@@ -531,14 +520,12 @@ async def authorize_route(capability: Capability, values: Mapping[str, Any], ctx
     chain = _probe_chain(_target(route, origin))
     try:
         await (chain or _probe)(scope, receive, send)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (any failure of the probe is the app's answer, or unexpected)
         refusal = _validation_refusal(exc) if chain is None else None
         if refusal is None and chain is None:
-            from starlette.requests import Request
-
             refusal = await _handled(route, Request(scope, receive), exc)
         if refusal is None:
-            return _unexpected(capability, exc)
+            return unexpected(capability, exc)
         response = refusal
     if response.status == _PROBE_PASSED:
         return None
@@ -571,8 +558,6 @@ def _probe_chain(top: Any) -> Any:
             node = None
     chain: Any = None
     if node is not None:
-        import copy
-
         chain = _probe
         for layer in reversed([*layers, node]):
             clone = copy.copy(layer)
@@ -585,11 +570,8 @@ def _probe_chain(top: Any) -> Any:
 async def _probe(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """The bottom of the probe chain: the route's dependencies, solved as FastAPI solves them; a refusal is
     raised for the app's exception handlers, a pass is answered with :data:`_PROBE_PASSED`."""
-    from contextlib import AsyncExitStack
-
     from fastapi.dependencies.utils import solve_dependencies
     from fastapi.exceptions import RequestValidationError
-    from starlette.requests import Request
 
     route: HostRoute = scope[_PROBE_KEY]
     request = Request(scope, receive)

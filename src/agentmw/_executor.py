@@ -29,7 +29,7 @@ from collections.abc import Callable
 from queue import Empty, SimpleQueue
 from typing import Any
 
-__all__ = ["IDLE_SECONDS", "MAX_WORKERS", "run_sync", "running_sync"]
+__all__ = ["IDLE_SECONDS", "MAX_WORKERS", "run_step", "run_sync", "running_sync"]
 
 MAX_WORKERS = 40
 IDLE_SECONDS = 10.0
@@ -164,3 +164,18 @@ def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None
 
 _workers = _Workers(MAX_WORKERS, IDLE_SECONDS)
 run_sync = _workers.run
+
+
+async def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``fn(*args, **kwargs)`` for ``ctx.once``: awaited when it is a coroutine function, else on one of
+    anyio's worker threads (a one-time step's own code, which may block); an awaitable it returns is awaited."""
+    if asyncio.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    from functools import partial
+
+    import anyio.to_thread
+
+    value = await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+    if hasattr(value, "__await__"):
+        value = await value
+    return value

@@ -21,12 +21,13 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from pydantic.fields import FieldInfo
 
 from ._docstrings import parse_docstring
+from ._routes import HostRoute, argument_fields
+from ._schema import apply_input_schema
+from ._transport import to_json_text
 from .content import CONTENT_TYPES, PromptMessage, Text
+from .context import Context
 from .errors import RegistrationError
 from .messages import MESSAGE_TYPES, Message, MessageParam, content_of, is_answer, message_param_of
-
-if typing.TYPE_CHECKING:
-    from ._routes import HostRoute
 
 __all__ = ["NAME_RULE", "Capability", "CapabilityKind", "OutputPlan", "build_capability", "route_output_plan"]
 
@@ -53,8 +54,6 @@ def _is_request_type(annotation: Any) -> bool:
 
 
 def _is_context_type(annotation: Any) -> bool:
-    from .context import Context
-
     return isinstance(annotation, type) and issubclass(annotation, Context)
 
 
@@ -85,9 +84,11 @@ class OutputPlan:
         if self.mode == "content":
             return None
         primitive = self.primitive
-        if primitive is not None and (
-            type(value) is primitive or (primitive is float and type(value) is int)
-        ) or self.adapter is None:
+        if (
+            primitive is not None
+            and (type(value) is primitive or (primitive is float and type(value) is int))
+            or self.adapter is None
+        ):
             dumped = value
         else:
             adapter = self.adapter
@@ -103,7 +104,7 @@ def _content_annotation(annotation: Any) -> bool:
     ):
         return True
     origin = typing.get_origin(annotation)
-    if origin in (list, tuple, typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (list, tuple, typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
         return bool(args) and all(_content_annotation(a) for a in args)
     return False
@@ -202,7 +203,8 @@ def _filtered_schema(schema: dict[str, Any], route: HostRoute) -> dict[str, Any]
     def target(node: dict[str, Any]) -> dict[str, Any]:
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            return schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"), node)
+            found: dict[str, Any] = schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"), node)
+            return found
         return node
 
     top = target(schema)
@@ -229,8 +231,8 @@ def _resolves_to_object(schema: Mapping[str, Any]) -> bool:
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
         target = schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {})
-        return target.get("type") == "object"
-    return schema.get("type") == "object"
+        return bool(target.get("type") == "object")
+    return bool(schema.get("type") == "object")
 
 
 def _tidy_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -238,7 +240,7 @@ def _tidy_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
     def walk(node: Any, in_properties: bool = False) -> Any:
         if isinstance(node, dict):
-            out = {}
+            out: dict[str, Any] = {}
             for key, value in node.items():
                 if key == "title" and not in_properties and isinstance(value, str):
                     continue
@@ -248,7 +250,8 @@ def _tidy_schema(schema: dict[str, Any]) -> dict[str, Any]:
             return [walk(v) for v in node]
         return node
 
-    return walk(schema)
+    tidy: dict[str, Any] = walk(schema)
+    return tidy
 
 
 class _Arguments(BaseModel):
@@ -303,12 +306,10 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     inside another one may name types only that function's locals hold. agentmw's own names (``Context``)
     always resolve; any other annotation that cannot be resolved stays a string and is reported.
     """
-    from . import context as context_module
-
-    namespace = {"Context": context_module.Context}
+    namespace = {"Context": Context}
     try:
         return typing.get_type_hints(fn, localns=namespace, include_extras=True)
-    except Exception:
+    except Exception:  # noqa: BLE001, S110 (any failure: annotations resolved one by one below)
         pass
     hints: dict[str, Any] = {}
     module_globals = getattr(inspect.unwrap(fn), "__globals__", {})
@@ -316,7 +317,7 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
         if isinstance(annotation, str):
             try:
                 annotation = eval(annotation, module_globals, namespace)
-            except Exception:
+            except Exception:  # noqa: BLE001, S110 (left a string, reported where it is used)
                 pass
         hints[key] = annotation
     return hints
@@ -384,8 +385,6 @@ def _analyse_parameters(
         else:
             fields[param.name] = (annotation, default)
     if route is not None:
-        from ._routes import argument_fields
-
         fields.update(argument_fields(route, set(fields)))
     plan.host_params = tuple(host)
     plan.path_params = tuple(paths)
@@ -398,7 +397,7 @@ def _analyse_parameters(
         for field_name, (annotation, _default) in fields.items():
             try:
                 TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True)).json_schema()
-            except Exception:
+            except Exception:  # noqa: BLE001 (the field with no schema, whatever pydantic raises)
                 raise RegistrationError(
                     f"{name!r} ({_where(fn)}): parameter {field_name!r} has the type {_type_name(annotation)}, which "
                     f"has no JSON schema, so no caller could send it. Use a pydantic model or a JSON type, or have "
@@ -466,6 +465,10 @@ class Capability:
     never_suspends: bool = False
     """A coroutine function whose own code has no ``await``, ``async for`` or ``async with``: its coroutine
     ends in its first step, so a task may run it eagerly, in the request (``agentmw.tasks.runner``)."""
+
+    pipeline: Any = field(default=None, repr=False)
+    """Its stages as its agent is configured (an ``agentmw.pipeline.Pipeline``), assembled at its first call
+    and assembled again when that configuration changes (``runtime.invoke``)."""
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -570,8 +573,6 @@ def build_capability(
     if input_schema is not None:  # hand-written, served as written and checked before the model (_schema.py)
         if kind not in ("tool", "skill"):
             raise RegistrationError(f"{name!r}: input_schema is for tools and skills, not a {kind}")
-        from ._schema import apply_input_schema
-
         apply_input_schema(params, input_schema, name)
     return_annotation = _hints(target).get("return", inspect.Signature.empty)
     is_async_gen = inspect.isasyncgenfunction(target)
@@ -687,6 +688,4 @@ def text_of(value: Any) -> list[Any]:
         return [Text(v) if isinstance(v, str) else v for v in value]
     if is_answer(value) or isinstance(value, MESSAGE_TYPES):
         return content_of(value)
-    from ._transport import to_json_text
-
     return [Text(to_json_text(value))]

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ._codec import from_json, to_json
+from ._executor import run_step
 from .events import (
     ArtifactUpdate,
     CoreEvent,
@@ -23,13 +25,14 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from .messages import Artifact, Message, framed
+from .safety.framing import FrameStream
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
 
     from .agent import Agent
     from .capability import Capability
-    from .messages import Artifact, Message
 
 __all__ = [
     "Answer",
@@ -38,13 +41,17 @@ __all__ = [
     "ClientCapabilityMissing",
     "Context",
     "InputRequest",
+    "Invoke",
     "ListRoots",
     "LogLevel",
+    "Recorder",
     "Root",
     "Sample",
     "Sampled",
     "ToolCallFailed",
     "answer_from",
+    "needed_capability",
+    "recorded_json",
 ]
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
@@ -155,6 +162,67 @@ class ToolCallFailed(Exception):
 _CAPABILITY_OF = {Ask: "elicitation", Sample: "sampling", ListRoots: "roots"}
 
 
+def needed_capability(request: InputRequest) -> str:
+    """The client capability that answers ``request``: ``elicitation``, ``sampling`` or ``roots``."""
+    return _CAPABILITY_OF[type(request)]
+
+
+def recorded_json(value: Any, what: str) -> Any:
+    """``value`` as stored JSON (a one-time step's result), refusing what would not come back the same on a
+    replay."""
+    encoded = to_json(value)
+    try:
+        same = from_json(encoded) == value
+    except Exception:  # noqa: BLE001 (a value that cannot be read back is not exact JSON)
+        same = False
+    if not same:
+        raise TypeError(
+            f"{what} returned {type(value).__name__}, which does not come back unchanged from the "
+            "journal; return JSON values (dict, list, str, int, float, bool, None; bytes and tuples "
+            "also work)"
+        )
+    return encoded
+
+
+class _Result(Protocol):
+    """What a sub-call's outcome tells ``ctx.call`` (an :class:`agentmw.outcomes.Outcome`)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def content(self) -> list[Any]: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def value(self) -> Any: ...
+
+
+Invoke = Callable[["Capability", "Mapping[str, Any] | None", "Context"], Awaitable[Any]]
+"""How a context's sub-calls run: ``agentmw.runtime.invoke``, which the pipeline hands every context it runs."""
+
+Emit = Callable[[CoreEvent], Awaitable[None]]
+
+
+class Recorder(Protocol):
+    """What a context's journaled steps go through (``agentmw.journal``): the execution's recorded answers,
+    sub-calls and one-time steps, replayed rather than made again."""
+
+    async def inputs(self, ctx: Context, requests: Mapping[str, InputRequest]) -> dict[str, Any]: ...
+
+    async def call(
+        self, ctx: Context, name: str, capability: Capability, arguments: Mapping[str, Any]
+    ) -> Any: ...
+
+    async def once(
+        self,
+        ctx: Context,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any: ...
+
+
 class Channel(Protocol):
     """What a face provides to carry a running function's requests onto its wire.
 
@@ -201,8 +269,9 @@ class Context:
         "_channel",
         "_counter",
         "_emit",
-        "_journal",
+        "_invoke",
         "_published",
+        "_recorder",
         "_text_frame",
         "agent",
         "caller",
@@ -233,11 +302,14 @@ class Context:
         self._emit = getattr(self._channel, "emit", None)
         self._counter = 0
         self._calls = 0
-        self._journal: Any = None  # the execution's journal, when it has one (journal.py)
+        self._recorder: Recorder | None = None  # the execution's journal, when it has one (journal.py)
+        self._invoke: Invoke | None = None  # how ctx.call runs a sub-call (the pipeline sets it)
         self.messages: list[
             Message
         ] = []  # the work's incoming messages, follow-ups appended (the face fills it)
-        self._text_frame: Any = None  # the open frame of an untrusted capability's streamed text
+        self._text_frame: FrameStream | None = (
+            None  # the open frame of an untrusted capability's streamed text
+        )
         if state:
             self.state: dict[str, Any] = state
             self._published: dict[str, Any] = copy.deepcopy(state)
@@ -248,6 +320,74 @@ class Context:
     def supports(self, capability: Literal["elicitation", "sampling", "roots"]) -> bool:
         """Whether the caller can answer this kind of request."""
         return self._channel.supports(capability)
+
+    # --- the interface of the pipeline, the journal and the hooks (not for functions) ----------------------
+    @property
+    def channel(self) -> Channel:
+        """The face's channel: what carries this call's requests onto its wire."""
+        return self._channel
+
+    def replace_channel(self, channel: Channel) -> None:
+        """Carry the requests through ``channel`` from now on (a wrapper of :attr:`channel`, as the hooks'
+        observer is); events keep their own route."""
+        self._channel = channel
+
+    @property
+    def watched(self) -> bool:
+        """Whether someone receives this call's events (text, steps, state): False for an MCP tool call and for
+        a ``ctx.call`` sub-call, whose text stays inside its result."""
+        return self._emit is not None
+
+    async def deliver(self, event: CoreEvent) -> None:
+        """Hand ``event`` to the face as it is: numbered by the journal when there is one, but neither framed
+        nor preceded by the state's patch (:meth:`emit` does both). Nothing when nobody watches."""
+        if self._emit is not None:
+            await self._emit(event)
+
+    @property
+    def published_state(self) -> dict[str, Any]:
+        """``ctx.state`` as it was last published (a copy, never changed in place)."""
+        return self._published
+
+    @property
+    def recorder(self) -> Recorder | None:
+        """The execution's journal as this context sees it (``journal.py``), or None."""
+        return self._recorder
+
+    @property
+    def _journal(self) -> Recorder | None:
+        # the name agui/runs.py still reads; it is to read :attr:`recorder` (then this goes)
+        return self._recorder
+
+    @property
+    def journaled(self) -> bool:
+        return self._recorder is not None
+
+    def attach(self, recorder: Recorder, *, numbering: Callable[[Emit], Emit] | None = None) -> None:
+        """Journal this context's steps with ``recorder``; ``numbering`` wraps the face's emitter (the journal
+        numbers the events, so a replay skips those already delivered)."""
+        self._recorder = recorder
+        if numbering is not None and self._emit is not None:
+            self._emit = numbering(self._emit)
+
+    def set_invoker(self, invoke: Invoke) -> None:
+        """How :meth:`call` runs its sub-calls (the pipeline hands over ``runtime.invoke``)."""
+        self._invoke = invoke
+
+    def child(self, capability: Capability) -> Context:
+        """The context of a sub-call of ``capability``: the same caller, request, channel and invoker, and
+        nobody watching (the tool's own text stays inside its result)."""
+        child = Context(
+            capability, self._channel, self.request, self.caller, agent=self.agent, face=self.face
+        )
+        child._emit = None
+        child._invoke = self._invoke
+        return child
+
+    def next_call(self) -> int:
+        """The number of this context's next ``ctx.call`` (1, 2, ...)."""
+        self._calls += 1
+        return self._calls
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         await self._channel.progress(progress, total, message)
@@ -267,28 +407,25 @@ class Context:
         """An untrusted capability's streamed text goes out framed like its result (safety/framing.py): the
         frame opens before the first text, each chunk is escaped, and the frame closes before anything that
         ends the message (a tool call, a question) and when the function ends."""
-        kind = type(event)
-        if kind is TextDelta:
+        if isinstance(event, TextDelta):
             frame = self._text_frame
             if frame is None:
-                from .safety.framing import FrameStream
-
-                capability = self.capability
-                assert capability is not None
-                budget = self.agent.untrusted_budget_chars if self.agent is not None else 20_000
-                frame = self._text_frame = FrameStream(f"{capability.kind} {capability.name}", budget)
-            text = frame.feed(event.text)  # type: ignore[union-attr]
+                frame = self._text_frame = FrameStream(self._source(), self._budget())
+            text = frame.feed(event.text)
             return TextDelta(text) if text else None
-        if kind is ArtifactUpdate:  # an artifact's text is framed chunk by chunk (messages.framed)
-            from .messages import framed
-
-            capability = self.capability
-            assert capability is not None
-            budget = self.agent.untrusted_budget_chars if self.agent is not None else 20_000
-            return ArtifactUpdate(framed(event.artifact, f"{capability.kind} {capability.name}", budget))  # type: ignore[union-attr]
-        if kind is ToolCallStarted:
+        if isinstance(event, ArtifactUpdate):  # an artifact's text is framed chunk by chunk (messages.framed)
+            return ArtifactUpdate(framed(event.artifact, self._source(), self._budget()))
+        if isinstance(event, ToolCallStarted):
             await self.end_text_frame()
         return event
+
+    def _source(self) -> str:
+        capability = self.capability
+        assert capability is not None
+        return f"{capability.kind} {capability.name}"
+
+    def _budget(self) -> int:
+        return self.agent.untrusted_budget_chars if self.agent is not None else 20_000
 
     async def end_text_frame(self) -> None:
         """Close the frame of streamed untrusted text, if one is open; the pipeline calls it when the function
@@ -350,26 +487,18 @@ class Context:
 
         Returns the tool's value; raises :class:`ToolCallFailed` when the call does not complete.
         """
-        from .runtime import invoke
-
-        if self.agent is None:
+        invoke = self._invoke
+        if self.agent is None or invoke is None:
             raise RuntimeError("ctx.call needs a context created by an agent")
         name = tool if isinstance(tool, str) else getattr(tool, "__name__", "")
         capability = self.agent.tools.get(name)
         if capability is None:
             raise ToolCallFailed(name, f"unknown tool {name!r}")
-        if self._journal is not None:  # a recorded sub-call returns its recorded value (docs/durability.md)
-            from .journal import journaled_call
-
-            return await journaled_call(self, self._journal, name, capability, arguments or {})
-        self._calls += 1
-        call_id = f"call-{id(self):x}-{self._calls}"
+        if self._recorder is not None:  # a recorded sub-call returns its recorded value (docs/durability.md)
+            return await self._recorder.call(self, name, capability, arguments or {})
+        call_id = f"call-{id(self):x}-{self.next_call()}"
         await self.emit(ToolCallStarted(call_id, name, dict(arguments or {})))
-        child = Context(
-            capability, self._channel, self.request, self.caller, agent=self.agent, face=self.face
-        )
-        child._emit = None  # the tool's own text stays inside its result
-        outcome = await invoke(capability, arguments or {}, child)
+        outcome: _Result = await invoke(capability, arguments or {}, self.child(capability))
         text = "".join(getattr(part, "text", "") for part in outcome.content) or outcome.message
         if outcome.status != "completed":
             await self.emit(ToolCallFinished(call_id, name, text or outcome.status, True))
@@ -386,9 +515,13 @@ class Context:
         None; bytes and tuples also work). Put each side effect in a step, with a name unique in the
         execution: a second step with the same name returns the first one's result (docs/durability.md).
         """
-        from .journal import once
-
-        return await once(self, name, fn, args, kwargs)
+        if not isinstance(name, str) or not name:
+            raise ValueError("ctx.once needs a non-empty step name")
+        if self._recorder is not None:
+            return await self._recorder.once(self, name, fn, args, kwargs)
+        value = await run_step(fn, args, kwargs)  # nothing to replay against: it simply runs, checked alike
+        recorded_json(value, f"ctx.once({name!r})")
+        return value
 
     async def log(self, level: LogLevel, data: Any, *, logger: str | None = None) -> None:
         if level not in LOG_LEVELS:
@@ -416,8 +549,8 @@ class Context:
 
         Each answer is an :class:`Answer`, a :class:`Sampled` or a list of :class:`Root`.
         """
-        if self._journal is not None:  # recorded answers come from the journal (docs/durability.md)
-            return await self._journal.inputs(self, requests)
+        if self._recorder is not None:  # recorded answers come from the journal (docs/durability.md)
+            return await self._recorder.inputs(self, requests)
         for request in requests.values():
             needed = _CAPABILITY_OF[type(request)]
             if not self._channel.supports(needed):
@@ -451,17 +584,20 @@ class Context:
         """
         request = Ask(message, schema or {"type": "object", "properties": {}})
         key = key or self._next_key("ask")
-        return (await self.inputs({key: request}))[key]
+        answer: Answer = (await self.inputs({key: request}))[key]
+        return answer
 
     async def sample(
         self, prompt: str, *, max_tokens: int = 100, system_prompt: str | None = None, key: str | None = None
     ) -> Sampled:
         key = key or self._next_key("sample")
-        return (await self.inputs({key: Sample(prompt, max_tokens, system_prompt)}))[key]
+        sampled: Sampled = (await self.inputs({key: Sample(prompt, max_tokens, system_prompt)}))[key]
+        return sampled
 
     async def roots(self, *, key: str | None = None) -> list[Root]:
         key = key or self._next_key("roots")
-        return (await self.inputs({key: ListRoots()}))[key]
+        roots: list[Root] = (await self.inputs({key: ListRoots()}))[key]
+        return roots
 
     async def continue_as_task(self) -> None:
         """From here on, run as a task: for an MCP tool declared ``@tool(task=..., ask_first=True)`` whose

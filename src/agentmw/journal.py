@@ -26,21 +26,33 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._codec import from_json, to_json
+from ._executor import run_step
 from .content import Text
-from .context import Answer, Ask, ClientCapabilityMissing, Context, InputRequest, ToolCallFailed, answer_from
+from .context import (
+    Answer,
+    Ask,
+    ClientCapabilityMissing,
+    Context,
+    InputRequest,
+    ToolCallFailed,
+    answer_from,
+    needed_capability,
+    recorded_json,
+)
 from .errors import Permanent
-from .events import ToolCallFinished, ToolCallStarted
-from .runtime import Status
+from .events import CoreEvent, ToolCallFinished, ToolCallStarted
+from .outcomes import PERMANENT, Code, InputsPending, Outcome, Status
+from .pipeline import journaled_approval
+from .runtime import invoke
 from .state import Conflict
 
 if TYPE_CHECKING:
     from .agent import Agent
     from .capability import Capability
-    from .runtime import Outcome
     from .state import State
 
 __all__ = [
@@ -51,6 +63,7 @@ __all__ = [
     "ReplayDiverged",
     "TakenOver",
     "cancel",
+    "journaled_approval",
     "orphaned",
     "resume",
 ]
@@ -93,7 +106,7 @@ class TakenOver(BaseException):
     """This coroutine no longer owns the execution: its lease was lost, or another replica resumed it.
 
     A BaseException, like cancellation, so that a function's ``except Exception`` cannot swallow it;
-    ``invoke`` turns it into ``Outcome(status=Status.CANCELED, code="taken_over")``, which a face must not
+    ``invoke`` turns it into ``Outcome(status=Status.CANCELED, code=Code.TAKEN_OVER)``, which a face must not
     publish (the replica that took the execution over reports it).
     """
 
@@ -117,22 +130,6 @@ def _wording(kind: str, key: Any) -> str:
 def _args_hash(arguments: Mapping[str, Any]) -> str:
     text = json.dumps(to_json(dict(arguments)), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _exact_json(value: Any, what: str) -> Any:
-    """``value`` as stored JSON, refusing what would not come back the same on a replay."""
-    encoded = to_json(value)
-    try:
-        same = from_json(encoded) == value
-    except Exception:
-        same = False
-    if not same:
-        raise TypeError(
-            f"{what} returned {type(value).__name__}, which does not come back unchanged from the "
-            "journal; return JSON values (dict, list, str, int, float, bool, None; bytes and tuples "
-            "also work)"
-        )
-    return encoded
 
 
 class Journal:
@@ -421,18 +418,31 @@ class Journal:
 
     async def cancel(self, message: str = "The execution was canceled.") -> None:
         """Record that the execution was canceled (a face's cancel request): a later resume returns this."""
-        from .runtime import Outcome
-
         if not self.stored:
             return
         self.status = "canceled"
-        self.outcome = Outcome(status=Status.CANCELED, message=message, code="canceled").to_dict()
+        self.outcome = Outcome(status=Status.CANCELED, message=message, code=Code.CANCELED).to_dict()
         try:
             await self._write(lease=False)
         finally:
             await self.release()
 
     # -- running ------------------------------------------------------------------------------------------
+
+    def execute(
+        self,
+        capability: Capability,
+        arguments: Mapping[str, Any] | None,
+        ctx: Context,
+        *,
+        idempotency_key: str | None = None,
+        approval_id: str | None = None,
+    ) -> Coroutine[Any, Any, Outcome]:
+        """Run the execution through the pipeline with this journal behind ctx's steps: what
+        ``invoke(..., journal=self)`` does."""
+        return run_journaled(
+            capability, arguments, ctx, self, idempotency_key=idempotency_key, approval_id=approval_id
+        )
 
     def _begin(
         self,
@@ -456,19 +466,16 @@ class Journal:
         self._skip_through = self.delivered
         self._replay_end = len(self.steps)
         self._messages = ctx.messages
-        ctx._journal = _Scope(self, "")
-        ctx._emit = self._counting(ctx._emit)
+        ctx.attach(_Scope(self, ""), numbering=self._counting)
         if self._leased:
             self._start_renewer()
 
     def _counting(
-        self, emit: Callable[[Any], Awaitable[None]] | None
-    ) -> Callable[[Any], Awaitable[None]] | None:
+        self, emit: Callable[[CoreEvent], Awaitable[None]]
+    ) -> Callable[[CoreEvent], Awaitable[None]]:
         """The face's ``emit``, numbering events; those a previous run delivered are not sent again."""
-        if emit is None:
-            return None
 
-        async def journaled_emit(event: Any) -> None:
+        async def journaled_emit(event: CoreEvent) -> None:
             self.seq += 1
             if self.seq <= self._skip_through:
                 return
@@ -537,7 +544,7 @@ class Journal:
         try:
             if not self.stored:
                 return
-            if outcome.status == "needs_input" and self.pending:
+            if outcome.status == Status.NEEDS_INPUT and self.pending:
                 self.status = "parked"
                 if self.delivered != self._stored_delivered:
                     await self._write(lease=False)
@@ -558,6 +565,21 @@ class _Scope:
         self.journal = journal
         self.name = name
 
+    async def call(
+        self, ctx: Context, name: str, capability: Capability, arguments: Mapping[str, Any]
+    ) -> Any:
+        return await _journaled_call(ctx, self, name, capability, arguments)
+
+    async def once(
+        self,
+        ctx: Context,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        return await _once(self, name, fn, args, kwargs)
+
     async def inputs(self, ctx: Context, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
         journal = self.journal
         if journal._in_once:
@@ -569,13 +591,12 @@ class _Scope:
             answers = step.get("a") or {}
             missing = {k: r for k, r in requests.items() if k not in answers}
             if not missing:
-                if ctx._text_frame is not None:
-                    await ctx.end_text_frame()
+                await ctx.end_text_frame()
                 return {k: from_json(answers[k]) for k in keys}
             return await self._wait(ctx, step, missing, requests, new=False)
         for request in requests.values():
-            needed = _needed(request)
-            if not ctx._channel.supports(needed):
+            needed = needed_capability(request)
+            if not ctx.channel.supports(needed):
                 raise ClientCapabilityMissing(needed, requests)
         step = {"t": "ask", "k": key, "q": {k: to_json(r) for k, r in requests.items()}, "a": {}}
         return await self._wait(ctx, step, requests, requests, new=True)
@@ -593,8 +614,7 @@ class _Scope:
         asked, so an answer may land on any replica. A face that waits in memory (the fast path) gets its
         answer recorded here, unless another replica resumed the execution meanwhile."""
         journal = self.journal
-        if ctx._text_frame is not None:
-            await ctx.end_text_frame()  # a question ends the message (and, on AG-UI, the run)
+        await ctx.end_text_frame()  # a question ends the message (and, on AG-UI, the run)
         journal.status = "parked"
         if new:
             await journal._record(self.name, step, lease=False)
@@ -604,7 +624,7 @@ class _Scope:
         scope = self.name
         journal._inflight[scope] = journal._inflight.get(scope, 0) + 1
         try:
-            given = await ctx._channel.gather(missing)
+            given = await ctx.channel.gather(missing)
         except Exception:
             if await _moved_on(journal):
                 raise TakenOver(f"execution {journal.id} was resumed elsewhere") from None
@@ -623,12 +643,6 @@ class _Scope:
         return {k: from_json(answers[k]) if k in answers else given.get(k) for k in requests}
 
 
-def _needed(request: InputRequest) -> str:
-    from .context import _CAPABILITY_OF
-
-    return _CAPABILITY_OF[type(request)]
-
-
 def _parsed(payload: Any, request: Any) -> Any:
     if isinstance(request, Ask) and not isinstance(payload, Answer):
         return answer_from(payload, request)
@@ -639,7 +653,7 @@ async def _moved_on(journal: Journal) -> bool:
     """Whether another replica wrote the journal since this coroutine last did (it resumed the execution)."""
     try:
         found = await journal.state.get(JOURNAL_NS, journal.id)
-    except Exception:
+    except Exception:  # noqa: BLE001 (an unreadable store: not known to have moved on)
         return False
     return found is not None and found.version != journal.version
 
@@ -650,48 +664,41 @@ def _registry_key(capability: Capability) -> str:
     return capability.name
 
 
-# -- the steps Context delegates to ------------------------------------------------------------------------
+# -- the steps Context delegates to (``_Scope`` is its ``Recorder``) ---------------------------------------
 
 
-async def journaled_call(
+async def _journaled_call(
     ctx: Context, scope: _Scope, name: str, capability: Capability, arguments: Mapping[str, Any]
 ) -> Any:
     """``ctx.call`` in a journaled execution: a recorded sub-call returns its recorded value (its events are
     emitted again, numbered, so delivered ones are skipped); another runs with its own scope of the journal."""
-    from .runtime import invoke
-
     journal = scope.journal
     if journal._in_once:
         raise RuntimeError("a one-time step (ctx.once) cannot call tools; call them before or after it")
-    ctx._calls += 1
-    key = f"{ctx._calls}:{name}:{_args_hash(arguments)}"
-    call_id = f"call-{journal.id}-{scope.name + '/' if scope.name else ''}{ctx._calls}"
+    number = ctx.next_call()
+    key = f"{number}:{name}:{_args_hash(arguments)}"
+    call_id = f"call-{journal.id}-{scope.name + '/' if scope.name else ''}{number}"
     step = journal._lookup(scope.name, "call", key)
     await ctx.emit(ToolCallStarted(call_id, name, dict(arguments)))
     if step is not None:
         text = step.get("x") or ""
         if not step.get("ok"):
-            from .runtime import Outcome
-
             await ctx.emit(ToolCallFinished(call_id, name, text, True))
             raise ToolCallFailed(name, text, Outcome.from_dict(step["o"]) if step.get("o") else None)
         await ctx.emit(ToolCallFinished(call_id, name, text, False))
         return _restored(capability, from_json(step.get("v")))
-    child = Context(capability, ctx._channel, ctx.request, ctx.caller, agent=ctx.agent, face=ctx.face)
-    child._emit = None  # the tool's own text stays inside its result
-    child._journal = _Scope(journal, f"{scope.name}/{key}" if scope.name else key)
+    child = ctx.child(capability)
+    child.attach(_Scope(journal, f"{scope.name}/{key}" if scope.name else key))
     journal._inflight[scope.name] = journal._inflight.get(scope.name, 0) + 1
     try:
         outcome = await invoke(capability, arguments, child)
     finally:
         journal._inflight[scope.name] -= 1
     journal._check()
-    if outcome.status == "needs_input" and outcome.pending and journal.pending:
-        from .runtime import InputsPending
-
+    if outcome.status == Status.NEEDS_INPUT and outcome.pending and journal.pending:
         raise InputsPending(outcome.pending)  # the tool parked on a question: so does the whole execution
     text = "".join(getattr(part, "text", "") for part in outcome.content) or outcome.message
-    ok = outcome.status == "completed"
+    ok = outcome.status == Status.COMPLETED
     record: dict[str, Any] = {
         "t": "call",
         "k": key,
@@ -717,21 +724,14 @@ def _restored(capability: Capability, value: Any) -> Any:
         return value
     try:
         return adapter.validate_python(value)
-    except Exception:
+    except Exception:  # noqa: BLE001 (a value the type no longer fits is handed over as JSON)
         return value
 
 
-async def once(
-    ctx: Context, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+async def _once(
+    scope: _Scope, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    """``ctx.once``: run ``fn`` once per execution and journal its JSON result; a replay returns it."""
-    if not isinstance(name, str) or not name:
-        raise ValueError("ctx.once needs a non-empty step name")
-    scope: _Scope | None = ctx._journal
-    if scope is None:  # nothing to replay against: it simply runs (its result is checked alike)
-        value = await _run_step(fn, args, kwargs)
-        _exact_json(value, f"ctx.once({name!r})")
-        return value
+    """``ctx.once`` in a journaled execution: run ``fn`` once and journal its JSON result; a replay returns it."""
     journal = scope.journal
     if journal._in_once:
         raise RuntimeError("one-time steps do not nest: ctx.once cannot run inside another")
@@ -741,36 +741,12 @@ async def once(
     journal._inflight[scope.name] = journal._inflight.get(scope.name, 0) + 1
     journal._in_once += 1
     try:
-        value = await _run_step(fn, args, kwargs)
+        value = await run_step(fn, args, kwargs)
     finally:
         journal._in_once -= 1
         journal._inflight[scope.name] -= 1
-    encoded = _exact_json(value, f"ctx.once({name!r})")
+    encoded = recorded_json(value, f"ctx.once({name!r})")
     await journal._record(scope.name, {"t": "once", "k": name, "v": encoded})
-    return value
-
-
-async def journaled_approval(ctx: Context, approval_id: str, consume: Callable[[], Awaitable[Any]]) -> Any:
-    """The gate's use of an out-of-band approval, as a one-time step: an approval works once, so a replay
-    must find the one its first run used rather than use it again."""
-    from .safety.gate import Approval
-
-    async def used() -> dict[str, Any]:
-        return (await consume()).to_dict()
-
-    return Approval.from_dict(await once(ctx, f"approval:{approval_id}", used, (), {}))
-
-
-async def _run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if asyncio.iscoroutinefunction(fn):
-        return await fn(*args, **kwargs)
-    from functools import partial
-
-    import anyio.to_thread
-
-    value = await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
-    if hasattr(value, "__await__"):
-        value = await value
     return value
 
 
@@ -787,8 +763,6 @@ async def run_journaled(
     approval_id: str | None,
 ) -> Outcome:
     """What ``invoke(..., journal=journal)`` does: the pipeline, with the journal behind ctx's steps."""
-    from .runtime import _PERMANENT, Outcome, invoke
-
     if journal.finished and journal.outcome is not None:
         return Outcome.from_dict(journal.outcome)
     journal._begin(capability, arguments or {}, ctx, idempotency_key, approval_id)
@@ -800,9 +774,9 @@ async def run_journaled(
         if failure is not None:  # even if the function caught it: a divergence always fails the execution
             outcome = Outcome(
                 status=Status.FAILED,
-                content=[Text(f"{failure.message} {_PERMANENT}")],
+                content=[Text(f"{failure.message} {PERMANENT}")],
                 message=failure.message,
-                code="replay_diverged",
+                code=Code.REPLAY_DIVERGED,
                 data=failure.data,
             )
         await journal._settle(outcome)
@@ -813,7 +787,7 @@ async def run_journaled(
         return Outcome(
             status=Status.CANCELED,
             message=f"{exc} The execution goes on where it was resumed.",
-            code="taken_over",
+            code=Code.TAKEN_OVER,
         )
     except BaseException:
         # cancellation (or a crash of the face): nothing is written and the lease is not given up, so when it
@@ -842,8 +816,6 @@ class _ReplayChannel:
         return None
 
     async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
-        from .runtime import InputsPending
-
         raise InputsPending(requests)
 
 
@@ -888,15 +860,13 @@ async def resume(
     ``failed`` with code ``execution_busy`` (retryable) when another replica holds its lease;
     ``rejected`` with code ``unknown_execution`` when there is no such journal.
     """
-    from .runtime import Outcome, invoke
-
-    replay_state, state = state, agent.state
+    replay_state, store = state, agent.state
     if journal is None:
-        journal = await Journal.load(state, execution_id, owner=owner, lease_seconds=lease_seconds)
+        journal = await Journal.load(store, execution_id, owner=owner, lease_seconds=lease_seconds)
     if journal is None or journal.run is None:
         return Outcome(
             status=Status.REJECTED,
-            code="unknown_execution",
+            code=Code.UNKNOWN_EXECUTION,
             message=f"No stored execution {execution_id!r}: it never took a journaled step, or it expired.",
         )
     if journal.finished:
@@ -916,25 +886,25 @@ async def resume(
                 status=Status.FAILED,
                 retryable=True,
                 retry_after=journal.lease_seconds / 3,
-                code="execution_busy",
+                code=Code.EXECUTION_BUSY,
                 content=[Text(f"Execution {execution_id!r} is running on another replica. Retry later.")],
                 message=f"Execution {execution_id!r} is running on another replica.",
             )
         await asyncio.sleep(min(0.05, max(deadline - time.monotonic(), 0.001)))
     try:
-        fresh = await state.get(
+        fresh = await store.get(
             JOURNAL_NS, execution_id
         )  # the lease is ours: read what the last holder wrote
         if fresh is None:
             await journal.release()
             return Outcome(
                 status=Status.REJECTED,
-                code="unknown_execution",
+                code=Code.UNKNOWN_EXECUTION,
                 message=f"No stored execution {execution_id!r}.",
             )
         if fresh.version != journal.version:
             moved = await Journal.load(
-                state, execution_id, owner=journal.owner, lease_seconds=journal.lease_seconds
+                store, execution_id, owner=journal.owner, lease_seconds=journal.lease_seconds
             )
             assert moved is not None
             moved._leased, journal._leased = True, False
@@ -951,7 +921,7 @@ async def resume(
             await journal.release()
             return Outcome(
                 status=Status.FAILED,
-                code="unknown_capability",
+                code=Code.UNKNOWN_CAPABILITY,
                 message=f"This replica does not serve {run.get('kind')} {run.get('name')!r}, which "
                 f"execution {execution_id!r} runs.",
             )
@@ -980,7 +950,7 @@ async def resume(
         )
     except TakenOver as exc:
         await journal.release()
-        return Outcome(status=Status.CANCELED, message=str(exc), code="taken_over")
+        return Outcome(status=Status.CANCELED, message=str(exc), code=Code.TAKEN_OVER)
     except BaseException:
         # cancelled (or failed) between taking the lease and replaying: stop renewing it, so it expires and
         # another attempt can take the execution over; a renewer left running would hold it forever

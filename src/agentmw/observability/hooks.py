@@ -27,12 +27,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from ..content import Text
 from ..errors import AgentError, Rejected, Retryable
-from ..runtime import Code, Outcome, Status, _pipeline, validate
+from ..outcomes import Code, Outcome, Status
+from ..pipeline import Call, Next
 
 if TYPE_CHECKING:
     from ..capability import Capability
-    from ..context import Context
+    from ..context import Channel, Context, InputRequest
 
 __all__ = ["Hook", "HookChain", "Invocation", "Listing", "current_invocation"]
 
@@ -145,7 +147,7 @@ class Hook:
 def _method(hook: Any, name: str) -> Callable[..., Any] | None:
     """``hook.name`` when the hook has its own (a :class:`Hook` subclass's inherited no-ops are not
     called)."""
-    found = getattr(hook, name, None)
+    found: Callable[..., Any] | None = getattr(hook, name, None)
     if found is None or not callable(found):
         return None
     if isinstance(hook, Hook) and getattr(type(hook), name, None) is getattr(Hook, name):
@@ -155,8 +157,6 @@ def _method(hook: Any, name: str) -> Callable[..., Any] | None:
 
 def _denial(exc: AgentError) -> Outcome:
     """A hook's taxonomy error as the outcome it stands for (read as a function's is, docs/tool.md)."""
-    from ..content import Text
-
     if isinstance(exc, Retryable):
         return Outcome(
             status=Status.FAILED,
@@ -181,7 +181,7 @@ def _denial(exc: AgentError) -> Outcome:
 def _hook_failed(invocation: Invocation) -> Outcome:
     return Outcome(
         status=Status.FAILED,
-        code="hook_failed",
+        code=Code.HOOK_FAILED,
         message=f"{invocation.name} was not run: a check before it failed. Nothing was executed.",
     )
 
@@ -216,30 +216,22 @@ class HookChain:
                     table.append((each, method))
 
     # --- invocations -------------------------------------------------------------------------------------
-    async def run(
-        self,
-        capability: Capability,
-        arguments: Mapping[str, Any] | None,
-        ctx: Context,
-        idempotency_key: str | None,
-        approval_id: str | None,
-        validated: Any,
-    ) -> Outcome:
-        """The pipeline (``runtime._pipeline``) with the hooks around it."""
-        checked = validate(capability, arguments, validated)
-        invalid: Outcome | None = checked if type(checked) is Outcome else None
-        if invalid is None:
-            validated = checked
-        invocation = Invocation(capability, arguments or {}, ctx, idempotency_key, approval_id, validated)
+    async def around(self, capability: Capability, call: Call, proceed: Next) -> Outcome:
+        """The pipeline's ``hooks`` stage (``pipeline.py``): the rest of the stages (``proceed``) with the hooks
+        around them. The arguments were validated already; invalid ones (``call.invalid``) are refused after
+        ``before``, so a hook's denial wins."""
+        ctx = call.ctx
+        invalid = call.invalid
+        invocation = Invocation(
+            capability, call.arguments or {}, ctx, call.idempotency_key, call.approval_id, call.validated
+        )
         token = _CURRENT.set(invocation)
-        if self._stage and not isinstance(ctx._channel, _ObservedChannel):
-            ctx._channel = _ObservedChannel(
-                ctx._channel, self
+        if self._stage and not isinstance(ctx.channel, _ObservedChannel):
+            ctx.replace_channel(
+                _ObservedChannel(ctx.channel, self)
             )  # questions become stages (and the parked count)
         try:
-            outcome = (
-                await self._before_all(invocation) if self._before else None
-            )  # a denial wins over invalid
+            outcome = await self._before_all(invocation) if self._before else None
             if self._stage:
                 self._emit(
                     invocation,
@@ -252,13 +244,11 @@ class HookChain:
                 outcome = invalid
             if outcome is None:
                 try:
-                    outcome = await _pipeline(
-                        capability, arguments, ctx, idempotency_key, approval_id, validated
-                    )
+                    outcome = await proceed(call)
                 except BaseException:
                     await self._after_all(
                         invocation,
-                        Outcome(status=Status.CANCELED, code="canceled", message="The call was canceled."),
+                        Outcome(status=Status.CANCELED, code=Code.CANCELED, message="The call was canceled."),
                     )
                     raise
             if self._after:
@@ -301,7 +291,7 @@ class HookChain:
                 )
                 return Outcome(
                     status=Status.FAILED,
-                    code="hook_failed",
+                    code=Code.HOOK_FAILED,
                     message=f"{invocation.name} was not run: a check before it did not finish in time. Nothing "
                     "was executed.",
                     retryable=True,
@@ -329,7 +319,7 @@ class HookChain:
 
     # --- stages --------------------------------------------------------------------------------------------
     def stage(self, name: str, attributes: Mapping[str, Any]) -> None:
-        """A stage of the invocation running in this task (``runtime._stage``)."""
+        """A stage of the invocation running in this task (the pipeline's stages report them here)."""
         invocation = _CURRENT.get()
         if invocation is not None:
             self._emit(invocation, name, attributes)
@@ -397,7 +387,7 @@ class _ObservedChannel:
 
     __slots__ = ("_chain", "_inner")
 
-    def __init__(self, inner: Any, chain: HookChain) -> None:
+    def __init__(self, inner: Channel, chain: HookChain) -> None:
         self._inner = inner
         self._chain = chain
 
@@ -413,7 +403,7 @@ class _ObservedChannel:
     async def log(self, level: str, data: Any, logger: str | None) -> None:
         await self._inner.log(level, data, logger)
 
-    async def gather(self, requests: Mapping[str, Any]) -> dict[str, Any]:
+    async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
         keys = ",".join(requests)
         self._chain.stage("agentmw.input.asked", {"agentmw.input.keys": keys})
         answered = False
