@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ._codec import from_json, to_json
+from ._codec import from_json, storable, to_json
 from ._executor import run_step
 from .events import (
     ArtifactUpdate,
@@ -67,6 +67,7 @@ LOG_LEVELS: tuple[str, ...] = (
 )
 
 
+@storable
 @dataclass(frozen=True, slots=True)
 class Ask:
     """A question for a person; ``schema`` is a flat JSON object schema of the answer.
@@ -80,6 +81,7 @@ class Ask:
     confirmation: bool = False
 
 
+@storable
 @dataclass(frozen=True, slots=True)
 class Sample:
     """A request for a model completion from the caller's side."""
@@ -89,6 +91,7 @@ class Sample:
     system_prompt: str | None = None
 
 
+@storable
 @dataclass(frozen=True, slots=True)
 class ListRoots:
     """A request for the caller's roots (the directories or URIs it lets the server work in)."""
@@ -97,6 +100,7 @@ class ListRoots:
 InputRequest = Ask | Sample | ListRoots
 
 
+@storable
 @dataclass(frozen=True, slots=True)
 class Answer:
     """A person's reply to :class:`Ask`."""
@@ -128,6 +132,7 @@ def answer_from(payload: Any, request: Ask) -> Answer:
     return Answer("accept", {"value": payload})
 
 
+@storable
 @dataclass(frozen=True, slots=True)
 class Sampled:
     text: str
@@ -135,6 +140,7 @@ class Sampled:
     raw: Mapping[str, Any] | None = None
 
 
+@storable
 @dataclass(frozen=True, slots=True)
 class Root:
     uri: str
