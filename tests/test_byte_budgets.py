@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 from agentmw import Agent, AgentMiddleware, Context
 from agentmw._bounded import BoundedTable
 from agentmw.safety import Budgets
+from agentmw.settings import Limits
 from tests.waiting import eventually
 
 A2A = {"a2a-version": "1.0"}
@@ -192,7 +193,7 @@ async def test_parked_calls_past_their_byte_budget_fail_as_retryable() -> None:
 
 
 async def test_parked_tasks_hold_no_in_flight_slot() -> None:
-    async with serving(max_in_flight=2) as (agent, app), http(app) as client:
+    async with serving(limits=Limits(max_in_flight=2)) as (agent, app), http(app) as client:
         for _ in range(5):  # more parked tasks than the agent has slots
             answer = await send(client, "go", "ask")
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", answer
@@ -211,7 +212,7 @@ async def test_parked_calls_have_their_own_cap() -> None:
 
 
 async def test_an_answer_takes_the_slot_again_and_gives_it_back() -> None:
-    async with serving(max_in_flight=1) as (agent, app), http(app) as client:
+    async with serving(limits=Limits(max_in_flight=1)) as (agent, app), http(app) as client:
         task = (await send(client, "go", "ask"))["result"]["task"]
         assert agent.limits.total == 0
         follow_up = {

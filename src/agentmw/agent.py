@@ -398,7 +398,7 @@ class Agent:
     def _add_spec(self, fn: Callable[..., Any], spec: CapabilitySpec, route: Any = None) -> None:
         options = dict(spec.options)
         if spec.kind == "tool":
-            name: str = options.get("name") or getattr(fn, "__name__", "")
+            name = str(options.get("name") or getattr(fn, "__name__", ""))
             existing = self.tools.get(name)
             if existing is not None and existing.fn is fn:
                 if route is None or existing.route is not None:

@@ -54,7 +54,8 @@ class ApprovalsEndpoint:
         """Whether ``identity`` (an authenticated one) may decide ``approval``; the same right reads it."""
         if self.agent.approver is not None:
             return bool(self.agent.approver(identity, approval))
-        return identity != approval.requested_by
+        requester: str | None = approval.requested_by
+        return identity != requester
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]

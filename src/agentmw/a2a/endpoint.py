@@ -82,7 +82,7 @@ HTTP_JSON = _HttpJson()
 def _authorization(scope: Scope) -> str | None:
     for name, value in scope["headers"]:
         if name == b"authorization":
-            return value.decode("latin-1")
+            return bytes(value).decode("latin-1")
     return None
 
 
@@ -424,7 +424,7 @@ class A2AEndpoint:
                     params["includeArtifacts"] = params["includeArtifacts"] == "true"
             params.update(args)
             caller = await self._caller(connection)
-            handler = {
+            handler: Handler = {
                 "send": self.ops.send_message,
                 "stream": self.ops.stream_message,
                 "get": self.ops.get_task,
@@ -503,7 +503,7 @@ def _push_from_v03(config: Any) -> dict[str, Any] | None:
 
 
 def _push_to_v03(config: dict[str, Any]) -> dict[str, Any]:
-    nested = {k: config[k] for k in ("id", "url", "token") if k in config}
+    nested: dict[str, Any] = {k: config[k] for k in ("id", "url", "token") if k in config}
     if "authentication" in config:
         auth = config["authentication"]
         nested["authentication"] = {

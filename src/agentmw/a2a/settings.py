@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .push import PushPolicy
+from .policy import PushPolicy
 
 __all__ = ["A2ASettings"]
 

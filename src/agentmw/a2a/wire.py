@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import time
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from .._transport import ProtocolError
 from ..content import Audio, EmbeddedResource, Image, ResourceLink, Text
@@ -232,7 +232,7 @@ def message_from_wire(message: dict[str, Any]) -> Message:
             except ValueError:
                 raise A2AError(INVALID_PARAMS, f"message.parts[{index}].raw must be base64") from None
             parts.append(File(data=raw, name=name, media_type=media, metadata=metadata))
-    role = "user" if message.get("role") == "ROLE_USER" else "agent"
+    role: Literal["user", "agent"] = "user" if message.get("role") == "ROLE_USER" else "agent"
     refs = message.get("referenceTaskIds")
     extensions = message.get("extensions")
     return Message(

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from .._transport import dumps_finite
+from ..content import Text
 from ..events import (
     ArtifactUpdate,
     CoreEvent,
@@ -28,8 +29,16 @@ from ..events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ..messages import part_to_json
 
 __all__ = ["PROTOCOL_VERSION", "SequenceError", "Sequencer"]
+
+
+def _str(event: dict[str, Any], key: str) -> str:
+    """A string field of an event this module framed (an id, a step's name); "" if a stored frame lacks it."""
+    value = event.get(key)
+    return value if isinstance(value, str) else ""
+
 
 PROTOCOL_VERSION = "1.0"
 
@@ -110,7 +119,7 @@ class Sequencer:
             elif kind in ("RUN_FINISHED", "RUN_ERROR"):
                 made.ended = True
             elif kind == "TEXT_MESSAGE_START":
-                made.text_id, made._text_parts = event.get("messageId"), []
+                made.text_id, made._text_parts = _str(event, "messageId"), []
             elif kind == "TEXT_MESSAGE_CONTENT":
                 made._text_parts.append(str(event.get("delta", "")))
             elif kind == "TEXT_MESSAGE_END":
@@ -119,21 +128,21 @@ class Sequencer:
                 )
                 made.text_id, made._text_parts = None, []
             elif kind == "REASONING_START":
-                made.reasoning_id = event.get("messageId")
+                made.reasoning_id = _str(event, "messageId")
             elif kind == "REASONING_END":
                 made.reasoning_id = None
             elif kind == "STEP_STARTED":
-                made.steps.append(event.get("stepName"))
-            elif kind == "STEP_FINISHED" and event.get("stepName") in made.steps:
-                made.steps.remove(event.get("stepName"))
+                made.steps.append(_str(event, "stepName"))
+            elif kind == "STEP_FINISHED" and _str(event, "stepName") in made.steps:
+                made.steps.remove(_str(event, "stepName"))
             elif kind == "TOOL_CALL_START":
-                call_id = event.get("toolCallId")
+                call_id = _str(event, "toolCallId")
                 made.tools.add(call_id)
                 tool_names[call_id], tool_args[call_id] = event.get("toolCallName", ""), []
             elif kind == "TOOL_CALL_ARGS":
-                tool_args.setdefault(event.get("toolCallId"), []).append(str(event.get("delta", "")))
+                tool_args.setdefault(_str(event, "toolCallId"), []).append(str(event.get("delta", "")))
             elif kind == "TOOL_CALL_END":
-                call_id = event.get("toolCallId")
+                call_id = _str(event, "toolCallId")
                 made.tools.discard(call_id)
                 made.messages.append(
                     {
@@ -165,7 +174,7 @@ class Sequencer:
                 if event.get("activityType") == "progress":
                     made.activity_id = event.get("messageId") or made.activity_id
                 else:
-                    made.artifacts.add(event.get("messageId"))
+                    made.artifacts.add(_str(event, "messageId"))
         return made
 
     # --- encoding ----------------------------------------------------------------------------------
@@ -283,21 +292,20 @@ class Sequencer:
         self._frame({"type": "TEXT_MESSAGE_CONTENT", "messageId": self.text_id, "delta": delta})
 
     def apply(self, event: CoreEvent) -> None:
-        kind = type(event)
-        if kind is TextDelta:
-            self.text(event.text)  # type: ignore[union-attr]
-        elif kind is StepStarted:
-            if event.name not in self.steps:  # type: ignore[union-attr]
+        if type(event) is TextDelta:
+            self.text(event.text)
+        elif type(event) is StepStarted:
+            if event.name not in self.steps:
                 self._end_reasoning()
-                self.steps.append(event.name)  # type: ignore[union-attr]
-                self._frame({"type": "STEP_STARTED", "stepName": event.name})  # type: ignore[union-attr]
-        elif kind is StepFinished:
-            if event.name in self.steps:  # type: ignore[union-attr]
+                self.steps.append(event.name)
+                self._frame({"type": "STEP_STARTED", "stepName": event.name})
+        elif type(event) is StepFinished:
+            if event.name in self.steps:
                 self._end_reasoning()
-                self.steps.remove(event.name)  # type: ignore[union-attr]
-                self._frame({"type": "STEP_FINISHED", "stepName": event.name})  # type: ignore[union-attr]
-        elif kind is ReasoningDelta:
-            if not event.text:  # type: ignore[union-attr]
+                self.steps.remove(event.name)
+                self._frame({"type": "STEP_FINISHED", "stepName": event.name})
+        elif type(event) is ReasoningDelta:
+            if not event.text:
                 return
             if self.reasoning_id is None:
                 self.reasoning_id = _id("reasoning")
@@ -307,22 +315,22 @@ class Sequencer:
                 )
             self._frame(
                 {"type": "REASONING_MESSAGE_CONTENT", "messageId": self.reasoning_id, "delta": event.text}
-            )  # type: ignore[union-attr]
-        elif kind is ToolCallStarted:
-            self._tool_started(event)  # type: ignore[arg-type]
-        elif kind is ToolCallFinished:
-            self._tool_finished(event)  # type: ignore[arg-type]
-        elif kind is StateChanged:
-            if event.patch:  # type: ignore[union-attr]
-                self._frame({"type": "STATE_DELTA", "delta": event.patch})  # type: ignore[union-attr]
-        elif kind is ArtifactUpdate:
-            self.artifact(event.artifact)  # type: ignore[union-attr]
-        elif kind is Progress:
-            content: dict[str, Any] = {"progress": event.progress}  # type: ignore[union-attr]
-            if event.total is not None:  # type: ignore[union-attr]
-                content["total"] = event.total  # type: ignore[union-attr]
-            if event.message:  # type: ignore[union-attr]
-                content["message"] = event.message  # type: ignore[union-attr]
+            )
+        elif type(event) is ToolCallStarted:
+            self._tool_started(event)
+        elif type(event) is ToolCallFinished:
+            self._tool_finished(event)
+        elif type(event) is StateChanged:
+            if event.patch:
+                self._frame({"type": "STATE_DELTA", "delta": event.patch})
+        elif type(event) is ArtifactUpdate:
+            self.artifact(event.artifact)
+        elif type(event) is Progress:
+            content: dict[str, Any] = {"progress": event.progress}
+            if event.total is not None:
+                content["total"] = event.total
+            if event.message:
+                content["message"] = event.message
             self._frame(
                 {
                     "type": "ACTIVITY_SNAPSHOT",
@@ -337,9 +345,6 @@ class Sequencer:
         """An artifact or a chunk of one (agentmw.Artifact), or a returned Message (``kind="message"``): its
         text as assistant text, its files and data as an ``ACTIVITY_SNAPSHOT`` (``activityType`` artifact or
         message), an appended chunk's as an ``ACTIVITY_DELTA`` that adds them to the snapshot's parts."""
-        from ..content import Text
-        from ..messages import part_to_json
-
         if text:
             self.text(
                 artifact.text

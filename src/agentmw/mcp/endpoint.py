@@ -103,7 +103,7 @@ class McpEndpoint:
             request_id = request_id_of(incoming.body if incoming is not None else None)  # docs/auth.md
             try:
                 await json_response(send, error.status or 403, error.body(request_id), error.headers)
-            except Exception:
+            except Exception:  # noqa: BLE001  (the response had started: nothing more can be said)
                 logger.debug("could not answer %s: the response had started", error.status)
         except ProtocolError as exc:  # the request itself is malformed; raised before any response started
             logger.debug("MCP request refused: %s", exc.message)
@@ -116,7 +116,7 @@ class McpEndpoint:
             logger.exception("agentmw MCP endpoint failed on %s %s", scope.get("method"), scope.get("path"))
             try:
                 await json_response(send, 200, error_body(None, INTERNAL_ERROR, "Internal error"))
-            except Exception:
+            except Exception:  # noqa: BLE001  (the response had started: nothing more can be said)
                 logger.debug("could not send the internal error: the response had started")
 
     async def _serve(self, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:

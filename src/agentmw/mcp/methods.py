@@ -277,11 +277,10 @@ async def _run(
             "inputRequests": {key: input_request(req) for key, req in outcome.pending.items()},
             "requestState": state,
         }
-    if outcome.status == "rejected" and outcome.code == "missing_capability":
-        if call.stateless:
-            raise JsonRpcError(
-                MISSING_CAPABILITY, outcome.message, {"requiredCapabilities": {str(outcome.data): {}}}
-            )
+    if outcome.status == "rejected" and outcome.code == "missing_capability" and call.stateless:
+        raise JsonRpcError(
+            MISSING_CAPABILITY, outcome.message, {"requiredCapabilities": {str(outcome.data): {}}}
+        )
     return outcome
 
 

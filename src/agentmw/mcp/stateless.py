@@ -16,7 +16,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from starlette.requests import HTTPConnection
 
@@ -26,6 +26,7 @@ from .._types import Receive, Scope, Send
 from ..context import InputRequest
 from ..identity import Forbidden, Unauthenticated, caller_from_headers, resolve_caller
 from ..runtime import InputsPending
+from ..state import StoreLimits
 from . import _state
 from ._cancel import CallGuard
 from ._host import McpHost
@@ -281,9 +282,12 @@ def _ladder(
     if (headers.get("mcp-method") or "").strip() != method:
         raise JsonRpcError(HEADER_MISMATCH, "Mcp-Method header does not match the request's method")
     name_key = _NAME_PARAM.get(method)
-    if name_key is not None and params.get(name_key) is not None:
-        if decode_header(headers.get("mcp-name")) != params.get(name_key):
-            raise JsonRpcError(HEADER_MISMATCH, f"Mcp-Name header does not match params.{name_key}")
+    if (
+        name_key is not None
+        and params.get(name_key) is not None
+        and decode_header(headers.get("mcp-name")) != params.get(name_key)
+    ):
+        raise JsonRpcError(HEADER_MISMATCH, f"Mcp-Name header does not match params.{name_key}")
     if version not in STATELESS_VERSIONS:
         raise JsonRpcError(
             UNSUPPORTED_VERSION,
@@ -502,11 +506,9 @@ class UsedStates(UsedTokens):
 
     def _store(self) -> Any:
         if self._shared is None:
-            from ..state import Limits
-
             source = self._source
             shared = source() if callable(source) and not hasattr(source, "set_if_absent") else source
-            shared.limit(self.NAMESPACE, Limits(max_count=self.table.max_items, max_age=self.ttl + 60.0))
+            shared.limit(self.NAMESPACE, StoreLimits(max_count=self.table.max_items, max_age=self.ttl + 60.0))
             self._shared = shared
         return self._shared
 
@@ -528,7 +530,7 @@ class UsedStates(UsedTokens):
 class ListenHub:
     """``subscriptions/listen`` streams: each gets the agent's list changes and resource updates it asked for."""
 
-    _FLAGS = {
+    _FLAGS: ClassVar[dict[str, str]] = {
         "tools/list_changed": "toolsListChanged",
         "prompts/list_changed": "promptsListChanged",
         "resources/list_changed": "resourcesListChanged",
