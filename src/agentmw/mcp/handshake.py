@@ -74,6 +74,7 @@ _END = None  # put on a GET stream's queue: the stream ends
 class _Shared(NamedTuple):
     """What a :class:`SessionStore` keeps in the shared state, made with it on first use."""
 
+    state: State
     records: Records  # the session records (``mcp.sessions.<agent>``), compare-and-set on their versions
     streams: Leases  # a lease per open GET stream (``mcp.streams.<agent>``): one per session across replicas
     bus: BusListener  # the agent's channel (``agentmw.mcp.<agent>``), one listener per event loop
@@ -273,46 +274,36 @@ class SessionStore:
         )
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop whose bus listener is running
         self._listeners: dict[asyncio.AbstractEventLoop, tuple[asyncio.Task[None], asyncio.Future[None]]] = {}
-        self._state: State | None = None
         self._shared: _Shared | None = None
         self._background = Background()
         agent.subscribe(self._on_agent_event)
 
     @property
-    def state(self) -> State:
-        if self._state is None:
-            state = self.agent.state
-            agent = self.agent
-            limit(
-                state,
-                [self.ns],
-                max_count=agent.max_sessions,
-                max_age=agent.session_idle_seconds + self.touch_every,
-            )
+    def shared(self) -> _Shared:
+        """What this store keeps in the shared state, made on first use (the agent's store opens only when
+        first needed), with the namespaces' bounds."""
+        shared = self._shared
+        if shared is None:
+            state, agent = self.agent.state, self.agent
+            idle = agent.session_idle_seconds + self.touch_every
+            limit(state, [self.ns], max_count=agent.max_sessions, max_age=idle)
             limit(state, [self.streams_ns], max_count=agent.max_sessions, max_age=STREAM_LEASE_SECONDS * 2)
-            self._shared = _Shared(
-                Records(state, self.ns),
-                Leases(state, self.streams_ns, self.replica, STREAM_LEASE_SECONDS),
-                BusListener(
-                    state,
-                    self.channel,
-                    self._on_bus,
-                    label="agentmw MCP sessions",
-                    replica=self.replica,
-                    max_queue=10_000,
-                    restart_seconds=None,  # the next request starts another (start())
-                ),
+            bus = BusListener(
+                state,
+                self.channel,
+                self._on_bus,
+                label="agentmw MCP sessions",
+                replica=self.replica,
+                max_queue=10_000,
+                restart_seconds=None,  # the next request starts another (start())
             )
-            self._state = state
-        return self._state
+            streams = Leases(state, self.streams_ns, self.replica, STREAM_LEASE_SECONDS)
+            shared = self._shared = _Shared(state, Records(state, self.ns), streams, bus)
+        return shared
 
     @property
-    def shared(self) -> _Shared:
-        """What this store keeps in the shared state: the session records, the GET streams' leases, the bus."""
-        if self._shared is None:
-            self.state  # noqa: B018 - made with the state
-        assert self._shared is not None
-        return self._shared
+    def state(self) -> State:
+        return self.shared.state
 
     # -- the bus --------------------------------------------------------------------------------------
 
