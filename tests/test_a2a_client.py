@@ -4,26 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 
 import httpx
 import pytest
-from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver
 from a2a.types.a2a_pb2 import (
-    AgentInterface,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
-    Message,
-    Part,
-    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
-from google.protobuf import struct_pb2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -31,6 +25,8 @@ from starlette.routing import Route
 
 from tests import a2a_app
 from tests.conftest import serve
+from tests.helpers.a2a_sdk import a2a_client as client_for
+from tests.helpers.a2a_sdk import last_task, message
 from tests.waiting import eventually
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
@@ -49,52 +45,8 @@ def fresh_log():
     a2a_app.log.clear()
 
 
-def message(
-    text: str | None = None,
-    *,
-    skill: str | None = None,
-    data: dict | None = None,
-    task_id: str | None = None,
-    **meta: str,
-) -> Message:
-    parts = [Part(text=text)] if text is not None else []
-    if data is not None:
-        value = struct_pb2.Value()
-        value.struct_value.update(data)
-        parts.append(Part(data=value))
-    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=parts)
-    if task_id:
-        msg.task_id = task_id
-    if skill:
-        msg.metadata.update({"skill": skill, **meta})
-    return msg
-
-
-async def client_for(
-    http: httpx.AsyncClient,
-    url: str,
-    binding: str = "JSONRPC",
-    *,
-    streaming: bool = False,
-    version: str | None = None,
-):
-    card = await A2ACardResolver(http, url).get_agent_card()
-    if version == "0.3":
-        del card.supported_interfaces[:]
-        card.supported_interfaces.append(
-            AgentInterface(url=f"{url}/a2a", protocol_binding="JSONRPC", protocol_version="0.3")
-        )
-    return ClientFactory(
-        ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding])
-    ).create(card)
-
-
-async def last_task(client, request: SendMessageRequest):
-    return [event async for event in client.send_message(request)][-1].task
-
-
 async def test_card_is_generated_from_the_registry(server) -> None:
-    agent, url = server
+    _agent, url = server
     async with httpx.AsyncClient(base_url=url) as http:
         response = await http.get("/.well-known/agent-card.json")
         old = await http.get("/.well-known/agent.json")
@@ -125,7 +77,7 @@ async def test_card_is_generated_from_the_registry(server) -> None:
 
 
 async def test_card_urls_follow_proxies_and_mounts() -> None:
-    agent, app = a2a_app.build()
+    agent, _app = a2a_app.build()
     agent.allowed_hosts = (
         "internal:8000",
     )  # the proxy reaches the agent by its internal name: the edge must know it

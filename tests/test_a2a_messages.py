@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from typing import Optional
 
 import httpx
 import pytest
-from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import (
-    AgentInterface,
     GetTaskRequest,
     ListTaskPushNotificationConfigsRequest,
     Message,
@@ -25,7 +22,6 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
     TaskState,
 )
-from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 from pydantic import BaseModel
 from starlette.applications import Starlette
@@ -36,6 +32,8 @@ from agentmw.a2a import A2ASettings, PushPolicy
 from agentmw.testing import McpTestClient
 from examples.a2a_agent import main as example
 from tests.conftest import serve
+from tests.helpers.a2a_sdk import a2a_client as client_for
+from tests.helpers.a2a_sdk import message
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
 V1 = {"a2a-version": "1.0"}
@@ -145,48 +143,6 @@ def second():
     agent, app = build_second()
     with serve(app) as url:
         yield agent, url
-
-
-def message(
-    text: str | None = None,
-    *,
-    data: dict | None = None,
-    parts: list[Part] | None = None,
-    task_id: str | None = None,
-    message_id: str | None = None,
-    **meta: str,
-) -> Message:
-    items = [Part(text=text)] if text is not None else []
-    if data is not None:
-        value = struct_pb2.Value()
-        value.struct_value.update(data)
-        items.append(Part(data=value))
-    items.extend(parts or [])
-    msg = Message(message_id=message_id or str(uuid.uuid4()), role=Role.ROLE_USER, parts=items)
-    if task_id:
-        msg.task_id = task_id
-    if meta:
-        msg.metadata.update(meta)
-    return msg
-
-
-async def client_for(
-    http: httpx.AsyncClient,
-    url: str,
-    binding: str = "JSONRPC",
-    *,
-    streaming: bool = False,
-    version: str | None = None,
-):
-    card = await A2ACardResolver(http, url).get_agent_card()
-    if version == "0.3":
-        del card.supported_interfaces[:]
-        card.supported_interfaces.append(
-            AgentInterface(url=f"{url}/a2a", protocol_binding="JSONRPC", protocol_version="0.3")
-        )
-    return ClientFactory(
-        ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding])
-    ).create(card)
 
 
 async def send(client, msg: Message, **configuration):

@@ -23,34 +23,18 @@ import pytest
 from tests.auth.app import build
 from tests.auth.server import AuthServer
 from tests.conftest import serve
+from tests.helpers.mcp_raw import initialize
 from tests.state.conftest import redis_url  # noqa: F401  (a fixture: a real redis-server for the session)
 from tests.test_mcp_replicas import store_url  # noqa: F401  (a fixture: a SQLite file, or a Redis prefix)
+from tests.waiting import eventually
 
 LEGACY = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
 
 
 async def open_session(http: httpx.AsyncClient, url: str, bearer: str | None = None) -> str:
-    headers = {
-        "accept": ACCEPT,
-        "content-type": "application/json",
-        **({"authorization": f"Bearer {bearer}"} if bearer else {}),
-    }
-    init = await http.post(
-        f"{url}/mcp",
-        headers=headers,
-        json={
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": LEGACY,
-                "capabilities": {},
-                "clientInfo": {"name": "claims", "version": "0"},
-            },
-        },
-    )
-    assert init.status_code == 200, init.text
+    bearing = {"authorization": f"Bearer {bearer}"} if bearer else {}
+    init = await initialize(http, url, revision=LEGACY, client="claims", headers=bearing)
     return init.headers["mcp-session-id"]
 
 
@@ -89,16 +73,18 @@ async def read_to_end(stream: httpx.Response, timeout: float = 5.0) -> list[str]
 
 async def open_stream(http: httpx.AsyncClient, url: str, session: str, bearer: str) -> httpx.Response:
     """A GET stream; retried briefly while the one it replaces is still releasing its lease (409)."""
-    with anyio.fail_after(5):
-        while True:
-            request = http.build_request(
-                "GET", f"{url}/mcp", headers=session_headers(session, bearer, "text/event-stream")
-            )
-            response = await http.send(request, stream=True)
-            if response.status_code != 409:
-                return response
-            await response.aclose()
-            await anyio.sleep(0.05)
+
+    async def opened() -> httpx.Response | None:
+        request = http.build_request(
+            "GET", f"{url}/mcp", headers=session_headers(session, bearer, "text/event-stream")
+        )
+        response = await http.send(request, stream=True)
+        if response.status_code != 409:
+            return response
+        await response.aclose()
+        return None
+
+    return await eventually(opened, "the GET stream's lease to be released", timeout=5, interval=0.05)
 
 
 # --- one process -----------------------------------------------------------------------------------------------

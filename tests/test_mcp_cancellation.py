@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 
 from tests import wire_app
-from tests.conftest import free_port, serve
+from tests.conftest import serve
+from tests.helpers.mcp_raw import open_session
+from tests.helpers.servers import serving
 from tests.test_mcp_wire import META, modern_body, modern_headers
-from tests.waiting import eventually, wait_until
+from tests.waiting import eventually
 
 ACCEPT = "application/json, text/event-stream"
 
@@ -36,29 +34,6 @@ def fresh_log():
 
 async def wait_for(entry: str, timeout: float = 2.0) -> None:
     await eventually(lambda: entry in wire_app.log, f"{entry!r} in the log", timeout=timeout)
-
-
-async def open_session(client: httpx.AsyncClient) -> dict[str, str]:
-    init = await client.post(
-        "/mcp",
-        headers={"accept": ACCEPT, "content-type": "application/json"},
-        json={
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        },
-    )
-    return {
-        "accept": ACCEPT,
-        "content-type": "application/json",
-        "mcp-session-id": init.headers["mcp-session-id"],
-        "mcp-protocol-version": "2025-11-25",
-    }
 
 
 async def test_cancelled_notification_reaches_the_coroutine(url: str) -> None:
@@ -84,24 +59,6 @@ async def test_cancelled_notification_reaches_the_coroutine(url: str) -> None:
         assert "n1:finished" not in wire_app.log
         assert responses[0].status_code == 200
         assert '"id":41' not in responses[0].text, "a cancelled request is owed no response"
-
-
-@contextmanager
-def serving(app: object) -> Iterator[tuple[str, uvicorn.Server]]:
-    """Like ``conftest.serve``, and also hands back the server, whose open connections a test can watch."""
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: server.started or not thread.is_alive(), "uvicorn to start")
-        assert server.started, "uvicorn did not start"
-        yield f"http://127.0.0.1:{port}", server
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 async def test_handshake_disconnect_does_not_cancel() -> None:

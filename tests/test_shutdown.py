@@ -34,6 +34,7 @@ import httpx
 import pytest
 
 from tests.conftest import free_port
+from tests.helpers.mcp_raw import initialize, session_headers
 from tests.waiting import eventually, exits
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -231,27 +232,8 @@ async def a2a_subscribe_input_required(http: httpx.AsyncClient, stack: contextli
 
 
 async def handshake_session(http: httpx.AsyncClient, capabilities: dict) -> dict[str, str]:
-    init = await http.post(
-        "/mcp",
-        headers={"accept": ACCEPT, "content-type": "application/json"},
-        json={
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": HANDSHAKE,
-                "capabilities": capabilities,
-                "clientInfo": {"name": "shutdown-test", "version": "0"},
-            },
-        },
-    )
-    assert init.status_code == 200, init.text
-    headers = {
-        "accept": ACCEPT,
-        "content-type": "application/json",
-        "mcp-session-id": init.headers["mcp-session-id"],
-        "mcp-protocol-version": HANDSHAKE,
-    }
+    init = await initialize(http, revision=HANDSHAKE, capabilities=capabilities, client="shutdown-test")
+    headers = session_headers(init, revision=HANDSHAKE)
     initialized = await http.post(
         "/mcp", headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
     )

@@ -5,7 +5,6 @@ No agentmw code runs here: when a bridge test fails, these tell a broken bridge 
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import httpx
 import httpx2
@@ -16,8 +15,6 @@ from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
     Message,
-    Part,
-    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     TaskState,
@@ -30,28 +27,14 @@ from tests.bridges.conftest import side_effects
 from tests.bridges.peers import a2a_peer as a2a_skills
 from tests.bridges.peers import mcp_peer as mcp_skills
 from tests.bridges.peers.process import PeerProcess
+from tests.helpers.a2a_sdk import a2a_client, message
+from tests.waiting import eventually, stays
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
 STATE = TaskState.Name
 
 
 # --- the A2A peer ---------------------------------------------------------------------------------------
-
-
-def message(text: str, *, skill: str | None = None, task_id: str | None = None) -> Message:
-    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
-    if skill:
-        msg.metadata.update({"skill": skill})
-    if task_id:
-        msg.task_id = task_id
-    return msg
-
-
-async def a2a_client(http: httpx.AsyncClient, url: str, binding: str, *, streaming: bool = False):
-    card = await A2ACardResolver(http, url).get_agent_card()
-    return ClientFactory(
-        ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding])
-    ).create(card)
 
 
 async def send(client, msg: Message, *, return_immediately: bool = False):
@@ -168,15 +151,19 @@ async def test_a2a_slow_task_honours_cancel(a2a_peer: PeerProcess) -> None:
             task = await client.get_task(GetTaskRequest(id=started.id))
             return task if task.status.state == TaskState.TASK_STATE_WORKING else None
 
-        for _ in range(100):  # a bounded wait for the first step, never a guessed sleep
-            if await working():
-                break
-            await asyncio.sleep(0.05)
+        await eventually(working, "the first step", interval=0.05)
         canceled = await client.cancel_task(CancelTaskRequest(id=started.id))
         assert STATE(canceled.status.state) == "TASK_STATE_CANCELED"
-        await asyncio.sleep(
-            2 * a2a_skills.SLOW_STEP_SECONDS
-        )  # long enough for a step that ignored the cancel
+
+        async def still_canceled() -> bool:
+            task = await client.get_task(GetTaskRequest(id=started.id))
+            return (
+                STATE(task.status.state) == "TASK_STATE_CANCELED" and len(texts(task)) < a2a_skills.SLOW_STEPS
+            )
+
+        await stays(  # long enough for a step that ignored the cancel
+            still_canceled, "the task stays canceled", seconds=2 * a2a_skills.SLOW_STEP_SECONDS, interval=0.05
+        )
         again = await client.get_task(GetTaskRequest(id=started.id))
     assert STATE(again.status.state) == "TASK_STATE_CANCELED"
     assert len(texts(again)) < a2a_skills.SLOW_STEPS
