@@ -28,6 +28,7 @@ from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, Context
 from tests.conftest import serve
+from tests.helpers.mcp_raw import open_session
 from tests.state.conftest import redis_url  # noqa: F401  (the session fixture: a real redis-server)
 from tests.waiting import eventually
 
@@ -136,27 +137,7 @@ def balanced_client(replicas: list[Replica], **kwargs: Any) -> tuple[Client, Rou
 async def initialize(
     client: httpx.AsyncClient, url: str, capabilities: dict[str, Any] | None = None
 ) -> dict[str, str]:
-    init = await client.post(
-        f"{url}/mcp",
-        headers={"accept": ACCEPT, "content-type": "application/json"},
-        json={
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": LEGACY,
-                "capabilities": capabilities or {},
-                "clientInfo": {"name": "replicas", "version": "0"},
-            },
-        },
-    )
-    assert init.status_code == 200, init.text
-    return {
-        "accept": ACCEPT,
-        "content-type": "application/json",
-        "mcp-session-id": init.headers["mcp-session-id"],
-        "mcp-protocol-version": LEGACY,
-    }
+    return await open_session(client, url, revision=LEGACY, capabilities=capabilities, client="replicas")
 
 
 def rpc(request_id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
