@@ -140,10 +140,7 @@ async def poll(
         seen.append(await mcp.request("tasks/get", {"taskId": task_id}))
         return until(seen[-1])
 
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await look():
-        assert asyncio.get_running_loop().time() < deadline, f"task {task_id} never got there: {seen[-1]}"
-        await asyncio.sleep(0.02)
+    await eventually(look, lambda: f"task {task_id} to get there: {seen[-1]}", timeout=timeout, interval=0.02)
     return seen[-1]
 
 
