@@ -30,7 +30,7 @@ from ..errors import NeedsInput, Permanent, Rejected, Retryable
 from ..messages import Artifact, Data
 from ..safety.framing import escape
 from ._mcp_connections import OUTBOUND, Connections, Relay
-from ._peer import BridgeError, Peer, VersionMismatch, safe_name
+from ._peer import BridgeError, Peer, ServiceAccount, VersionMismatch, safe_name
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -249,8 +249,6 @@ class McpPeer(Peer):
             await client.__aexit__(None, None, None)
 
     async def _start_headers(self) -> dict[str, str]:
-        from ._peer import ServiceAccount
-
         if self.credential is None:
             return {}
         if isinstance(self.credential, ServiceAccount):
