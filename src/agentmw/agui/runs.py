@@ -32,32 +32,33 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import copy
+import functools
 import json
 import logging
 import os
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import ValidationError
 
 from .._bounded import BoundedTable
 from .._transport import dumps_finite, loads
-from ..context import Ask, Context, InputRequest, answer_from
+from ..context import Ask, Context, InputRequest, Recorder, answer_from
 from ..errors import Permanent
 from ..events import ArtifactUpdate, CoreEvent, Progress, StateChanged, TextDelta
 from ..journal import DEFAULT_LEASE_SECONDS, Journal, orphaned
 from ..journal import cancel as cancel_execution
 from ..journal import resume as resume_execution
+from ..lifecycle import Background, Canceller, EventLog, Records, Sweeper, Watch, WriteBehind, limit
 from ..messages import is_answer
 from ..runtime import Status, describe_validation_error, invoke
-from ..state import Conflict, StoreLimits
+from ..state import Conflict, State, Versioned, encode
 from ..state.base import MAX_KEY_LENGTH
 from .messages import messages_from_run
+from .resume import resume_case, resume_facts
 from .sequence import Sequencer
 
 if TYPE_CHECKING:
@@ -94,6 +95,10 @@ EXECUTION = "agui:"  # + random + ":" + thread id: an execution's journal id (ag
 SWEEP_SECONDS = 10.0  # at most this often, a request looks for runs whose replica died (Runs.sweep)
 RESUME_WAIT = 5.0  # seconds a resume waits for an execution's lease held elsewhere
 MOVED = ("taken_over", "execution_busy")  # outcomes of an execution that goes on (or ends) on another replica
+
+
+Frames = list[tuple[int, bytes]]
+"""Encoded events by sequence number, as a run's sequencer makes them."""
 
 
 class Refused(Exception):
@@ -149,9 +154,8 @@ class Run:
     execution: Execution | None = None
     runs: Runs | None = None  # the lifecycle that keeps this run's log and thread record
     finished: asyncio.Event = field(default_factory=asyncio.Event)  # the end is saved and delivered
-    _log: list[tuple[int, bytes]] = field(default_factory=list)  # frames not yet in the shared log
-    _writer: asyncio.Task[None] | None = None
-    _watcher: asyncio.Task[None] | None = None
+    _writer: WriteBehind[Frames] | None = None  # writes its frames to the shared log, behind the stream
+    _watcher: Watch | None = None  # cancel requests from other replicas
     _finishing: bool = False
     input_bytes: int = (
         0  # its RUN_STARTED frame, which carries the run's input (the sequencer keeps its messages)
@@ -166,8 +170,8 @@ class Run:
         return self.sequencer.ended
 
     @property
-    def bytes(self) -> int:
-        """What the run holds, as measured by the frames it encoded (the run table's budget)."""
+    def held(self) -> int:
+        """The bytes the run holds, as measured by the frames it encoded (the run table's budget)."""
         return self.input_bytes + self.buffered
 
     def _keep(self, made: list[tuple[int, bytes]]) -> None:
@@ -195,15 +199,14 @@ class Run:
         if not made:
             return False
         self._keep(made)
-        self._log.extend(made)
         frames = [frame for _, frame in made]
-        if self.ended and not self._finishing:
-            self._finishing = True
-            if self.runs is not None:
-                self.runs.finish(self, frames)
+        runs = self.runs
+        if runs is not None:
+            if self.ended and not self._finishing:
+                self._finishing = True
+                runs.finish(self, made)
                 return False
-        if self.runs is not None and self._writer is None:
-            self._writer = self.runs.write_log(self)
+            runs.log(self, made)
         return self.deliver(frames)
 
     def deliver(self, frames: list[bytes]) -> bool:
@@ -352,7 +355,8 @@ class Thread:
         self.approval_id = value.get("approvalId")
         self.running = value.get("running")
         self.parked_on = value.get("parkedOn")
-        journaled = value.get("execution") if isinstance(value.get("execution"), dict) else {}
+        stored = value.get("execution")
+        journaled: dict[str, Any] = stored if isinstance(stored, dict) else {}
         self.execution_id = journaled.get("id")
         self.execution_info = {k: v for k, v in journaled.items() if k != "id"} or None
         interrupts: dict[str, PendingInterrupt] = {}
@@ -413,14 +417,12 @@ class AguiChannel:
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         event = Progress(progress, total, message)
         ctx = self.ctx
-        if ctx is not None and ctx._emit is not None:
-            scope = ctx._journal
-            # The function's own progress goes through its journal's numbering. A sub-call's (a tool's
-            # ctx.progress, while a step of the function is in flight) does not: a replay returns a recorded
-            # sub-call without running it, so counting its events would shift the numbering.
-            if scope is None or not scope.journal._inflight.get(scope.name, 0):
-                await ctx._emit(event)
-                return
+        # The function's own progress goes through its journal's numbering. A sub-call's (a tool's
+        # ctx.progress, while a step of the function is in flight) does not: a replay returns a recorded
+        # sub-call without running it, so counting its events would shift the numbering.
+        if ctx is not None and ctx.watched and not _in_step(ctx.recorder):
+            await ctx.deliver(event)
+            return
         await self.emit(event)
 
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
@@ -469,17 +471,72 @@ class AguiChannel:
         return answers
 
 
-def answers_for(thread: Thread, resume: list[dict[str, Any]]) -> dict[str, Any]:
+def _in_step(recorder: Recorder | None) -> bool:
+    """Whether a journaled step of the execution (a ``ctx.call``, a question) is in flight now.
+
+    The journal's scope (``journal._Scope``) does not say so publicly yet: this reads its journal's count of
+    steps in flight, as the face always did."""
+    journal: Any = getattr(recorder, "journal", None)
+    return journal is not None and bool(journal._inflight.get(getattr(recorder, "name", ""), 0))
+
+
+def answers_for(interrupts: Mapping[str, PendingInterrupt], resume: list[dict[str, Any]]) -> dict[str, Any]:
     """The parked questions' answers from a ``resume`` list, keyed as the function asked them."""
     answers: dict[str, Any] = {}
     for entry in resume:
-        pending = thread.interrupts[entry["interruptId"]]
+        pending = interrupts[entry["interruptId"]]
         assert pending.request is not None  # "arguments" interrupts never reach a parked execution
         answers[pending.key] = answer_from(entry.get("payload"), pending.request)
     return answers
 
 
+# --- the resume decision: a case of resume.RESUME_CASES, then what it does ----------------------------------
+
+Act = Callable[["HTTPConnection"], None]
+"""What a run does once its decision is in the thread record (it makes the run's first events)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Resume:
+    """What a resume case's handler works from: the open interrupts as they were, before they closed."""
+
+    run: Run
+    skill: Capability
+    entries: list[dict[str, Any]]
+    pending: dict[str, PendingInterrupt]
+    execution: Execution | None
+    journaled: str | None  # the execution's journal, when the interrupts are its questions
+
+
+def _refusal(run: Run, message: str, code: str) -> Act:
+    """A run refused after the thread was read: the thread's state as it is, then the error."""
+    state = run.thread.state
+
+    def refuse(connection: HTTPConnection) -> None:
+        run.sequencer.state_snapshot(state)
+        run.sequencer.error(message, code)
+
+    return refuse
+
+
+def _snapshot_then(run: Run, act: Act) -> Act:
+    def both(connection: HTTPConnection) -> None:
+        run.sequencer.state_snapshot(run.thread.state)
+        act(connection)
+
+    return both
+
+
 # --- the lifecycle ---------------------------------------------------------------------------------------
+
+
+class _Shared(NamedTuple):
+    """What :class:`Runs` keeps in the shared state."""
+
+    state: State
+    records: Records  # the thread records (agui.threads), compare-and-set on their versions
+    events: EventLog  # one log per run (agui.events): {"first": seq, "frames": [...], "end": bool} batches
+    cancels: Canceller  # cancel requests (agui.cancel.<run>) and their answers (agui.cancelled.<run>)
 
 
 class Runs:
@@ -490,39 +547,47 @@ class Runs:
         self.replica = os.urandom(8).hex()  # this endpoint's name in records and on the bus
         self.threads = thread_table(agent)  # bounded in count and age (docs/limits.md)
         self.runs = run_table(agent)
-        self._state: Any = None
-        self._tasks: set[asyncio.Task[Any]] = set()  # background work, kept referenced until done
+        self.background = Background()  # work off the request path, kept referenced until done
         self.lease_seconds = DEFAULT_LEASE_SECONDS  # of a running execution's journal (agentmw.journal)
-        self.sweep_seconds = SWEEP_SECONDS
-        self._next_sweep = 0.0  # the first request of the process sweeps
+        self._sweeper = Sweeper(SWEEP_SECONDS, 0.0)  # the first request of the process sweeps
+        self._shared: _Shared | None = None
 
     @property
-    def state(self) -> Any:
-        if self._state is None:
-            state = self.agent.state
-            agent = self.agent
-            state.limit(
-                THREADS, StoreLimits(max_count=agent.agui_max_threads, max_age=agent.agui_thread_idle_seconds)
-            )
-            state.limit(
-                RUNS, StoreLimits(max_count=agent.agui_max_runs, max_age=agent.agui_run_retention_seconds)
-            )
-            state.limit(
-                EVENTS,
-                StoreLimits(
-                    max_count=agent.agui_max_runs,
-                    max_age=agent.agui_run_retention_seconds,
-                    max_len=agent.agui_buffer_events,
-                ),
-            )
-            self._state = state
-        return self._state
+    def sweep_seconds(self) -> float:
+        """At most this often, a request looks for runs whose replica died (:meth:`sweep`)."""
+        return self._sweeper.every
 
-    def _spawn(self, coroutine: Any, name: str) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coroutine, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    @sweep_seconds.setter
+    def sweep_seconds(self, seconds: float) -> None:
+        self._sweeper.every = seconds
+
+    @property
+    def shared(self) -> _Shared:
+        """What the runs keep in the shared state (lifecycle), made on first use (the agent's store opens
+        only when first needed), with the namespaces' bounds (docs/limits.md)."""
+        shared = self._shared
+        if shared is None:
+            state, agent = self.agent.state, self.agent
+            limit(state, [THREADS], max_count=agent.agui_max_threads, max_age=agent.agui_thread_idle_seconds)
+            limit(state, [RUNS], max_count=agent.agui_max_runs, max_age=agent.agui_run_retention_seconds)
+            limit(
+                state,
+                [EVENTS],
+                max_count=agent.agui_max_runs,
+                max_age=agent.agui_run_retention_seconds,
+                max_len=agent.agui_buffer_events,
+            )
+            records, events = Records(state, THREADS), EventLog(state, EVENTS)
+            cancels = Canceller(state, CANCEL, CANCELLED, self.background)
+            shared = self._shared = _Shared(state, records, events, cancels)
+        return shared
+
+    @property
+    def state(self) -> State:
+        return self.shared.state
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        return self.background.spawn(coroutine, name)
 
     # --- starting a run ------------------------------------------------------------------------------
     async def start(
@@ -533,7 +598,7 @@ class Runs:
             if not name or len(name) > MAX_KEY_LENGTH - 64:
                 raise Refused(422, "threadId and runId are 1 to 960 characters")
         state = self.state
-        found = await state.get(THREADS, run_input.thread_id)
+        found = await self.shared.records.get(run_input.thread_id)
         thread = self._thread(run_input.thread_id, found, owner, skill.name)
         if thread is None or thread.owner != owner or thread.skill != skill.name:
             raise Refused(404, f"Thread {run_input.thread_id} not found")
@@ -565,18 +630,15 @@ class Runs:
             telemetry.run_metadata() if telemetry is not None else None,
         )
         await self._measure(run)
-        subscription = state.subscribe(CANCEL + run.id)
         try:
-            await subscription.__aenter__()  # live before the record names this run as running
+            run._watcher = await self._watch(run)  # live before the record names this run as running
             await self._begin(run, run_input, messages, skill, connection, props, found)
         except Exception:
             logger.exception("AG-UI run %s failed to start", run.id)
             if not run.ended:
                 run.sequencer.error("The agent failed to start this run.", "INTERNAL_ERROR")
-        if run.ended:
-            await subscription.aclose()
-        else:
-            run._watcher = self._spawn(self._watch(run, subscription), f"agui-watch-{run.id}")
+        if run.ended and run._watcher is not None:
+            run._watcher.close()
         run.publish()
         return run, consumer
 
@@ -599,9 +661,9 @@ class Runs:
         thread.bytes = run.input_bytes
         self.threads.resize(thread.id)
 
-    def _thread(self, thread_id: str, found: Any, owner: str, skill: str) -> Thread | None:
+    def _thread(self, thread_id: str, found: Versioned | None, owner: str, skill: str) -> Thread | None:
         """The local thread, made or brought up to date from its record."""
-        thread = self.threads.get(thread_id)
+        thread: Thread | None = self.threads.get(thread_id)
         if found is None:
             if thread is None:
                 thread = Thread(thread_id, owner, skill)
@@ -623,7 +685,7 @@ class Runs:
         skill: Capability,
         connection: HTTPConnection,
         props: dict[str, Any],
-        found: Any,
+        found: Versioned | None,
     ) -> None:
         """Decide what the run does, write that to the thread record in one compare-and-set (deciding again
         from the new record when another replica wrote first), then do it: events are made only then."""
@@ -636,11 +698,11 @@ class Runs:
             write, act = self._decide(run, run_input, messages, resume, skill, props, connection)
             if write:
                 try:
-                    thread.record_version = await self.state.put(
-                        THREADS, thread.id, _record(thread), expected_version=thread.record_version
+                    thread.record_version = await self.shared.records.put(
+                        thread.id, _record(thread), thread.record_version
                     )
                 except Conflict:
-                    found = await self.state.get(THREADS, thread.id)
+                    found = await self.shared.records.get(thread.id)
                     if found is None:
                         thread.record_version = 0
                         continue
@@ -664,20 +726,18 @@ class Runs:
         skill: Capability,
         props: dict[str, Any],
         connection: HTTPConnection,
-    ) -> tuple[bool, Any]:
+    ) -> tuple[bool, Act]:
         """Change the local thread as the run asks; returns whether the thread record is to be written, and
         what to do once it is (no event is made before)."""
         thread = run.thread
         sequencer = run.sequencer
         client_state, version = run_input.state, props.get("stateVersion")
         if not self._state_ok(thread, client_state, version):
-            state, now = thread.state, thread.version
-            return False, lambda _: (
-                sequencer.state_snapshot(state),
-                sequencer.error(
-                    f"The state changed on the server (now version {now}); start again from this snapshot.",
-                    "STATE_VERSION_CONFLICT",
-                ),
+            return False, _refusal(
+                run,
+                f"The state changed on the server (now version {thread.version}); start again from this "
+                "snapshot.",
+                "STATE_VERSION_CONFLICT",
             )
         if thread.interrupts or resume:
             return self._decide_resume(run, resume, skill, client_state, messages)
@@ -685,11 +745,7 @@ class Runs:
         if thread.running is not None or (
             thread_busy(thread) and (execution is None or execution.answer is None or execution.answer.done())
         ):
-            state = thread.state
-            return False, lambda _: (
-                sequencer.state_snapshot(state),
-                sequencer.error("This thread already has a run in progress.", "RUN_IN_PROGRESS"),
-            )
+            return False, _refusal(run, "This thread already has a run in progress.", "RUN_IN_PROGRESS")
         self._take_state(thread, client_state)
         sequencer.messages = thread.messages = messages
         arguments = dict(props.get("arguments") or {})
@@ -709,15 +765,7 @@ class Runs:
         approval = props.get("approvalId")
         thread.approval_id = approval if isinstance(approval, str) else None
         thread.forwarded = props
-        return True, self._snapshot_then(run, self._start_or_ask(run, skill))
-
-    @staticmethod
-    def _snapshot_then(run: Run, act: Any) -> Any:
-        def both(connection: HTTPConnection) -> None:
-            run.sequencer.state_snapshot(run.thread.state)
-            act(connection)
-
-        return both
+        return True, _snapshot_then(run, self._start_or_ask(run, skill))
 
     @staticmethod
     def _state_ok(thread: Thread, client_state: Any, version: Any) -> bool:
@@ -736,7 +784,7 @@ class Runs:
             thread.state = client_state
             thread.version += 1
 
-    def _start_or_ask(self, run: Run, skill: Capability) -> Any:
+    def _start_or_ask(self, run: Run, skill: Capability) -> Act:
         """The arguments are complete: run the skill; missing: an ``arguments`` interrupt."""
         thread = run.thread
         model = skill.params.input_model
@@ -778,6 +826,7 @@ class Runs:
 
         return start
 
+    # --- resuming: which case of RESUME_CASES, then what it does -------------------------------------------
     def _decide_resume(
         self,
         run: Run,
@@ -785,134 +834,130 @@ class Runs:
         skill: Capability,
         client_state: Any,
         messages: list[dict[str, Any]],
-    ) -> tuple[bool, Any]:
+    ) -> tuple[bool, Act]:
+        """A run that answers (or cancels) the thread's open interrupts: the facts, the first case of
+        :data:`RESUME_CASES` they match, and that case's handler (``_resume_<name>``). Every case but
+        ``invalid`` takes the client's state and messages and closes the interrupts in the record."""
         thread = run.thread
-        sequencer = run.sequencer
-        answered = {entry.get("interruptId") for entry in resume}
-        if not thread.interrupts or answered != set(thread.interrupts):
+        facts = resume_facts(thread, resume)
+        case = resume_case(facts)
+        if case.name == "invalid":
+            answered = {entry.get("interruptId") for entry in resume}
             missing = sorted(set(thread.interrupts) - answered)
-            unknown = sorted(answered - set(thread.interrupts))
-            state = thread.state
-            return False, lambda _: (
-                sequencer.state_snapshot(state),
-                sequencer.error(
-                    f"A resume must answer every open interrupt (missing: {missing}, unknown: {unknown}).",
-                    "INVALID_RESUME",
-                ),
+            unknown = sorted(str(name) for name in answered - set(thread.interrupts))
+            return False, _refusal(
+                run,
+                f"A resume must answer every open interrupt (missing: {missing}, unknown: {unknown}).",
+                "INVALID_RESUME",
             )
         self._take_state(thread, client_state)
-        sequencer.messages = thread.messages = messages
-        pending = list(thread.interrupts.values())
-        execution = thread.execution
-        parked = execution is not None and execution.task is not None and not execution.task.done()
-        # The fast path: the coroutine that asked these very questions waits in this process's memory.
-        here = (
-            parked
-            and execution is not None
-            and execution.answer is not None
-            and not execution.answer.done()
-            and execution.task is not None
-            and not execution.task.cancelling()
-            and all(p.request is not None for p in pending)
-        )
-        journaled = thread.execution_id if pending[0].kind == "ask" else None
-        if any(entry.get("status") == "cancelled" for entry in resume):
-            thread.interrupts = {}
-            thread.parked_on = None
-            if parked:
-                thread.running = run.id
-
-                def cancel(connection: HTTPConnection) -> None:
-                    assert execution is not None and execution.task is not None
-                    execution.run = run
-                    run.execution = execution
-                    execution.abort = True
-                    execution.task.cancel()  # parked on the question: nothing after it runs
-
-                return True, self._snapshot_then(run, cancel)
-            thread.running = None
-
-            def cancelled(connection: HTTPConnection) -> None:
-                if journaled:  # parked elsewhere, or in no memory at all: no replica may resume it now
-                    self._spawn(
-                        self._end_execution(journaled, "The interrupt was cancelled."),
-                        f"agui-cancel-{journaled}",
-                    )
-                sequencer.finish({"type": "cancelled"})
-
-            return True, self._snapshot_then(run, cancelled)
-        if pending[0].kind == "arguments":
-            thread.interrupts = {}
-            payload = resume[0].get("payload")
-            if isinstance(payload, dict):
-                thread.arguments.update(payload)
-            return True, self._snapshot_then(run, self._start_or_ask(run, skill))
-        if not here and journaled:
-            # Parked in another replica's memory, or in none (a restart): this replica replays the execution
-            # from its journal with the answers (docs/durability.md). The record names this run as running
-            # first, so of two replicas given the same resume one wins; a coroutine parked elsewhere is
-            # cancelled when its replica next sees the thread, and stops as taken over if it wakes first.
-            thread.interrupts = {}
-            thread.parked_on = None
-            if any(p.expires <= datetime.now(UTC) for p in pending):  # nobody closed it: it is late
-                thread.running = None
-
-                def expired(connection: HTTPConnection) -> None:
-                    self._spawn(
-                        self._end_execution(journaled, "No answer arrived before the interrupt expired."),
-                        f"agui-expire-{journaled}",
-                    )
-                    sequencer.error(
-                        "The interrupt expired before this resume; start a new run.", "INVALID_RESUME"
-                    )
-
-                return True, self._snapshot_then(run, expired)
-            payloads = {entry.get("interruptId"): entry.get("payload") for entry in resume}
-            answers = {p.key: payloads[p.id] for p in pending}  # raw: parsed against the journal's questions
-            info = thread.execution_info or {}
-            thread.running = run.id
-
-            def replay(connection: HTTPConnection) -> None:
-                replayed = Execution(
-                    skill,
-                    thread,
-                    run,
-                    execution_id=journaled,
-                    start_state=info.get("startState") or {},
-                    streamed_text=bool(info.get("streamedText")),
-                )
-                run.execution = replayed
-                thread.execution = replayed
-                replayed.task = asyncio.create_task(
-                    self._replay(replayed, connection, answers), name=f"agui-run-{run.id}"
-                )
-
-            return True, self._snapshot_then(run, replay)
-        if not here:
-            # No journal names the execution (it never asked, or this record predates journals): the
-            # interrupts are closed (start a new run), and a coroutine parked elsewhere is orphaned.
-            thread.interrupts = {}
-            thread.parked_on = None
-            thread.running = None
-            return True, self._snapshot_then(
-                run,
-                lambda _: sequencer.error(
-                    "The interrupted execution is gone (it expired, or it was cancelled); start a new run.",
-                    "RESUME_LOST",
-                ),
-            )
-        answers = answers_for(thread, resume)
+        run.sequencer.messages = thread.messages = messages
+        pending = thread.interrupts
+        journaled = thread.execution_id if next(iter(pending.values())).kind == "ask" else None
         thread.interrupts = {}
         thread.parked_on = None
-        thread.running = run.id
+        handler: Callable[[_Resume], Act] = getattr(self, f"_resume_{case.name}")
+        act = handler(_Resume(run, skill, resume, pending, thread.execution, journaled))
+        return True, _snapshot_then(run, act)
 
-        def answer(connection: HTTPConnection) -> None:
-            assert execution is not None and execution.answer is not None
+    def _resume_cancel_parked(self, resume: _Resume) -> Act:
+        run, execution = resume.run, resume.execution
+        assert execution is not None and execution.task is not None
+        task = execution.task
+        run.thread.running = run.id
+
+        def cancel(connection: HTTPConnection) -> None:
             execution.run = run
             run.execution = execution
-            execution.answer.set_result(answers)
+            execution.abort = True
+            task.cancel()  # parked on the question: nothing after it runs
 
-        return True, self._snapshot_then(run, answer)
+        return cancel
+
+    def _resume_cancel_elsewhere(self, resume: _Resume) -> Act:
+        run, journaled = resume.run, resume.journaled
+        run.thread.running = None
+
+        def cancelled(connection: HTTPConnection) -> None:
+            if journaled:  # parked elsewhere, or in no memory at all: no replica may resume it now
+                self._spawn(
+                    self._end_execution(journaled, "The interrupt was cancelled."), f"agui-cancel-{journaled}"
+                )
+            run.sequencer.finish({"type": "cancelled"})
+
+        return cancelled
+
+    def _resume_arguments(self, resume: _Resume) -> Act:
+        thread = resume.run.thread
+        payload = resume.entries[0].get("payload")
+        if isinstance(payload, dict):
+            thread.arguments.update(payload)
+        return self._start_or_ask(resume.run, resume.skill)
+
+    def _resume_answer_here(self, resume: _Resume) -> Act:
+        run, execution = resume.run, resume.execution
+        assert execution is not None and execution.answer is not None
+        future = execution.answer
+        answers = answers_for(resume.pending, resume.entries)
+        run.thread.running = run.id
+
+        def answer(connection: HTTPConnection) -> None:
+            execution.run = run
+            run.execution = execution
+            future.set_result(answers)
+
+        return answer
+
+    def _resume_expired(self, resume: _Resume) -> Act:
+        run, journaled = resume.run, resume.journaled
+        assert journaled is not None
+        run.thread.running = None
+
+        def expired(connection: HTTPConnection) -> None:
+            self._spawn(
+                self._end_execution(journaled, "No answer arrived before the interrupt expired."),
+                f"agui-expire-{journaled}",
+            )
+            run.sequencer.error(
+                "The interrupt expired before this resume; start a new run.", "INVALID_RESUME"
+            )
+
+        return expired
+
+    def _resume_replay(self, resume: _Resume) -> Act:
+        run, skill, journaled = resume.run, resume.skill, resume.journaled
+        thread = run.thread
+        payloads = {entry.get("interruptId"): entry.get("payload") for entry in resume.entries}
+        answers = {
+            p.key: payloads[p.id] for p in resume.pending.values()
+        }  # raw: parsed against the journal's questions
+        info = thread.execution_info or {}
+        thread.running = run.id
+
+        def replay(connection: HTTPConnection) -> None:
+            replayed = Execution(
+                skill,
+                thread,
+                run,
+                execution_id=journaled,
+                start_state=info.get("startState") or {},
+                streamed_text=bool(info.get("streamedText")),
+            )
+            run.execution = replayed
+            thread.execution = replayed
+            replayed.task = asyncio.create_task(
+                self._replay(replayed, connection, answers), name=f"agui-run-{run.id}"
+            )
+
+        return replay
+
+    def _resume_lost(self, resume: _Resume) -> Act:
+        run = resume.run
+        run.thread.running = None
+        return lambda connection: run.sequencer.error(
+            "The interrupted execution is gone (it expired, or it was cancelled); start a new run.",
+            "RESUME_LOST",
+        )
 
     # --- executing -------------------------------------------------------------------------------------
     async def _execute(self, execution: Execution, connection: HTTPConnection) -> None:
@@ -929,9 +974,7 @@ class Runs:
         )
         channel.bind(ctx)
         ctx.messages = messages_from_run(thread.messages, thread.forwarded)  # this turn's (agui/messages.py)
-        execution.start_state = (
-            ctx._published
-        )  # a copy of the state as it starts (Context keeps it unchanged)
+        execution.start_state = ctx.published_state  # the state as it starts (Context keeps it unchanged)
         journal = execution.journal = (
             Journal.for_agent(self.agent, execution.execution_id, lease_seconds=self.lease_seconds)
             if execution.execution_id
@@ -961,19 +1004,16 @@ class Runs:
         resume), from the state it started with; delivered events are skipped, the rest go to ``execution.run``."""
         thread = execution.thread
         channel = AguiChannel(self.agent, execution)
-        assert execution.execution_id is not None
+        execution_id = execution.execution_id
+        assert execution_id is not None
 
         async def replayed() -> Any:
-            execution.journal = await Journal.load(
-                self.state,
-                execution.execution_id,  # type: ignore[arg-type]
-                lease_seconds=self.lease_seconds,
-            )
+            execution.journal = await Journal.load(self.state, execution_id, lease_seconds=self.lease_seconds)
             return await resume_execution(
                 self.agent,
-                execution.execution_id,
+                execution_id,
                 answers=answers,
-                channel=channel,  # type: ignore[arg-type]
+                channel=channel,
                 request=connection,
                 state=thread.state,
                 lease_seconds=self.lease_seconds,
@@ -1065,7 +1105,9 @@ class Runs:
     def _abandon(self, run: Run) -> None:
         """Forget a run that goes on elsewhere: its readers here are cut off (they reconnect, on any replica)."""
         if run._watcher is not None:
-            run._watcher.cancel()
+            run._watcher.close()
+        if run._writer is not None:  # what it made before goes to the log still
+            self._spawn(self._close_log(run, [], end=False), f"agui-log-{run.id}")
         if self.runs.get(run.id) is run:
             self.runs.pop(run.id, None)
         for consumer in list(run.consumers):
@@ -1079,26 +1121,18 @@ class Runs:
 
         Called by each AG-UI request, so the first request of a process sweeps and nothing runs at import or
         start-up; costs one clock read otherwise."""
-        now = time.monotonic()
-        if now < self._next_sweep:
-            return
-        self._next_sweep = now + self.sweep_seconds
-        self._spawn(self._sweep(), "agui-sweep")
+        if self._sweeper.due():
+            self._spawn(self._sweeper.sweep(self._orphans, self._take_over, label="AG-UI"), "agui-sweep")
 
-    async def _sweep(self) -> None:
-        try:
-            for execution_id in await orphaned(self.agent):
-                if execution_id.startswith(EXECUTION):
-                    await self._take_over(execution_id)
-        except Exception:
-            logger.exception("AG-UI: looking for runs whose replica died failed")
+    async def _orphans(self) -> list[str]:
+        """The executions of AG-UI runs whose lease expired (their journal's: ``agentmw.journal``)."""
+        return [found for found in await orphaned(self.agent) if found.startswith(EXECUTION)]
 
     async def _take_over(self, execution_id: str) -> None:
         """Go on with a run whose replica died (its journal is running, its lease expired): replay it here,
         numbering its events after those its log holds, so the thread does not stay in progress forever."""
         thread_id = execution_id.split(":", 2)[2]
-        state = self.state
-        found = await state.get(THREADS, thread_id)
+        found = await self.shared.records.get(thread_id)
         record = found.value if found is not None else None
         journaled = (record or {}).get("execution")
         run_id = (record or {}).get("running")
@@ -1156,9 +1190,7 @@ class Runs:
         run.execution = execution
         thread.execution = execution
         thread.running = run_id
-        subscription = state.subscribe(CANCEL + run_id)
-        await subscription.__aenter__()
-        run._watcher = self._spawn(self._watch(run, subscription), f"agui-watch-{run_id}")
+        run._watcher = await self._watch(run)
         run.publish()
         logger.warning(
             "AG-UI run %s (thread %s): its replica died; this one goes on with it", run_id, thread_id
@@ -1171,16 +1203,13 @@ class Runs:
         """The frames a run's log holds, by sequence number, and whether it holds the run's end."""
         frames: dict[int, bytes] = {}
         ended = False
-        position = 0
-        while True:
-            entries = await self.state.read(EVENTS, run_id, position, 1000)
-            for position, entry in entries:
-                first = int(entry.get("first") or 1)
-                for index, frame in enumerate(entry.get("frames") or []):
-                    frames.setdefault(first + index, frame.encode("utf-8"))
-                ended = ended or bool(entry.get("end"))
-            if len(entries) < 1000:
-                break
+        async for entry in self.shared.events.follow(
+            run_id, 0, is_final=_is_end, when_quiet=_nothing, block=0
+        ):
+            first = int(entry.get("first") or 1)
+            for index, frame in enumerate(entry.get("frames") or []):
+                frames.setdefault(first + index, frame.encode("utf-8"))
+            ended = ended or _is_end(entry)
         return sorted(frames.items()), ended
 
     def _render(self, execution: Execution, outcome: Any) -> None:
@@ -1199,7 +1228,7 @@ class Runs:
                     key,
                     None,
                     request.message,
-                    request.schema,  # type: ignore[union-attr]
+                    request.schema,
                     self.agent.park_timeout_seconds,
                     kind="arguments",
                 )
@@ -1218,7 +1247,7 @@ class Runs:
             sequencer.error(message, code)
 
     # --- the end of a run, and its log -------------------------------------------------------------------
-    def finish(self, run: Run, final: list[bytes]) -> None:
+    def finish(self, run: Run, final: Frames) -> None:
         """The run's last frames were made: save the thread, then close the log, then deliver them."""
         thread = run.thread
         if thread.running == run.id:
@@ -1234,35 +1263,30 @@ class Runs:
                 "streamedText": execution.streamed_text,
             }
         if run._watcher is not None:
-            run._watcher.cancel()
+            run._watcher.close()
         self._spawn(self._finish(run, final), f"agui-finish-{run.id}")
 
-    async def _finish(self, run: Run, final: list[bytes]) -> None:
+    async def _finish(self, run: Run, final: Frames) -> None:
         try:
             await self._save(run.thread, run)
         except Exception:
             logger.exception("AG-UI run %s: the thread could not be saved", run.id)
         try:
-            writer = run._writer
-            if writer is not None:
-                await asyncio.gather(writer, return_exceptions=True)
-            await self._flush(run, end=True)
+            await self._close_log(run, final, end=True)
         except Exception:
             logger.exception("AG-UI run %s: its last events could not be logged", run.id)
         finally:
-            run.deliver(final)
+            run.deliver([frame for _, frame in final])
 
     async def _save(self, thread: Thread, run: Run | None) -> None:
         """Write the thread as this replica has it; another writer's state wins when it is newer."""
-        state = self.state
+        records = self.shared.records
         for _ in range(SAVE_ATTEMPTS):
             try:
-                thread.record_version = await state.put(
-                    THREADS, thread.id, _record(thread), expected_version=thread.record_version
-                )
+                thread.record_version = await records.put(thread.id, _record(thread), thread.record_version)
                 return
             except Conflict:
-                found = await state.get(THREADS, thread.id)
+                found = await records.get(thread.id)
                 if found is None:
                     thread.record_version = 0
                     continue
@@ -1274,62 +1298,73 @@ class Runs:
                 thread.record_version = found.version
         logger.warning("AG-UI thread %s: gave up saving after %d conflicts", thread.id, SAVE_ATTEMPTS)
 
-    def write_log(self, run: Run) -> asyncio.Task[None]:
-        return self._spawn(self._write(run), f"agui-log-{run.id}")
+    # --- the run's log: written behind the stream (lifecycle.WriteBehind), read by any replica ---------------
+    def log(self, run: Run, made: Frames) -> None:
+        """Queue frames for the run's shared log; its writer appends them off the stream's path."""
+        writer = run._writer
+        if writer is None:
+            writer = run._writer = WriteBehind(
+                functools.partial(self._write_log, run), _no_delay, f"agui-log-{run.id}"
+            )
+        writer.add(made)
 
-    async def _write(self, run: Run) -> None:
-        """Append the run's frames to its shared log, in batches, behind the stream; ends when caught up."""
+    async def _write_log(self, run: Run, batches: list[Frames]) -> None:
+        writer = run._writer
         try:
-            while run._log and not run._finishing:
-                await self._flush(run, end=False)
+            await self._append(run, [item for made in batches for item in made], end=False)
         except Exception:
             logger.exception("AG-UI run %s: events could not be logged", run.id)
         finally:
-            run._writer = None
+            if writer is not None:
+                writer.done(len(batches))
 
-    async def _flush(self, run: Run, *, end: bool) -> None:
+    async def _close_log(self, run: Run, last: Frames, *, end: bool) -> None:
+        """Stop the run's writer once its batch is in, then append what is left and ``last`` (with the end)."""
+        writer, rest = run._writer, []
+        if writer is not None:
+            writer.close()
+            if writer.task is not None:
+                await asyncio.gather(writer.task, return_exceptions=True)
+            rest = [item for made in writer.queue for item in made]
+            writer.queue.clear()
+        await self._append(run, rest + last, end=end)
+
+    async def _append(self, run: Run, frames: Frames, *, end: bool) -> None:
+        """Append ``frames`` as log entries of at most ``_batch()`` frames; the last says ``end`` when asked
+        (written even with no frames). The log holds ``agui_buffer_events`` entries: older frames would go."""
         size = self._batch()
-        most = size * self.agent.agui_buffer_events  # what the log can hold at most: older frames would go
-        while run._log or end:
-            if len(run._log) > most:
-                del run._log[: len(run._log) - most]
-            batch = run._log[:size]
-            del run._log[:size]
-            last = end and not run._log
+        most = size * self.agent.agui_buffer_events
+        if len(frames) > most:
+            del frames[: len(frames) - most]
+        events = self.shared.events
+        for start in range(0, max(len(frames), 1 if end else 0), size):
+            batch = frames[start : start + size]
             entry: dict[str, Any] = {
                 "first": batch[0][0] if batch else run.sequencer.seq + 1,
                 "frames": [frame.decode("utf-8") for _, frame in batch],
             }
-            if last:
+            if end and start + size >= len(frames):
                 entry["end"] = True
-            await self.state.append(EVENTS, run.id, entry)
-            if last:
-                return
-            if not end and run._finishing:
-                return
+            await events.append(run.id, entry)
 
     def _batch(self) -> int:
         return max(16, self.agent.agui_buffer_events // 8)
 
-    # --- cancelling ----------------------------------------------------------------------------------------
-    async def _watch(self, run: Run, subscription: Any) -> None:
-        """Cancel requests for this run from other replicas, until it ends."""
-        try:
-            while (message := await subscription.get()) is not None:
-                cancelled = run.cancel()
-                self._spawn(
-                    self._answer_cancel(run, cancelled, message[1].get("reply")), f"agui-cancelled-{run.id}"
-                )
-        finally:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(subscription.aclose())
+    # --- cancelling (lifecycle.Canceller: asked on the bus, answered by the replica that runs it) -----------
+    async def _watch(self, run: Run) -> Watch:
+        """Cancel requests for this run from other replicas, until it ends (subscribed when it returns)."""
+        return await self.shared.cancels.watch(run.id, functools.partial(self._cancel_here, run))
 
-    async def _answer_cancel(self, run: Run, cancelled: bool, reply: Any) -> None:
-        if cancelled and run.execution is not None and run.execution.task is not None:
-            await asyncio.gather(run.execution.task, return_exceptions=True)
-            await run.finished.wait()
-        if isinstance(reply, str):
-            await self.state.publish(CANCELLED + run.id, {"cancelled": cancelled, "reply": reply})
+    @staticmethod
+    async def _cancel_here(run: Run) -> bool:
+        """Cancel the run's execution here and wait until the run ended; False when none was running."""
+        if not run.cancel():
+            return False
+        execution = run.execution
+        if execution is not None and execution.task is not None:
+            await asyncio.gather(execution.task, return_exceptions=True)
+        await run.finished.wait()
+        return True
 
     async def cancel(self, run_id: str, owner: str) -> None:
         """Cancel a run wherever it runs; returns once it ended. Raises :class:`Refused` (404, 409)."""
@@ -1337,28 +1372,15 @@ class Runs:
         if run is not None:
             if run.thread.owner != owner:
                 raise Refused(404, f"Run {run_id} not found")
-            if not run.cancel():
+            if not await self._cancel_here(run):
                 raise Refused(409, f"Run {run_id} is not running")
-            await asyncio.gather(run.execution.task, return_exceptions=True)  # type: ignore[union-attr]
-            await run.finished.wait()
             return
         claim = await self._claim(run_id, owner)
-        found = await self.state.get(THREADS, claim["thread"])
+        found = await self.shared.records.get(claim["thread"])
         if found is None or found.value.get("running") != run_id:
             raise Refused(409, f"Run {run_id} is not running")
-        reply = os.urandom(8).hex()
-        async with self.state.subscribe(CANCELLED + run_id) as answers:
-            await self.state.publish(CANCEL + run_id, {"reply": reply})
-            deadline = asyncio.get_running_loop().time() + CANCEL_WAIT
-            while (left := deadline - asyncio.get_running_loop().time()) > 0:
-                message = await answers.get(left)
-                if message is None:
-                    break
-                if message[1].get("reply") == reply:
-                    if message[1].get("cancelled"):
-                        return
-                    break
-        raise Refused(409, f"Run {run_id} is not running")
+        if not await self.shared.cancels.request(run_id, CANCEL_WAIT):
+            raise Refused(409, f"Run {run_id} is not running")
 
     async def _claim(self, run_id: str, owner: str) -> dict[str, Any]:
         if not run_id or len(run_id) > MAX_KEY_LENGTH:
@@ -1376,48 +1398,50 @@ class Runs:
     async def replay_log(self, run_id: str, thread_id: str, after: int) -> AsyncIterator[bytes]:
         """The frames after ``after`` from the run's shared log, then each new batch until the run's end. Where
         the log no longer holds some (trimmed), the thread's state and messages come first instead."""
-        state = self.state
         expected = after + 1
-        position = 0
-        block: float | None = None
-        while True:
-            entries = await state.read(EVENTS, run_id, position, 1000, block=block)
-            if not entries:
-                if block is not None and await state.get_key(RUNS, run_id) is None:
-                    return  # the run is forgotten (retention): nothing more will come
-                block = TAIL_WAIT
-                continue
+
+        async def quiet() -> list[Any] | None:  # nothing new for a while: is the run still known?
+            return None if await self.state.get_key(RUNS, run_id) is not None else []
+
+        async for entry in self.shared.events.follow(
+            run_id, 0, is_final=_is_end, when_quiet=quiet, block=TAIL_WAIT
+        ):
             out: list[bytes] = []
-            done = False
-            for position, entry in entries:
-                frames, first = entry.get("frames") or [], entry.get("first", expected)
-                if first > expected:  # trimmed away: the snapshots stand for what was lost
-                    out.extend(await self._snapshot(thread_id))
-                    expected = first
-                for index, frame in enumerate(frames):
-                    if first + index >= expected:
-                        out.append(frame.encode("utf-8"))
-                expected = max(expected, first + len(frames))
-                if entry.get("end"):
-                    done = True
-                    break
+            frames, first = entry.get("frames") or [], entry.get("first", expected)
+            if first > expected:  # trimmed away: the snapshots stand for what was lost
+                out.extend(await self._snapshot(thread_id))
+                expected = first
+            for index, frame in enumerate(frames):
+                if first + index >= expected:
+                    out.append(frame.encode("utf-8"))
+            expected = max(expected, first + len(frames))
             if out:
                 yield b"".join(out)
-            if done:
-                return
-            block = TAIL_WAIT if len(entries) < 1000 else None
 
     async def _snapshot(self, thread_id: str) -> list[bytes]:
-        found = await self.state.get(THREADS, thread_id)
+        found = await self.shared.records.get(thread_id)
         value = found.value if found is not None else {}
         return Sequencer.reconnect_snapshot(value.get("state") or {}, value.get("messages") or [])
+
+
+def _is_end(entry: Any) -> bool:
+    """Whether a log entry is a run's last."""
+    return bool(entry.get("end"))
+
+
+async def _nothing() -> list[Any]:
+    """A log read to its end: nothing more is waited for."""
+    return []
+
+
+def _no_delay() -> float:
+    """The log writer writes as soon as frames are queued (it batches what piles up meanwhile)."""
+    return 0.0
 
 
 def _record(thread: Thread) -> dict[str, Any]:
     record = thread.record()
     try:
-        from ..state.base import encode
-
         encode(record)
     except (
         TypeError,
@@ -1457,7 +1481,7 @@ def _thread_bytes(_key: str, thread: Thread) -> int:
 
 
 def _run_bytes(_key: str, run: Run) -> int:
-    return run.bytes
+    return run.held
 
 
 def run_table(agent: Agent) -> BoundedTable[str, Run]:
