@@ -16,7 +16,7 @@ from starlette.requests import HTTPConnection
 
 from ..auth.access import DENIALS, denial
 from ..capability import Capability
-from ..context import Answer, Ask, Context, InputRequest, ListRoots, Root, Sample, Sampled
+from ..context import Context, InputRequest
 from ..errors import Permanent
 from ..events import TextDelta
 from ..identity import resolve_caller
@@ -32,7 +32,6 @@ from ._wire import (
     JsonRpcError,
 )
 from .convert import (
-    content_block,
     input_request,
     prompt_descriptor,
     prompt_messages,
@@ -41,6 +40,7 @@ from .convert import (
     template_descriptor,
     tool_descriptor,
 )
+from .results import META_APPROVAL_ID, parse_input_response, tool_result
 from .tasks import TASK_HANDLERS, Detacher, create_result, tasks_of, wants_task
 
 if TYPE_CHECKING:
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS", "LOG_RANK", "Call", "Catalog", "ClientNotAnswered", "parse_input_response"]
 
 META_IDEMPOTENCY_KEY = "agentmw/idempotencyKey"
-META_APPROVAL_ID = "agentmw/approvalId"
 
 logger = logging.getLogger("agentmw")
 
@@ -191,31 +190,6 @@ class McpChannel:
         return await self.call.gather(self.call, requests, self.target)
 
 
-def parse_input_response(request: InputRequest, raw: Any) -> Any | None:
-    """A client's answer as the core's value, or None when it does not answer ``request``."""
-    if not isinstance(raw, dict):
-        return None
-    if isinstance(request, Ask):
-        action = raw.get("action")
-        if action not in ("accept", "decline", "cancel"):
-            return None
-        content = raw.get("content")
-        return Answer(action=action, content=content if isinstance(content, dict) else None)
-    if isinstance(request, Sample):
-        content = raw.get("content")
-        blocks = content if isinstance(content, list) else [content]
-        texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
-        if not texts and not isinstance(content, (dict, list)):
-            return None
-        return Sampled(text="".join(texts), model=raw.get("model"), raw=raw)
-    if isinstance(request, ListRoots):
-        roots = raw.get("roots")
-        if not isinstance(roots, list):
-            return None
-        return [Root(uri=r["uri"], name=r.get("name")) for r in roots if isinstance(r, dict) and "uri" in r]
-    return None
-
-
 def _params_object(params: Any) -> dict[str, Any]:
     if params is None:
         return {}
@@ -282,39 +256,6 @@ async def _run(
             MISSING_CAPABILITY, outcome.message, {"requiredCapabilities": {str(outcome.data): {}}}
         )
     return outcome
-
-
-def _approval_fallback(outcome: Outcome, agent_path: str) -> dict[str, Any]:
-    """A gated call this client cannot approve in-band: the approval id, and where a person decides it."""
-    approval = (outcome.data or {})["approval"]
-    text = (
-        f"Approval required before this runs: {approval['summary']}.\n"
-        f"Nothing has been executed. A person must approve it: approval id {approval['id']}, decided at "
-        f"POST {agent_path}/{approval['id']} (see GET for the details). Then call this tool again with "
-        f'the same arguments and _meta {{"{META_APPROVAL_ID}": "{approval["id"]}"}}. '
-        f"The approval expires at {approval['expiresAt']} and works once."
-    )
-    return {
-        "content": [{"type": "text", "text": text}],
-        "isError": True,
-        "_meta": {"agentmw/approval": approval},
-    }
-
-
-def _needs_input_fallback(outcome: Outcome) -> dict[str, Any]:
-    """No way to ask this caller: say so plainly, with the questions, as a tool error (see docs/context.md)."""
-    questions = {key: input_request(req) for key, req in (outcome.pending or {}).items()}
-    lines = [f"- {r['params'].get('message', r['method'])}" for r in questions.values()]
-    missing = outcome.data if outcome.code == "missing_capability" else "elicitation"
-    text = (
-        f"Input required before this tool can continue, but this client cannot be asked "
-        f"(it did not declare the {missing} capability):\n" + "\n".join(lines)
-    )
-    return {
-        "content": [{"type": "text", "text": text}],
-        "isError": True,
-        "_meta": {"agentmw/inputRequests": questions},
-    }
 
 
 async def tools_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -390,35 +331,6 @@ async def _as_task(call: Call, cap: Capability, arguments: Any) -> dict[str, Any
     detacher.detached.cancel()
     outcome = running.result()
     return outcome if isinstance(outcome, dict) else tool_result(outcome, call.agent)
-
-
-def tool_result(outcome: Outcome, agent: McpHost) -> dict[str, Any]:
-    """A tool's outcome as its ``CallToolResult``; raises the JSON-RPC error a call answers instead."""
-    status = outcome.status
-    if status == "completed":
-        result: dict[str, Any] = {"content": [content_block(p) for p in outcome.content]}
-        if outcome.structured is not None:
-            result["structuredContent"] = outcome.structured
-        result["isError"] = False
-        return result
-    if outcome.status == Status.AWAITING_APPROVAL:
-        return _approval_fallback(outcome, agent.approvals_path)
-    if status == "needs_input" or outcome.code == "missing_capability":
-        return _needs_input_fallback(outcome)
-    if status == "rejected" and outcome.code == "rejected":  # the function raised Rejected: a protocol error
-        raise JsonRpcError(INVALID_PARAMS, outcome.message or "Request rejected", outcome.data)
-    result = {
-        "content": [content_block(p) for p in outcome.content] or [{"type": "text", "text": outcome.message}],
-        "isError": True,
-    }
-    meta: dict[str, Any] = {}
-    if outcome.retryable:
-        meta["agentmw/retryable"] = True
-        if outcome.retry_after is not None:
-            meta["agentmw/retryAfter"] = outcome.retry_after
-    if meta:
-        result["_meta"] = meta
-    return result
 
 
 def _outcome_error(outcome: Outcome) -> JsonRpcError:

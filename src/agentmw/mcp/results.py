@@ -1,0 +1,104 @@
+"""How the MCP face renders what the core hands back: a tool's outcome as its ``CallToolResult``, and a client's
+answer to a question as the core's value. Below the method handlers (``methods.py``) and the tasks
+(``tasks.py``), which both use them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context import Answer, Ask, InputRequest, ListRoots, Root, Sample, Sampled
+from ..outcomes import Outcome, Status
+from ._host import McpHost
+from ._wire import INVALID_PARAMS, JsonRpcError
+from .convert import content_block, input_request
+
+__all__ = ["META_APPROVAL_ID", "parse_input_response", "tool_result"]
+
+META_APPROVAL_ID = "agentmw/approvalId"
+
+
+def parse_input_response(request: InputRequest, raw: Any) -> Any | None:
+    """A client's answer as the core's value, or None when it does not answer ``request``."""
+    if not isinstance(raw, dict):
+        return None
+    if isinstance(request, Ask):
+        action = raw.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            return None
+        content = raw.get("content")
+        return Answer(action=action, content=content if isinstance(content, dict) else None)
+    if isinstance(request, Sample):
+        content = raw.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+        if not texts and not isinstance(content, (dict, list)):
+            return None
+        return Sampled(text="".join(texts), model=raw.get("model"), raw=raw)
+    if isinstance(request, ListRoots):
+        roots = raw.get("roots")
+        if not isinstance(roots, list):
+            return None
+        return [Root(uri=r["uri"], name=r.get("name")) for r in roots if isinstance(r, dict) and "uri" in r]
+    return None
+
+
+def _approval_fallback(outcome: Outcome, agent_path: str) -> dict[str, Any]:
+    """A gated call this client cannot approve in-band: the approval id, and where a person decides it."""
+    approval = (outcome.data or {})["approval"]
+    text = (
+        f"Approval required before this runs: {approval['summary']}.\n"
+        f"Nothing has been executed. A person must approve it: approval id {approval['id']}, decided at "
+        f"POST {agent_path}/{approval['id']} (see GET for the details). Then call this tool again with "
+        f'the same arguments and _meta {{"{META_APPROVAL_ID}": "{approval["id"]}"}}. '
+        f"The approval expires at {approval['expiresAt']} and works once."
+    )
+    return {
+        "content": [{"type": "text", "text": text}],
+        "isError": True,
+        "_meta": {"agentmw/approval": approval},
+    }
+
+
+def _needs_input_fallback(outcome: Outcome) -> dict[str, Any]:
+    """No way to ask this caller: say so plainly, with the questions, as a tool error (see docs/context.md)."""
+    questions = {key: input_request(req) for key, req in (outcome.pending or {}).items()}
+    lines = [f"- {r['params'].get('message', r['method'])}" for r in questions.values()]
+    missing = outcome.data if outcome.code == "missing_capability" else "elicitation"
+    text = (
+        f"Input required before this tool can continue, but this client cannot be asked "
+        f"(it did not declare the {missing} capability):\n" + "\n".join(lines)
+    )
+    return {
+        "content": [{"type": "text", "text": text}],
+        "isError": True,
+        "_meta": {"agentmw/inputRequests": questions},
+    }
+
+
+def tool_result(outcome: Outcome, agent: McpHost) -> dict[str, Any]:
+    """A tool's outcome as its ``CallToolResult``; raises the JSON-RPC error a call answers instead."""
+    status = outcome.status
+    if status == "completed":
+        result: dict[str, Any] = {"content": [content_block(p) for p in outcome.content]}
+        if outcome.structured is not None:
+            result["structuredContent"] = outcome.structured
+        result["isError"] = False
+        return result
+    if outcome.status == Status.AWAITING_APPROVAL:
+        return _approval_fallback(outcome, agent.approvals_path)
+    if status == "needs_input" or outcome.code == "missing_capability":
+        return _needs_input_fallback(outcome)
+    if status == "rejected" and outcome.code == "rejected":  # the function raised Rejected: a protocol error
+        raise JsonRpcError(INVALID_PARAMS, outcome.message or "Request rejected", outcome.data)
+    result = {
+        "content": [content_block(p) for p in outcome.content] or [{"type": "text", "text": outcome.message}],
+        "isError": True,
+    }
+    meta: dict[str, Any] = {}
+    if outcome.retryable:
+        meta["agentmw/retryable"] = True
+        if outcome.retry_after is not None:
+            meta["agentmw/retryAfter"] = outcome.retry_after
+    if meta:
+        result["_meta"] = meta
+    return result
