@@ -176,7 +176,7 @@ class _Idempotency(Stage):
 
     async def __call__(self, call: Call) -> Outcome:
         key = call.idempotency_key
-        if key is None:
+        if key is None:  # not reached: a call without a key goes through the chain without this stage
             return await self.next(call)
         capability = self.capability
         canonical = json.dumps(call.plain(), sort_keys=True, default=str)
@@ -685,6 +685,7 @@ class Pipeline:
 
     __slots__ = (
         "_first",
+        "_keyed",
         "_route_refusal",
         "_run",
         "access",
@@ -705,14 +706,20 @@ class Pipeline:
         self.hooks: Hooks | None = agent._hooks if agent is not None else None
         self.access: Any = agent.access if agent is not None else None
         report = self.hooks.stage if self.hooks is not None else None
-        run = _Run(_end_of_run_stage, capability, agent, report)
-        first: Stage = run
-        for stage in reversed(stages):
-            first = stage(first, capability, agent, report)
-        self._first = first
-        self._run = run
+        run = self._run = _Run(_end_of_run_stage, capability, agent, report)
+
+        def chain(kinds: list[type[Stage]]) -> Stage:
+            first: Stage = run
+            for kind in reversed(kinds):
+                first = kind(first, capability, agent, report)
+            return first
+
+        # a call without an idempotency key skips that stage: it has nothing to do there
+        self._first = chain([s for s in stages if s is not _Idempotency])
+        self._keyed = chain(stages) if _Idempotency in stages else self._first
         self.stages: tuple[str, ...] = ("validate", *(s.name for s in stages), "run")
-        """The names of the stages, in the order a call goes through them."""
+        """The names of the stages, in the order a call goes through them (``idempotency`` only for a call
+        with a key)."""
         # arguments the route's own validation must answer (FastAPI's 422, or the app's own handler)
         self._route_refusal = (
             agent is not None
@@ -742,7 +749,7 @@ class Pipeline:
             validated = None
         elif type(checked) is Outcome:
             if self.hooks is not None:  # the hooks see the call first: a denial wins over invalid arguments
-                return await self._first(
+                return await (self._first if idempotency_key is None else self._keyed)(
                     Call(arguments, ctx, {}, validated, idempotency_key, approval_id, invalid=checked)
                 )
             if (
@@ -755,7 +762,8 @@ class Pipeline:
         else:
             validated = checked
             kwargs = dict(checked.__dict__)
-        return await self._first(Call(arguments, ctx, kwargs, validated, idempotency_key, approval_id))
+        first = self._first if idempotency_key is None else self._keyed
+        return await first(Call(arguments, ctx, kwargs, validated, idempotency_key, approval_id))
 
     async def refuse_orphan(self) -> Outcome:
         """The call of a handler whose route's dependencies could not run (:attr:`orphan`): refused."""
