@@ -90,9 +90,9 @@ class Instruments:
         )  # as last counted (after a gated call, or a scrape)
 
     def _push_failures(self, options: CallbackOptions) -> Iterator[Observation]:
-        for _, value in self.telemetry._push("failed"):
+        for _, value in self.telemetry.pushes("failed"):
             yield Observation(value)
 
     def _breakers(self, options: CallbackOptions) -> Iterator[Observation]:
-        for (peer, protocol), value in self.telemetry._breakers():
+        for (peer, protocol), value in self.telemetry.breakers():
             yield Observation(value, {"agentmw.bridge.peer": peer, "agentmw.bridge.protocol": protocol})

@@ -209,7 +209,7 @@ class Telemetry(Hook):
                 "agentmw_push_delivery_failures",
                 "A2A push notifications given up on (this process)",
                 (),
-                lambda: self._push("failed"),
+                lambda: self.pushes("failed"),
                 kind="counter",
             )
         )
@@ -218,7 +218,7 @@ class Telemetry(Hook):
                 "agentmw_push_deliveries",
                 "A2A push notifications delivered (this process)",
                 (),
-                lambda: self._push("delivered"),
+                lambda: self.pushes("delivered"),
                 kind="counter",
             )
         )
@@ -227,7 +227,7 @@ class Telemetry(Hook):
                 "agentmw_bridge_breaker_state",
                 "Each bridged peer's circuit breaker: 0 closed, 1 half-open, 2 open",
                 ("peer", "protocol"),
-                self._breakers,
+                self.breakers,
             )
         )
 
@@ -551,7 +551,8 @@ class Telemetry(Hook):
             return
         self.approvals_pending = page.total or 0
 
-    def _push(self, field: str) -> list[tuple[tuple[str, ...], float]]:
+    def pushes(self, field: str) -> list[tuple[tuple[str, ...], float]]:
+        """The A2A push notifications this process ``"delivered"`` or gave up on (``"failed"``), as a gauge reads."""
         sender = self._push_sender()
         return [((), float(getattr(sender, field, 0) if sender is not None else 0))]
 
@@ -561,7 +562,8 @@ class Telemetry(Hook):
         ops = getattr(endpoint, "ops", None) if endpoint is not None else None
         return getattr(ops, "push", None)
 
-    def _breakers(self) -> list[tuple[tuple[str, ...], float]]:
+    def breakers(self) -> list[tuple[tuple[str, ...], float]]:
+        """Each bridged peer's breaker state by ``(peer, protocol)``: 0 closed, 1 half-open, 2 open."""
         bridges = getattr(self.agent, "_bridges", None)
         if bridges is None:
             return []
