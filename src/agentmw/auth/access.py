@@ -287,12 +287,10 @@ class Access:
         if self.resource is not None and PRINCIPAL_KEY not in scope:
             try:
                 await self.resource.authenticate(scope)
-            except (
-                Unauthenticated,
-                Forbidden,
-                AccessRefused,
-            ):  # a bad, doubled or uncheckable token; a foreign Host
-                scope[PRINCIPAL_KEY] = None  # the card is public: a bad token sees what anonymous callers see
+            except (Unauthenticated, Forbidden, AccessRefused):
+                # a bad, doubled or uncheckable token, a foreign Host: the card is public, such a caller sees
+                # what anonymous callers see
+                scope[PRINCIPAL_KEY] = None
         card = dict(card)
         skills = self.visible_list("skills", card.get("skills", []), scope)
         resource = self.resource
