@@ -7,7 +7,10 @@ import json
 import anyio
 import httpx
 import pytest
+from starlette.applications import Starlette
 
+from agentmw import Agent, AgentMiddleware
+from agentmw.settings import Timing
 from tests import wire_app
 from tests.conftest import serve
 from tests.helpers.mcp_raw import open_session
@@ -109,22 +112,26 @@ async def test_stateless_closed_stream_cancels_the_call(url: str) -> None:
     assert "n3:finished" not in wire_app.log
 
 
-async def test_a_silent_stateless_call_gets_keepalives(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentmw.mcp._cancel import CallGuard
-
-    monkeypatch.setattr(CallGuard, "KEEPALIVE_SECONDS", 0.05)
+async def test_a_silent_stateless_call_gets_keepalives() -> None:
+    agent = Agent("keepalive", timing=Timing(keepalive_seconds=0.05))
+    agent.add("tool", wire_app.slow)
+    app = Starlette()
+    app.add_middleware(AgentMiddleware, agent=agent)
     wire_app.events["n4"] = anyio.Event()
     body = json.loads(modern_body("tools/call", {"name": "slow", "arguments": {"tag": "n4"}}))
-    async with (
-        httpx.AsyncClient(base_url=url, timeout=10) as client,
-        client.stream("POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body) as response,
-    ):
-        assert response.headers["content-type"] == "text/event-stream"
-        seen = b""
-        async for chunk in response.aiter_raw():
-            seen += chunk
-            if seen.count(b": ping") >= 2:
-                wire_app.events["n4"].set()
-            if b'"result"' in seen:
-                break
+    seen = b""
+    with serve(app) as url:
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=10) as client,
+            client.stream(
+                "POST", "/mcp", headers=modern_headers("tools/call", "slow"), json=body
+            ) as response,
+        ):
+            assert response.headers["content-type"] == "text/event-stream"
+            async for chunk in response.aiter_raw():
+                seen += chunk
+                if seen.count(b": ping") >= 2:
+                    wire_app.events["n4"].set()
+                if b'"result"' in seen:
+                    break
     assert b"released" in seen

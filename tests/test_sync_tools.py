@@ -24,6 +24,7 @@ from starlette.applications import Starlette
 from agentmw import Agent, AgentMiddleware, Permanent
 from agentmw._executor import _Workers
 from agentmw.mcp._cancel import CallGuard
+from agentmw.settings import Timing
 from agentmw.testing import McpTestClient
 from tests.conftest import serve
 from tests.waiting import eventually
@@ -66,8 +67,8 @@ def nap(seconds: float) -> str:
     return "napped"
 
 
-def build(**tool_options: Any) -> Starlette:
-    agent = Agent("sync")
+def build(timing: Timing | None = None, **tool_options: Any) -> Starlette:
+    agent = Agent("sync", timing=timing or Timing())
     for fn in (add, where, fails, pause, nap):
         agent.tool(fn)
     agent.tool(hold, **tool_options)
@@ -121,8 +122,8 @@ async def test_a_deadline_answers_at_once_and_the_late_result_is_discarded() -> 
 async def test_a_closed_stream_cancels_a_long_sync_call_and_frees_its_slot(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Stateless era: past ``SYNC_DELAY`` the watcher runs, so a client that leaves still cancels the call."""
-    monkeypatch.setattr(CallGuard, "SYNC_DELAY", 0.05)
+    """Stateless era: past ``Timing.sync_watch_delay_seconds`` the watcher runs, so a client that leaves still
+    cancels the call."""
     log.clear()
     gates["c1"] = threading.Event()
     headers = {
@@ -145,7 +146,7 @@ async def test_a_closed_stream_cancels_a_long_sync_call_and_frees_its_slot(
             "params": {"name": "hold", "arguments": {"label": label, "wait": wait}, "_meta": meta},
         }
 
-    with serve(build(max_in_flight=1)) as url:
+    with serve(build(Timing(sync_watch_delay_seconds=0.05), max_in_flight=1)) as url:
         async with httpx.AsyncClient(base_url=url) as http:
             with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes the connection
                 await http.post("/mcp", json=call(1, "c1", True), headers=headers, timeout=0.5)
@@ -186,9 +187,9 @@ async def test_a_fast_sync_call_starts_no_watcher(monkeypatch: pytest.MonkeyPatc
         assert watched == [], "a watcher ran while the sync function's thread did"
         assert (await mcp.call_tool("pause", {"seconds": 0.05}))["content"][0]["text"] == "paused"
         assert watched == ["watch"], "an async call that waits is watched at once"
-        monkeypatch.setattr(CallGuard, "SYNC_DELAY", 0.05)
+    async with McpTestClient(build(Timing(sync_watch_delay_seconds=0.05))) as mcp:
         assert (await mcp.call_tool("nap", {"seconds": 0.3}))["content"][0]["text"] == "napped"
-        assert watched == ["watch", "watch"], "a long sync call is watched after SYNC_DELAY (keep-alives)"
+        assert watched == ["watch", "watch"], "a long sync call is watched after sync_watch_delay_seconds"
 
 
 # --- the worker pool, with real threads -------------------------------------------------------------------

@@ -70,6 +70,11 @@ class Timing:
         thread_idle_seconds: how long an unused AG-UI thread is kept.
         task_retention_seconds: how long an A2A task is kept after its last update.
         idempotency_ttl_seconds: how long a repeated idempotency key returns the first outcome.
+        keepalive_seconds: a stateless MCP call that stays silent this long sends its stream a keep-alive
+            comment, so proxies do not cut it.
+        sync_watch_delay_seconds: a stateless MCP call waiting on a sync function's thread starts watching for
+            the client leaving only after this long (a thread cannot be interrupted: watching a fast one would
+            only cost).
     """
 
     session_idle_seconds: float = HOUR
@@ -79,3 +84,5 @@ class Timing:
     thread_idle_seconds: float = HOUR
     task_retention_seconds: float = 7 * DAY
     idempotency_ttl_seconds: float = DAY
+    keepalive_seconds: float = 15.0
+    sync_watch_delay_seconds: float = 1.0

@@ -5,8 +5,8 @@ stream (stateless era). Watching for the disconnect needs a task, but only while
 waiting: the watcher is scheduled with ``call_soon``, so a call that completes without suspending
 never creates it, and the hot path pays for no task group. The same watcher sends the keep-alive of a
 call that stays silent, so proxies do not cut a long call's stream. A call waiting on a sync function's
-thread starts it only after ``SYNC_DELAY`` seconds: a thread cannot be interrupted, so watching a fast one
-would only cost (``_executor.py``).
+thread starts it only after ``Timing.sync_watch_delay_seconds``: a thread cannot be interrupted, so watching a
+fast one would only cost (``_executor.py``). The keep-alive comes every ``Timing.keepalive_seconds``.
 """
 
 from __future__ import annotations
@@ -17,18 +17,31 @@ from typing import Any
 
 from .._executor import running_sync
 from .._types import Receive
+from ..settings import Timing
 
 __all__ = ["CallGuard"]
 
+_TIMING = Timing()
+
 
 class CallGuard:
-    __slots__ = ("_deferred", "_handle", "_keepalive", "_receive", "_watcher", "done", "requested", "task")
-
-    KEEPALIVE_SECONDS = 15.0
-    SYNC_DELAY = 1.0
+    __slots__ = (
+        "_deferred",
+        "_handle",
+        "_keepalive",
+        "_receive",
+        "_timing",
+        "_watcher",
+        "done",
+        "requested",
+        "task",
+    )
 
     def __init__(
-        self, receive: Receive | None = None, keepalive: Callable[[], Awaitable[None]] | None = None
+        self,
+        receive: Receive | None = None,
+        keepalive: Callable[[], Awaitable[None]] | None = None,
+        timing: Timing = _TIMING,
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -37,6 +50,7 @@ class CallGuard:
         self.done = False
         self._receive = receive
         self._keepalive = keepalive
+        self._timing = timing
         self._watcher: asyncio.Task[Any] | None = None
         self._deferred = False
         self._handle = asyncio.get_running_loop().call_soon(self._start) if receive is not None else None
@@ -53,7 +67,7 @@ class CallGuard:
         loop = asyncio.get_running_loop()
         if not self._deferred and running_sync(self.task):
             self._deferred = True
-            self._handle = loop.call_later(self.SYNC_DELAY, self._start)
+            self._handle = loop.call_later(self._timing.sync_watch_delay_seconds, self._start)
             return
         self._watcher = loop.create_task(self._watch())
 
@@ -63,7 +77,7 @@ class CallGuard:
             message = asyncio.ensure_future(self._receive())
             try:
                 while not message.done():
-                    await asyncio.wait({message}, timeout=self.KEEPALIVE_SECONDS)
+                    await asyncio.wait({message}, timeout=self._timing.keepalive_seconds)
                     if not message.done() and self._keepalive is not None and not self.done:
                         await self._keepalive()
             finally:

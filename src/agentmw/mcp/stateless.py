@@ -438,7 +438,7 @@ async def _serve(
 ) -> dict[str, Any] | None:
     """Run the method; a client that closes the stream cancels it (and is owed nothing)."""
     agent = endpoint.agent
-    guard = CallGuard(receive, call.exchange.keepalive)
+    guard = CallGuard(receive, call.exchange.keepalive, endpoint.timing)
     try:
         if method == "server/discover":
             result = _discover(agent)
