@@ -10,7 +10,7 @@ from .decorators import prompt, resource, skill, tool
 from .errors import NeedsInput, Permanent, RegistrationError, Rejected, Retryable
 from .messages import Artifact, Data, File, Message
 from .middleware import AgentMiddleware
-from .runtime import Outcome
+from .outcomes import Outcome
 from .safety.gate import human_gate
 from .selection import RouteSelection
 

@@ -22,7 +22,7 @@ from .logs import InvocationLog
 from .metrics import DEFAULT_BUCKETS, Counter, Gauge, Histogram, Registry
 
 if TYPE_CHECKING:
-    from ..runtime import Outcome
+    from ..outcomes import Outcome
     from ..state import State
 
 __all__ = ["Observed", "Telemetry"]
