@@ -8,8 +8,9 @@ import uuid
 import httpx
 import pytest
 
-from agentmw.stores import SQLiteStore
-from agentmw.stores.sqlite import RESTART_REASON
+from agentmw.a2a import registry as registry_module
+from agentmw.lifecycle import RESTART_REASON
+from agentmw.state import MemoryState, SQLiteState
 from tests import a2a_app
 from tests.waiting import eventually
 
@@ -295,9 +296,11 @@ async def test_v03_wire_shapes(app) -> None:
         assert bad["error"]["code"] == -32602
 
 
-async def test_sqlite_store_survives_a_restart(tmp_path) -> None:
+async def test_sqlite_tasks_survive_a_restart(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(registry_module, "HEARTBEAT_SECONDS", 0.3)  # a dead process is known dead soon
     path = tmp_path / "tasks.db"
-    agent, app = a2a_app.build(SQLiteStore(path))
+    first = SQLiteState(path)
+    agent, app = a2a_app.build(first)
     async with client(app) as http:
         done = (await rpc(http, "SendMessage", {"message": msg(metadata={"skill": "echo"})}))["result"][
             "task"
@@ -310,14 +313,22 @@ async def test_sqlite_store_survives_a_restart(tmp_path) -> None:
             "task"
         ]
     assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    # A crash: the process dies with the coroutine parked, and nothing more reaches the file.
-    from agentmw.stores import MemoryStore
+    # A crash: the process dies with the coroutine parked, and nothing more reaches the file (what it had
+    # answered was written: a blocking send's write lands behind its answer, the flush waits for that).
+    tasks = agent.a2a_app.ops.tasks
+    await tasks.flush()
+    replica = tasks.registry.replica
+    tasks.store = MemoryState()
+    await tasks.close()
+    await first.close()
 
-    agent.a2a_app.ops.tasks.store = MemoryStore()
-    await agent.a2a_app.ops.tasks.close()
-    agent.a2a.store.close()
+    second = SQLiteState(path)  # a new process on the same file, once the dead one's heartbeat is gone
 
-    restarted, app2 = a2a_app.build(SQLiteStore(path))  # a new process on the same file
+    async def dead() -> bool:
+        return await second.get_key("a2a.replicas", replica) is None
+
+    await eventually(dead, "the dead process's heartbeat to expire")
+    restarted, app2 = a2a_app.build(second)
     async with client(app2) as http:
         again = (await rpc(http, "GetTask", {"id": done["id"]}))["result"]
         assert (
@@ -333,7 +344,8 @@ async def test_sqlite_store_survives_a_restart(tmp_path) -> None:
             {"message": {**msg("x", taskId=waiting["id"]), "parts": [{"data": {"a": 2, "b": 2}}]}},
         )
         assert resumed["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-    restarted.a2a.store.close()
+    await restarted.a2a_app.ops.tasks.close()
+    await second.close()
 
 
 async def test_memory_store_forgets_the_oldest_finished_tasks() -> None:

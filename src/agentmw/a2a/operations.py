@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
-from ..state import Limits, State, open_state
+from ..state import State, StoreLimits, open_state
 from ..stores.base import legacy_state
 from .push import PushSender, push_config, with_config
 from .registry import EVENTS, PUSH, TASKS
-from .tasks import TaskManager, task_dict
+from .tasks import A2ATaskManager, task_dict
 from .wire import (
     INVALID_PARAMS,
     PUSH_NOT_SUPPORTED,
@@ -97,12 +97,11 @@ class Operations:
         self.agent = agent
         settings = agent.a2a
         legacy = None
-        single_process = False
         if settings.store is None:
             state = agent.state
         elif isinstance(settings.store, (State, str)):
             state = open_state(settings.store)
-        else:  # an older TaskStore (deprecated): its own state, one process
+        else:  # an older TaskStore (deprecated, to be removed before the first release): its own state
             legacy = settings.store
             warnings.warn(
                 "A2ASettings(store=<agentmw.stores store>) is deprecated: A2A tasks live in "
@@ -113,14 +112,13 @@ class Operations:
             if hasattr(legacy, "limit"):  # the agent's task limits, unless the store was given its own
                 legacy.limit(agent.a2a_max_tasks, agent.a2a_task_retention_seconds)
             state = legacy_state(legacy)
-            single_process = True
-        self.tasks = TaskManager(agent, state, single_process=single_process, legacy=legacy)
+        self.tasks = A2ATaskManager(agent, state, legacy=legacy)
         if legacy is not None:  # the store's own limits, where it was given some
             for ns in (TASKS, PUSH, EVENTS):
                 current = state.limits(ns)
                 state.limit(
                     ns,
-                    Limits(
+                    StoreLimits(
                         max_count=legacy.max_tasks, max_age=legacy.retention_seconds, max_len=current.max_len
                     ),
                 )
@@ -133,7 +131,6 @@ class Operations:
         if self.push is not None:
             self.push.registry = self.tasks.registry
             self.push.agent = agent
-        self.store = legacy
 
     # --- messages --------------------------------------------------------------------------------
     async def _start(
@@ -203,7 +200,7 @@ class Operations:
         after_ts = None
         if after:
             try:
-                after_ts = datetime.fromisoformat(str(after).replace("Z", "+00:00")).timestamp()
+                after_ts = datetime.fromisoformat(str(after)).timestamp()  # "Z" is read as UTC (3.11)
             except ValueError as exc:
                 raise A2AError(INVALID_PARAMS, "statusTimestampAfter must be an ISO-8601 timestamp") from exc
         state = params.get("status")
@@ -214,7 +211,7 @@ class Operations:
             raise A2AError(INVALID_PARAMS, "contextId must be a string")
         if params.get("includeArtifacts") is not None and not isinstance(params["includeArtifacts"], bool):
             raise A2AError(INVALID_PARAMS, "includeArtifacts must be a boolean")
-        records, total = await self.tasks.list(
+        records, total = await self.tasks.page(
             caller.identity,
             context_id=context_id or None,
             state=state,

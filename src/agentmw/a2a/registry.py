@@ -1,7 +1,7 @@
 """A2A tasks in the shared task model: its names in the state, its timings, and the task as A2A shows it.
 
-The records, their writer, the followers, heartbeats, cancels over the bus and take-overs are the core's
-(``agentmw.tasks.registry``, which MCP tasks use too); this module says how the A2A face configures them.
+The records, their writer, the followers, heartbeats, cancels over the bus and take-overs are the lifecycle
+engine's (``agentmw.lifecycle``, through ``agentmw.tasks.registry``, which MCP tasks use too); this module says how the A2A face configures them.
 The timings are module constants, read when the face's task manager is made (tests shorten them).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..lifecycle import TaskRecord
 from ..state import State
-from ..stores.base import TaskRecord
 from ..tasks.registry import (
     MAX_BACKLOG,
     SETTLED,
@@ -75,12 +75,28 @@ def timing() -> Timing:
     )
 
 
-def a2a_registry(agent: Agent, state: State, **options: Any) -> TaskRegistry:
+class _Shapes:
+    """How A2A keeps messages and artifacts in a record: its 1.0 wire shapes."""
+
+    now_iso = staticmethod(wire.now_iso)
+    agent_message = staticmethod(wire.agent_message)
+    message_to_wire = staticmethod(wire.message_to_wire)
+    artifact_to_wire = staticmethod(wire.artifact_to_wire)
+
+
+SHAPES = _Shapes()
+
+
+def a2a_registry(agent: Agent, state: State, *, write_behind: bool = True) -> TaskRegistry:
     """The core registry, configured for A2A tasks."""
-    return TaskRegistry(agent, state, spaces=SPACES, shapes=wire, timing=timing(), label="A2A", **options)
+    return TaskRegistry(
+        agent, state, spaces=SPACES, shapes=SHAPES, timing=timing(), label="A2A", write_behind=write_behind
+    )
 
 
-def task_dict(record: TaskRecord, history_length: int | None = None, include_artifacts: bool = True) -> dict:
+def task_dict(
+    record: TaskRecord, history_length: int | None = None, include_artifacts: bool = True
+) -> dict[str, Any]:
     task: dict[str, Any] = {"id": record.id, "contextId": record.context_id, "status": status_of(record)}
     if history_length != 0:
         history = record.history if history_length is None else record.history[-history_length:]

@@ -18,24 +18,25 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
+from ..auth.a2a import check_task
 from ..capability import Capability
 from ..context import Ask, InputRequest, answer_from
+from ..errors import Permanent
 from ..events import ArtifactUpdate, CoreEvent, TextDelta
 from ..journal import Journal
+from ..lifecycle import TaskRecord, TaskState
 from ..messages import Artifact, Message
 from ..runtime import Outcome, Status, describe_validation_error
-from ..stores.base import TaskRecord
-from ..tasks.runner import TaskChannelBase, eager, start
-from ..tasks.runner import TaskRunner as CoreRunner
+from ..tasks.runner import TaskChannelBase, TaskRunner, eager, start
 from .registry import LiveTask, task_dict
 from .wire import INVALID_PARAMS, UNSUPPORTED_OPERATION, A2AError, message_to_wire, new_id, parts_from_outcome
 
-__all__ = ["TaskChannel", "TaskRunner"]
+__all__ = ["A2ATaskRunner", "TaskChannel"]
 
 logger = logging.getLogger("agentmw")
 
 
-class TaskRunner(CoreRunner):
+class A2ATaskRunner(TaskRunner):
     """The A2A part of running a task (the rest is the core's, ``agentmw.tasks.runner``)."""
 
     face = "a2a"
@@ -72,8 +73,6 @@ class TaskRunner(CoreRunner):
         if (
             self.agent.access is not None
         ):  # hidden skills are unknown; missing scopes are 401/403 (docs/auth.md)
-            from ..auth.a2a import check_task
-
             check_task(self.agent, record, capability, connection)
         if capability is None:
             self._ask_for_skill(live, connection)
@@ -88,7 +87,7 @@ class TaskRunner(CoreRunner):
                 text = describe_validation_error(exc).replace("Invalid arguments", "Missing or invalid input")
                 registry.status(
                     live,
-                    "TASK_STATE_INPUT_REQUIRED",
+                    TaskState.INPUT_REQUIRED,
                     [
                         {"text": f"{text}. Send them in a data part of a message on this task."},
                         {"data": {"inputSchema": capability.input_schema}, "mediaType": "application/json"},
@@ -103,7 +102,7 @@ class TaskRunner(CoreRunner):
         if missing:
             registry.status(
                 live,
-                "TASK_STATE_INPUT_REQUIRED",
+                TaskState.INPUT_REQUIRED,
                 [
                     {
                         "text": f"Missing input: {', '.join(missing)} (a file). Send it as a file part of a message on "
@@ -132,10 +131,8 @@ class TaskRunner(CoreRunner):
             eagerly=eagerly,
         )
         if live.runner is not None:  # one that ran eagerly has settled already
-            if (
-                eagerly and not live.quiet and record.state == "TASK_STATE_SUBMITTED"
-            ):  # it suspended after all
-                registry.status(live, "TASK_STATE_WORKING", None)
+            if eagerly and not live.quiet and record.state == TaskState.SUBMITTED:  # it suspended after all
+                registry.status(live, TaskState.WORKING, None)
             registry.publish_later(live)
 
     def _choose(
@@ -208,7 +205,7 @@ class TaskRunner(CoreRunner):
         )
         self.registry.status(
             live,
-            "TASK_STATE_INPUT_REQUIRED" if skills else "TASK_STATE_REJECTED",
+            TaskState.INPUT_REQUIRED if skills else TaskState.REJECTED,
             [
                 {"text": text},
                 {
@@ -278,7 +275,7 @@ class TaskRunner(CoreRunner):
                     return
                 registry.status(
                     live,
-                    "TASK_STATE_COMPLETED",
+                    TaskState.COMPLETED,
                     message_to_wire(value, record.id, record.context_id)["parts"],
                 )
                 return
@@ -289,11 +286,11 @@ class TaskRunner(CoreRunner):
                 for artifact in (value,) if isinstance(value, Artifact) else value:
                     if artifact.artifact_id not in live.streamed:  # a generator's were sent as they came
                         registry.artifact(live, artifact)
-                registry.status(live, "TASK_STATE_COMPLETED", None)
+                registry.status(live, TaskState.COMPLETED, None)
                 return
             if value is None and not outcome.content and outcome.structured is None:
                 # nothing to keep: the task completes with a status message and no artifact
-                registry.status(live, "TASK_STATE_COMPLETED", [{"text": "Done."}])
+                registry.status(live, TaskState.COMPLETED, [{"text": "Done."}])
                 return
             registry.add_artifact(
                 live,
@@ -303,16 +300,16 @@ class TaskRunner(CoreRunner):
                     "parts": parts_from_outcome(outcome.value, outcome.content, outcome.structured),
                 },
             )
-            registry.status(live, "TASK_STATE_COMPLETED", None)
+            registry.status(live, TaskState.COMPLETED, None)
             return
         registry.show(live)
         if outcome.status in (Status.NEEDS_INPUT, Status.AWAITING_APPROVAL):  # a question, or an approval
             questions = outcome.pending or {}
-            registry.status(live, "TASK_STATE_INPUT_REQUIRED", _question_parts(questions))
-        elif outcome.status == "rejected":
-            self.finish(live, "TASK_STATE_REJECTED", outcome.message or "The request was rejected.")
+            registry.status(live, TaskState.INPUT_REQUIRED, _question_parts(questions))
+        elif outcome.status == Status.REJECTED:
+            self.finish(live, TaskState.REJECTED, outcome.message or "The request was rejected.")
         else:
-            meta = {"retryable": outcome.retryable}
+            meta: dict[str, Any] = {"retryable": outcome.retryable}
             if outcome.retry_after is not None:
                 meta["retryAfterSeconds"] = outcome.retry_after
             when = ""
@@ -323,7 +320,7 @@ class TaskRunner(CoreRunner):
                     else " Retry later."
                 )
             text = (outcome.message or "The task failed.").rstrip()
-            self.finish(live, "TASK_STATE_FAILED", text if text.endswith(when.strip()) else text + when, meta)
+            self.finish(live, TaskState.FAILED, text if text.endswith(when.strip()) else text + when, meta)
 
     def finish(self, live: LiveTask, state: str, text: str, metadata: dict[str, Any] | None = None) -> None:
         parts: list[dict[str, Any]] = [{"text": text}]
@@ -392,7 +389,7 @@ class TaskChannel(TaskChannelBase):
         if kind is TextDelta:
             if event.text:  # type: ignore[union-attr]
                 self.registry.show(self.live)
-                self.registry.status(self.live, "TASK_STATE_WORKING", [{"text": event.text}])  # type: ignore[union-attr]
+                self.registry.status(self.live, TaskState.WORKING, [{"text": event.text}])  # type: ignore[union-attr]
         elif kind is ArtifactUpdate:
             self.registry.artifact(self.live, event.artifact)  # type: ignore[union-attr]
 
@@ -404,7 +401,7 @@ class TaskChannel(TaskChannelBase):
         text = f"{message} ({amount})" if message else f"Progress {amount}"
         self.registry.status(
             self.live,
-            "TASK_STATE_WORKING",
+            TaskState.WORKING,
             [{"text": text}],
             {"progress": progress, **({"total": total} if total else {})},
         )
@@ -419,12 +416,10 @@ class TaskChannel(TaskChannelBase):
         agent = self.runner.agent
         with agent.limits.parked(live.bytes):  # a parked task holds no in-flight slot (docs/limits.md)
             live.answer = asyncio.get_running_loop().create_future()
-            registry.status(live, "TASK_STATE_INPUT_REQUIRED", _question_parts(requests))
+            registry.status(live, TaskState.INPUT_REQUIRED, _question_parts(requests))
             try:
                 message = await asyncio.wait_for(live.answer, agent.park_timeout_seconds)
             except TimeoutError as exc:
-                from ..errors import Permanent
-
                 raise Permanent("No answer arrived in time; the task was stopped.") from exc
             finally:
                 live.answer = None
@@ -434,5 +429,5 @@ class TaskChannel(TaskChannelBase):
             for key, req in requests.items()
             if isinstance(req, Ask)
         }
-        registry.status(live, "TASK_STATE_WORKING", None)
+        registry.status(live, TaskState.WORKING, None)
         return answers

@@ -22,11 +22,12 @@ from starlette.requests import HTTPConnection
 
 from .._bounded import BoundedTable
 from ..journal import Journal
+from ..lifecycle import INTERRUPTED, TERMINAL, TaskRecord
 from ..state import State
-from ..stores.base import INTERRUPTED, TERMINAL, TaskRecord, legacy_state
-from ..tasks.manager import TaskManager as CoreManager
-from ..tasks.manager import spawn
+from ..stores.base import legacy_state
+from ..tasks.manager import TaskManager, spawn
 from ..tasks.runner import LOST_REASON
+from .push import PushSender, with_config
 from .registry import (
     MAX_BACKLOG,
     SETTLED,
@@ -36,7 +37,7 @@ from .registry import (
     status_of,
     task_dict,
 )
-from .runner import TaskRunner
+from .runner import A2ATaskRunner
 from .wire import (
     INVALID_PARAMS,
     TASK_NOT_CANCELABLE,
@@ -51,9 +52,8 @@ from .wire import (
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..messages import Message
-    from .push import PushSender
 
-__all__ = ["LiveTask", "TaskManager", "status_of", "task_dict"]
+__all__ = ["A2ATaskManager", "LiveTask", "status_of", "task_dict"]
 
 logger = logging.getLogger("agentmw")
 
@@ -129,36 +129,25 @@ def _seen_bytes(key: tuple[str, str], value: _Seen | tuple[_Seen, ...]) -> int:
     )
 
 
-class TaskManager(CoreManager):
+class A2ATaskManager(TaskManager):
     """One per agent: the core's task manager (``agentmw.tasks``), with what A2A adds: messages, follow-ups,
     repeats, push notifications and streams.
 
     Args:
         state: the state tasks live in (``agent.state`` by default).
-        legacy: an older ``TaskStore`` given to ``A2ASettings(store=...)``: its state is used, in
-            single-process mode.
+        legacy: an older ``TaskStore`` given to ``A2ASettings(store=...)`` (deprecated), whose state is
+            ``state``: it keeps its durability (every answer waits for its write).
     """
 
+    runner: A2ATaskRunner
+
     def __init__(
-        self,
-        agent: Agent,
-        state: State,
-        push: PushSender | None = None,
-        *,
-        single_process: bool = False,
-        legacy: Any = None,
+        self, agent: Agent, state: State, push: PushSender | None = None, *, legacy: object = None
     ) -> None:
-        # an older store keeps its durability: every answer waits for its write
-        registry = a2a_registry(
-            agent,
-            state,
-            single_process=single_process,
-            write_behind=agent.a2a.write_behind and legacy is None,
-        )
-        super().__init__(agent, registry, TaskRunner(agent, registry))
+        registry = a2a_registry(agent, state, write_behind=agent.a2a.write_behind and legacy is None)
+        super().__init__(agent, registry, A2ATaskRunner(agent, registry))
         self.push = push
         self.registry.push = push
-        self._legacy = legacy
         # (owner, messageId) -> what each message with that id got (usually one): at most a2a_max_message_ids,
         # each for A2ASettings.message_id_ttl_seconds (apart from idempotency keys)
         self._messages: BoundedTable[tuple[str, str], _Seen | tuple[_Seen, ...]] = BoundedTable(
@@ -171,14 +160,13 @@ class TaskManager(CoreManager):
         self.message_repeats = 0  # repeats answered from self._messages
 
     @property
-    def store(self) -> Any:
-        """The older store given to ``A2ASettings(store=...)``, if any (deprecated). Setting another one
-        points this process at its state (tests use it to cut a process off its file, as a crash would)."""
-        return self._legacy
+    def store(self) -> State:
+        """The state this process keeps its A2A tasks in. Setting another one (or an older store, whose state
+        is used) points this process at it (tests use it to cut a process off its file, as a crash would)."""
+        return self.registry.state
 
     @store.setter
     def store(self, value: Any) -> None:
-        self._legacy = value
         state = value if isinstance(value, State) else legacy_state(value)
         self.registry.state = state
         if self.push is not None:
@@ -204,7 +192,7 @@ class TaskManager(CoreManager):
         )
 
     # --- reading -------------------------------------------------------------------------------------
-    async def list(
+    async def page(
         self,
         owner: str,
         *,
@@ -215,7 +203,7 @@ class TaskManager(CoreManager):
         offset: int = 0,
     ) -> tuple[list[TaskRecord], int]:
         await self.ready()
-        return await self.registry.list(
+        return await self.registry.page(
             owner, context_id=context_id, state=state, after=after, size=size, offset=offset
         )
 
@@ -433,8 +421,6 @@ class TaskManager(CoreManager):
     async def _add_push(self, live: LiveTask, push: dict[str, Any]) -> None:
         """An inline push config: kept on the task; on a repeat, one the task has already is not added twice,
         and a task that already finished sends its final status to the new config at once."""
-        from .push import with_config
-
         record = live.record
         config = {**push, "taskId": record.id}
         same = ("url", "token", "authentication")
@@ -561,7 +547,7 @@ class TaskManager(CoreManager):
     # --- following -----------------------------------------------------------------------------------
     async def events(
         self, live: LiveTask, queue: asyncio.Queue[Any], *, stop_on_interrupt: bool
-    ) -> AsyncIterator[dict]:
+    ) -> AsyncIterator[dict[str, Any]]:
         """The task's events from ``queue`` until it is terminal (or interrupted, when asked)."""
         try:
             while True:

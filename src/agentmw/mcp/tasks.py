@@ -28,17 +28,21 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
+from .._transport import shutting_down
 from ..context import InputRequest
+from ..errors import Permanent
 from ..events import TextDelta
+from ..identity import resolve_caller
 from ..journal import Journal
+from ..lifecycle import Spaces, TaskRecord, TaskState, Timing
 from ..messages import Artifact, Message
 from ..runtime import Outcome, Status
-from ..stores.base import TaskRecord
 from ..tasks.manager import TaskError, TaskManager, spawn
-from ..tasks.registry import LiveTask, Spaces, TaskRegistry, Timing
+from ..tasks.registry import LiveTask, TaskRegistry
 from ..tasks.runner import TaskChannelBase, TaskRunner
 from ._wire import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CAPABILITY, JsonRpcError
 from .convert import input_request
+from .results import parse_input_response, tool_result
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -54,17 +58,17 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 SPACES = Spaces.of("mcp")
 TIMING = Timing()  # heartbeats, leases, sweeps: the core's defaults (tests shorten them before first use)
 POLL_INTERVAL_MS = 500  # suggested to clients: a poll costs one record read (one cached lookup here)
-REQUIRED = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
+REQUIRED: dict[str, Any] = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
 
-_STATUS = {
-    "TASK_STATE_SUBMITTED": "working",
-    "TASK_STATE_WORKING": "working",
-    "TASK_STATE_INPUT_REQUIRED": "input_required",
-    "TASK_STATE_AUTH_REQUIRED": "input_required",
-    "TASK_STATE_COMPLETED": "completed",
-    "TASK_STATE_FAILED": "failed",
-    "TASK_STATE_REJECTED": "failed",
-    "TASK_STATE_CANCELED": "cancelled",
+_STATUS: dict[str, str] = {  # the lifecycle's states in MCP's words
+    TaskState.SUBMITTED: "working",
+    TaskState.WORKING: "working",
+    TaskState.INPUT_REQUIRED: "input_required",
+    TaskState.AUTH_REQUIRED: "input_required",
+    TaskState.COMPLETED: "completed",
+    TaskState.FAILED: "failed",
+    TaskState.REJECTED: "failed",
+    TaskState.CANCELED: "cancelled",
 }
 
 
@@ -173,7 +177,7 @@ class TaskChannel(TaskChannelBase):
         amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
         self.registry.status(
             self.live,
-            "TASK_STATE_WORKING",
+            TaskState.WORKING,
             [{"text": f"{message} ({amount})" if message else f"Progress {amount}"}],
         )
 
@@ -182,7 +186,7 @@ class TaskChannel(TaskChannelBase):
 
     async def emit(self, event: Any) -> None:
         if type(event) is TextDelta and event.text and not self._muted():
-            self.registry.status(self.live, "TASK_STATE_WORKING", [{"text": event.text}])
+            self.registry.status(self.live, TaskState.WORKING, [{"text": event.text}])
 
     async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
         """Park until every request is answered (``tasks/update`` may answer a few at a time)."""
@@ -194,19 +198,17 @@ class TaskChannel(TaskChannelBase):
             live.face = parked
             live.answer = asyncio.get_running_loop().create_future()
             live.record.metadata["inputRequests"] = {key: input_request(r) for key, r in requests.items()}
-            registry.status(live, "TASK_STATE_INPUT_REQUIRED", [{"text": _asking(requests)}])
+            registry.status(live, TaskState.INPUT_REQUIRED, [{"text": _asking(requests)}])
             registry.publish(live)
             try:
                 await asyncio.wait_for(live.answer, agent.park_timeout_seconds)
             except TimeoutError as exc:
-                from ..errors import Permanent
-
                 raise Permanent("No answer arrived in time; the task was stopped.") from exc
             finally:
                 live.answer = None
                 live.face = None
                 live.record.metadata.pop("inputRequests", None)
-        registry.status(live, "TASK_STATE_WORKING", None)
+        registry.status(live, TaskState.WORKING, None)
         return dict(parked.given)
 
 
@@ -221,8 +223,6 @@ class _Parked:
 
     def take(self, responses: Mapping[str, Any]) -> bool:
         """Keep the answers to pending requests (others are ignored); True when none is pending any more."""
-        from .methods import parse_input_response
-
         for key, raw in responses.items():
             request = self.requests.get(key)
             if request is not None and key not in self.given:
@@ -250,22 +250,20 @@ class McpTaskRunner(TaskRunner):
         return TaskChannel(self, live, journal)
 
     def settle(self, live: LiveTask, outcome: Outcome) -> None:
-        from .methods import tool_result
-
         if outcome.status == Status.CANCELED:
-            self.finish(live, "TASK_STATE_CANCELED", outcome.message or "The task was canceled.")
+            self.finish(live, TaskState.CANCELED, outcome.message or "The task was canceled.")
             return
         try:
             result = tool_result(outcome, self.agent)
         except JsonRpcError as exc:
             live.record.metadata["error"] = exc.body(None)["error"]
-            self.registry.status(live, "TASK_STATE_FAILED", [{"text": exc.message}])
+            self.registry.status(live, TaskState.FAILED, [{"text": exc.message}])
             return
         live.record.metadata["result"] = result
-        self.registry.status(live, "TASK_STATE_COMPLETED", None)
+        self.registry.status(live, TaskState.COMPLETED, None)
 
     def finish(self, live: LiveTask, state: str, text: str, metadata: dict[str, Any] | None = None) -> None:
-        if state == "TASK_STATE_FAILED":
+        if state == TaskState.FAILED:
             live.record.metadata["error"] = {"code": INTERNAL_ERROR, "message": text}
         self.registry.status(live, state, [{"text": text}])
 
@@ -298,7 +296,7 @@ class McpTasks(TaskManager):
             id=str(uuid.uuid4()),
             context_id="",
             owner=call.caller or "anonymous",
-            state="TASK_STATE_WORKING",
+            state=TaskState.WORKING,
             status_timestamp=_Shapes.now_iso(),
             tool=cap.name,
             arguments=dict(arguments or {}),
@@ -341,15 +339,13 @@ class McpTasks(TaskManager):
         async def finish() -> None:
             try:
                 outcome = await running
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001  (a cancellation too: ended_abruptly tells them apart)
                 await self.runner.ended_abruptly(live, None, exc, "")
                 return
             if isinstance(outcome, Outcome):
                 self.runner.settle(live, outcome)
             else:  # an input_required answer cannot come after the task exists: its questions park it
-                self.runner.finish(
-                    live, "TASK_STATE_FAILED", "The task asked in a way it cannot be answered."
-                )
+                self.runner.finish(live, TaskState.FAILED, "The task asked in a way it cannot be answered.")
 
         live.runner = spawn(finish(), f"mcp-task-{live.record.id}")
 
@@ -394,7 +390,7 @@ class McpTasks(TaskManager):
                 live.answer.set_result({})
             return
         live.record.metadata["inputRequests"] = {k: input_request(r) for k, r in parked.pending().items()}
-        self.registry.status(live, "TASK_STATE_INPUT_REQUIRED", [{"text": _asking(parked.pending())}])
+        self.registry.status(live, TaskState.INPUT_REQUIRED, [{"text": _asking(parked.pending())}])
 
     async def cancel_task(self, task_id: Any, owner: str, stateless: bool) -> TaskRecord | None:
         """Cancel; a task already ended: 2026 acknowledges all the same, 2025 refuses (-32602)."""
@@ -409,8 +405,6 @@ class McpTasks(TaskManager):
     async def result(self, task_id: Any, call: Call) -> dict[str, Any]:
         """Wait until the task ends and answer what the call would have; while it waits for input here, its
         questions are asked on this request's stream and the answers delivered."""
-        from .._transport import shutting_down
-
         owner = call.caller or "anonymous"
         while True:
             record = await self.get(task_id, owner)
@@ -444,7 +438,7 @@ class McpTasks(TaskManager):
                 if waiter in live.settle_waiters:
                     live.settle_waiters.remove(waiter)
         meta = record.metadata
-        if record.state == "TASK_STATE_COMPLETED" and isinstance(meta.get("result"), dict):
+        if record.state == TaskState.COMPLETED and isinstance(meta.get("result"), dict):
             result = dict(meta["result"])
             result["_meta"] = {**(result.get("_meta") or {}), RELATED_TASK: {"taskId": record.id}}
             return result
@@ -460,7 +454,7 @@ class McpTasks(TaskManager):
             raise JsonRpcError(INVALID_PARAMS, "Invalid cursor")
         offset = int(cursor or 0)
         await self.ready()
-        records, total = await self.registry.list(
+        records, total = await self.registry.page(
             owner, context_id=None, state=None, after=None, size=50, offset=offset
         )
         result: dict[str, Any] = {"tasks": [render(r, False) for r in records]}
@@ -562,8 +556,6 @@ def _task_id(call: Call, params: Mapping[str, Any]) -> Any:
 
 async def _caller(call: Call) -> str:
     if call.caller is None:
-        from ..identity import resolve_caller
-
         call.caller = await resolve_caller(HTTPConnection(call.scope), call.agent.identify)
     return call.caller
 

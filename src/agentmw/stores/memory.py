@@ -7,6 +7,7 @@ them directly. New code passes ``Agent(store="memory://")`` instead.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import time
 from typing import Any
@@ -114,7 +115,7 @@ class MemoryStore:
     async def get_push(self, task_id: str, config_id: str) -> dict[str, Any] | None:
         return self.push.get(task_id, {}).get(config_id)
 
-    async def list_push(self, task_id: str) -> list[dict[str, Any]]:
+    async def list_push(self, task_id: str) -> builtins.list[dict[str, Any]]:
         return list(self.push.get(task_id, {}).values())
 
     async def delete_push(self, task_id: str, config_id: str) -> None:

@@ -18,6 +18,7 @@ the table never grows past ``max_tasks`` plus one batch. Reads skip expired task
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import sqlite3
 import threading
@@ -29,14 +30,12 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from ..lifecycle import RESTART_REASON
 from .base import DEFAULT_MAX_TASKS, DEFAULT_RETENTION_SECONDS, TERMINAL, ListQuery, TaskRecord
 
 __all__ = ["RESTART_REASON", "SQLiteStore"]
 
 T = TypeVar("T")
-RESTART_REASON = (
-    "The agent restarted while this task was in progress; it was stopped and nothing more will run."
-)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -217,7 +216,7 @@ class SQLiteStore:
         )
         return json.loads(row[0]) if row else None
 
-    async def list_push(self, task_id: str) -> list[dict[str, Any]]:
+    async def list_push(self, task_id: str) -> builtins.list[dict[str, Any]]:
         rows = await self._run(
             lambda db: db.execute(
                 "SELECT body FROM push_configs WHERE task_id = ? ORDER BY rowid", (task_id,)
@@ -235,7 +234,7 @@ class SQLiteStore:
     async def recover(self) -> int:
         def fail_unfinished(db: sqlite3.Connection) -> int:
             rows = db.execute(
-                "SELECT body FROM tasks WHERE state NOT IN (%s)" % ",".join("?" * len(TERMINAL)),
+                f"SELECT body FROM tasks WHERE state NOT IN ({','.join('?' * len(TERMINAL))})",
                 tuple(TERMINAL),
             ).fetchall()
             now = time.time()

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from .._bounded import BoundedTable
 from ..journal import Journal
 from ..journal import cancel as cancel_execution
+from ..lifecycle import TaskRecord, TaskState
 from ..state import State
 from ..state.base import MAX_KEY_LENGTH
-from ..stores.base import TaskRecord
 from .registry import LiveTask, TaskRegistry
 from .runner import TaskRunner
 
@@ -114,14 +113,8 @@ class TaskManager:
         registry = self.registry
         if registry.closed or registry.closing or registry.local(task_id) is not None:
             return
-        now = time.monotonic()
-        attempts = registry._attempts
-        if attempts.get(task_id, 0.0) > now:
+        if not registry.sweeper.may_try(task_id):
             return
-        if len(attempts) > 1000:
-            for key in [k for k, until in attempts.items() if until <= now]:
-                del attempts[key]
-        attempts[task_id] = now + registry.timing.retry_take_over_seconds
         spawn(self._take_over(task_id), f"{registry._name}-take-over-{task_id}")
 
     async def _take_over(self, task_id: str) -> None:
@@ -181,7 +174,7 @@ class TaskManager:
                         if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                             raise
                 if not live.record.terminal:
-                    self.runner.finish(live, "TASK_STATE_CANCELED", "The task was canceled.")
+                    self.runner.finish(live, TaskState.CANCELED, "The task was canceled.")
                 await registry.persist(live)
                 await self._end_journal(task_id)
                 return live.record

@@ -22,8 +22,8 @@ from ..context import Context, InputRequest
 from ..journal import Journal
 from ..journal import cancel as cancel_execution
 from ..journal import resume as resume_execution
+from ..lifecycle import RESTART_REASON, TaskState
 from ..runtime import Outcome, invoke
-from ..stores.sqlite import RESTART_REASON
 from .registry import LiveTask, TaskRegistry
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ class TaskRunner(ABC):
         )
         try:
             if announce and not live.quiet:
-                registry.status(live, "TASK_STATE_WORKING", None)
+                registry.status(live, TaskState.WORKING, None)
             ctx = Context(
                 capability,
                 channel if channel is not None else self.channel(live, None),
@@ -209,7 +209,7 @@ class TaskRunner(ABC):
                 registry.let_go(live)
                 return
             self.settle(live, outcome)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001  (a cancellation too: ended_abruptly tells them apart)
             await self.ended_abruptly(live, journal, exc, "")
 
     async def replay(
@@ -232,7 +232,7 @@ class TaskRunner(ABC):
         try:
             if answer is not None:
                 holder = record.replica
-                registry.status(live, "TASK_STATE_WORKING", None)
+                registry.status(live, TaskState.WORKING, None)
                 await registry.persist(live)  # the claim: of two replicas answering, one writes this
                 if live.superseded:
                     return
@@ -257,10 +257,10 @@ class TaskRunner(ABC):
                 logger.warning(
                     "%s task %s cannot be resumed here: %s", registry.label, record.id, outcome.message
                 )
-                self.finish(live, "TASK_STATE_FAILED", RESTART_REASON if answer is None else LOST_REASON)
+                self.finish(live, TaskState.FAILED, RESTART_REASON if answer is None else LOST_REASON)
                 return
             self.settle(live, outcome)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001  (a cancellation too: ended_abruptly tells them apart)
             await self.ended_abruptly(live, journal, exc, " while resuming")
 
     async def ended_abruptly(
@@ -275,7 +275,7 @@ class TaskRunner(ABC):
         logger.exception(
             "%s task %s failed inside agentmw%s", self.registry.label, live.record.id, doing, exc_info=exc
         )
-        self.finish(live, "TASK_STATE_FAILED", "The agent failed while running this task.")
+        self.finish(live, TaskState.FAILED, "The agent failed while running this task.")
 
     async def _canceled(self, live: LiveTask, journal: Journal | None) -> None:
         """The coroutine was cancelled: by a cancel request (the task ends, and so does its journal), or by
@@ -284,7 +284,7 @@ class TaskRunner(ABC):
         stored = journal is not None and journal.stored
         if self.registry.closing and stored:
             return
-        self.finish(live, "TASK_STATE_CANCELED", "The task was canceled.")
+        self.finish(live, TaskState.CANCELED, "The task was canceled.")
         if stored:
             try:
                 await cancel_execution(self.agent, live.record.id)

@@ -1,0 +1,349 @@
+"""Commits: how a handle's changes reach its record in the shared state, once, off the request path.
+
+A :class:`Handle` is what a process holds of one task: its record, the version of it last written or read,
+and what is not written yet. :class:`Commits` writes handles behind the requests (:class:`WriteBehind`):
+
+- every write is a compare-and-set on the handle's version, so a task another replica settled first is never
+  overwritten (the client's ``adopt`` takes the other's record instead);
+- the pending events of a published handle are appended to its log first, and the record written with the id
+  of the last of them (``log_id``), so a follower misses nothing and repeats nothing;
+- **one write for a fast task**: a task that settled for good before anything of it was written is encoded
+  at once and only those bytes wait for the writer (:meth:`Commits.schedule`), not its handle and messages;
+- the records alone go in batches of ``put_many`` (one transaction on SQLite, one round trip on Redis).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ..state import Conflict, Encoded, State, encoded, encoded_bytes
+from .events import Followers
+from .records import TaskRecord, retry
+from .writer import WriteBehind
+
+__all__ = ["WRITE_BATCH", "Commits", "Handle"]
+
+logger = logging.getLogger("agentmw")
+
+WRITE_BATCH = 64  # records per put_many: SQLite writes a batch this small on the event loop, a larger one on
+# its thread, where the loop's work keeps taking the GIL from it (a lagging writer makes ever larger batches)
+
+
+@dataclass(eq=False, slots=True)
+class Handle:
+    """A task this process holds a record of, and what of it is not written yet."""
+
+    record: TaskRecord
+    subscribers: Followers = field(default_factory=Followers)  # who follows the task here
+    version: int = 0  # of the record in the state; 0: never written
+    published: bool = False  # every change is written and every event logged
+    dirty: bool = False  # changes not written yet
+    queued: bool = False  # in the writer's queue
+    events: list[dict[str, Any]] = field(default_factory=list)  # logged events not appended yet
+    superseded: bool = False  # another replica settled it: this process's changes are dropped
+    handed_over: bool = False  # settled at once: its one write was encoded and handed to the writer
+    has_push: bool = False  # push configs exist: the client is told after the events are appended
+
+    def holds(self) -> bool:
+        """This process runs the task's coroutine, or it is parked here (a client's handle says)."""
+        return False
+
+
+H = TypeVar("H", bound=Handle)
+
+
+class Commits(Generic[H]):
+    """The writes of one namespace of task records (and their logs), behind the requests.
+
+    Args:
+        state: where the records and logs are (re-settable: :attr:`state`).
+        tasks: the records' namespace; ``events``: the logs'.
+        replica: this process, written into a record whose coroutine it holds.
+        label: the face, as logs name it.
+        present: awaited before a record names this process as its holder (its heartbeat is up).
+        adopt: a handle's write conflicted: another replica wrote the task first.
+        pushed: the events of a task with push configs were appended.
+        delay: the seconds a batch waits for company (read at each batch).
+        stop: whether the client is closing (a failing write is not retried then).
+    """
+
+    def __init__(
+        self,
+        state: State,
+        *,
+        tasks: str,
+        events: str,
+        replica: str,
+        label: str,
+        present: Callable[[], Awaitable[None]],
+        adopt: Callable[[H], Awaitable[None]],
+        pushed: Callable[[str], None],
+        delay: Callable[[], float],
+        stop: Callable[[], bool],
+    ) -> None:
+        self.state = state
+        self.tasks = tasks
+        self.events = events
+        self.replica = replica
+        self.label = label
+        self._present = present
+        self._adopt = adopt
+        self._pushed = pushed
+        self._stop = stop
+        # tasks with changes not written yet: their handles, or the one write of a task that settled at once
+        self.unwritten: dict[str, H | Encoded] = {}
+        self.writer: WriteBehind[H | str] = WriteBehind(
+            self._write_batch, delay, f"{label.lower()}-task-writer"
+        )
+        self.writes = 0  # records written by this process (tests and benchmarks read it)
+
+    @property
+    def pending(self) -> int:
+        return self.writer.pending
+
+    async def flush(self) -> None:
+        await self.writer.flush()
+
+    def schedule(self, handle: H) -> None:
+        """Queue the handle's changes for the writer (a task that settled for good, never written: its
+        encoded record alone)."""
+        if handle.queued or handle.handed_over:
+            return
+        if self.writer.stopped():
+            handle.dirty = True  # unwritten: the task is left as a shutdown leaves it
+            return
+        task_id = handle.record.id
+        final = (
+            self._final(handle)
+            if getattr(self.state, "accepts_encoded", False)
+            and handle.version == 0
+            and not handle.published
+            and handle.record.terminal
+            and not (
+                handle.events
+                or handle.subscribers
+                or handle.has_push
+                or handle.superseded
+                or task_id in self.unwritten
+            )
+            else None
+        )
+        if final is not None:
+            handle.dirty = False
+            handle.handed_over = True  # its record is final: nothing of this handle is written again
+            self.unwritten[task_id] = final
+            self.writer.add(task_id)
+        else:
+            handle.queued = True
+            self.unwritten[task_id] = handle
+            self.writer.add(handle, urgent=handle.published)  # a followed task's changes go out at once
+
+    @staticmethod
+    def _final(handle: H) -> Encoded | None:
+        """The one write of a task that settled for good before anything of it was written (the fast task of a
+        blocking send), encoded now. Waiting for the writer, these bytes are all that is kept of the task, not
+        its handle, record and messages: a backlog of those would outlive the garbage collector's young
+        generations, and every full collection would walk them again. None when the record cannot be encoded
+        (its handle waits instead, and the writer says why)."""
+        try:
+            return encoded(handle.record.to_stored(None))
+        except (TypeError, ValueError):
+            return None
+
+    async def _write_batch(self, items: list[H | str]) -> None:
+        finals: list[tuple[str, Encoded]] = []
+        batch: list[H] = []
+        for item in items:
+            if not isinstance(item, str):
+                batch.append(item)
+                continue
+            pending = self.unwritten.get(item)
+            if isinstance(pending, Handle):
+                if not pending.queued:
+                    batch.append(pending)  # a handle made of it (the client's local()): written instead
+                else:
+                    self.writer.done()  # that handle is queued itself
+            elif pending is not None and encoded_bytes(pending) is not None:
+                finals.append((item, pending))
+            else:
+                self.writer.done()
+        for handle in batch:
+            handle.queued = False
+        if finals:
+            await self._write_finals(finals)
+        if len(batch) <= 1:
+            if batch:
+                await self._write_one(batch[0])
+            return
+        # the records alone (no events to append first) go in one put_many; the others, and any that changed
+        # again meanwhile, one by one
+        simple = [h for h in batch if h.dirty and not h.events and not h.superseded]
+        rest = [h for h in batch if not (h.dirty and not h.events and not h.superseded)]
+        if len(simple) > 1:
+            rest.extend(await self._write_many(simple))
+        else:
+            rest.extend(simple)
+        if rest:
+            await asyncio.gather(*(self._write_one(handle) for handle in rest))
+
+    async def _write_finals(self, finals: list[tuple[str, Encoded]]) -> None:
+        """The first and only writes of tasks that settled at once (``_final``), in batches of ``put_many``."""
+        ns = self.tasks
+        for start in range(0, len(finals), WRITE_BATCH):
+            chunk = finals[start : start + WRITE_BATCH]
+            results: list[int | Conflict | None]
+            try:
+                results = list(
+                    await self.state.put_many([(ns, task_id, body, 0) for task_id, body in chunk])  # type: ignore[misc]  # an Encoded is written as its bytes (accepts_encoded)
+                )
+            except Exception:
+                logger.exception(
+                    "a batch of %d %s task records could not be written; writing them one by one",
+                    len(chunk),
+                    self.label,
+                )
+                results = [await self._put_final(task_id, body) for task_id, body in chunk]
+            for (task_id, body), result in zip(chunk, results, strict=True):
+                self.writer.done()
+                pending = self.unwritten.get(task_id)
+                if pending is body:
+                    del self.unwritten[task_id]
+                    pending = None
+                if not isinstance(result, int):
+                    # its id was written by someone else (theirs stands), or the write failed (logged): a handle
+                    # made of it meanwhile adopts the stored record, or is dropped as the write was
+                    if isinstance(result, Conflict):
+                        logger.warning(
+                            "%s task %s was already in the state; its record there stands",
+                            self.label,
+                            task_id,
+                        )
+                    if isinstance(pending, Handle) and not pending.queued:
+                        del self.unwritten[task_id]
+                        if result is not None:
+                            await self._adopt(pending)
+                    continue
+                self.writes += 1
+                if isinstance(pending, Handle) and pending.version == 0:
+                    # a handle of the task, made or scheduled while this write was on its way: what it writes
+                    # next comes after this version; unchanged since, it has nothing left to write
+                    pending.version = result
+                    if not pending.queued:
+                        pending.dirty = False
+                        del self.unwritten[task_id]
+
+    async def _put_final(self, task_id: str, body: Encoded) -> int | Conflict | None:
+        try:
+            return await retry(
+                lambda: self.state.put(self.tasks, task_id, body, expected_version=0),  # type: ignore[arg-type]  # as above
+                stop=self._stop,
+            )
+        except Conflict as conflict:
+            return conflict
+        except Exception:
+            logger.exception("%s task %s could not be written to the state", self.label, task_id)
+            return None
+
+    def _holder(self, handle: H) -> str | None:
+        """The replica a record names as its holder: this one, while its coroutine runs or is parked here."""
+        return self.replica if not handle.record.terminal and handle.holds() else None
+
+    async def _write_many(self, handles: list[H]) -> list[H]:
+        """Write the records of ``handles`` in batches of ``put_many`` (compare-and-set each); returns those
+        still to write one by one (changed again meanwhile, or the batch failed: the fallback)."""
+        again: list[H] = []
+        for start in range(0, len(handles), WRITE_BATCH):
+            chunk = handles[start : start + WRITE_BATCH]
+            bodies = []
+            holders: list[str | None] = []
+            for handle in chunk:
+                handle.dirty = False
+                if not handle.record.terminal:
+                    handle.published = True
+                holders.append(self._holder(handle))
+                bodies.append(handle.record.to_stored(holders[-1]))
+            if any(holder is not None for holder in holders):
+                await self._present()
+            try:
+                results = await self.state.put_many(
+                    [
+                        (self.tasks, h.record.id, body, h.version)
+                        for h, body in zip(chunk, bodies, strict=True)
+                    ]
+                )
+            except Exception:
+                logger.exception(
+                    "a batch of %d %s task records could not be written; writing them one by one",
+                    len(chunk),
+                    self.label,
+                )
+                for handle in chunk:
+                    handle.dirty = True
+                again.extend(chunk)
+                continue
+            for handle, holder, result in zip(chunk, holders, results, strict=True):
+                if isinstance(result, Conflict):
+                    await self._adopt(handle)
+                else:
+                    handle.version = result
+                    handle.record.replica = holder
+                    self.writes += 1
+                if handle.dirty or handle.events:
+                    again.append(handle)
+                else:
+                    self.writer.done()
+                    self._written(handle)
+        return again
+
+    def _written(self, handle: H) -> None:
+        if not handle.queued and self.unwritten.get(handle.record.id) is handle:
+            del self.unwritten[handle.record.id]
+
+    async def _write_one(self, handle: H) -> None:
+        try:
+            await self.write(handle)
+        except Exception:
+            logger.exception("%s task %s could not be written to the state", self.label, handle.record.id)
+        finally:
+            self.writer.done()
+            self._written(handle)
+
+    async def write(self, handle: H) -> None:
+        """Append the handle's pending events, then write its record as it was when they were taken."""
+        record = handle.record
+        while (handle.dirty or handle.events) and not handle.superseded:
+            events, handle.events = handle.events, []
+            dirty, handle.dirty = handle.dirty, False
+            if not record.terminal:
+                handle.published = True  # what happens from here on is logged
+            holder = self._holder(handle) if dirty else None
+            body = record.to_stored(holder) if dirty else None  # the record as it is with these events
+            if holder is not None:
+                await self._present()
+            for event in events:
+                record.log_id = await retry(
+                    lambda event=event: self.state.append(self.events, record.id, event),  # type: ignore[misc]
+                    stop=self._stop,
+                )
+            if handle.has_push and events:
+                self._pushed(record.id)
+            if body is None:
+                continue
+            if record.log_id:
+                body["log_id"] = record.log_id  # the last of the events appended above
+            try:
+                handle.version = await retry(
+                    lambda body=body: self.state.put(
+                        self.tasks, record.id, body, expected_version=handle.version
+                    ),  # type: ignore[misc]
+                    stop=self._stop,
+                )
+                record.replica = holder
+                self.writes += 1
+            except Conflict:
+                await self._adopt(handle)
+                return
