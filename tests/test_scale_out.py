@@ -13,11 +13,11 @@ replica" is a fact each test checks, not a hope.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import shutil
 import subprocess
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -28,18 +28,14 @@ import httpx
 import httpx2
 import mcp_types as types
 import pytest
-from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver
 from a2a.types.a2a_pb2 import (
     GetTaskRequest,
-    Message,
-    Part,
-    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     TaskPushNotificationConfig,
     TaskState,
 )
-from google.protobuf import struct_pb2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from starlette.applications import Starlette
@@ -49,7 +45,9 @@ from starlette.routing import Route
 
 from tests import replicas
 from tests.conftest import require_tool, serve
+from tests.helpers.a2a_sdk import a2a_client, last_task, message
 from tests.replicas import REPLICA_HEADER, Cluster
+from tests.waiting import eventually, stays
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -163,11 +161,11 @@ async def check_mcp_list_change(url: str, trigger: Callable[[str], Any]) -> None
 
     async with mcp_client(url, served, "legacy", message_handler=on_message) as client:
         await client.list_tools()
-        deadline = time.monotonic() + 10
-        while not [1 for m, p, s, _ in served.log if m == "GET" and p == "/mcp" and s == 200]:
-            assert time.monotonic() < deadline, f"the client's GET stream never opened: {served.log[-5:]}"
-            await asyncio.sleep(0.05)
-        holder = next(r for m, p, s, r in served.log if m == "GET" and p == "/mcp" and s == 200)
+        holder = await eventually(
+            lambda: next((r for m, p, s, r in served.log if m == "GET" and p == "/mcp" and s == 200), None),
+            lambda: f"the client's GET stream to open: {served.log[-5:]}",
+            timeout=10,
+        )
         changer = await trigger(holder)
         assert changer != holder
         try:
@@ -205,33 +203,6 @@ async def check_stateless_gated_call(url: str) -> Served:
 
 
 # --- A2A ---------------------------------------------------------------------------------------------
-
-
-def message(
-    text: str | None = None, *, skill: str | None = None, data: dict | None = None, task_id: str | None = None
-) -> Message:
-    parts = [Part(text=text)] if text is not None else []
-    if data is not None:
-        value = struct_pb2.Value()
-        value.struct_value.update(data)
-        parts.append(Part(data=value))
-    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=parts)
-    if task_id:
-        msg.task_id = task_id
-    if skill:
-        msg.metadata.update({"skill": skill})
-    return msg
-
-
-async def a2a_client(http: httpx.AsyncClient, url: str, *, streaming: bool = False) -> Any:
-    card = await A2ACardResolver(http, url).get_agent_card()
-    return ClientFactory(
-        ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=["JSONRPC"])
-    ).create(card)
-
-
-async def last_task(client: Any, request: SendMessageRequest) -> Any:
-    return [event async for event in client.send_message(request)][-1].task
 
 
 class Receiver:
@@ -329,12 +300,21 @@ async def check_a2a_flow(
     assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     assert "artifact_update" in kinds and kinds.index("artifact_update") < len(kinds) - 1
 
-    deadline = time.monotonic() + 10
-    while "TASK_STATE_COMPLETED" not in receiver.states() and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(0.5)  # a duplicate from another replica would arrive now
+    def pushed() -> list[str]:
+        return [json.dumps(b, sort_keys=True) for b in receiver.received]
+
+    await eventually(
+        lambda: "TASK_STATE_COMPLETED" in receiver.states(),
+        lambda: f"the completed push: {receiver.states()}",
+        timeout=10,
+    )
+    await stays(  # a duplicate from another replica would arrive now
+        lambda: len(pushed()) == len(set(pushed())),
+        lambda: f"a push notification came twice: {receiver.states()}",
+        seconds=0.5,
+    )
     states = receiver.states()
-    bodies = [json.dumps(b, sort_keys=True) for b in receiver.received]
+    bodies = pushed()
     assert len(bodies) == len(set(bodies)), f"a push notification came twice: {states}"
     assert all(next(iter(b.values()))["taskId"] == task.id for b in receiver.received)
     assert states == PUSH_SEQUENCE, f"push notifications out of order or missing: {states}"
@@ -358,8 +338,8 @@ async def poll_tasks(client: Any, ids: list[str], timeout: float) -> dict[str, A
     """GetTask for every id until each is terminal or ``timeout`` passes; transient errors (a request that was
     on a replica as it died) are retried."""
     last: dict[str, Any] = {}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    async def all_terminal() -> bool:
         for task_id in ids:
             if task_id in last and last[task_id].status.state in TERMINAL:
                 continue
@@ -367,9 +347,10 @@ async def poll_tasks(client: Any, ids: list[str], timeout: float) -> dict[str, A
                 last[task_id] = await client.get_task(GetTaskRequest(id=task_id))
             except Exception:  # noqa: BLE001, S112  (a poll that met the dying replica: poll again)
                 continue
-        if len(last) == len(ids) and all(t.status.state in TERMINAL for t in last.values()):
-            break
-        await asyncio.sleep(0.2)
+        return len(last) == len(ids) and all(t.status.state in TERMINAL for t in last.values())
+
+    with contextlib.suppress(AssertionError):  # the caller reports what is left unfinished
+        await eventually(all_terminal, "every task to end", timeout=timeout, interval=0.2)
     return last
 
 
@@ -694,10 +675,9 @@ async def test_kill_9_of_a_replica_while_20_tasks_run(redis_cluster: Cluster) ->
                 where[task.id] = served.log[mark][3]
             on_victim = [i for i in ids if where[i].startswith(f"{victim}-")]
             assert len(on_victim) >= 6, where
-            deadline = time.monotonic() + 10
-            while len(redis_cluster.effects_seen()) < 40:  # every task is between its steps now
-                assert time.monotonic() < deadline, "the tasks did not start"
-                await asyncio.sleep(0.05)
+            await eventually(  # every task is between its steps now
+                lambda: len(redis_cluster.effects_seen()) >= 40, "the tasks to start", timeout=10
+            )
             redis_cluster.kill(victim)
             final = await poll_tasks(client, ids, timeout=60)
     finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import contextlib
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -19,6 +19,7 @@ from agentmw.a2a.push import PushPolicy
 from agentmw.a2a.settings import A2ASettings
 from agentmw.observability import Telemetry
 from agentmw.safety.gate import human_gate
+from tests.waiting import wait_until
 
 
 class Kit:
@@ -41,12 +42,15 @@ class Kit:
     def named(self, name: str, at_least: int = 0) -> list[ReadableSpan]:
         """The finished spans called ``name``, once there are ``at_least`` (a server span ends just after its
         response is sent: a client can read the response first)."""
-        deadline = time.monotonic() + 5
-        while True:
-            found = [s for s in self.finished() if s.name == name]
-            if len(found) >= at_least or time.monotonic() > deadline:
-                return found
-            time.sleep(0.01)
+        found: list[ReadableSpan] = []
+
+        def enough() -> bool:
+            found[:] = [s for s in self.finished() if s.name == name]
+            return len(found) >= at_least
+
+        with contextlib.suppress(AssertionError):  # the caller checks what was found
+            wait_until(enough, f"{at_least} {name} spans", timeout=5)
+        return found
 
     def one(self, name: str) -> ReadableSpan:
         found = self.named(name, 1)
