@@ -27,6 +27,7 @@ from agentmw.lifecycle import (
     TaskState,
     WriteBehind,
     allowed,
+    every,
     limit,
     retry,
     tell,
@@ -323,3 +324,40 @@ def test_limit_bounds_every_namespace() -> None:
     limit(state, ["t.c"], max_count=5, max_age=60.0, max_len=7)
     assert state.limits("t.a").max_count == 5 and state.limits("t.b").max_age == 60.0
     assert state.limits("t.c").max_len == 7
+
+
+async def test_save_writes_at_the_held_version_and_merges_only_on_a_conflict() -> None:
+    state = MemoryState()
+    records = Records(state, "t.records")
+    reads: list[int] = []
+
+    def merge(found: Versioned | None) -> dict[str, Any] | None:
+        reads.append(found.version if found else 0)
+        return {"n": (found.value["n"] if found else 0) + 1}
+
+    assert await records.save("k", {"n": 1}, 0, merge) == 1 and reads == []  # no read when it lands
+    await state.put("t.records", "k", {"n": 10}, expected_version=1)  # another writer comes first
+    assert await records.save("k", {"n": 2}, 1, merge) == 3 and reads == [2]
+    assert (await records.get("k")).value == {"n": 11}  # type: ignore[union-attr]
+    assert await records.save("k", {"n": 3}, 1, lambda found: None) is None  # merge stopped it
+    with pytest.raises(Conflict):
+        await records.save("k", {"n": 4}, 1, merge, attempts=1)
+
+
+async def test_every_ticks_until_cancelled_and_survives_a_failing_tick() -> None:
+    ticks: list[int] = []
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        ticks.append(len(ticks))
+        if len(ticks) == 1:
+            raise OSError("down")
+        if len(ticks) == 3:
+            done.set()
+
+    task = asyncio.create_task(every(lambda: 0.001, tick, label="T"))
+    await asyncio.wait_for(done.wait(), 5.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ticks[:3] == [0, 1, 2]

@@ -19,7 +19,7 @@ from .budgets import HandleTable, limit
 from .bus import BusListener, publish
 from .cancel import Canceller, Watch, tell
 from .events import EventLog, Followers, Queue
-from .leases import Heartbeat, Leases, Sweeper, keep
+from .leases import Heartbeat, Leases, Sweeper, every, keep
 from .records import RESTART_REASON, Records, TaskRecord, retry
 from .spaces import Spaces
 from .states import INTERRUPTED, RUNNING, SETTLED, TERMINAL, TRANSITIONS, TaskState, allowed
@@ -51,6 +51,7 @@ __all__ = [
     "Watch",
     "WriteBehind",
     "allowed",
+    "every",
     "keep",
     "limit",
     "publish",

@@ -21,7 +21,7 @@ from typing import Any
 from ..state import State
 from .background import Background
 
-__all__ = ["Heartbeat", "Leases", "Sweeper", "keep"]
+__all__ = ["Heartbeat", "Leases", "Sweeper", "every", "keep"]
 
 logger = logging.getLogger("agentmw")
 
@@ -34,6 +34,21 @@ async def keep(state: State, ns: str, key: str, owner: str, ttl: float) -> bool:
     if await state.renew(ns, key, owner, ttl):
         return True
     return await state.set_if_absent(ns, key, {"owner": owner}, ttl)
+
+
+async def every(
+    seconds: float | Callable[[], float], tick: Callable[[], Awaitable[object]], *, label: str
+) -> None:
+    """Call ``tick`` every ``seconds`` (a number, or read before each wait) until cancelled; a tick that fails
+    is logged, and the next one comes as planned (a heartbeat, a lease renewal, a stream sweep)."""
+    while True:
+        await asyncio.sleep(seconds() if callable(seconds) else seconds)
+        try:
+            await tick()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.warning("%s: a periodic tick failed; the next one comes as planned", label, exc_info=True)
 
 
 class Heartbeat:

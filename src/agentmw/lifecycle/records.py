@@ -180,8 +180,36 @@ class Records:
         return await self.state.get(self.ns, key)
 
     async def put(self, key: str, value: Json, expected: int | None) -> int:
-        """Write ``value`` if the record is at version ``expected`` (0: absent; None: any); its new version."""
+        """Write ``value`` if the record is at version ``expected`` (0 or None: absent; ``agentmw.state.ANY``:
+        any); its new version."""
         return await self.state.put(self.ns, key, value, expected_version=expected)
+
+    async def save(
+        self,
+        key: str,
+        value: Json,
+        version: int,
+        merge: Callable[[Versioned | None], Json | None],
+        *,
+        attempts: int | None = None,
+    ) -> int | None:
+        """Write ``value`` at the ``version`` the caller holds (0: absent), without reading first; on a
+        conflict, ``merge`` gets the record as stored now (None: gone) and returns the value to write at its
+        version (0 when gone), or None to stop. Returns the version written, or None when ``merge`` stopped.
+        ``attempts`` None: until it lands; otherwise the last conflict is raised."""
+        tried = 0
+        while True:
+            try:
+                return await self.state.put(self.ns, key, value, expected_version=version)
+            except Conflict:
+                tried += 1
+                if attempts is not None and tried >= attempts:
+                    raise
+                found = await self.state.get(self.ns, key)
+                merged = merge(found)
+                if merged is None:
+                    return None
+                value, version = merged, (found.version if found is not None else 0)
 
     async def commit(
         self,
