@@ -12,12 +12,16 @@ Nothing here imports FastAPI at module level: a route is recognised by its ``dep
 from __future__ import annotations
 
 import copy
+import gc
 import inspect
 import typing
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from pydantic import BaseModel
+from starlette.routing import Match
 
 from .errors import RegistrationError
 
@@ -150,8 +154,6 @@ def _is_file(field: Any) -> bool:
 
 
 def _model_type(annotation: Any) -> Any:
-    from pydantic import BaseModel
-
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if (
         typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None))
@@ -390,8 +392,6 @@ def routes_holding(fn: Callable[..., Any]) -> list[Any]:
     """The FastAPI routes, in any app or router, whose endpoint is ``fn``: found through the objects that refer to
     it, so a handler an agent serves with no app of its own is still known to be one. Slow (the garbage collector
     is asked): called once per capability, at its first call."""
-    import gc
-
     target = _unwrapped(fn)
     found: list[Any] = []
     for referrer in gc.get_referrers(fn, target):
@@ -417,8 +417,6 @@ def _route_key(route: Any) -> tuple[int, str]:
 def reaches(app: Any, scope: dict[str, Any], target: Any) -> bool:
     """Whether ``app``'s routing sends ``scope`` to the route ``target`` (mounted apps followed): no route tried
     before it takes the request. Only the routes before it are matched, so the check costs what routing does."""
-    from starlette.routing import Match
-
     key = _route_key(target)
     for route in flat_routes(app):
         if _route_key(route) == key:

@@ -235,7 +235,7 @@ class McpTestClient:
         """An ``httpx.AsyncClient`` over ``httpx.ASGITransport``, made on first use (``on_notification`` calls
         need none, so the ``agentmw`` command runs without httpx)."""
         if self._client is None:
-            import httpx
+            import httpx  # the testing extra: the agentmw command's calls need none
 
             self._client = httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=self.app),
@@ -668,7 +668,7 @@ def _agui_check(event: Any) -> None:
     """Validate one event against ``ag_ui.core.Event`` (the official models: type, fields, no stray keys)."""
     global _event_adapter
     if _event_adapter is None:
-        from ag_ui.core import Event
+        from ag_ui.core import Event  # only for AG-UI runs: kept off the MCP and A2A clients' import
         from pydantic import TypeAdapter
 
         _event_adapter = TypeAdapter(Event)
@@ -726,7 +726,7 @@ class AguiRun:
     @property
     def state(self) -> Any:
         """The shared state as the events leave it: the last snapshot with the deltas after it applied."""
-        import jsonpatch
+        import jsonpatch  # only for a run with state deltas
 
         state: Any = None
         for event in self.events:
@@ -833,7 +833,7 @@ class AguiTestClient:
             body["state"] = state
         if resume is not None:
             body["resume"] = [dict(r) for r in resume]
-        from ag_ui.core import RunAgentInput
+        from ag_ui.core import RunAgentInput  # only for AG-UI runs
 
         RunAgentInput.model_validate(body)  # what we send is a valid input too
         exchange = AsgiExchange(

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NoReturn, Protocol
 from urllib.parse import urlsplit
 
+from starlette.authentication import AuthCredentials
+
 from ..identity import Unauthenticated
 from .errors import AuthUnavailable, InvalidRequest, MisdirectedRequest
 from .metadata import AuthorizationServerMetadata
@@ -379,8 +381,6 @@ class ProtectedResource:
                 raise AuthUnavailable(str(exc), retry_after=exc.retry_after) from None
         scope[PRINCIPAL_KEY] = principal
         if principal is not None and scope.get("user") is None:  # Starlette's request.user and request.auth
-            from starlette.authentication import AuthCredentials
-
             scope["user"] = principal
             scope["auth"] = AuthCredentials(sorted(principal.scopes))
         return principal

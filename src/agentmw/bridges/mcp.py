@@ -10,6 +10,7 @@ are routed to that call alone, and nothing is shared between peers.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import keyword
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 from pydantic import BaseModel, ConfigDict
 
-from ..capability import _TEMPLATE_VAR, Capability, OutputPlan, ParamPlan, build_capability
+from ..capability import _TEMPLATE_VAR, Capability, CapabilityKind, OutputPlan, ParamPlan, build_capability
 from ..content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text
 from ..context import ClientCapabilityMissing, Context
 from ..errors import NeedsInput, Permanent, Rejected, Retryable
@@ -840,8 +841,6 @@ def _wrapped_text(schema: Mapping[str, Any]) -> bool:
     )
 
 
-def _as_kind(cap: Capability, kind: str) -> Capability:
+def _as_kind(cap: Capability, kind: CapabilityKind) -> Capability:
     """The same function as another kind (a remote tool served as a skill too)."""
-    import dataclasses
-
-    return dataclasses.replace(cap, kind=kind)  # type: ignore[arg-type]
+    return dataclasses.replace(cap, kind=kind)
