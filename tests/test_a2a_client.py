@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -285,17 +285,16 @@ async def test_v03_client_on_the_same_endpoint(server) -> None:
 
 async def test_example_approval_workflow_waits_for_the_budget_admin(tmp_path, monkeypatch) -> None:
     import examples.fastapi_app.main as example
-    from agentmw.stores import SQLiteStore
 
     # The example module is shared by every test that imports it, and another may have started its A2A face
     # already (tests/test_cli.py does): this test gets a face of its own on its own SQLite file, and the
     # previous face and store come back after it.
-    store = SQLiteStore(tmp_path / "procurement.db")
-    monkeypatch.setattr(example.agent.a2a, "store", store)
+    store = f"sqlite:///{tmp_path}/procurement.db"  # opened by the face, on the server's event loop
+    monkeypatch.setattr(example.agent, "a2a", replace(example.agent.a2a, store=store))
     monkeypatch.setattr(example.agent, "_a2a", None)
     engineering = example.BUDGETS["engineering"]
     monkeypatch.setattr(engineering, "spent", engineering.spent)  # the approval spends; other tests read it
-    with contextlib.closing(store), serve(example.app) as url:
+    with serve(example.app) as url:
         async with httpx.AsyncClient(timeout=30) as http:
             card = (await http.get(f"{url}/.well-known/agent-card.json")).json()
             assert [s["id"] for s in card["skills"]] == ["approve_purchase", "procurement_assistant"]

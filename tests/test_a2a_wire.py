@@ -346,14 +346,3 @@ async def test_sqlite_tasks_survive_a_restart(tmp_path, monkeypatch) -> None:
         assert resumed["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     await restarted.a2a_app.ops.tasks.close()
     await second.close()
-
-
-async def test_memory_store_forgets_the_oldest_finished_tasks() -> None:
-    from agentmw.stores import MemoryStore, TaskRecord
-
-    store = MemoryStore(max_tasks=10)
-    for i in range(30):
-        await store.put(TaskRecord(id=f"t{i}", context_id="c", owner="o", state="TASK_STATE_COMPLETED"))
-    await store.put(TaskRecord(id="running", context_id="c", owner="o", state="TASK_STATE_WORKING"))
-    assert len(store.tasks) <= 11 and await store.get("t29") is not None and await store.get("t0") is None
-    assert await store.get("running") is not None

@@ -20,8 +20,8 @@ import pytest
 from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, Ask, Context, Rejected
+from agentmw.lifecycle import TaskRecord
 from agentmw.mcp.tasks import EXTENSION, render, tasks_of
-from agentmw.stores.base import TaskRecord
 from agentmw.testing import McpError, McpTestClient
 from tests.state.conftest import redis_url  # noqa: F401  (a fixture: a real redis-server for the session)
 from tests.waiting import eventually

@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, Artifact, Context, Data, File, Message, skill
 from agentmw.a2a import A2ASettings
-from agentmw.stores import MemoryStore
+from agentmw.state import State
 
 CHUNKS = ("The quick ", "brown fox ", "jumps over ", "the lazy dog.")
 
@@ -122,7 +122,7 @@ async def conform(
     )
 
 
-def build(store: MemoryStore | None = None) -> tuple[Agent, Starlette]:
+def build(store: State | None = None) -> tuple[Agent, Starlette]:
     agent = Agent(
         "a2a-conformance",
         "1.0.0",
