@@ -1,4 +1,4 @@
-"""Plain JSON for what a call produced, and back: how an :class:`~agentmw.runtime.Outcome` crosses processes.
+"""Plain JSON for what a call produced, and back: how an :class:`~agentmw.outcomes.Outcome` crosses processes.
 
 An outcome kept under an idempotency key is read back on another replica, which renders it onto its own
 wire. So the parts faces look at by type (content parts, messages, artifacts, questions) come back as the
@@ -38,16 +38,6 @@ def storable(*classes: T) -> T:
     return classes[-1]
 
 
-def _registry() -> dict[str, type]:
-    if "Ask" not in _known:  # TRANSITIONAL: until agentmw.context registers its own (issue 23)
-        from . import context
-
-        storable(
-            context.Ask, context.Sample, context.ListRoots, context.Answer, context.Sampled, context.Root
-        )
-    return _known
-
-
 def to_json(value: Any, _depth: int = 0) -> Any:
     """``value`` as strict JSON (dicts, lists, str, finite numbers, bools, None), tagged where a type matters."""
     if _depth > 200:
@@ -70,7 +60,7 @@ def to_json(value: Any, _depth: int = 0) -> Any:
             "v": [[to_json(k, _depth + 1), to_json(v, _depth + 1)] for k, v in value.items()],
         }
     cls = type(value)
-    if dataclasses.is_dataclass(value) and _registry().get(cls.__name__) is cls:
+    if dataclasses.is_dataclass(value) and _known.get(cls.__name__) is cls:
         return {
             _TAG: cls.__name__,
             "v": {
@@ -110,7 +100,7 @@ def from_json(data: Any) -> Any:
         return tuple(from_json(v) for v in inner)
     if tag == "dict" and isinstance(inner, list):
         return {_hashable(from_json(k)): from_json(v) for k, v in inner}
-    cls = _registry().get(tag)
+    cls = _known.get(tag)
     if cls is None or not isinstance(inner, dict):
         raise ValueError(f"unknown stored type {tag!r}")
     return cls(**{k: from_json(v) for k, v in inner.items()})

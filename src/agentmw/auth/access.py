@@ -26,7 +26,7 @@ from starlette.requests import HTTPConnection
 from ..content import Text
 from ..errors import AccessRefused
 from ..identity import UNVERIFIED_PREFIX, Forbidden, IdentifyFn, Unauthenticated, resolve_caller
-from ..runtime import Code, Outcome, Status
+from ..outcomes import Code, Outcome, Status
 from .a2a import security_schemes, skill_requirements
 from .errors import InsufficientScope, RateLimited
 from .principal import PRINCIPAL_KEY, Principal, principal_of

@@ -70,7 +70,7 @@ def _dump(outcome: Any) -> dict[str, Any]:
 
 def _outcome_loader() -> Load:
     # TRANSITIONAL: the pipeline's Outcome, until the agent passes ``IdempotencyCache(load=Outcome.from_dict)``
-    from ..runtime import Outcome
+    from ..outcomes import Outcome
 
     return Outcome.from_dict
 
