@@ -16,6 +16,7 @@ mid-session): a compare-and-set on the record, after which it is bound to that i
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import itertools
 import logging
@@ -38,8 +39,8 @@ from .._transport import (
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
 from ..identity import Forbidden, Unauthenticated, caller_from_headers
-from ..lifecycle import Background, BusListener, Leases, Records, limit, publish
-from ..state import Conflict, State
+from ..lifecycle import Background, BusListener, Leases, Records, every, limit, publish
+from ..state import State, Versioned
 from ._cancel import CallGuard
 from ._wire import (
     HANDSHAKE_VERSIONS,
@@ -324,21 +325,16 @@ class SessionStore:
     async def _listen_bus(self, started: asyncio.Future[None]) -> None:
         """This loop's bus listener (lifecycle.BusListener), and the GET streams' sweep alongside it."""
         loop = asyncio.get_running_loop()
-        sweeper = loop.create_task(self._sweep_every(loop), name="agentmw-mcp-streams")
+        sweeper = loop.create_task(
+            every(self.sweep_every, functools.partial(self._sweep, loop), label="agentmw MCP GET streams"),
+            name="agentmw-mcp-streams",
+        )
         try:
             await self.shared.bus.run(started)
         finally:
             sweeper.cancel()
             if self.loop is loop:
                 self.loop = None  # the next request starts another
-
-    async def _sweep_every(self, loop: asyncio.AbstractEventLoop) -> None:
-        while True:
-            await asyncio.sleep(self.sweep_every)
-            try:
-                await self._sweep(loop)
-            except Exception:
-                logger.warning("agentmw MCP: the GET stream sweep failed", exc_info=True)
 
     async def _on_bus(self, message: dict[str, Any]) -> None:
         kind = message.get("k")
@@ -486,30 +482,39 @@ class SessionStore:
         A session bound to an identity is never bound to another: False (404, as an unknown session)."""
         if not credential.startswith(VERIFIED):
             return False
-        while session.credential == ANONYMOUS:
-            record = {**session.record(), "credential": credential, "caller": None}
-            try:
-                session.rev = await self.shared.records.put(session.id, record, session.rev)
-            except Conflict:
-                if not await self._refresh(
-                    session
-                ):  # gone, or changed elsewhere (perhaps claimed): look again
-                    return False
-                continue
-            session.credential, session.caller = credential, None
-            session.written = session.checked = time.monotonic()
-            session.end_stream()
-            await self.publish({"k": "changed", "s": session.id})
-            return True
-        return session.credential == credential
+        if session.credential != ANONYMOUS:
+            return session.credential == credential
 
-    async def _refresh(self, session: Session) -> bool:
-        found = await self.shared.records.get(session.id)
+        def claimed() -> dict[str, Any]:
+            return {**session.record(), "credential": credential, "caller": None}
+
+        gone = False
+
+        def merge(found: Versioned | None) -> dict[str, Any] | None:  # changed elsewhere (perhaps claimed)
+            nonlocal gone
+            gone = not self._adopt(session, found)
+            return claimed() if not gone and session.credential == ANONYMOUS else None
+
+        rev = await self.shared.records.save(session.id, claimed(), session.rev, merge)
+        if rev is None:  # gone, or claimed meanwhile: by this identity, or by another
+            return not gone and session.credential == credential
+        session.rev = rev
+        session.credential, session.caller = credential, None
+        session.written = session.checked = time.monotonic()
+        session.end_stream()
+        await self.publish({"k": "changed", "s": session.id})
+        return True
+
+    def _adopt(self, session: Session, found: Versioned | None) -> bool:
+        """Take the record as stored now; False (and the session is forgotten here) when it is gone."""
         if found is None:
             self.forget(session.id)
             return False
         session.apply(found.value, found.version)
         return True
+
+    async def _refresh(self, session: Session) -> bool:
+        return self._adopt(session, await self.shared.records.get(session.id))
 
     async def touch(self, session: Session, *, running: bool = False) -> bool:
         """Write the record again, so that the store's idle bound counts from now; False if it is gone.
@@ -517,30 +522,37 @@ class SessionStore:
         ``running``: a call of the session just ended here, so the session was in use even if the store
         forgot it meanwhile (a call longer than the idle bound): it is written back unless it was ended.
         """
-        try:
-            session.rev = await self.shared.records.put(session.id, session.record(), session.rev)
-        except Conflict as exc:
-            if exc.actual == 0 and running and not session.closed:
-                session.rev = await self.shared.records.put(session.id, session.record(), 0)
-            elif exc.actual == 0:
-                self.forget(session.id)
-                return False
-            elif not await self._refresh(session):  # changed elsewhere, which renewed it too
-                return False
+
+        gone = False
+
+        def merge(found: Versioned | None) -> dict[str, Any] | None:
+            nonlocal gone
+            if found is None and running and not session.closed:
+                return session.record()  # written back
+            gone = not self._adopt(session, found)  # or changed elsewhere, which renewed it too
+            return None
+
+        rev = await self.shared.records.save(session.id, session.record(), session.rev, merge)
+        if gone:
+            return False
+        if rev is not None:
+            session.rev = rev
         session.written = session.checked = time.monotonic()
         return True
 
     async def update(self, session: Session, change: Callable[[Session], None]) -> None:
         """Change the shared fields (compare-and-set on the record) and tell the other replicas."""
+
+        def merge(found: Versioned | None) -> dict[str, Any]:
+            if not self._adopt(session, found):
+                raise JsonRpcError(SESSION_NOT_FOUND, "Session not found")
+            change(session)
+            return session.record()
+
         change(session)
-        while True:
-            try:
-                session.rev = await self.shared.records.put(session.id, session.record(), session.rev)
-                break
-            except Conflict:
-                if not await self._refresh(session):
-                    raise JsonRpcError(SESSION_NOT_FOUND, "Session not found") from None
-                change(session)
+        rev = await self.shared.records.save(session.id, session.record(), session.rev, merge)
+        assert rev is not None  # merge never stops: it writes, or raises
+        session.rev = rev
         session.written = session.checked = time.monotonic()
         await self.publish({"k": "changed", "s": session.id})
 
