@@ -8,8 +8,6 @@ import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from starlette.routing import Route
-
 from . import decorators
 from ._edge import Edge, HostGuard, detail_refusal, host_allowed, origin_allowed
 from ._routes import IdentityCache, host_route_of, iter_host_routes, route_table
@@ -18,19 +16,11 @@ from ._types import ASGIApp
 from ._wiring import Listener
 from .a2a.settings import A2ASettings
 from .agui.settings import AguiSettings
-from .approvals import MAX_DECISION_BYTES, ApprovalsEndpoint
-from .auth.access import Access
-from .auth.wellknown import WellKnown
-from .bridges._peer import Bridges
 from .capability import Capability, CapabilityKind, _where, build_capability
 from .decorators import CapabilitySpec, specs_of
 from .errors import RegistrationError
 from .identity import IdentifyFn, as_identify
 from .mcp.settings import McpSettings
-from .middleware import AgentMiddleware
-from .observability.hooks import HookChain
-from .observability.metrics import MetricsApp
-from .observability.telemetry import Telemetry
 from .safety import Approvals, Budgets, IdempotencyCache
 from .safety import Limits as InFlight
 from .selection import include_routes, log_served
@@ -39,6 +29,14 @@ from .state import DEFAULT_STORE, State, StoreLimits, check_store, open_state
 
 if TYPE_CHECKING:
     from .auth import ProtectedResource, RateLimit
+    from .auth.access import Access
+    from .bridges._peer import Bridges
+    from .observability.hooks import HookChain
+    from .observability.metrics import MetricsApp
+    from .observability.telemetry import Telemetry
+
+# Imported inside the methods that need them, each kept off ``import agentmw`` (together some 250 ms): the faces,
+# the approvals endpoint, auth's access and documents, the bridges, the hooks and telemetry, starlette's routing.
 
 __all__ = ["Agent"]
 
@@ -189,6 +187,8 @@ class Agent:
         self.telemetry: Telemetry | None = None  # when traces, metrics and logs are on
         self._metrics_app: MetricsApp | None = None
         if telemetry:
+            from .observability.telemetry import Telemetry
+
             self.use(Telemetry() if telemetry is True else telemetry)
         for item in include:
             self.include(item, routes=routes)
@@ -455,6 +455,8 @@ class Agent:
                 )
             auth.bind(self)
             self.identify = auth.identify
+        from .auth.access import Access
+
         self.access = Access(self, auth, rate_limits)
 
     # hooks ------------------------------------------------------------------------------------------
@@ -463,6 +465,9 @@ class Agent:
         outcome), ``listing`` (may filter what a caller is shown) and ``stage`` (docs/observability.md).
         An :class:`agentmw.observability.Telemetry` becomes the agent's telemetry and runs outermost.
         Returns the hook."""
+
+        from .observability.hooks import HookChain
+        from .observability.telemetry import Telemetry
 
         if self._hooks is None:
             self._hooks = HookChain()
@@ -492,6 +497,8 @@ class Agent:
                 "agent.metrics_app needs telemetry: Agent(telemetry=True) or agent.use(Telemetry())"
             )
         if self._metrics_app is None:
+            from .observability.metrics import MetricsApp
+
             self._metrics_app = MetricsApp(self.telemetry)
         return self._metrics_app
 
@@ -504,6 +511,8 @@ class Agent:
         checks the protocol version it offers, and registers its capabilities. Returns the peer.
         """
         if self._bridges is None:
+            from .bridges._peer import Bridges
+
             self._bridges = Bridges(self)
             # endpoints made before the first bridge start the bridges too
             self._mcp, self._a2a, self._agui = (
@@ -634,7 +643,6 @@ class Agent:
     def mcp(self) -> ASGIApp:
         """The MCP endpoint as a bare ASGI app (serves only the MCP path)."""
         if self._mcp is None:
-            # each face is imported when it is first served: together they would double `import agentmw`
             from .mcp.endpoint import McpEndpoint, refuse
             from .mcp.handshake import SessionStore
 
@@ -671,6 +679,8 @@ class Agent:
     def approvals_app(self) -> ASGIApp:
         """The out-of-band approvals endpoint as a bare ASGI app."""
         if self._approvals_app is None:
+            from .approvals import MAX_DECISION_BYTES, ApprovalsEndpoint
+
             self._approvals_app = self._edged(
                 ApprovalsEndpoint(self), detail_refusal, body_limit=MAX_DECISION_BYTES
             )
@@ -679,10 +689,14 @@ class Agent:
     def asgi(self) -> ASGIApp:
         """An ASGI app that serves only the agent's paths; mount it with ``app.mount(prefix, ...)``."""
 
+        from .middleware import AgentMiddleware
+
         return AgentMiddleware(None, agent=self)
 
     def routes(self) -> list[Any]:
         """Starlette routes for the agent's paths, for ``Router(routes=...)`` or a Starlette app."""
+
+        from starlette.routing import Route
 
         # Routes, not Mounts, under a prefix: a Mount moves the prefix into root_path, and each face reads its
         # paths (/agui/<skill>, /a2a/message:send) relative to where the agent itself is mounted.
@@ -706,6 +720,10 @@ class Agent:
 
     def _well_known_routes(self) -> list[Any]:
         """The auth documents (docs/auth.md): protected resource metadata and the push JWKS."""
+
+        from starlette.routing import Route
+
+        from .auth.wellknown import WellKnown
 
         app = WellKnown(self)
         return [
