@@ -110,7 +110,7 @@ class Operations:
                 stacklevel=2,
             )
             if hasattr(legacy, "limit"):  # the agent's task limits, unless the store was given its own
-                legacy.limit(agent.a2a_max_tasks, agent.a2a_task_retention_seconds)
+                legacy.limit(agent.limit_settings.max_tasks, agent.timing.task_retention_seconds)
             state = legacy_state(legacy)
         self.tasks = A2ATaskManager(agent, state, legacy=legacy)
         if legacy is not None:  # the store's own limits, where it was given some

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..lifecycle import TaskRecord
 from ..state import State
+from ..tasks.manager import registry_for
 from ..tasks.registry import (
     MAX_BACKLOG,
     SETTLED,
@@ -89,7 +90,7 @@ SHAPES = _Shapes()
 
 def a2a_registry(agent: Agent, state: State, *, write_behind: bool = True) -> TaskRegistry:
     """The core registry, configured for A2A tasks."""
-    return TaskRegistry(
+    return registry_for(
         agent, state, spaces=SPACES, shapes=SHAPES, timing=timing(), label="A2A", write_behind=write_behind
     )
 

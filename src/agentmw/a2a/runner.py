@@ -418,7 +418,7 @@ class TaskChannel(TaskChannelBase):
             live.answer = asyncio.get_running_loop().create_future()
             registry.status(live, TaskState.INPUT_REQUIRED, _question_parts(requests))
             try:
-                message = await asyncio.wait_for(live.answer, agent.park_timeout_seconds)
+                message = await asyncio.wait_for(live.answer, agent.timing.park_timeout_seconds)
             except TimeoutError as exc:
                 raise Permanent("No answer arrived in time; the task was stopped.") from exc
             finally:

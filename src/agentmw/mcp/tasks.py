@@ -37,8 +37,8 @@ from ..journal import Journal
 from ..lifecycle import Spaces, TaskRecord, TaskState, Timing
 from ..messages import Artifact, Message
 from ..runtime import Outcome, Status
-from ..tasks.manager import TaskError, TaskManager, spawn
-from ..tasks.registry import LiveTask, TaskRegistry
+from ..tasks.manager import TaskError, TaskManager, registry_for, spawn
+from ..tasks.registry import LiveTask
 from ..tasks.runner import TaskChannelBase, TaskRunner
 from ._wire import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CAPABILITY, JsonRpcError
 from .convert import input_request
@@ -201,7 +201,7 @@ class TaskChannel(TaskChannelBase):
             registry.status(live, TaskState.INPUT_REQUIRED, [{"text": _asking(requests)}])
             registry.publish(live)
             try:
-                await asyncio.wait_for(live.answer, agent.park_timeout_seconds)
+                await asyncio.wait_for(live.answer, agent.timing.park_timeout_seconds)
             except TimeoutError as exc:
                 raise Permanent("No answer arrived in time; the task was stopped.") from exc
             finally:
@@ -272,12 +272,11 @@ class McpTasks(TaskManager):
     """One agent's MCP tasks (made on first use: ``tasks_of(agent)``)."""
 
     def __init__(self, agent: Agent) -> None:
-        registry = TaskRegistry(
+        registry = registry_for(
             agent, agent.state, spaces=SPACES, shapes=_Shapes(), timing=TIMING, label="MCP"
         )
         super().__init__(agent, registry, McpTaskRunner(agent, registry))
-        retention = agent.a2a_task_retention_seconds
-        self.ttl_ms = int(retention * 1000)
+        self.ttl_ms = int(agent.timing.task_retention_seconds * 1000)
 
     def not_found(self, task_id: Any) -> Exception:
         return JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found", {"taskId": task_id})

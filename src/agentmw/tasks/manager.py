@@ -12,18 +12,18 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .._bounded import BoundedTable
-from ..journal import Journal
+from ..journal import Journal, orphaned
 from ..journal import cancel as cancel_execution
 from ..lifecycle import TaskRecord, TaskState
 from ..state import State
 from ..state.base import MAX_KEY_LENGTH
-from .registry import LiveTask, TaskRegistry
+from .registry import Bounds, LiveTask, RecordShapes, Spaces, TaskRegistry, Timing
 from .runner import TaskRunner
 
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["TaskError", "TaskManager", "spawn"]
+__all__ = ["TaskError", "TaskManager", "registry_for", "spawn"]
 
 logger = logging.getLogger("agentmw")
 _background: set[asyncio.Task[Any]] = set()  # fire-and-forget work, held so it is not collected
@@ -35,6 +35,40 @@ def spawn(coroutine: Any, name: str) -> asyncio.Task[Any]:
     _background.add(task)
     task.add_done_callback(_background.discard)
     return task
+
+
+def registry_for(
+    agent: Agent,
+    state: State,
+    *,
+    spaces: Spaces,
+    shapes: RecordShapes,
+    timing: Timing,
+    label: str,
+    write_behind: bool = True,
+) -> TaskRegistry:
+    """A face's task registry, bounded by the agent's limits, its journals in the agent's state."""
+
+    async def orphans() -> list[str]:
+        return await orphaned(agent)
+
+    bounds = Bounds(
+        max_tasks=agent.limit_settings.max_tasks,
+        retention_seconds=agent.timing.task_retention_seconds,
+        idle_seconds=agent.timing.park_timeout_seconds,
+        max_bytes=agent.budgets.a2a_tasks_bytes,
+    )
+    return TaskRegistry(
+        state,
+        bounds=bounds,
+        journal=agent.state,
+        orphans=orphans,
+        spaces=spaces,
+        shapes=shapes,
+        timing=timing,
+        label=label,
+        write_behind=write_behind,
+    )
 
 
 class TaskError(Exception):

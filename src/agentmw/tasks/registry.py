@@ -35,13 +35,13 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .._bounded import BoundedTable
 from .._transport import loads
-from ..journal import JOURNAL_NS, orphaned
+from ..journal import JOURNAL_NS
 from ..lifecycle import (
     INTERRUPTED,
     RESTART_REASON,
@@ -63,12 +63,10 @@ from ..lifecycle.commits import Commits, Handle
 from ..messages import Artifact, Message
 from ..state import Conflict, Json, State, Versioned, encoded_bytes
 
-if TYPE_CHECKING:
-    from ..agent import Agent
-
 __all__ = [
     "MAX_BACKLOG",
     "SETTLED",
+    "Bounds",
     "LiveTask",
     "Pusher",
     "RecordShapes",
@@ -92,6 +90,16 @@ _EMPTY_PUSH: dict[str, Any] = {"configs": [], "delivered": 0, "done": False}
 _DEFAULT_TIMING = Timing()
 # the tasks whose holder may be gone: parked ones, then those that were running
 _MAYBE_LOST = ({"parked": True}, {"state": TaskState.WORKING.value}, {"state": TaskState.SUBMITTED.value})
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """How many tasks a face keeps, and for how long (docs/limits.md)."""
+
+    max_tasks: int  # records and logs in the state; handles in this process
+    retention_seconds: float  # a record or log after its last write
+    idle_seconds: float  # an idle handle in this process (the park timeout)
+    max_bytes: int  # the handles' byte budget (their messages, as the face measured them)
 
 
 class RecordShapes(Protocol):
@@ -205,16 +213,19 @@ class TaskRegistry:
 
     def __init__(
         self,
-        agent: Agent,
         state: State,
         *,
+        bounds: Bounds,
+        journal: State,
+        orphans: Callable[[], Awaitable[list[str]]],
         spaces: Spaces,
         shapes: RecordShapes,
         timing: Timing = _DEFAULT_TIMING,
         label: str = "A2A",
         write_behind: bool = True,
     ) -> None:
-        self.agent = agent
+        self.journal = journal  # where the tasks' journals are (agentmw.journal), read to resume or take over
+        self._orphans = orphans  # executions whose replica died while they ran (agentmw.journal.orphaned)
         self.spaces = spaces
         self.shapes = shapes
         self.timing = timing
@@ -223,17 +234,17 @@ class TaskRegistry:
         self.write_behind = write_behind
         self.replica = uuid.uuid4().hex[:16]
         self.push: Pusher | None = None
-        retention = agent.a2a_task_retention_seconds
-        limit(state, (spaces.tasks, spaces.push), max_count=agent.a2a_max_tasks, max_age=retention)
-        limit(state, (spaces.events,), max_count=agent.a2a_max_tasks, max_age=retention, max_len=10_000)
+        retention = bounds.retention_seconds
+        limit(state, (spaces.tasks, spaces.push), max_count=bounds.max_tasks, max_age=retention)
+        limit(state, (spaces.events,), max_count=bounds.max_tasks, max_age=retention, max_len=10_000)
         # bounded (docs/limits.md): idle handles past a2a_max_tasks or park_timeout_seconds are dropped (the
         # state has the record, and `unwritten` whatever is not written yet)
         self.live: BoundedTable[str, LiveTask] = BoundedTable(
-            agent.a2a_max_tasks,
-            agent.park_timeout_seconds,
+            bounds.max_tasks,
+            bounds.idle_seconds,
             touch=True,
             pinned=_pinned,
-            max_bytes=agent.budgets.a2a_tasks_bytes,
+            max_bytes=bounds.max_bytes,
             size=_live_bytes,
         )
         self.background = Background()
@@ -328,19 +339,15 @@ class TaskRegistry:
             await asyncio.shield(self._recovery)
         if self.take_over is not None and not self.closed and self.sweeper.due():
             self.background.spawn(
-                self.sweeper.sweep(self._orphaned, self.take_over, label=self.label),
+                self.sweeper.sweep(self._orphans, self.take_over, label=self.label),
                 f"{self._name}-orphan-sweep",
             )
-
-    async def _orphaned(self) -> list[str]:
-        """Executions whose replica died while they ran: their journal says running and its lease expired."""
-        return await orphaned(self.agent)
 
     async def _orphan(self, record: TaskRecord) -> bool:
         """A task whose holder is gone: True when its journal lets it go on (parked: a follow-up resumes it;
         otherwise it is taken over here), False when there is nothing to replay (the caller fails it)."""
         try:
-            found = await self.agent.state.get(JOURNAL_NS, record.id)
+            found = await self.journal.get(JOURNAL_NS, record.id)
         except Exception:
             logger.exception("the journal of %s task %s could not be read", self.label, record.id)
             return False
@@ -807,7 +814,7 @@ class TaskRegistry:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timing.cancel_wait_seconds
         while live.answer is not None and not live.answer.done() and loop.time() < deadline:
-            found = await self.agent.state.get(JOURNAL_NS, live.record.id)
+            found = await self.journal.get(JOURNAL_NS, live.record.id)
             if found is None or found.value.get("status") != "parked":
                 if live.answer is not None and not live.answer.done():
                     live.answer.set_exception(ResumedElsewhere(live.record.id))
