@@ -100,7 +100,7 @@ class ProtocolError(AgentmwError):
         return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
-class ClientDisconnected(Exception):
+class ClientDisconnected(AgentmwError):
     """The client went away before its request body arrived: nothing is owed to it."""
 
 

@@ -32,20 +32,17 @@ class Budgets:
     its cap is refused with the protocol's error before anything runs. ``docs/limits.md`` lists them all.
     """
 
-    agui_input_bytes: int = (
-        2 * MIB
-    )  # one AG-UI run's input (state, messages, props) as RUN_STARTED carries it: 413
+    # one AG-UI run's input (state, messages, props) as RUN_STARTED carries it: 413
+    agui_input_bytes: int = 2 * MIB
     agui_run_buffer_bytes: int = 4 * MIB  # one run's reconnect buffer; its oldest frames go first
     agui_threads_bytes: int = 16 * MIB  # AG-UI threads in memory, measured by their latest run's input
     agui_runs_bytes: int = 16 * MIB  # AG-UI runs in memory: their input and reconnect buffer
     a2a_task_bytes: int = 2 * MIB  # the messages of one A2A task: -32602 past it
     a2a_tasks_bytes: int = 16 * MIB  # A2A task handles in memory, by their messages
-    a2a_message_ids_bytes: int = (
-        16 * MIB
-    )  # remembered messageIds (the id, the caller, the message's fingerprint)
-    session_bytes: int = (
-        64 * KIB
-    )  # an MCP session's clientInfo and capabilities: initialize gets -32602 past it
+    # remembered messageIds (the id, the caller, the message's fingerprint)
+    a2a_message_ids_bytes: int = 16 * MIB
+    # an MCP session's clientInfo and capabilities: initialize gets -32602 past it
+    session_bytes: int = 64 * KIB
     sessions_bytes: int = 16 * MIB  # MCP sessions in memory on one replica
     max_parked: int = 1_000  # calls parked on a question at once; past it, parking fails as retryable
     parked_bytes: int = 64 * MIB  # what the parked calls' tasks and threads hold (as measured above)
