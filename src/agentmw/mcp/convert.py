@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from .._transport import to_json_text
 from ..capability import Capability
 from ..content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text
 from ..context import Ask, InputRequest, ListRoots, Sample
@@ -116,8 +117,6 @@ def resource_contents(cap: Capability, uri: str, value: Any) -> list[dict[str, A
         elif isinstance(item, str):
             entry["text"] = item
         else:
-            from .._transport import to_json_text
-
             entry["text"] = to_json_text(item)
             entry.setdefault("mimeType", "application/json")
         contents.append(entry)
