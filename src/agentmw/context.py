@@ -31,8 +31,13 @@ from .safety.framing import FrameStream
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
 
-    from .agent import Agent
+    from .auth.access import AccessAgent as _AccessAgent
     from .capability import Capability
+else:
+
+    class _AccessAgent(Protocol):
+        """What ``auth.access`` reads of the agent; only its members matter, to the type checker."""
+
 
 __all__ = [
     "Answer",
@@ -48,6 +53,7 @@ __all__ = [
     "Root",
     "Sample",
     "Sampled",
+    "Services",
     "ToolCallFailed",
     "answer_from",
     "needed_capability",
@@ -209,9 +215,39 @@ Invoke = Callable[["Capability", "Mapping[str, Any] | None", "Context"], Awaitab
 Emit = Callable[[CoreEvent], Awaitable[None]]
 
 
+class Services(_AccessAgent, Protocol):
+    """What the core reads of the agent that serves a call (``agentmw.Agent`` is one): its capabilities, its
+    shared state and gatekeeper (as ``auth.access`` reads them), and the services the pipeline's stages use."""
+
+    @property
+    def untrusted_budget_chars(self) -> int: ...
+    @property
+    def limits(self) -> Any: ...  # safety.limits: the in-flight caps
+    @property
+    def idempotency(self) -> Any: ...  # safety.idempotency.IdempotencyCache
+    @property
+    def approvals(self) -> Any: ...  # safety.gate.Approvals
+    @property
+    def roots(self) -> tuple[str, ...]: ...
+    @property
+    def case_insensitive_paths(self) -> bool | None: ...
+    @property
+    def _hooks(self) -> Any: ...  # observability.hooks.HookChain, once agent.use() made one
+    @property
+    def _bound_apps(self) -> Any: ...  # the host apps it was started for
+    def bind_host(self, app: Any) -> None: ...
+    def current(self, cap: Capability) -> Capability: ...
+
+
 class Recorder(Protocol):
     """What a context's journaled steps go through (``agentmw.journal``): the execution's recorded answers,
     sub-calls and one-time steps, replayed rather than made again."""
+
+    @property
+    def in_step(self) -> bool:
+        """Whether one of the execution's journaled steps (a ``ctx.call``, a ``ctx.once``, a question) is in
+        flight in this scope now: what happens meanwhile belongs to that step, not to the function's own order."""
+        ...
 
     async def inputs(self, ctx: Context, requests: Mapping[str, InputRequest]) -> dict[str, Any]: ...
 
@@ -295,7 +331,7 @@ class Context:
         request: HTTPConnection | None = None,
         caller: str | None = None,
         *,
-        agent: Agent | None = None,
+        agent: Services | None = None,
         state: dict[str, Any] | None = None,
         face: str | None = None,
     ) -> None:
@@ -358,11 +394,6 @@ class Context:
     @property
     def recorder(self) -> Recorder | None:
         """The execution's journal as this context sees it (``journal.py``), or None."""
-        return self._recorder
-
-    @property
-    def _journal(self) -> Recorder | None:
-        # the name agui/runs.py still reads; it is to read :attr:`recorder` (then this goes)
         return self._recorder
 
     @property

@@ -38,6 +38,7 @@ from .context import (
     ClientCapabilityMissing,
     Context,
     InputRequest,
+    Services,
     ToolCallFailed,
     answer_from,
     needed_capability,
@@ -51,7 +52,6 @@ from .runtime import invoke
 from .state import Conflict
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .capability import Capability
     from .state import State
 
@@ -201,7 +201,7 @@ class Journal:
 
     @classmethod
     def for_agent(
-        cls, agent: Agent, execution_id: str, *, lease_seconds: float = DEFAULT_LEASE_SECONDS
+        cls, agent: Services, execution_id: str, *, lease_seconds: float = DEFAULT_LEASE_SECONDS
     ) -> Journal:
         return cls(agent.state, execution_id, lease_seconds=lease_seconds)
 
@@ -565,6 +565,10 @@ class _Scope:
         self.journal = journal
         self.name = name
 
+    @property
+    def in_step(self) -> bool:
+        return bool(self.journal._inflight.get(self.name, 0))
+
     async def call(
         self, ctx: Context, name: str, capability: Capability, arguments: Mapping[str, Any]
     ) -> Any:
@@ -819,7 +823,7 @@ class _ReplayChannel:
         raise InputsPending(requests)
 
 
-def _find(agent: Agent, run: Mapping[str, Any]) -> Capability | None:
+def _find(agent: Services, run: Mapping[str, Any]) -> Capability | None:
     kind, name = run.get("kind"), run.get("name")
     table = {"tool": agent.tools, "skill": agent.skills, "prompt": agent.prompts}.get(str(kind))
     if table is not None:
@@ -828,7 +832,7 @@ def _find(agent: Agent, run: Mapping[str, Any]) -> Capability | None:
 
 
 async def resume(
-    agent: Agent,
+    agent: Services,
     execution_id: str,
     *,
     answers: Mapping[str, Any] | None = None,
@@ -958,7 +962,7 @@ async def resume(
         raise
 
 
-async def cancel(agent: Agent, execution_id: str, message: str = "The execution was canceled.") -> bool:
+async def cancel(agent: Services, execution_id: str, message: str = "The execution was canceled.") -> bool:
     """Record that a stored execution was canceled (A2A ``CancelTask``, AG-UI abort); False if none is stored
     or it already ended. The coroutine running it, if any, is the face's to cancel."""
     journal = await Journal.load(agent.state, execution_id)
@@ -971,7 +975,7 @@ async def cancel(agent: Agent, execution_id: str, message: str = "The execution 
     return True
 
 
-async def orphaned(agent: Agent, *, limit: int = 100) -> list[str]:
+async def orphaned(agent: Services, *, limit: int = 100) -> list[str]:
     """Executions stored as running whose lease has expired: their replica died. Resume each with
     :func:`resume` (which takes the lease, so of several replicas sweeping at once, one takes each)."""
     state = agent.state

@@ -42,7 +42,7 @@ from ._transport import dumps
 from .auth import access as auth_access  # the module, not its names: it may import the outcomes from runtime
 from .capability import Capability, text_of
 from .content import Text
-from .context import Ask, ClientCapabilityMissing, Context
+from .context import Ask, ClientCapabilityMissing, Context, Services
 from .identity import Forbidden, Unauthenticated, authenticated_identity, has_identity_source
 from .messages import Artifact, Data, bind_message_params, framed, is_answer, merge_chunk
 from .outcomes import (
@@ -134,7 +134,7 @@ class Stage:
     def __init__(self, next: Next, capability: Capability, agent: Any, report: Report | None) -> None:
         self.next = next
         self.capability = capability
-        self.agent = agent
+        self.agent = agent  # Services; None only for the run stage of a direct call
         self.report = report
 
     async def __call__(self, call: Call) -> Outcome:
@@ -417,7 +417,7 @@ class _Gate(Stage):
         return None
 
 
-async def _approval_requester(ctx: Context, agent: Any, lead: str) -> str | Outcome:
+async def _approval_requester(ctx: Context, agent: Services, lead: str) -> str | Outcome:
     """Who asks for an out-of-band approval, as the app's authentication says; a refusal when nobody can say
     (its message continues ``lead``, which ends with "out-of-band approval").
 
@@ -697,7 +697,11 @@ class Pipeline:
     )
 
     def __init__(
-        self, capability: Capability, agent: Any, stages: list[type[Stage]], orphan: str | None = None
+        self,
+        capability: Capability,
+        agent: Services | None,
+        stages: list[type[Stage]],
+        orphan: str | None = None,
     ) -> None:
         self.capability = capability
         self.orphan = orphan
@@ -729,7 +733,7 @@ class Pipeline:
             and not capability.path_params
         )
 
-    def serves(self, capability: Capability, agent: Any) -> bool:
+    def serves(self, capability: Capability, agent: Services | None) -> bool:
         """Whether this pipeline is still the one ``capability`` gets from ``agent`` as it is configured now."""
         if self.capability is not capability or self.agent is not agent:
             return False
@@ -786,6 +790,7 @@ class Pipeline:
         app's."""
         capability = self.capability
         agent = self.agent
+        assert agent is not None  # only a pipeline of an agent refuses this way
         if agent.access is not None or capability.policy is not None:
             denied = await auth_access.authorize(capability, ctx)
             if denied is not None:
@@ -820,7 +825,7 @@ def _orphan_route(capability: Capability) -> str | None:
     return known or None
 
 
-def build_pipeline(capability: Capability, agent: Any) -> Pipeline:
+def build_pipeline(capability: Capability, agent: Services | None) -> Pipeline:
     """The stages ``capability`` needs as ``agent`` is configured now (see the module docstring): a direct call
     (no agent) is validated and run, nothing else."""
     if agent is None:

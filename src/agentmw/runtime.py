@@ -14,7 +14,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any, Protocol
 
 from .capability import Capability
-from .context import Context
+from .context import Context, Services
 from .outcomes import Code, InputsPending, Outcome, Status, describe_validation_error
 from .pipeline import Pipeline, build_pipeline, completed, validate
 
@@ -85,7 +85,7 @@ def invoke(
     return pipeline(arguments, ctx, idempotency_key, approval_id, validated)
 
 
-def pipeline_of(capability: Capability, agent: Any = None) -> Pipeline:
+def pipeline_of(capability: Capability, agent: Services | None = None) -> Pipeline:
     """The pipeline a call of ``capability`` goes through when ``agent`` serves it (None: a direct call);
     ``pipeline_of(cap, agent).stages`` names its stages."""
     pipeline: Pipeline | None = capability.pipeline
