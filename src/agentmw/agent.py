@@ -193,7 +193,7 @@ class Agent:
         for item in include:
             self.include(item, routes=routes)
 
-    # settings read by the lifecycle and core modules that do not take their settings yet ---------------------
+    # where each face lives (read by the middleware, the CLI and the auth documents) -------------------------
     @property
     def mcp_path(self) -> str:
         return self.mcp_settings.path
@@ -206,10 +206,8 @@ class Agent:
     def agui_path(self) -> str:
         return self.agui.path
 
-    @property
-    def max_body_bytes(self) -> int:
-        return self.limit_settings.max_body_bytes
-
+    # settings still read through the agent by the lifecycle clients (MCP sessions, AG-UI runs, parked tasks)
+    # and the core, until those take the settings objects themselves ------------------------------------------
     @property
     def max_sessions(self) -> int:
         return self.limit_settings.max_sessions
@@ -241,18 +239,6 @@ class Agent:
     @property
     def agui_thread_idle_seconds(self) -> float:
         return self.timing.thread_idle_seconds
-
-    @property
-    def a2a_max_tasks(self) -> int:
-        return self.limit_settings.max_tasks
-
-    @property
-    def a2a_task_retention_seconds(self) -> float:
-        return self.timing.task_retention_seconds
-
-    @property
-    def a2a_max_message_ids(self) -> int:
-        return self.limit_settings.max_message_ids
 
     @property
     def untrusted_budget_chars(self) -> int:
@@ -637,7 +623,13 @@ class Agent:
 
         if self._edge_guard is None:
             self._edge_guard = HostGuard(self)
-        return Edge(app, self._edge_guard, render, body_limit=body_limit or self.max_body_bytes, **rules)
+        return Edge(
+            app,
+            self._edge_guard,
+            render,
+            body_limit=body_limit or self.limit_settings.max_body_bytes,
+            **rules,
+        )
 
     @property
     def mcp(self) -> ASGIApp:
