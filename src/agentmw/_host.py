@@ -28,14 +28,14 @@ class _HostParams(Protocol):
     host_dependant: Any  # FastAPI's Dependant for host_params, made on first use
 
 
-class Capability(Protocol):
+class HostCapability(Protocol):
     """What this module reads of a capability: the parameters it takes from the host app."""
 
     @property
     def params(self) -> _HostParams: ...
 
 
-def _dependant_for(capability: Capability) -> Any:
+def _dependant_for(capability: HostCapability) -> Any:
     dependant = capability.params.host_dependant
     if dependant is None:
         from fastapi.dependencies.utils import get_dependant
@@ -50,7 +50,7 @@ def _dependant_for(capability: Capability) -> Any:
 
 
 async def resolve_host_dependencies(
-    capability: Capability, connection: HTTPConnection | None, stack: AsyncExitStack
+    capability: HostCapability, connection: HTTPConnection | None, stack: AsyncExitStack
 ) -> dict[str, Any]:
     from fastapi.dependencies.utils import solve_dependencies
     from starlette.requests import Request

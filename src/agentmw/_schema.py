@@ -27,7 +27,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from .errors import RegistrationError
 
 
-class ParamPlan(Protocol):
+class SchemaParams(Protocol):
     """What this module reads and sets of a capability's parameters (``capability.ParamPlan``)."""
 
     arg_names: tuple[str, ...]
@@ -142,7 +142,7 @@ def _compile(schema: dict[str, Any], name: str) -> Any:
     return validator
 
 
-def _agree(schema: Mapping[str, Any], params: ParamPlan, fields: Mapping[str, Any], name: str) -> None:
+def _agree(schema: Mapping[str, Any], params: SchemaParams, fields: Mapping[str, Any], name: str) -> None:
     """The top-level ``properties`` are the function's arguments; ``required`` covers its required ones."""
     properties = schema.get("properties") or {}
     required = schema.get("required") or []
@@ -167,7 +167,7 @@ def _agree(schema: Mapping[str, Any], params: ParamPlan, fields: Mapping[str, An
         )
 
 
-def apply_input_schema(params: ParamPlan, schema: Mapping[str, Any], name: str) -> None:
+def apply_input_schema(params: SchemaParams, schema: Mapping[str, Any], name: str) -> None:
     """Make ``schema`` the capability's input schema and put its validator in front of the argument model."""
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
         raise RegistrationError(
