@@ -55,7 +55,7 @@ from ..journal import resume as resume_execution
 from ..lifecycle import Background, Canceller, EventLog, Records, Sweeper, Watch, WriteBehind, limit
 from ..messages import is_answer
 from ..runtime import Status, describe_validation_error, invoke
-from ..state import Conflict, State, Versioned, encode
+from ..state import Conflict, Json, State, Versioned, encode
 from ..state.base import MAX_KEY_LENGTH
 from .messages import messages_from_run
 from .resume import resume_case, resume_facts
@@ -632,7 +632,7 @@ class Runs:
         await self._measure(run)
         try:
             run._watcher = await self._watch(run)  # live before the record names this run as running
-            await self._begin(run, run_input, messages, skill, connection, props, found)
+            await self._begin(run, run_input, messages, skill, connection, props)
         except Exception:
             logger.exception("AG-UI run %s failed to start", run.id)
             if not run.ended:
@@ -685,7 +685,6 @@ class Runs:
         skill: Capability,
         connection: HTTPConnection,
         props: dict[str, Any],
-        found: Versioned | None,
     ) -> None:
         """Decide what the run does, write that to the thread record in one compare-and-set (deciding again
         from the new record when another replica wrote first), then do it: events are made only then."""
@@ -694,28 +693,38 @@ class Runs:
             entry.model_dump(mode="json", by_alias=True, exclude_none=True)
             for entry in run_input.resume or []
         ]
-        for _ in range(SAVE_ATTEMPTS):
+        write, act = self._decide(run, run_input, messages, resume, skill, props, connection)
+        foreign = False
+
+        def merge(found: Versioned | None) -> Json | None:  # another replica wrote first: decide again
+            nonlocal write, act, foreign
+            if found is None:
+                thread.record_version = 0
+            elif found.value["owner"] != thread.owner or found.value["skill"] != skill.name:
+                foreign = True
+                return None
+            else:
+                thread.load(found.value, found.version)
             write, act = self._decide(run, run_input, messages, resume, skill, props, connection)
-            if write:
-                try:
-                    thread.record_version = await self.shared.records.put(
-                        thread.id, _record(thread), thread.record_version
-                    )
-                except Conflict:
-                    found = await self.shared.records.get(thread.id)
-                    if found is None:
-                        thread.record_version = 0
-                        continue
-                    if found.value["owner"] != thread.owner or found.value["skill"] != skill.name:
-                        run.sequencer.error("This thread belongs to another caller or skill.", "NOT_FOUND")
-                        return
-                    thread.load(found.value, found.version)
-                    continue
-            act(connection)
-            return
-        run.sequencer.error(
-            "The thread changed too often to start this run; try again.", "STATE_VERSION_CONFLICT"
-        )
+            return _record(thread) if write else None
+
+        if write:
+            records = self.shared.records
+            try:
+                version = await records.save(
+                    thread.id, _record(thread), thread.record_version, merge, attempts=SAVE_ATTEMPTS
+                )
+            except Conflict:
+                run.sequencer.error(
+                    "The thread changed too often to start this run; try again.", "STATE_VERSION_CONFLICT"
+                )
+                return
+            if foreign:
+                run.sequencer.error("This thread belongs to another caller or skill.", "NOT_FOUND")
+                return
+            if version is not None:
+                thread.record_version = version
+        act(connection)
 
     def _decide(
         self,
@@ -1280,23 +1289,25 @@ class Runs:
 
     async def _save(self, thread: Thread, run: Run | None) -> None:
         """Write the thread as this replica has it; another writer's state wins when it is newer."""
-        records = self.shared.records
-        for _ in range(SAVE_ATTEMPTS):
-            try:
-                thread.record_version = await records.put(thread.id, _record(thread), thread.record_version)
-                return
-            except Conflict:
-                found = await records.get(thread.id)
-                if found is None:
-                    thread.record_version = 0
-                    continue
-                theirs = found.value
-                if (theirs.get("version") or 0) > thread.version:
-                    thread.state, thread.version = theirs.get("state") or {}, theirs["version"]
-                if run is not None and theirs.get("running") not in (None, run.id):
-                    thread.running = theirs["running"]
-                thread.record_version = found.version
-        logger.warning("AG-UI thread %s: gave up saving after %d conflicts", thread.id, SAVE_ATTEMPTS)
+
+        def merge(found: Versioned | None) -> Json:
+            thread.record_version = found.version if found is not None else 0
+            theirs = found.value if found is not None else {}
+            if (theirs.get("version") or 0) > thread.version:
+                thread.state, thread.version = theirs.get("state") or {}, theirs["version"]
+            if run is not None and theirs.get("running") not in (None, run.id):
+                thread.running = theirs["running"]
+            return _record(thread)
+
+        try:
+            version = await self.shared.records.save(
+                thread.id, _record(thread), thread.record_version, merge, attempts=SAVE_ATTEMPTS
+            )
+        except Conflict:
+            logger.warning("AG-UI thread %s: gave up saving after %d conflicts", thread.id, SAVE_ATTEMPTS)
+            return
+        assert version is not None  # merge never stops
+        thread.record_version = version
 
     # --- the run's log: written behind the stream (lifecycle.WriteBehind), read by any replica ---------------
     def log(self, run: Run, made: Frames) -> None:
