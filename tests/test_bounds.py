@@ -391,7 +391,7 @@ async def test_approvals_capped_by_count_and_forgotten_by_age() -> None:
     async def expired() -> bool:
         return await approvals.get(short.id) is None
 
-    await eventually(expired, "the short approval to expire")
+    await eventually(expired, "the short approval to expire", timeout=0.02)
     assert await approvals.get(short.id) is None
     assert await approvals.state.get("approvals", short.id) is None  # forgotten, not only hidden
 
@@ -417,7 +417,7 @@ async def test_idempotency_records_capped_by_count_and_forgotten_by_age() -> Non
     async def expired() -> bool:
         return await cache.state.get_key("idem", cache.state_key(("alice", "tool", "k5"))) is None
 
-    await eventually(expired, "k5's outcome to expire")
+    await eventually(expired, "k5's outcome to expire", timeout=0.1)
     assert await cache.run(("alice", "tool", "k5"), "{}", lambda: produce(101), lambda _: True) == "out101"
 
 

@@ -24,7 +24,7 @@ from agentmw._executor import MAX_WORKERS
 from agentmw.observability import Hook
 from agentmw.testing import McpError, McpTestClient
 from tests.conftest import serve
-from tests.waiting import eventually
+from tests.waiting import eventually, stays
 
 # --- hooks ---------------------------------------------------------------------------------------------------
 
@@ -225,7 +225,11 @@ async def test_more_sync_calls_than_workers_wait_and_a_waiting_call_past_its_dea
         ]
         try:
             await eventually(lambda: len(blocker.started) >= MAX_WORKERS - 2, "the pool to fill", timeout=10)
-            await asyncio.sleep(0.3)
+            await stays(
+                lambda: len(blocker.started) <= MAX_WORKERS and blocker.most <= MAX_WORKERS,
+                "no more calls run than the pool has workers",
+                seconds=0.3,
+            )
             assert len(blocker.started) <= MAX_WORKERS and blocker.most <= MAX_WORKERS
             # the pool is full: these wait for a worker, and their deadline passes while they wait
             late = await asyncio.gather(
@@ -246,7 +250,11 @@ async def test_more_sync_calls_than_workers_wait_and_a_waiting_call_past_its_dea
         results = await asyncio.wait_for(asyncio.gather(*calls), 20)
         assert [r["content"][0]["text"] for r in results] == [f"{run}-{i}" for i in range(len(calls))]
         assert sum(not r["isError"] for r in await asyncio.gather(*capped)) == 2
-        await asyncio.sleep(0.3)  # the workers free; the late calls were cancelled while they waited
+        await stays(  # the workers free; the late calls were cancelled while they waited
+            lambda: not [label for label in blocker.started if "-late-" in label],
+            "a call past its deadline never starts",
+            seconds=0.3,
+        )
         assert not [label for label in blocker.started if "-late-" in label], (
             "a call past its deadline started"
         )

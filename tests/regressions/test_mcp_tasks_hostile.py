@@ -19,7 +19,7 @@ from agentmw import Agent, AgentMiddleware, Context
 from agentmw.testing import A2ATestClient, McpError, McpTestClient
 from tests import test_mcp_tasks
 from tests.test_mcp_tasks import RAN, TAKES_TASKS, poll, terminal
-from tests.waiting import eventually
+from tests.waiting import eventually, stays
 
 LEGACY = "2025-11-25"
 made = test_mcp_tasks.made  # the fixture: agents built on a store, closed after the test
@@ -214,7 +214,7 @@ async def test_tasks_result_ends_when_the_server_shuts_down(made, monkeypatch) -
             await mcp.request("tools/call", {"name": "crunch", "arguments": {"seconds": 60}, "task": {}})
         )["task"]
         waiting = asyncio.ensure_future(mcp.request("tasks/result", {"taskId": task["taskId"]}))
-        await asyncio.sleep(0.3)
+        await stays(lambda: not waiting.done(), "tasks/result waits for the running task", seconds=0.3)
         assert not waiting.done()
         monkeypatch.setattr(AppStatus, "should_exit", True)
         with pytest.raises(McpError) as stopped:
