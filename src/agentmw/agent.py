@@ -8,6 +8,8 @@ import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from starlette.routing import Route
+
 from . import decorators
 from ._edge import Edge, HostGuard, detail_refusal, host_allowed, origin_allowed
 from ._routes import IdentityCache, host_route_of, iter_host_routes, route_table
@@ -16,11 +18,15 @@ from ._types import ASGIApp
 from ._wiring import Listener
 from .a2a.settings import A2ASettings
 from .agui.settings import AguiSettings
+from .approvals import MAX_DECISION_BYTES, ApprovalsEndpoint
+from .auth.access import Access
+from .auth.wellknown import WellKnown
 from .capability import Capability, CapabilityKind, _where, build_capability
 from .decorators import CapabilitySpec, specs_of
 from .errors import RegistrationError
 from .identity import IdentifyFn, as_identify
 from .mcp.settings import McpSettings
+from .middleware import AgentMiddleware
 from .safety import Approvals, Budgets, IdempotencyCache
 from .safety import Limits as InFlight
 from .selection import include_routes, log_served
@@ -29,14 +35,13 @@ from .state import DEFAULT_STORE, State, StoreLimits, check_store, open_state
 
 if TYPE_CHECKING:
     from .auth import ProtectedResource, RateLimit
-    from .auth.access import Access
     from .bridges._peer import Bridges
     from .observability.hooks import HookChain
     from .observability.metrics import MetricsApp
     from .observability.telemetry import Telemetry
 
-# Imported inside the methods that need them, each kept off ``import agentmw`` (together some 250 ms): the faces,
-# the approvals endpoint, auth's access and documents, the bridges, the hooks and telemetry, starlette's routing.
+# Imported inside the methods that need them, each kept off ``import agentmw`` (together some 250 ms): the three
+# faces with their lifecycle clients, the bridges, the hooks and telemetry.
 
 __all__ = ["Agent"]
 
@@ -441,8 +446,6 @@ class Agent:
                 )
             auth.bind(self)
             self.identify = auth.identify
-        from .auth.access import Access
-
         self.access = Access(self, auth, rate_limits)
 
     # hooks ------------------------------------------------------------------------------------------
@@ -671,8 +674,6 @@ class Agent:
     def approvals_app(self) -> ASGIApp:
         """The out-of-band approvals endpoint as a bare ASGI app."""
         if self._approvals_app is None:
-            from .approvals import MAX_DECISION_BYTES, ApprovalsEndpoint
-
             self._approvals_app = self._edged(
                 ApprovalsEndpoint(self), detail_refusal, body_limit=MAX_DECISION_BYTES
             )
@@ -681,14 +682,10 @@ class Agent:
     def asgi(self) -> ASGIApp:
         """An ASGI app that serves only the agent's paths; mount it with ``app.mount(prefix, ...)``."""
 
-        from .middleware import AgentMiddleware
-
         return AgentMiddleware(None, agent=self)
 
     def routes(self) -> list[Any]:
         """Starlette routes for the agent's paths, for ``Router(routes=...)`` or a Starlette app."""
-
-        from starlette.routing import Route
 
         # Routes, not Mounts, under a prefix: a Mount moves the prefix into root_path, and each face reads its
         # paths (/agui/<skill>, /a2a/message:send) relative to where the agent itself is mounted.
@@ -712,10 +709,6 @@ class Agent:
 
     def _well_known_routes(self) -> list[Any]:
         """The auth documents (docs/auth.md): protected resource metadata and the push JWKS."""
-
-        from starlette.routing import Route
-
-        from .auth.wellknown import WellKnown
 
         app = WellKnown(self)
         return [
