@@ -24,10 +24,12 @@ from ._docstrings import parse_docstring
 from ._routes import HostRoute, argument_fields
 from ._schema import apply_input_schema
 from ._transport import to_json_text
+from .auth.access import Policy, policy_of
 from .content import CONTENT_TYPES, PromptMessage, Text
 from .context import Context
 from .errors import RegistrationError
 from .messages import MESSAGE_TYPES, Message, MessageParam, content_of, is_answer, message_param_of
+from .safety.gate import GateSpec
 
 __all__ = ["NAME_RULE", "Capability", "CapabilityKind", "OutputPlan", "build_capability", "route_output_plan"]
 
@@ -439,9 +441,10 @@ class Capability:
     groups: tuple[str, ...] = ()
     timeout: float | None = None
     max_in_flight: int | None = None
-    gate: Any = None
+    gate: GateSpec | None = None
+    """Its ``@human_gate``: a person approves each call first (safety/gate.py)."""
     path_params: tuple[str, ...] = ()
-    policy: Any = None
+    policy: Policy | None = None
     """What it asks of its caller (``agentmw.auth.Policy``: scopes, roles, a rate limit); None: nothing."""
 
     text_parameter: str | None = None
@@ -662,11 +665,9 @@ def build_capability(
     )
 
 
-def _policy(scopes: Any, roles: Any, rate_limit: Any) -> Any:
+def _policy(scopes: Any, roles: Any, rate_limit: Any) -> Policy | None:
     if not scopes and not roles and rate_limit is None:
         return None
-    from .auth.access import policy_of
-
     return policy_of(scopes, roles, rate_limit)
 
 

@@ -334,11 +334,13 @@ class _Gate(Stage):
 
     async def _decide(self, call: Call) -> Outcome | None:
         capability = self.capability
+        spec = capability.gate
+        assert spec is not None  # the stage is there for a gated capability only
         ctx = call.ctx
         agent = self.agent
         arguments = call.plain()
         approval_id = call.approval_id
-        summary = describe(capability.name, arguments, capability.gate.side_effects)
+        summary = describe(capability.name, arguments, spec.side_effects)
         if approval_id is not None:
             return await self._use(call, approval_id, arguments, summary)
         digest = arguments_hash(capability.name, arguments)
@@ -349,7 +351,7 @@ class _Gate(Stage):
                 details={
                     "function": capability.name,
                     "arguments": arguments,
-                    "sideEffects": capability.gate.side_effects,
+                    "sideEffects": spec.side_effects,
                     "argumentsHash": digest,
                 },
                 key=f"approve-{digest[:16]}",
@@ -366,7 +368,7 @@ class _Gate(Stage):
         if isinstance(requester, Outcome):
             return requester
         approval = await agent.approvals.create(
-            capability.name, arguments, summary, ctx.face or "direct", requester, capability.gate.ttl_seconds
+            capability.name, arguments, summary, ctx.face or "direct", requester, spec.ttl_seconds
         )
         self._stage(
             "agentmw.gate.asked", {"agentmw.gate.mode": "out_of_band", "agentmw.approval.id": approval.id}
