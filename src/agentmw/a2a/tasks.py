@@ -514,7 +514,7 @@ class A2ATaskManager(TaskManager):
                         live = await self.adopt(record, version)  # resumed here from its journal
                         live.resume = journal
                         return live
-                    if not await registry.fail_elsewhere(record, version, LOST_REASON):
+                    if not await registry.elsewhere.fail(record, version, LOST_REASON):
                         continue
                     raise A2AError(
                         UNSUPPORTED_OPERATION, f"Task {task_id} can no longer continue", {"taskId": task_id}
@@ -564,7 +564,7 @@ class A2ATaskManager(TaskManager):
 
     def follow(self, record: TaskRecord) -> AsyncIterator[dict[str, Any]]:
         """The events of a task this process does not hold, from the state's log of it."""
-        return self.registry.follow(record)
+        return self.registry.elsewhere.follow(record)
 
     async def close(self) -> None:
         await self.registry.close()

@@ -217,7 +217,7 @@ class TaskManager:
                 continue
             if loaded[0].terminal:
                 return loaded[0]
-            done = await registry.cancel_elsewhere(*loaded)
+            done = await registry.elsewhere.cancel(*loaded)
             if done is not None:
                 await self._end_journal(task_id)
                 return done

@@ -35,15 +35,14 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._bounded import BoundedTable
 from .._transport import loads
 from ..journal import JOURNAL_NS
 from ..lifecycle import (
-    INTERRUPTED,
     RESTART_REASON,
     SETTLED,
     TERMINAL,
@@ -59,9 +58,12 @@ from ..lifecycle import (
     Timing,
     limit,
 )
-from ..lifecycle.commits import Commits, Handle
+from ..lifecycle.commits import Commits
 from ..messages import Artifact, Message
 from ..state import Conflict, Json, State, Versioned, encoded_bytes
+from .elsewhere import Elsewhere
+from .events import is_final, status_event, status_of
+from .live import LiveTask, ResumedElsewhere, live_bytes, pinned, release_waiters
 
 __all__ = [
     "MAX_BACKLOG",
@@ -122,83 +124,6 @@ class Pusher(Protocol):
     def watch(self, task_id: str) -> None: ...
 
 
-class ResumedElsewhere(Exception):
-    """Set on the answer future of a coroutine parked here when another process resumed its task."""
-
-    def __init__(self, task_id: str) -> None:
-        super().__init__(f"Task {task_id} was resumed by another process")
-
-
-@dataclass(eq=False, slots=True)
-class LiveTask(Handle):
-    """A task this process holds: its record (``Handle``: what is not written yet), its coroutine, and what
-    the face keeps of it here."""
-
-    runner: asyncio.Task[None] | None = None
-    answer: asyncio.Future[dict[str, Any]] | None = None
-    settle_waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    messages: list[Message] = field(default_factory=list)  # the user messages, as the skill sees them (ctx)
-    quiet: bool = False  # nothing shown yet: a skill that may answer with a Message can still reply taskless
-    first_view: dict[str, Any] | None = None  # a quiet task as submitted: a stream sends it once it is shown
-    reply: dict[str, Any] | None = None  # the skill's message-only answer; then no task exists
-    streamed: set[str] = field(default_factory=set)  # ids of the artifacts already sent
-    on_reply: Callable[[dict[str, Any]], None] | None = None  # records a message-only reply (A2A messageIds)
-    resume: Any = None  # the stored journal a follow-up resumes (its coroutine is in no process here)
-    publish_later: bool = False  # publish once shown (a quiet task that streams)
-    young: bool = False  # running, to be published if it still runs after Timing.publish_after_seconds
-    face: Any = None  # what the face keeps here for the task (an MCP task's parked questions)
-    bytes: int = 0  # its messages, as the face measured them (the handle table's budget, docs/limits.md)
-
-    def holds(self) -> bool:
-        """This process runs the coroutine, or it is parked here on a question."""
-        return (self.runner is not None and not self.runner.done()) or self.answer is not None
-
-
-def _live_bytes(_task_id: str, live: LiveTask) -> int:
-    return live.bytes
-
-
-def _pinned(live: LiveTask) -> bool:
-    """A handle that runs, is parked, or has a waiter or a follower is never dropped from the table."""
-    return bool(live.holds() or live.subscribers or live.settle_waiters or live.lock.locked())
-
-
-def status_of(record: TaskRecord) -> dict[str, Any]:
-    status: dict[str, Any] = {"state": record.state, "timestamp": record.status_timestamp}
-    if record.status_message is not None:
-        status["message"] = record.status_message
-    return status
-
-
-def status_event(record: TaskRecord, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    update: dict[str, Any] = {
-        "taskId": record.id,
-        "contextId": record.context_id,
-        "status": status_of(record),
-    }
-    if metadata:
-        update["metadata"] = dict(metadata)
-    return {"statusUpdate": update}
-
-
-def is_final(event: Mapping[str, Any], stop_on_interrupt: bool = False) -> bool:
-    """Whether a stream of the task ends with this event."""
-    update = event.get("statusUpdate")
-    if update is None:
-        return False
-    state = update["status"]["state"]
-    return state in TERMINAL or (stop_on_interrupt and state in INTERRUPTED)
-
-
-def _release_waiters(live: LiveTask) -> None:
-    """The blocking sends waiting for the task to settle go on."""
-    for waiter in live.settle_waiters:
-        if not waiter.done():
-            waiter.set_result(None)
-    live.settle_waiters.clear()
-
-
 class TaskRegistry:
     """The records, live handles and followers of one face's tasks (one agent's), in ``state``.
 
@@ -243,9 +168,9 @@ class TaskRegistry:
             bounds.max_tasks,
             bounds.idle_seconds,
             touch=True,
-            pinned=_pinned,
+            pinned=pinned,
             max_bytes=bounds.max_bytes,
-            size=_live_bytes,
+            size=live_bytes,
         )
         self.background = Background()
         self.heartbeat = Heartbeat(
@@ -256,7 +181,10 @@ class TaskRegistry:
             label=label,
             background=self.background,
         )
-        self.listener = BusListener(state, spaces.cancel, self._on_bus, label=f"{label} cancel listener")
+        self.elsewhere = Elsewhere(self)
+        self.listener = BusListener(
+            state, spaces.cancel, self.elsewhere.on_bus, label=f"{label} cancel listener"
+        )
         self.commits: Commits[LiveTask] = Commits(
             state,
             tasks=spaces.tasks,
@@ -541,7 +469,7 @@ class TaskRegistry:
         record.parked = state == TaskState.INPUT_REQUIRED and live.answer is not None
         self.emit(live, status_event(record, metadata) if live.subscribers or live.published else None)
         if state in SETTLED:
-            _release_waiters(live)
+            release_waiters(live)
 
     def artifact(self, live: LiveTask, artifact: Artifact) -> None:
         """One artifact, or one chunk of one: an artifact update, and the task's artifacts brought up to date
@@ -601,7 +529,7 @@ class TaskRegistry:
         if live.on_reply is not None:
             live.on_reply(reply)
         live.subscribers.end({"message": reply})
-        _release_waiters(live)
+        release_waiters(live)
         self.live.pop(record.id, None)
 
     def emit(self, live: LiveTask, event: dict[str, Any] | None) -> None:
@@ -708,7 +636,7 @@ class TaskRegistry:
             live.record = TaskRecord.from_dict(found.value)
             live.version = found.version
         live.subscribers.end(status_event(live.record))
-        _release_waiters(live)
+        release_waiters(live)
         if live.answer is not None and not live.answer.done():
             live.answer.cancel()
         if live.runner is not None and not live.runner.done():
@@ -722,127 +650,6 @@ class TaskRegistry:
     async def _present(self) -> None:
         """Before this process writes that it holds a task: its heartbeat is up, and it listens for cancels."""
         await self.heartbeat.start(self.listener.run)
-
-    def _on_bus(self, message: dict[str, Any]) -> None:
-        live = self._held(str(message.get("task")))
-        if live is None or live.superseded:
-            return
-        if message.get("moved"):  # resumed elsewhere: the coroutine parked here yields
-            self.background.spawn(self._yield_if_moved(live), f"{self._name}-yield")
-        elif message.get("settled"):  # settled elsewhere already: that record stands
-            self.background.spawn(self._adopt(live), f"{self._name}-adopt")
-        elif live.runner is not None and not live.runner.done():
-            live.runner.cancel()
-
-    async def _tell(self, message: Json) -> None:
-        with contextlib.suppress(Exception):
-            await self._state.publish(self.spaces.cancel, message)
-
-    # --- following a task another process runs -----------------------------------------------------------
-    def follow(self, record: TaskRecord) -> AsyncIterator[dict[str, Any]]:
-        """The task's events after ``record`` (from its log), until it is terminal. Ends too when the task's
-        holder is gone (the task is failed, and that is the last event)."""
-
-        async def when_quiet() -> list[dict[str, Any]] | None:
-            loaded = await self.load(record.id)
-            if loaded is None:
-                return []
-            return [status_event(loaded[0])] if loaded[0].terminal else None
-
-        return self.log.follow(record.id, record.log_id, is_final=is_final, when_quiet=when_quiet)
-
-    async def cancel_elsewhere(self, record: TaskRecord, version: int) -> TaskRecord | None:
-        """Cancel a task this process does not hold. None: the record changed meanwhile (read it again)."""
-        if record.replica is None or await self._lost(record):
-            settled = await self.settle_stored(record, version, TaskState.CANCELED, "The task was canceled.")
-            return settled[0] if settled else None
-        await self._state.publish(self.spaces.cancel, {"task": record.id})
-        ended: list[TaskRecord | None] = []
-
-        async def settled_meanwhile() -> bool:
-            loaded = await self.load(record.id)
-            if loaded is None or loaded[0].terminal:
-                ended.append(loaded[0] if loaded else record)
-                return True
-            return False
-
-        final = await self.log.wait_final(
-            record.id,
-            record.log_id,
-            is_final=is_final,
-            timeout=self.timing.cancel_wait_seconds,
-            when_quiet=settled_meanwhile,
-        )
-        if final is not None:
-            return await self._settled_record(record, final)
-        if ended:
-            return ended[0]
-        loaded = await self.load(record.id)
-        return loaded[0] if loaded else record
-
-    async def _settled_record(self, record: TaskRecord, final: dict[str, Any]) -> TaskRecord:
-        """The record as of its final event: its holder appends the event, then writes the record, so the
-        record may lag a moment behind; without it after a short wait, the event's status is applied."""
-        for _ in range(20):
-            loaded = await self.load(record.id)
-            if loaded is not None and loaded[0].terminal:
-                return loaded[0]
-            await asyncio.sleep(0.01)
-        status = final["statusUpdate"]["status"]
-        record.state = status["state"]
-        record.status_timestamp = status.get("timestamp", record.status_timestamp)
-        record.status_message = status.get("message")
-        return record
-
-    async def fail_elsewhere(self, record: TaskRecord, version: int, text: str) -> bool:
-        """Fail a task whose coroutine another process holds, and tell that process to stop it."""
-        holder = record.replica
-        settled = await self.settle_stored(record, version, TaskState.FAILED, text)
-        if settled is not None and holder not in (None, self.replica):
-            await self._tell({"task": record.id, "settled": True})
-        return settled is not None
-
-    async def moved(self, live: LiveTask, holder: str | None) -> None:
-        """This process resumed a task another process had parked: that process's coroutine yields (it finds
-        the journal moved on and stops with ``taken_over``, writing nothing)."""
-        if holder not in (None, self.replica):
-            await self._tell({"task": live.record.id, "moved": True})
-
-    async def _yield_if_moved(self, live: LiveTask) -> None:
-        """The coroutine parked here stops once the journal shows the answer recorded elsewhere (the
-        resuming replica says so before it writes the answer, so this looks until it sees it, or gives up)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timing.cancel_wait_seconds
-        while live.answer is not None and not live.answer.done() and loop.time() < deadline:
-            found = await self.journal.get(JOURNAL_NS, live.record.id)
-            if found is None or found.value.get("status") != "parked":
-                if live.answer is not None and not live.answer.done():
-                    live.answer.set_exception(ResumedElsewhere(live.record.id))
-                return
-            await asyncio.sleep(0.02)
-
-    def let_go(self, live: LiveTask) -> None:
-        """This process stops holding the task, which goes on in another one (it resumed or took it over):
-        nothing more is written from here; a blocking send here answers with the task as it is, and the
-        followers here go on from the task's log."""
-        live.superseded = True
-        record = live.record
-        if self.live.get(record.id) is live:
-            self.live.pop(record.id, None)
-        _release_waiters(live)
-        for queue in live.subscribers.take():
-            self.background.spawn(self._hand_over(record, queue), f"{self._name}-follow-{record.id}")
-
-    async def _hand_over(self, record: TaskRecord, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
-        try:
-            async for event in self.follow(record):
-                queue.put_nowait(event)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("following %s task %s from its log failed", self.label, record.id)
-        finally:
-            queue.put_nowait(None)
 
     # --- push configs (read and written by any replica) --------------------------------------------------
     async def push_configs(self, task_id: str) -> list[dict[str, Any]]:

@@ -206,7 +206,7 @@ class TaskRunner(ABC):
                 validated=validated,
             )
             if outcome.code == "taken_over":  # resumed by another process, which reports it
-                registry.let_go(live)
+                registry.elsewhere.let_go(live)
                 return
             self.settle(live, outcome)
         except BaseException as exc:  # noqa: BLE001  (a cancellation too: ended_abruptly tells them apart)
@@ -236,7 +236,7 @@ class TaskRunner(ABC):
                 await registry.persist(live)  # the claim: of two replicas answering, one writes this
                 if live.superseded:
                     return
-                await registry.moved(live, holder)
+                await registry.elsewhere.moved(live, holder)
                 answers = answer(journal.pending)
             outcome = await resume_execution(
                 self.agent,
@@ -251,7 +251,7 @@ class TaskRunner(ABC):
             )
             if outcome.code in ("taken_over", "execution_busy"):  # it goes on elsewhere
                 logger.info("%s task %s goes on elsewhere (%s)", registry.label, record.id, outcome.code)
-                registry.let_go(live)
+                registry.elsewhere.let_go(live)
                 return
             if outcome.code in ("unknown_execution", "unknown_capability"):
                 logger.warning(
