@@ -46,7 +46,7 @@ from pydantic import ValidationError
 
 from .._bounded import BoundedTable
 from .._transport import dumps_finite, loads
-from ..context import Ask, Context, InputRequest, Recorder, answer_from
+from ..context import Ask, Context, InputRequest, answer_from
 from ..errors import Permanent
 from ..events import ArtifactUpdate, CoreEvent, Progress, StateChanged, TextDelta
 from ..journal import DEFAULT_LEASE_SECONDS, Journal, orphaned
@@ -420,7 +420,8 @@ class AguiChannel:
         # The function's own progress goes through its journal's numbering. A sub-call's (a tool's
         # ctx.progress, while a step of the function is in flight) does not: a replay returns a recorded
         # sub-call without running it, so counting its events would shift the numbering.
-        if ctx is not None and ctx.watched and not _in_step(ctx.recorder):
+        recorder = ctx.recorder if ctx is not None else None
+        if ctx is not None and ctx.watched and not (recorder is not None and recorder.in_step):
             await ctx.deliver(event)
             return
         await self.emit(event)
@@ -469,15 +470,6 @@ class AguiChannel:
             finally:
                 execution.answer = None
         return answers
-
-
-def _in_step(recorder: Recorder | None) -> bool:
-    """Whether a journaled step of the execution (a ``ctx.call``, a question) is in flight now.
-
-    The journal's scope (``journal._Scope``) does not say so publicly yet: this reads its journal's count of
-    steps in flight, as the face always did."""
-    journal: Any = getattr(recorder, "journal", None)
-    return journal is not None and bool(journal._inflight.get(getattr(recorder, "name", ""), 0))
 
 
 def answers_for(interrupts: Mapping[str, PendingInterrupt], resume: list[dict[str, Any]]) -> dict[str, Any]:
