@@ -24,21 +24,33 @@ Listener = Callable[[str, Mapping[str, Any]], None]
 
 
 class FaceHost(Protocol):
-    """The registry, the caller's identity and access, telemetry and the shared state, as a face sees them."""
+    """The registry, the caller's identity and access, telemetry and the shared state, as a face sees them
+    (read only: a face changes none of them)."""
 
-    name: str
-    version: str
-    instructions: str | None
-    tools: dict[str, Capability]
-    resources: dict[str, Capability]
-    templates: dict[str, Capability]
-    prompts: dict[str, Capability]
-    skills: dict[str, Capability]
-    revision: int
-    access: Access | None
-    identify: IdentifyFn | None
-    telemetry: Telemetry | None
-
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def instructions(self) -> str | None: ...
+    @property
+    def tools(self) -> Mapping[str, Capability]: ...
+    @property
+    def resources(self) -> Mapping[str, Capability]: ...
+    @property
+    def templates(self) -> Mapping[str, Capability]: ...
+    @property
+    def prompts(self) -> Mapping[str, Capability]: ...
+    @property
+    def skills(self) -> Mapping[str, Capability]: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def access(self) -> Access | None: ...
+    @property
+    def identify(self) -> IdentifyFn | None: ...
+    @property
+    def telemetry(self) -> Telemetry | None: ...
     @property
     def state(self) -> State: ...
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from .._wiring import FaceHost
+from ..context import Services
 
 if TYPE_CHECKING:
     from ..capability import Capability
@@ -13,11 +14,14 @@ if TYPE_CHECKING:
 __all__ = ["McpHost"]
 
 
-class McpHost(FaceHost, Protocol):
-    """The shared face host, plus the ``requestState`` key, resource lookup and the approvals' path."""
+class McpHost(FaceHost, Services, Protocol):
+    """The shared face host, plus the ``requestState`` key, resource lookup and the approvals' path; and, since
+    the MCP face hands its agent to every call's context, what the core reads of it (``context.Services``)."""
 
-    approvals_path: str
-    timing: Timing
+    @property
+    def approvals_path(self) -> str: ...
+    @property
+    def timing(self) -> Timing: ...
 
     @property
     def secret(self) -> bytes: ...

@@ -61,8 +61,8 @@ LOG_RANK = {
 
 
 def _core(host: McpHost) -> Any:
-    """The agent as ``Context``, ``denial`` and ``tasks_of`` take it: they still name ``Agent``, which no face
-    imports; the same object, handed on untyped until those modules take a Protocol of their own."""
+    """The agent as ``tasks_of`` takes it: it still names ``Agent``, which no face imports; the same object,
+    handed on untyped until ``mcp/tasks.py`` takes a Protocol of its own."""
     return host
 
 
@@ -226,7 +226,7 @@ async def _run(
         channel or McpChannel(call, target),
         request=connection,
         caller=caller,
-        agent=_core(call.agent),
+        agent=call.agent,
         face="mcp",
     )
     key, approval = _hints(call)
@@ -241,7 +241,7 @@ async def _run(
             message=f"{why[:1].upper()}{why[1:]}. Nothing was executed and nothing changed.",
         )
     if outcome.code in DENIALS:  # a refused caller is HTTP 401/403 with its challenge, not a tool result
-        raise denial(_core(call.agent), outcome, call.scope)
+        raise denial(call.agent, outcome, call.scope)
     if outcome.status == "needs_input" and call.stateless and outcome.pending and outcome.code is None:
         state = await _state.seal_round(
             call.agent, target, arguments, outcome.data or {}, asked=list(outcome.pending), caller=caller
