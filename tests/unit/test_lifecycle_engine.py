@@ -21,6 +21,7 @@ from agentmw.lifecycle import (
     Followers,
     Heartbeat,
     Leases,
+    LogWriter,
     Records,
     Sweeper,
     TaskRecord,
@@ -361,3 +362,24 @@ async def test_every_ticks_until_cancelled_and_survives_a_failing_tick() -> None
     with pytest.raises(asyncio.CancelledError):
         await task
     assert ticks[:3] == [0, 1, 2]
+
+
+async def test_a_log_writer_writes_behind_in_entries_and_ends_the_log() -> None:
+    state = MemoryState()
+    log = EventLog(state, "t.events")
+    writer = LogWriter(log, "run", batch=2, keep=4, name="t-log", label="T")
+    writer.add([(1, b"a"), (2, b"b"), (3, "c")])
+    await eventually(lambda: state.read("t.events", "run", 0, 10), "the writer's entries")
+    await writer.close([(4, "d"), (5, "e"), (6, "f"), (7, "g"), (8, "h")], end=True, next_seq=9)
+    entries = [entry for _, entry in await state.read("t.events", "run", 0, 10)]
+    assert entries[0] == {"first": 1, "frames": ["a", "b"]} and entries[1] == {"first": 3, "frames": ["c"]}
+    assert entries[2:] == [  # the backlog kept its newest four
+        {"first": 5, "frames": ["e", "f"]},
+        {"first": 7, "frames": ["g", "h"], "end": True},
+    ]
+
+    empty = LogWriter(log, "quiet", batch=2, keep=4, name="t-log", label="T")
+    await empty.close(end=True, next_seq=1)  # nothing was written: the end is, alone
+    assert [entry for _, entry in await state.read("t.events", "quiet", 0, 10)] == [
+        {"first": 1, "frames": [], "end": True}
+    ]

@@ -18,7 +18,7 @@ from .background import Background
 from .budgets import HandleTable, limit
 from .bus import BusListener, publish
 from .cancel import Canceller, Watch, tell
-from .events import EventLog, Followers, Queue
+from .events import EventLog, Followers, LogWriter, Numbered, Queue
 from .leases import Heartbeat, Leases, Sweeper, every, keep
 from .records import RESTART_REASON, Records, TaskRecord, retry
 from .spaces import Spaces
@@ -41,6 +41,8 @@ __all__ = [
     "HandleTable",
     "Heartbeat",
     "Leases",
+    "LogWriter",
+    "Numbered",
     "Queue",
     "Records",
     "Spaces",

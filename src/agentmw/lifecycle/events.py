@@ -3,6 +3,8 @@
 - :class:`EventLog`: one log per piece of work (``<face>.events/<id>``). A record carries the id of the
   last event it reflects, so a follower on another replica reads the record, then the log after that id,
   and misses nothing and repeats nothing (:meth:`EventLog.follow`).
+- :class:`LogWriter`: one piece of work's log written behind its stream, in entries of numbered payloads
+  (``{"first": <seq>, "frames": [...], "end": True?}``), the last of which says the work ended.
 - :class:`Followers`: the followers in this process, each a queue; they get each event at once, and
   ``None`` at the end of their stream.
 """
@@ -10,13 +12,20 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from ..state import Json, State
 from .records import retry
+from .writer import WriteBehind
 
-__all__ = ["EventLog", "Followers", "Queue"]
+__all__ = ["EventLog", "Followers", "LogWriter", "Numbered", "Queue"]
+
+logger = logging.getLogger("agentmw")
+
+Numbered = tuple[int, str | bytes]
+"""One payload of a log and its sequence number (bytes are written as UTF-8 text)."""
 
 Queue = asyncio.Queue[dict[str, Any] | None]
 FOLLOW_BLOCK_SECONDS = 1.0
@@ -100,6 +109,62 @@ class EventLog:
             if not entries and await when_quiet():
                 return None
         return None
+
+
+class LogWriter:
+    """One piece of work's log, written behind its stream by a writer task of its own (no batching delay: the
+    stream never waits for it). Entries hold at most ``batch`` payloads; a backlog longer than ``keep`` payloads
+    keeps only the newest (the log would drop the older ones anyway). A failed append is logged, and the
+    writer goes on."""
+
+    def __init__(self, log: EventLog, key: str, *, batch: int, keep: int, name: str, label: str) -> None:
+        self.log = log
+        self.key = key
+        self.batch = batch
+        self.keep = keep
+        self.label = label
+        self._writer: WriteBehind[Sequence[Numbered]] = WriteBehind(self._write, _no_delay, name)
+
+    def add(self, items: Sequence[Numbered]) -> None:
+        """Queue ``items`` for the log (the writer task starts if it is not running)."""
+        self._writer.add(items)
+
+    async def _write(self, batches: list[Sequence[Numbered]]) -> None:
+        try:
+            await self._append([item for items in batches for item in items], end=False, next_seq=0)
+        except Exception:
+            logger.exception("%s: events of %s could not be logged", self.label, self.key)
+        finally:
+            self._writer.done(len(batches))
+
+    async def close(self, last: Sequence[Numbered] = (), *, end: bool, next_seq: int) -> None:
+        """Stop the writer once its batch is in, then append what is still queued and ``last``; with ``end``
+        the last entry says so (written even with nothing in it, as ``{"first": next_seq, "frames": []}``)."""
+        writer = self._writer
+        writer.close()
+        if writer.task is not None:
+            await asyncio.gather(writer.task, return_exceptions=True)
+        rest = [item for items in writer.queue for item in items]
+        writer.queue.clear()
+        await self._append([*rest, *last], end=end, next_seq=next_seq)
+
+    async def _append(self, items: list[Numbered], *, end: bool, next_seq: int) -> None:
+        if len(items) > self.keep:
+            del items[: len(items) - self.keep]
+        size = self.batch
+        for start in range(0, max(len(items), 1 if end else 0), size):
+            chunk = items[start : start + size]
+            entry: dict[str, Any] = {
+                "first": chunk[0][0] if chunk else next_seq,
+                "frames": [p.decode("utf-8") if isinstance(p, bytes) else p for _, p in chunk],
+            }
+            if end and start + size >= len(items):
+                entry["end"] = True
+            await self.log.state.append(self.log.ns, self.key, entry)
+
+
+def _no_delay() -> float:
+    return 0.0
 
 
 class Followers:
