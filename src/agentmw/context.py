@@ -210,14 +210,15 @@ class _Result(Protocol):
 
 
 Invoke = Callable[["Capability", "Mapping[str, Any] | None", "Context"], Awaitable[Any]]
-"""How a context's sub-calls run: ``agentmw.runtime.invoke``, which the pipeline hands every context it runs."""
+"""How a context's sub-calls run: ``agentmw.runtime.invoke``, which hands itself to every context it runs."""
 
 Emit = Callable[[CoreEvent], Awaitable[None]]
 
 
 class Services(_AccessAgent, Protocol):
     """What the core reads of the agent that serves a call (``agentmw.Agent`` is one): its capabilities, its
-    shared state and gatekeeper (as ``auth.access`` reads them), and the services the pipeline's stages use."""
+    shared state and gatekeeper (as ``auth.access`` reads them), and the services of the pipeline's
+    stages."""
 
     @property
     def untrusted_budget_chars(self) -> int: ...
@@ -246,7 +247,8 @@ class Recorder(Protocol):
     @property
     def in_step(self) -> bool:
         """Whether one of the execution's journaled steps (a ``ctx.call``, a ``ctx.once``, a question) is in
-        flight in this scope now: what happens meanwhile belongs to that step, not to the function's own order."""
+        flight in this scope now: what happens meanwhile belongs to that step, not to the function's own
+        order."""
         ...
 
     async def inputs(self, ctx: Context, requests: Mapping[str, InputRequest]) -> dict[str, Any]: ...
@@ -376,8 +378,8 @@ class Context:
 
     @property
     def watched(self) -> bool:
-        """Whether someone receives this call's events (text, steps, state): False for an MCP tool call and for
-        a ``ctx.call`` sub-call, whose text stays inside its result."""
+        """Whether someone receives this call's events (text, steps, state): False for an MCP tool call and
+        for a ``ctx.call`` sub-call, whose text stays inside its result."""
         return self._emit is not None
 
     async def deliver(self, event: CoreEvent) -> None:

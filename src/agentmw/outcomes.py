@@ -1,4 +1,4 @@
-"""How an invocation ended: :class:`Outcome`, its :class:`Status` and :class:`Code`, and how exceptions map to it.
+"""How an invocation ended: :class:`Outcome`, its :class:`Status` and :class:`Code`; how exceptions map to it.
 
 The vocabulary every stage of the pipeline (``pipeline.py``), the journal and the faces share. It knows no
 protocol: each face renders an outcome onto its own wire (docs/context.md, "Outcomes").
@@ -122,7 +122,7 @@ class Outcome:
     retry_after: float | None = None
     pending: dict[str, InputRequest] | None = None
     code: Code | str | None = None
-    """A :class:`Code`; a plain string only where the code carries a value (``http_404``) or a stored status."""
+    """A :class:`Code`; a plain string only where the code carries a value (``http_404``), or a stored one."""
     data: Any = None
     value: Any = None
 
@@ -189,11 +189,12 @@ def _sanitized(capability: Capability, exc: BaseException) -> str:
     Exception messages routinely carry internals (paths, queries, credentials); a function that wants
     the caller to read a message raises ``Permanent``, ``Retryable`` or ``Rejected`` with it.
     """
-    return f"{capability.name} failed with an internal error ({type(exc).__name__}); details are in the server log."
+    kind = type(exc).__name__
+    return f"{capability.name} failed with an internal error ({kind}); details are in the server log."
 
 
 def unexpected(capability: Capability, exc: BaseException) -> Outcome:
-    """An exception agentmw has no meaning for: logged with its traceback, told to the caller by its type only."""
+    """An exception agentmw has no meaning for: logged with its traceback, told to the caller by type only."""
     logger.error("capability %r raised", capability.name, exc_info=exc)
     message = _sanitized(capability, exc)
     return Outcome(
@@ -279,5 +280,5 @@ def missing_capability(exc: ClientCapabilityMissing) -> Outcome:
 
 
 def needs_input(pending: InputsPending) -> Outcome:
-    """The call stops on questions its channel cannot wait for in place (a stateless era, a parked execution)."""
+    """The call stops on questions its channel cannot wait for in place (a stateless era, a parked run)."""
     return Outcome(status=Status.NEEDS_INPUT, pending=pending.requests, data=pending.answered)

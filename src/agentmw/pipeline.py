@@ -5,7 +5,8 @@ capability and its agent need, outermost first, and nothing else: a plain tool o
 configured gets ``validate -> in_flight -> run``. Every stage is an object that holds the next one; each rule
 lives in one stage, so no face can skip it::
 
-    validate -> hooks -> access -> idempotency -> framing -> in_flight -> host | route_access -> roots -> gate -> run
+    validate -> hooks -> access -> idempotency -> framing -> in_flight
+             -> host | route_access -> roots -> gate -> run
 
 - ``validate``: the arguments against the input model (a refusal: ``invalid_arguments``);
 - ``hooks`` (``agent.use``): ``before`` and ``after`` around the rest, the stages reported to them;
@@ -456,15 +457,15 @@ class _HostRejection(Exception):
 
 
 class _Run(Stage):
-    """The function (or the route, through the host app) under the capability's deadline; its value, or what it
-    raised, as the outcome."""
+    """The function (or the route, through the host app) under the capability's deadline; its value, or what
+    it raised, as the outcome."""
 
     name = "run"
     __slots__ = ("call_fn",)
 
     def __init__(self, next: Next, capability: Capability, agent: Any, report: Report | None) -> None:
         super().__init__(next, capability, agent, report)
-        # a direct call (no agent, so no host stage) resolves the host's dependencies itself, under the deadline
+        # a direct call (no agent, so no host stage) resolves the host's dependencies itself, in the deadline
         with_host = agent is None and bool(capability.params.host_params)
         self.call_fn: Callable[[Capability, dict[str, Any], Context], Awaitable[Any]] = (
             _call_with_host if with_host else _call
@@ -538,7 +539,8 @@ class _Run(Stage):
         return response_outcome(capability, response)
 
     def _timed_out(self, ctx: Context, deadline: asyncio.Timeout | None, exc: TimeoutError) -> Outcome:
-        """The capability's own deadline passed (retryable), or a ``TimeoutError`` of its code (unexpected)."""
+        """The capability's own deadline passed (retryable), or its code raised ``TimeoutError``
+        (unexpected)."""
         capability = self.capability
         if deadline is not None and deadline.expired():
             self._stage("agentmw.deadline.exceeded", {"agentmw.timeout_s": capability.timeout})
@@ -615,7 +617,7 @@ def completed(capability: Capability, value: Any) -> Outcome:
         text = dumps(structured).decode()
     except ValidationError as exc:
         return _output_mismatch(capability, exc)
-    except Exception as exc:  # noqa: BLE001 (its own serializer raised, or NaN/Infinity, which JSON cannot hold)
+    except Exception as exc:  # noqa: BLE001 (its own serializer raised, or NaN/Infinity: not JSON)
         return unexpected(capability, exc)
     return Outcome(status=Status.COMPLETED, content=[Text(text)], structured=structured, value=value)
 
@@ -683,7 +685,8 @@ async def _end_of_run_stage(call: Call) -> Outcome:
 
 
 class Pipeline:
-    """A capability's stages, assembled once (:func:`build_pipeline`); awaiting it runs one call through them."""
+    """A capability's stages, assembled once (:func:`build_pipeline`); awaiting it runs a call through
+    them."""
 
     __slots__ = (
         "_first",
@@ -736,7 +739,7 @@ class Pipeline:
         )
 
     def serves(self, capability: Capability, agent: Services | None) -> bool:
-        """Whether this pipeline is still the one ``capability`` gets from ``agent`` as it is configured now."""
+        """Whether this is still the pipeline ``capability`` gets from ``agent`` as it is configured now."""
         if self.capability is not capability or self.agent is not agent:
             return False
         return agent is None or (self.hooks is agent._hooks and self.access is agent.access)
@@ -774,10 +777,11 @@ class Pipeline:
     async def refuse_orphan(self) -> Outcome:
         """The call of a handler whose route's dependencies could not run (:attr:`orphan`): refused."""
         message = (
-            f"{self.capability.name} is the handler of the route {self.orphan}, but the app serving this agent "
-            f"is not the app of that route, so the route's dependencies could not run. Serve the agent from "
-            f"that app (app.add_middleware(AgentMiddleware, agent=agent), or app.include_router(agent.router())),"
-            f" or include the app: Agent(include=[app]). Nothing was executed."
+            f"{self.capability.name} is the handler of the route {self.orphan}, but the app serving this "
+            f"agent is not the app of that route, so the route's dependencies could not run. Serve the agent "
+            f"from that app (app.add_middleware(AgentMiddleware, agent=agent), or "
+            f"app.include_router(agent.router())), or include the app: Agent(include=[app]). Nothing was "
+            f"executed."
         )
         logger.warning("agentmw: %s", message)
         return Outcome(status=Status.FAILED, content=[Text(message)], message=message, code=Code.PERMANENT)
@@ -828,8 +832,8 @@ def _orphan_route(capability: Capability) -> str | None:
 
 
 def build_pipeline(capability: Capability, agent: Services | None) -> Pipeline:
-    """The stages ``capability`` needs as ``agent`` is configured now (see the module docstring): a direct call
-    (no agent) is validated and run, nothing else."""
+    """The stages ``capability`` needs as ``agent`` is configured now (see the module docstring): a direct
+    call (no agent) is validated and run, nothing else."""
     if agent is None:
         return Pipeline(capability, None, [])
     if capability.route is None:

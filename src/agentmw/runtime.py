@@ -33,7 +33,7 @@ __all__ = [
 
 
 class Execution(Protocol):
-    """An execution's journal (``agentmw.journal.Journal``): it runs the call with itself behind ctx's steps."""
+    """An execution's journal (``agentmw.journal.Journal``): runs the call with itself behind ctx's steps."""
 
     def execute(
         self,
