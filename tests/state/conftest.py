@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from agentmw.state import MemoryState, SQLiteState, State
 from tests.conftest import free_port, require_tool
+from tests.waiting import wait_until
 
 BACKENDS = ["memory", "sqlite", "redis"]
 SHARED = ["sqlite", "redis"]  # backends where two instances share one store (two processes, two replicas)
@@ -60,12 +60,16 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 10
-        while not _ping(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                _, err = process.communicate(timeout=5) if process.poll() is not None else (b"", b"timeout")
+
+        def up() -> bool:
+            if _ping(port):
+                return True
+            if process.poll() is not None:
+                _, err = process.communicate(timeout=5)
                 raise RuntimeError(f"redis-server did not start: {err.decode(errors='replace')}")
-            time.sleep(0.02)
+            return False
+
+        wait_until(up, "redis-server to start", timeout=10, interval=0.02)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         process.terminate()

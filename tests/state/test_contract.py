@@ -5,11 +5,24 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from agentmw.state import ANY, Conflict, State, StoreLimits
 from tests.state.conftest import Open
+from tests.waiting import eventually, stays
+
+
+async def gone(read: Callable[[], Awaitable[object]], what: str, within: float = 0.45) -> None:
+    """Poll ``read()`` until it finds nothing; fails when it still finds something ``within`` seconds on (the
+    0.3 s lives of this file, plus a margin)."""
+
+    async def absent() -> bool:
+        return await read() is None
+
+    await eventually(absent, what, timeout=within)
+
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -171,7 +184,7 @@ async def test_records_bounded_by_count_and_age(open_store: Open) -> None:
 
     await state.put("brief", "k", {"x": 1}, expected_version=None)
     assert await state.get("brief", "k") is not None
-    await asyncio.sleep(0.45)
+    await gone(lambda: state.get("brief", "k"), "the record past its max_age")
     assert await state.get("brief", "k") is None
     assert (await state.scan("brief", total=True)).total == 0
     assert await state.put("brief", "k", {"x": 2}, expected_version=None) == 1  # expired counts as absent
@@ -185,7 +198,7 @@ async def test_keys_set_if_absent_and_expiry(state: State) -> None:
     assert await state.set_if_absent("idem", "k", {"outcome": 1}, ttl=0.3) is True
     assert await state.set_if_absent("idem", "k", {"outcome": 2}, ttl=0.3) is False
     assert await state.get_key("idem", "k") == {"outcome": 1}
-    await asyncio.sleep(0.45)
+    await gone(lambda: state.get_key("idem", "k"), "the key past its ttl")
     assert await state.get_key("idem", "k") is None
     assert await state.set_if_absent("idem", "k", {"outcome": 3}, ttl=5) is True
     await state.set_key("idem", "k", {"outcome": 4}, ttl=5)
@@ -212,7 +225,7 @@ async def test_key_races_exactly_one_winner(state: State) -> None:
 async def test_ttl_capped_by_namespace_age(open_store: Open) -> None:
     state = await open_store(limits={"capped": StoreLimits(max_age=0.3)})
     assert await state.set_if_absent("capped", "k", {"x": 1}, ttl=3600)
-    await asyncio.sleep(0.45)
+    await gone(lambda: state.get_key("capped", "k"), "the key past its namespace's max_age")
     assert await state.get_key("capped", "k") is None
 
 
@@ -278,7 +291,7 @@ async def test_log_blocking_read_wakes_on_append(state: State) -> None:
     assert await state.read("runs", "r", after_id=first, block=0.2) == []
     started = time.monotonic()
     reader = asyncio.ensure_future(state.read("runs", "r", after_id=first, block=5))
-    await asyncio.sleep(0.1)
+    await stays(lambda: not reader.done(), "the read blocks until an append", seconds=0.1)
     second = await state.append("runs", "r", {"n": 1})
     assert await reader == [(second, {"n": 1})]
     assert time.monotonic() - started < 1.5
@@ -302,7 +315,7 @@ async def test_log_tail_in_order_with_no_gaps(state: State) -> None:
                 return
 
     follower = asyncio.ensure_future(follow())
-    await asyncio.sleep(0.05)
+    await stays(lambda: not follower.done(), "the follower waits on the empty log", seconds=0.05)
     await asyncio.gather(*(writer(w) for w in range(5)))
     await asyncio.wait_for(follower, 10)
     ids = [i for i, _ in seen]
@@ -376,7 +389,7 @@ async def test_bus_iterator_and_slow_subscriber(state: State) -> None:
             if len(received) == 6:
                 break
         assert received == list(range(6))
-        await asyncio.sleep(0.1)
+        await eventually(lambda: slow.dropped >= 3, "the slow subscriber to drop what its queue cannot hold")
         assert [await slow.get(timeout=1) for _ in range(3)] == [("list", {"n": n}) for n in range(3)]
         assert slow.dropped == 3 and await slow.get(timeout=0.1) is None
 
@@ -387,7 +400,7 @@ async def test_bus_subscription_ends_when_closed(state: State) -> None:
         await sub.get()
     async with sub:
         waiter = asyncio.ensure_future(sub.__anext__())
-        await asyncio.sleep(0.05)
+        await stays(lambda: not waiter.done(), "the subscriber waits for a message", seconds=0.05)
         await sub.aclose()
         with pytest.raises(StopAsyncIteration):
             await asyncio.wait_for(waiter, 2)
@@ -529,7 +542,9 @@ async def test_append_many_wakes_readers_and_trims(open_store: Open) -> None:
     state = await open_store(limits={"short": StoreLimits(max_len=3)})
     reader = asyncio.ensure_future(state.read("short", "log", block=5))
     other = asyncio.ensure_future(state.read("short", "log2", block=5))
-    await asyncio.sleep(0.1)
+    await stays(
+        lambda: not reader.done() and not other.done(), "both reads block until an append", seconds=0.1
+    )
     started = time.monotonic()
     ids = await state.append_many(
         [("short", "log", {"n": n}) for n in range(5)] + [("short", "log2", {"x": 1})]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agentmw.state import ANY, Conflict, SQLiteState, StoreLimits
+from tests.waiting import stays
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -138,7 +139,7 @@ async def test_lock_taken_reads_stay_writes_wait_on_the_thread(store: SQLiteStat
         store.append_many([("runs", "r", {"n": 1}), ("runs", "r", {"n": 2})]),
         store.set_if_absent("idem", "k", {}, ttl=5),
     )
-    await asyncio.sleep(0.3)
+    await stays(lambda: not writes.done(), "the writes wait for the lock", seconds=0.3)
     assert not writes.done() and ticks >= 10  # the loop runs while the writes wait for the lock
     locker.execute("COMMIT")
     version, many, ids, took = await asyncio.wait_for(writes, 10)
