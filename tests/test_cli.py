@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -24,7 +23,9 @@ from agentmw.safety import RootedPath
 from agentmw.testing import A2ATestClient, AguiTestClient
 from tests.cli_apps import bad_app
 from tests.conftest import free_port
+from tests.helpers.mcp_raw import initialize_request
 from tests.replicas import _stop, wait_healthy
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = "tests.cli_apps.demo_app:app"
@@ -511,29 +512,23 @@ def test_serve_an_agent_alone_in_one_process(tmp_path: Path) -> None:
         )
     try:
         url = f"http://127.0.0.1:{port}"
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "0"},
-            },
-        }
-        deadline = time.monotonic() + 30
-        while True:
+        initialize = initialize_request(client="test", request_id=1)
+
+        def initialized() -> httpx.Response | None:
             try:
-                answer = httpx.post(
+                return httpx.post(
                     f"{url}/mcp",
                     json=initialize,
                     timeout=5,
                     headers={"accept": "application/json, text/event-stream"},
                 )
-                break
             except httpx.TransportError:
-                assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.1)
+                assert process.poll() is None, log.read_text()
+                return None
+
+        answer = wait_until(
+            initialized, lambda: f"the server to answer:\n{log.read_text()}", timeout=30, interval=0.1
+        )
         assert answer.status_code == 200 and answer.headers["mcp-session-id"]
         assert '"protocolVersion":"2025-11-25"' in answer.text.replace(" ", "")
     finally:
@@ -555,10 +550,7 @@ def test_progress_redraws_one_line_on_a_terminal_and_clears_it() -> None:
     terminal = _Terminal()
     with Progress("working", stream=terminal, delay=0.05, interval=0.02) as progress:
         progress.update("half")
-        deadline = time.monotonic() + 5
-        while "half" not in terminal.getvalue():
-            assert time.monotonic() < deadline, "no progress line was drawn"
-            time.sleep(0.01)
+        wait_until(lambda: "half" in terminal.getvalue(), "a progress line to be drawn", timeout=5)
     text = terminal.getvalue()
     assert text.startswith("\r\x1b[K") and "agentmw: working... 0s: half" in text and "\n" not in text
     assert text.endswith("\r\x1b[K")  # the line is gone when the work is done

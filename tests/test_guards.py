@@ -24,6 +24,7 @@ from agentmw.mcp import _state
 from agentmw.settings import Limits, Timing
 from agentmw.testing import McpError, McpTestClient
 from tests import guards_app
+from tests.helpers.mcp_raw import initialize_request
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -434,18 +435,7 @@ def _modern(method: str, **extra: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
 async def test_mcp_refuses_valid_json_sent_as_another_content_type(built, content_type: str) -> None:
-    initialize = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        }
-    )
+    initialize = json.dumps(initialize_request(request_id=1))
     listing = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": META}})
     async with http(built.app) as client:
         for body, headers in (

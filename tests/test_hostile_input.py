@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, tool
 from agentmw.a2a import A2ASettings, PushPolicy
+from tests.helpers.mcp_raw import initialize, session_headers
 
 ran: list[str] = []
 
@@ -104,11 +105,15 @@ def strict_json(response: httpx.Response) -> Any:
 @pytest.mark.parametrize(
     "raw",
     [
-        b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"\\ud800","role":"ROLE_USER",'
-        b'"parts":[{"text":"\\udfff lone"}]}}}',
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"\\ud800","role":"ROLE_USER",'
+            b'"parts":[{"text":"\\udfff lone"}]}}}'
+        ),
         # CESU-8: a surrogate pair encoded as two 3-byte sequences is not UTF-8
-        b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER",'
-        b'"parts":[{"text":"\xed\xa0\xbd\xed\xb8\x80"}]}}}',
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER",'
+            b'"parts":[{"text":"\xed\xa0\xbd\xed\xb8\x80"}]}}}'
+        ),
     ],
 )
 async def test_a2a_lone_surrogates_and_cesu8_never_break_the_writer(app: Starlette, raw: bytes) -> None:
@@ -299,25 +304,7 @@ async def test_a2a_rest_body_that_is_not_json(app: Starlette) -> None:
 
 async def test_mcp_handshake_unhashable_ids_and_cancel_targets(app: Starlette) -> None:
     async with client(app) as http:
-        init = await http.post(
-            "/mcp",
-            headers=MCP_HEADERS,
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            },
-        )
-        session = {
-            **MCP_HEADERS,
-            "mcp-session-id": init.headers["mcp-session-id"],
-            "mcp-protocol-version": "2025-11-25",
-        }
+        session = session_headers(await initialize(http, request_id=1))
         for bad_id in ([], {}, 1.5, None, True):
             for shape in ({"method": "ping"}, {"result": {}}):
                 response = await http.post(
@@ -367,25 +354,7 @@ async def test_mcp_parse_errors(app: Starlette, raw: bytes) -> None:
 async def test_mcp_a_result_that_cannot_be_written_keeps_the_request_id(app: Starlette, era: str) -> None:
     async with client(app) as http:
         if era == "handshake":
-            init = await http.post(
-                "/mcp",
-                headers=MCP_HEADERS,
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "t", "version": "1"},
-                    },
-                },
-            )
-            headers = {
-                **MCP_HEADERS,
-                "mcp-session-id": init.headers["mcp-session-id"],
-                "mcp-protocol-version": "2025-11-25",
-            }
+            headers = session_headers(await initialize(http, request_id=1))
             meta: dict[str, Any] = {}
         else:
             headers = {**MCP_HEADERS, "mcp-protocol-version": STATELESS, "mcp-method": "tools/call"}

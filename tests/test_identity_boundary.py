@@ -13,6 +13,7 @@ from starlette.requests import HTTPConnection
 from agentmw import Agent, AgentMiddleware, tool
 from agentmw.a2a import A2ASettings
 from agentmw.identity import Forbidden, Unauthenticated
+from tests.helpers.mcp_raw import initialize, session_headers
 
 ran: list[str] = []
 CHALLENGE = 'Bearer realm="test"'
@@ -79,26 +80,8 @@ async def mcp_stateless(http: httpx.AsyncClient, token: str) -> httpx.Response:
 
 
 async def mcp_handshake(http: httpx.AsyncClient, token: str) -> httpx.Response:
-    headers = {**MCP, "authorization": f"Bearer {token}"}
-    init = await http.post(
-        "/mcp",
-        headers=headers,
-        json={
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
-    )
-    session = {
-        **headers,
-        "mcp-session-id": init.headers["mcp-session-id"],
-        "mcp-protocol-version": "2025-11-25",
-    }
+    bearer = {"authorization": f"Bearer {token}"}
+    session = {**session_headers(await initialize(http, headers=bearer, request_id=1)), **bearer}
     return await http.post(
         "/mcp",
         headers=session,

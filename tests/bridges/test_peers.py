@@ -28,6 +28,7 @@ from tests.bridges.peers import a2a_peer as a2a_skills
 from tests.bridges.peers import mcp_peer as mcp_skills
 from tests.bridges.peers.process import PeerProcess
 from tests.helpers.a2a_sdk import a2a_client, message
+from tests.helpers.mcp_raw import initialize_request
 from tests.waiting import eventually, stays
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
@@ -273,16 +274,7 @@ async def test_mcp_peers_are_pinned_to_one_revision(
 
 
 async def test_mcp_wrong_version_peer_answers_2024_11_05(mcp_peer_wrong_version: PeerProcess) -> None:
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "probe", "version": "0"},
-        },
-    }
+    initialize = initialize_request(client="probe", request_id=1)
     async with httpx.AsyncClient(timeout=30) as http:
         reply = await http.post(
             mcp_peer_wrong_version.url,

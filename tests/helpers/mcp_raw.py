@@ -39,12 +39,15 @@ async def initialize(
     capabilities: dict[str, Any] | None = None,
     client: str = "t",
     headers: dict[str, str] | None = None,
+    request_id: int = 0,
 ) -> httpx.Response:
     """POST ``initialize`` to ``{url}/mcp`` (``headers`` added to the JSON ones); asserts it was answered 200."""
     response = await http.post(
         f"{url}/mcp",
         headers={**JSON, **(headers or {})},
-        json=initialize_request(revision=revision, capabilities=capabilities, client=client),
+        json=initialize_request(
+            revision=revision, capabilities=capabilities, client=client, request_id=request_id
+        ),
     )
     assert response.status_code == 200, response.text
     return response
