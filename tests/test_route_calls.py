@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from agentmw import Agent, AgentMiddleware, tool
 from agentmw.safety import human_gate
 from agentmw.testing import McpTestClient
+from tests.waiting import eventually
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
 
@@ -137,10 +138,7 @@ async def test_yield_cleanup_runs_once_and_background_tasks_run_once_after_the_r
         assert result["structuredContent"] == {"saved": "hello", "in": "db"}
         assert seen["background"] == []  # the result came before the background work
         app.state.release.set()
-        for _ in range(100):
-            if seen["background"]:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(lambda: seen["background"], "the background task to run", timeout=1)
         assert seen["background"] == ["hello"]
         assert seen["cleanup"] == ["closed"]
         refused = await client.call_tool("add_note", {"text": "boom"})

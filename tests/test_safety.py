@@ -502,7 +502,7 @@ async def ended(task: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
 
 async def test_cancellation_from_every_face_within_100ms(built) -> None:
     agent, app = built
-    from tests.test_mcp_cancellation import open_session
+    from tests.helpers.mcp_raw import open_session
     from tests.test_mcp_wire import META, modern_headers
 
     latencies: dict[str, float] = {}
