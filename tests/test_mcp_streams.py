@@ -13,7 +13,7 @@ from agentmw.settings import Limits, Timing
 from agentmw.testing import McpError, McpTestClient
 from tests import wire_app
 from tests.conftest import serve
-from tests.test_mcp_cancellation import open_session
+from tests.helpers.mcp_raw import open_session
 from tests.test_mcp_wire import META, modern_headers
 
 
