@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import HTTPConnection
 
+from ._scope import route_path
 from ._transport import ClientDisconnected, ProtocolError, identity_error, loads, read_body, send_json
 from ._types import Receive, Scope, Send
 from .identity import Forbidden, Unauthenticated, authenticated_identity, has_identity_source
-from .middleware import route_path
 from .safety.gate import ApprovalProblem
 
 if TYPE_CHECKING:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
+from .._scope import route_path
 from .._shape import BodyShape, ShapeError, check_shape
 from .._transport import (
     ClientDisconnected,
@@ -26,7 +27,6 @@ from .._transport import (
 from .._types import Receive, Scope, Send
 from ..auth.refusals import PEEK_LIMIT, peek_request_id, send_a2a_refusal
 from ..identity import Forbidden, Unauthenticated, authenticated_identity, caller_from_headers, resolve_caller
-from ..middleware import route_path
 from ..settings import Limits
 from ..stores.base import TERMINAL
 from .card import (

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from .._edge import Refusal, Render
+from .._scope import route_path
 from .._transport import send_json
 from .._types import Receive, Scope, Send
 from ..auth.refusals import A2A_STATUS, PEEK_LIMIT, peek_request_id
-from ..middleware import route_path
 from .wire import ERROR_INFO
 
 __all__ = ["edge_refusal"]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
+from .._scope import route_path
 from .._shape import BodyShape, ShapeError, check_shape
 from .._transport import (
     PARSE_ERROR,
@@ -27,7 +28,6 @@ from .._transport import (
 )
 from .._types import Receive, Scope, Send
 from ..identity import Forbidden, Unauthenticated, resolve_caller
-from ..middleware import route_path
 from ..settings import Limits
 from .runs import Consumer, Refused, Run, Runs
 from .sequence import Sequencer
