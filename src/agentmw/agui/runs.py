@@ -40,13 +40,13 @@ import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from pydantic import ValidationError
 
 from .._bounded import BoundedTable
 from .._transport import dumps_finite, loads
-from ..context import Ask, Context, InputRequest, answer_from
+from ..context import Ask, Context, InputRequest, Services, answer_from
 from ..errors import Permanent
 from ..events import ArtifactUpdate, CoreEvent, Progress, StateChanged, TextDelta
 from ..journal import DEFAULT_LEASE_SECONDS, Journal, orphaned
@@ -64,8 +64,9 @@ from .sequence import Sequencer
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
 
-    from ..agent import Agent
     from ..capability import Capability
+    from ..observability.telemetry import Telemetry
+    from ..safety import Budgets
 
 __all__ = [
     "AguiChannel",
@@ -75,6 +76,7 @@ __all__ = [
     "Refused",
     "Run",
     "Runs",
+    "RunsHost",
     "Thread",
     "run_table",
     "thread_busy",
@@ -99,6 +101,32 @@ MOVED = ("taken_over", "execution_busy")  # outcomes of an execution that goes o
 
 Frames = list[tuple[int, bytes]]
 """Encoded events by sequence number, as a run's sequencer makes them."""
+
+
+class RunsHost(Services, Protocol):
+    """What the runs read of the agent that builds them (``agentmw.Agent`` is one): the core's services, the
+    skills, the shared state, telemetry, the byte budgets and the AG-UI bounds (docs/limits.md)."""
+
+    @property
+    def state(self) -> State: ...
+    @property
+    def skills(self) -> Mapping[str, Capability]: ...
+    @property
+    def telemetry(self) -> Telemetry | None: ...
+    @property
+    def budgets(self) -> Budgets: ...
+    @property
+    def park_timeout_seconds(self) -> float: ...
+    @property
+    def agui_buffer_events(self) -> int: ...
+    @property
+    def agui_max_runs(self) -> int: ...
+    @property
+    def agui_run_retention_seconds(self) -> float: ...
+    @property
+    def agui_max_threads(self) -> int: ...
+    @property
+    def agui_thread_idle_seconds(self) -> float: ...
 
 
 class Refused(Exception):
@@ -401,7 +429,7 @@ class AguiChannel:
 
     __slots__ = ("agent", "ctx", "execution")
 
-    def __init__(self, agent: Agent, execution: Execution) -> None:
+    def __init__(self, agent: RunsHost, execution: Execution) -> None:
         self.agent = agent
         self.execution = execution
         self.ctx: Context | None = None
@@ -534,7 +562,7 @@ class _Shared(NamedTuple):
 class Runs:
     """Every thread and run of one agent's AG-UI face, in this process and in the shared state."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: RunsHost) -> None:
         self.agent = agent
         self.replica = os.urandom(8).hex()  # this endpoint's name in records and on the bus
         self.threads = thread_table(agent)  # bounded in count and age (docs/limits.md)
@@ -1465,7 +1493,7 @@ def thread_busy(thread: Thread) -> bool:
     return execution is not None and execution.task is not None and not execution.task.done()
 
 
-def thread_table(agent: Agent) -> BoundedTable[str, Thread]:
+def thread_table(agent: RunsHost) -> BoundedTable[str, Thread]:
     """Threads by id: at most ``agui_max_threads`` idle ones and ``Budgets.agui_threads_bytes`` of them, each
     forgotten ``agui_thread_idle_seconds`` after its last run; a busy thread (:func:`thread_busy`) is always
     kept. One dropped is read again from its record in the state when it is next used."""
@@ -1487,7 +1515,7 @@ def _run_bytes(_key: str, run: Run) -> int:
     return run.held
 
 
-def run_table(agent: Agent) -> BoundedTable[str, Run]:
+def run_table(agent: RunsHost) -> BoundedTable[str, Run]:
     """Runs by id, for reconnects and cancels: at most ``agui_max_runs`` ended ones, each kept
     ``agui_run_retention_seconds`` after it started, and ``Budgets.agui_runs_bytes`` of their inputs and
     buffers; a run still in progress is always kept. A reconnect to one dropped replays the shared log."""

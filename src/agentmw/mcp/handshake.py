@@ -23,7 +23,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .._bounded import BoundedTable
 from .._transport import (
@@ -57,9 +57,11 @@ from .convert import input_request
 from .methods import LOG_RANK, Call, ClientNotAnswered, dispatch, parse_input_response
 
 if TYPE_CHECKING:
+    from .._wiring import Listener
+    from ..safety import Budgets
     from .endpoint import Incoming, McpEndpoint
 
-__all__ = ["Session", "SessionStore", "handle"]
+__all__ = ["Session", "SessionStore", "SessionsHost", "handle"]
 
 logger = logging.getLogger("agentmw")
 _SESSION_HEADER = b"mcp-session-id"
@@ -70,6 +72,23 @@ STREAM_LEASE_SECONDS = 30.0
 """A GET stream holds a lease on its session, renewed while it is open: a second GET on any replica gets
 409 until the stream ends, or until this long after its replica died."""
 _END = None  # put on a GET stream's queue: the stream ends
+
+
+class SessionsHost(Protocol):
+    """What a :class:`SessionStore` reads of the agent that builds it (``agentmw.Agent`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def state(self) -> State: ...
+    @property
+    def budgets(self) -> Budgets: ...
+    @property
+    def max_sessions(self) -> int: ...
+    @property
+    def session_idle_seconds(self) -> float: ...
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]: ...
 
 
 class _Shared(NamedTuple):
@@ -253,7 +272,7 @@ class SessionStore:
 
     cache_seconds: float = 1.0
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: SessionsHost) -> None:
         self.agent = agent
         self.replica = secrets.token_hex(8)
         digest = hashlib.sha256(agent.name.encode()).hexdigest()[:16]
