@@ -26,6 +26,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # when it serves on a real port or starts a process (uvicorn, node, Chromium, redis-server, Postgres), and `asgi`
 # otherwise (an app driven in-process through its ASGI callable).
 TIERS: dict[str, frozenset[str]] = {
+    "unit": frozenset({"test_public_api.py", "unit/"}),
     "replicas": frozenset(
         {
             "state/test_shared.py",
@@ -41,6 +42,7 @@ TIERS: dict[str, frozenset[str]] = {
     ),
     "socket": frozenset(
         {
+            "test_code_quality.py",
             "bridges/test_clients.py",
             "bridges/test_mcp_bridge.py",
             "conformance/test_conformance.py",
@@ -91,10 +93,8 @@ TIERS: dict[str, frozenset[str]] = {
 
 def tier_of(path: Path) -> str:
     relative = path.relative_to(Path(__file__).parent).as_posix()
-    if relative.startswith("unit/"):
-        return "unit"
     for tier, files in TIERS.items():
-        if relative in files:
+        if relative in files or any(relative.startswith(f) for f in files if f.endswith("/")):
             return tier
     return "asgi"
 
