@@ -2,7 +2,7 @@
 
 Each table is shown pruned by count and by age, with small limits: through the faces with real requests
 where that is reasonable (AG-UI threads and runs, MCP sessions, A2A message ids and task handles), and
-directly for the table classes (stores, approvals, idempotency records, used request states).
+directly for the table classes (approvals, idempotency records, used request states).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from agentmw.mcp import _state
 from agentmw.mcp.stateless import UsedStates
 from agentmw.safety import Approvals, IdempotencyCache
 from agentmw.settings import Limits, Timing
-from agentmw.stores import MemoryStore, SQLiteStore, TaskRecord
+from agentmw.state import MemoryState, StoreLimits
 from agentmw.testing import McpError, McpTestClient
 from tests.waiting import eventually
 
@@ -236,8 +236,8 @@ def test_used_states_forgotten_by_age() -> None:
 # --- A2A message ids and task handles, through the face ------------------------------------------------
 
 
-def a2a_agent(store: MemoryStore | None = None, **limits: object) -> tuple[Agent, Starlette, MemoryStore]:
-    store = store or MemoryStore()
+def a2a_agent(store: MemoryState | None = None, **limits: object) -> tuple[Agent, Starlette, MemoryState]:
+    store = store or MemoryState()
     agent = Agent("bounds", a2a=A2ASettings(store=store), **limits)  # type: ignore[arg-type]
 
     @agent.skill
@@ -287,18 +287,17 @@ async def test_a2a_message_ids_forgotten_by_age() -> None:
 
 
 async def test_a2a_waiting_task_handles_are_bounded_and_reload_from_the_store() -> None:
-    agent, app, store = a2a_agent(
-        MemoryStore(max_tasks=100), limits=Limits(max_tasks=2)
-    )  # the store keeps its own
+    agent, app, store = a2a_agent(limits=Limits(max_tasks=2))
+    agent.a2a_app  # noqa: B018  (the face is built: it bounds the state's namespaces by the agent's limits)
+    store.limit("a2a.tasks", StoreLimits(max_count=100))  # the state keeps more tasks than the process holds
     async with http(app) as client:
         waiting = [
             await send(client, [{"text": "no numbers"}]) for _ in range(5)
         ]  # INPUT_REQUIRED: arguments
         assert all(task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" for task in waiting)
         live = agent.a2a_app.ops.tasks.live
-        assert (
-            len(live) == 2 and (await store.state.scan("a2a.tasks", total=True)).total == 5
-        )  # kept in its state
+        await agent.a2a_app.ops.tasks.flush()  # each answer came before its write (write-behind)
+        assert len(live) == 2 and (await store.scan("a2a.tasks", total=True)).total == 5  # kept in its state
         message = {
             "messageId": uuid.uuid4().hex,
             "role": "ROLE_USER",
@@ -311,71 +310,6 @@ async def test_a2a_waiting_task_handles_are_bounded_and_reload_from_the_store() 
             json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
         )
         assert response.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"  # reloaded
-
-
-# --- A2A task stores ------------------------------------------------------------------------------------
-
-
-def record(i: int, state: str = "TASK_STATE_COMPLETED", updated: float | None = None) -> TaskRecord:
-    stamp = time.time() if updated is None else updated
-    return TaskRecord(id=f"t{i}", context_id="c", owner="o", state=state, created_at=stamp, updated_at=stamp)
-
-
-async def test_memory_store_capped_by_count_finished_first() -> None:
-    store = MemoryStore(max_tasks=10)
-    await store.put(record(-1, "TASK_STATE_INPUT_REQUIRED"))
-    for i in range(30):
-        await store.put(record(i))
-    assert len(store.tasks) <= 11 and await store.get("t29") is not None and await store.get("t0") is None
-    assert await store.get("t-1") is not None  # finished tasks go first
-    for i in range(30, 60):
-        await store.put(record(i, "TASK_STATE_INPUT_REQUIRED"))
-    assert len(store.tasks) <= 11 and await store.get("t-1") is None  # then the oldest of any state
-
-
-async def test_memory_store_forgets_by_age() -> None:
-    store = MemoryStore(retention_seconds=60)
-    for i in range(5):
-        await store.put(record(i, updated=time.time() - 120))
-    assert await store.get("t0") is None
-    await store.put(record(99))
-    assert list(store.tasks) == ["t99"]
-
-
-async def test_sqlite_store_capped_by_count_and_age(tmp_path) -> None:
-    store = SQLiteStore(tmp_path / "tasks.db", max_tasks=20, retention_seconds=60)
-    try:
-        await store.put_push("t0", {"id": "p", "url": "http://127.0.0.1/x"})
-        for i in range(100):
-            await store.put(record(i))
-        count = await store._run(lambda db: db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0])
-        assert count <= 21 and await store.get("t99") is not None and await store.get("t0") is None
-        assert await store.list_push("t0") == []  # a forgotten task's push configurations go with it
-        for i in range(100, 105):
-            await store.put(record(i, updated=time.time() - 120))
-        assert await store.get("t100") is None  # read as gone, and deleted by the next batch
-        await store.prune()
-        left = await store._run(
-            lambda db: db.execute("SELECT COUNT(*) FROM tasks WHERE id >= 't100' AND id < 't106'").fetchone()[
-                0
-            ]
-        )
-        assert left == 0
-    finally:
-        store.close()
-
-
-async def test_agent_limits_reach_the_store_unless_it_has_its_own(tmp_path) -> None:
-    own = MemoryStore(max_tasks=7)
-    tasks_kept = Limits(max_tasks=3)
-    _ = Agent(
-        "x", a2a=A2ASettings(store=own), limits=tasks_kept, timing=Timing(task_retention_seconds=5)
-    ).a2a_app
-    assert own.max_tasks == 7 and own.retention_seconds == 5
-    default = SQLiteStore(tmp_path / "d.db")
-    Agent("y", a2a=A2ASettings(store=default), limits=Limits(max_tasks=3)).a2a_app  # noqa: B018
-    assert default.max_tasks == 3
-    default.close()
 
 
 # --- approvals and idempotency records ------------------------------------------------------------------

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
-from ..state import State, StoreLimits, open_state
-from ..stores.base import legacy_state
+from ..state import State, open_state
 from .push import PushSender, push_config, with_config
-from .registry import EVENTS, PUSH, TASKS
 from .tasks import A2ATaskManager, task_dict
 from .wire import (
     INVALID_PARAMS,
@@ -96,32 +93,16 @@ class Operations:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         settings = agent.a2a
-        legacy = None
         if settings.store is None:
             state = agent.state
         elif isinstance(settings.store, (State, str)):
             state = open_state(settings.store)
-        else:  # an older TaskStore (deprecated, to be removed before the first release): its own state
-            legacy = settings.store
-            warnings.warn(
-                "A2ASettings(store=<agentmw.stores store>) is deprecated: A2A tasks live in "
-                "agentmw.state; pass Agent(store=...) instead (docs/a2a.md)",
-                DeprecationWarning,
-                stacklevel=2,
+        else:
+            raise TypeError(
+                f"A2ASettings(store=...) takes a State or a state URL, not {type(settings.store).__name__}: "
+                "the older agentmw.stores task stores are gone; pass Agent(store=...) instead (docs/state.md)"
             )
-            if hasattr(legacy, "limit"):  # the agent's task limits, unless the store was given its own
-                legacy.limit(agent.limit_settings.max_tasks, agent.timing.task_retention_seconds)
-            state = legacy_state(legacy)
-        self.tasks = A2ATaskManager(agent, state, legacy=legacy)
-        if legacy is not None:  # the store's own limits, where it was given some
-            for ns in (TASKS, PUSH, EVENTS):
-                current = state.limits(ns)
-                state.limit(
-                    ns,
-                    StoreLimits(
-                        max_count=legacy.max_tasks, max_age=legacy.retention_seconds, max_len=current.max_len
-                    ),
-                )
+        self.tasks = A2ATaskManager(agent, state)
         self.push = (
             PushSender(state, settings.push, self.tasks.registry.replica)
             if settings.push is not None

@@ -24,7 +24,6 @@ from .._bounded import BoundedTable
 from ..journal import Journal
 from ..lifecycle import INTERRUPTED, TERMINAL, TaskRecord
 from ..state import State
-from ..stores.base import legacy_state
 from ..tasks.manager import TaskManager, spawn
 from ..tasks.runner import LOST_REASON
 from .push import PushSender, with_config
@@ -135,16 +134,12 @@ class A2ATaskManager(TaskManager):
 
     Args:
         state: the state tasks live in (``agent.state`` by default).
-        legacy: an older ``TaskStore`` given to ``A2ASettings(store=...)`` (deprecated), whose state is
-            ``state``: it keeps its durability (every answer waits for its write).
     """
 
     runner: A2ATaskRunner
 
-    def __init__(
-        self, agent: Agent, state: State, push: PushSender | None = None, *, legacy: object = None
-    ) -> None:
-        registry = a2a_registry(agent, state, write_behind=agent.a2a.write_behind and legacy is None)
+    def __init__(self, agent: Agent, state: State, push: PushSender | None = None) -> None:
+        registry = a2a_registry(agent, state, write_behind=agent.a2a.write_behind)
         super().__init__(agent, registry, A2ATaskRunner(agent, registry))
         self.push = push
         self.registry.push = push
@@ -161,13 +156,12 @@ class A2ATaskManager(TaskManager):
 
     @property
     def store(self) -> State:
-        """The state this process keeps its A2A tasks in. Setting another one (or an older store, whose state
-        is used) points this process at it (tests use it to cut a process off its file, as a crash would)."""
+        """The state this process keeps its A2A tasks in. Setting another one points this process at it
+        (tests use it to cut a process off its file, as a crash would)."""
         return self.registry.state
 
     @store.setter
-    def store(self, value: Any) -> None:
-        state = value if isinstance(value, State) else legacy_state(value)
+    def store(self, state: State) -> None:
         self.registry.state = state
         if self.push is not None:
             self.push.state = state

@@ -1,7 +1,6 @@
-"""Where tasks and push configurations live: in memory for tests, SQLite as the embedded default."""
+"""Gone: the older task stores were removed before the first release (A2A tasks live in ``agentmw.state``;
+``TaskRecord`` and ``RESTART_REASON`` in ``agentmw.lifecycle``).
 
-from .base import TaskRecord, TaskStore
-from .memory import MemoryStore
-from .sqlite import SQLiteStore
-
-__all__ = ["MemoryStore", "SQLiteStore", "TaskRecord", "TaskStore"]
+What is left only re-exports those names for the modules that still import them from here
+(``a2a/endpoint.py``, two test files); then this package is deleted.
+"""
