@@ -313,7 +313,6 @@ class Context:
         "_channel",
         "_counter",
         "_emit",
-        "_invoke",
         "_published",
         "_recorder",
         "_text_frame",
@@ -321,6 +320,7 @@ class Context:
         "caller",
         "capability",
         "face",
+        "invoker",
         "messages",
         "request",
         "state",
@@ -347,7 +347,8 @@ class Context:
         self._counter = 0
         self._calls = 0
         self._recorder: Recorder | None = None  # the execution's journal, when it has one (journal.py)
-        self._invoke: Invoke | None = None  # how ctx.call runs a sub-call (the pipeline sets it)
+        self.invoker: Invoke | None = None
+        """How :meth:`call` runs its sub-calls: ``runtime.invoke`` sets itself on every context it runs."""
         self.messages: list[
             Message
         ] = []  # the work's incoming messages, follow-ups appended (the face fills it)
@@ -409,10 +410,6 @@ class Context:
         if numbering is not None and self._emit is not None:
             self._emit = numbering(self._emit)
 
-    def set_invoker(self, invoke: Invoke) -> None:
-        """How :meth:`call` runs its sub-calls (the pipeline hands over ``runtime.invoke``)."""
-        self._invoke = invoke
-
     def child(self, capability: Capability) -> Context:
         """The context of a sub-call of ``capability``: the same caller, request, channel and invoker, and
         nobody watching (the tool's own text stays inside its result)."""
@@ -420,7 +417,7 @@ class Context:
             capability, self._channel, self.request, self.caller, agent=self.agent, face=self.face
         )
         child._emit = None
-        child._invoke = self._invoke
+        child.invoker = self.invoker
         return child
 
     def next_call(self) -> int:
@@ -526,7 +523,7 @@ class Context:
 
         Returns the tool's value; raises :class:`ToolCallFailed` when the call does not complete.
         """
-        invoke = self._invoke
+        invoke = self.invoker
         if self.agent is None or invoke is None:
             raise RuntimeError("ctx.call needs a context created by an agent")
         name = tool if isinstance(tool, str) else getattr(tool, "__name__", "")

@@ -81,7 +81,7 @@ def invoke(
         return journal.execute(
             capability, arguments, ctx, idempotency_key=idempotency_key, approval_id=approval_id
         )
-    ctx.set_invoker(invoke)
+    ctx.invoker = invoke
     return pipeline(arguments, ctx, idempotency_key, approval_id, validated)
 
 
