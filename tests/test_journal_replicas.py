@@ -7,50 +7,21 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentmw import Agent, Context
-from agentmw.context import Answer, InputRequest
 from agentmw.journal import JOURNAL_NS, LEASE_NS, Journal, orphaned, resume
-from agentmw.runtime import InputsPending, invoke
+from agentmw.runtime import invoke
 from agentmw.state import SQLiteState, State
+from tests.helpers.channels import Parking, Waiting
 from tests.state.conftest import redis_url  # noqa: F401  (a fixture: a real redis-server for the session)
+from tests.waiting import eventually
 
 LEASE = 0.6
-
-
-class Face:
-    """A face's channel: ``wait=True`` parks the coroutine in memory (A2A), else a question ends the call."""
-
-    def __init__(self, *, wait: bool = False) -> None:
-        self.wait = wait
-        self.asked = asyncio.Event()
-        self.answer: asyncio.Future[dict[str, Any]] | None = None
-        self.events: list[Any] = []
-
-    def supports(self, capability: str) -> bool:
-        return capability == "elicitation"
-
-    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        return None
-
-    async def log(self, level: str, data: Any, logger: str | None) -> None:
-        return None
-
-    async def emit(self, event: Any) -> None:
-        self.events.append(event)
-
-    async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
-        if not self.wait:
-            raise InputsPending(requests)
-        self.answer = asyncio.get_running_loop().create_future()
-        self.asked.set()
-        payload = await self.answer
-        return {key: Answer("accept", payload) for key in requests}
 
 
 class Effects:
@@ -113,7 +84,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 
 
 async def start(
-    agent: Agent, tool: str, arguments: dict[str, Any], execution_id: str, face: Face, lease: float = LEASE
+    agent: Agent, tool: str, arguments: dict[str, Any], execution_id: str, face: Parking, lease: float = LEASE
 ) -> Any:
     cap = agent.tools[tool]
     ctx = Context(cap, face, caller="alice", agent=agent, face="test")
@@ -126,7 +97,7 @@ async def start(
 async def test_a_question_asked_on_a_is_answered_on_b(stores: tuple[State, State], wait: bool) -> None:
     effects = Effects()
     a, b = replica("a", stores[0], effects), replica("b", stores[1], effects)
-    face = Face(wait=wait)
+    face = Waiting() if wait else Parking()
     run = asyncio.create_task(start(a, "transfer", {"amount": 5}, "t1", face))
     if wait:
         await asyncio.wait_for(face.asked.wait(), 10)
@@ -137,7 +108,7 @@ async def test_a_question_asked_on_a_is_answered_on_b(stores: tuple[State, State
     assert stored is not None and stored.value["status"] == "parked"
     assert await stores[1].get_key(LEASE_NS, "t1") is None
 
-    outcome = await resume(b, "t1", answers={"ask-1": {"to": "bob"}}, channel=Face())
+    outcome = await resume(b, "t1", answers={"ask-1": {"to": "bob"}}, channel=Parking())
     assert outcome.status == "completed"
     assert outcome.value == {"debit": "debit@a", "credit": "credit bob@b"}
     assert effects.done == ["debit", "credit bob"]  # the debit was not done again on B
@@ -157,7 +128,7 @@ async def test_a_run_whose_replica_dies_is_taken_over(stores: tuple[State, State
     effects = Effects()
     a = replica("a", stores[0], effects, hang=True)
     b = replica("b", stores[1], effects)
-    run = asyncio.create_task(start(a, "batch", {}, "t2", Face()))
+    run = asyncio.create_task(start(a, "batch", {}, "t2", Parking()))
     await asyncio.wait_for(effects.reached.wait(), 10)
     assert effects.done == ["one", "two"]
     lease = await stores[1].get_key(LEASE_NS, "t2")
@@ -185,15 +156,16 @@ async def test_an_orphan_is_found_by_any_replica(stores: tuple[State, State]) ->
     effects = Effects()
     a = replica("a", stores[0], effects, hang=True)
     b = replica("b", stores[1], effects)
-    run = asyncio.create_task(start(a, "batch", {}, "t3", Face(), lease=0.3))
+    run = asyncio.create_task(start(a, "batch", {}, "t3", Parking(), lease=0.3))
     await asyncio.wait_for(effects.reached.wait(), 10)
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
-    deadline = time.monotonic() + 10
-    while await orphaned(b) != ["t3"]:
-        assert time.monotonic() < deadline, "the dead run's lease never expired"
-        await asyncio.sleep(0.02)
+
+    async def only_t3_orphaned() -> bool:
+        return await orphaned(b) == ["t3"]
+
+    await eventually(only_t3_orphaned, "the dead run's lease to expire", timeout=10, interval=0.02)
     # two replicas sweep at once: the lease lets one replay it; the other is told it runs elsewhere (or,
     # if it came after, gets the recorded outcome)
     a2 = replica("a2", stores[0], effects)
