@@ -17,13 +17,12 @@ The rule, the same on every face:
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import HTTPConnection
 
-from .._types import Scope
 from ..content import Text
 from ..errors import AccessRefused
 from ..identity import UNVERIFIED_PREFIX, Forbidden, IdentifyFn, Unauthenticated, resolve_caller
@@ -129,7 +128,7 @@ class Access:
         self._lists: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()
 
     # --- the face entry -------------------------------------------------------------------------------
-    async def admit(self, scope: Scope, face: str) -> Principal | None:
+    async def admit(self, scope: MutableMapping[str, Any], face: str) -> Principal | None:
         """Let a request into a face, or raise: 401 (no or a bad token), 403 (without the resource's scopes),
         429 (a rate limit). Returns the caller."""
         resource = self.resource
@@ -165,7 +164,7 @@ class Access:
                     )
         return principal
 
-    async def _caller(self, scope: Scope, principal: Principal | None) -> str:
+    async def _caller(self, scope: MutableMapping[str, Any], principal: Principal | None) -> str:
         if principal is not None:
             return principal.identity
         return rate_key(await resolve_caller(HTTPConnection(scope), self.agent.identify), scope)
@@ -270,7 +269,9 @@ class Access:
             missing,
         )
 
-    async def admit_skill(self, scope: Scope, skill: Capability | None, *, run: bool) -> Capability | None:
+    async def admit_skill(
+        self, scope: MutableMapping[str, Any], skill: Capability | None, *, run: bool
+    ) -> Capability | None:
         """AG-UI: let the request in (:meth:`admit`); the skill, or None when this caller may not see it; before a
         run, a missing scope raises 401 or 403."""
         await self.admit(scope, "agui")
@@ -280,7 +281,7 @@ class Access:
             self.check_call(skill, scope)
         return skill
 
-    async def card(self, card: dict[str, Any], scope: Scope) -> dict[str, Any]:
+    async def card(self, card: dict[str, Any], scope: MutableMapping[str, Any]) -> dict[str, Any]:
         """The A2A card as this caller may see it: its skills filtered, the security schemes of the resource
         (unless ``A2ASettings`` names its own), and each scoped skill's ``securityRequirements``."""
         if self.resource is not None and PRINCIPAL_KEY not in scope:
@@ -387,7 +388,7 @@ async def authorize(capability: Capability, ctx: _Call) -> Outcome | None:
     return None
 
 
-async def _principal(access: Access | None, scope: Scope) -> Principal | None:
+async def _principal(access: Access | None, scope: MutableMapping[str, Any]) -> Principal | None:
     if access is not None and access.resource is not None and PRINCIPAL_KEY not in scope:
         try:
             return await access.resource.authenticate(scope)
