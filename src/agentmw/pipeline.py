@@ -141,7 +141,7 @@ class Stage:
     async def __call__(self, call: Call) -> Outcome:
         return await self.next(call)
 
-    def _stage(self, name: str, attributes: Mapping[str, Any]) -> None:
+    def _report(self, name: str, attributes: Mapping[str, Any]) -> None:
         report = self.report
         if report is not None:
             report(name, attributes)
@@ -166,7 +166,7 @@ class _Access(Stage):
     async def __call__(self, call: Call) -> Outcome:
         denied = await auth_access.authorize(self.capability, call.ctx)
         if denied is not None:
-            self._stage("agentmw.access.denied", {"agentmw.outcome.code": str(denied.code)})
+            self._report("agentmw.access.denied", {"agentmw.outcome.code": str(denied.code)})
             return denied
         return await self.next(call)
 
@@ -192,10 +192,10 @@ class _Idempotency(Stage):
         try:
             outcome: Outcome = await self.agent.idempotency.run(scope, canonical, first, settled)
         except KeyReused as exc:
-            self._stage("agentmw.idempotency.reused", {})
+            self._report("agentmw.idempotency.reused", {})
             return refused(Code.IDEMPOTENCY_KEY_REUSED, str(exc))
         if not ran:  # the key's first outcome, returned again: nothing ran
-            self._stage("agentmw.idempotency.hit", {"agentmw.outcome.status": str(outcome.status)})
+            self._report("agentmw.idempotency.hit", {"agentmw.outcome.status": str(outcome.status)})
         return outcome
 
 
@@ -229,7 +229,7 @@ class _InFlight(Stage):
         limits = self.agent.limits
         busy = limits.acquire(capability.name, capability.max_in_flight)
         if busy is not None:
-            self._stage("agentmw.busy", {"agentmw.reason": busy})
+            self._report("agentmw.busy", {"agentmw.reason": busy})
             return Outcome(
                 status=Status.FAILED,
                 content=[Text(f"Busy: {busy}. Retry after 1 second.")],
@@ -307,7 +307,7 @@ class _Roots(Stage):
             )
         except RootViolation as exc:
             name = exc.parameter
-            self._stage("agentmw.roots.refused", {"agentmw.parameter": name})
+            self._report("agentmw.roots.refused", {"agentmw.parameter": name})
             return refused(Code.ROOT_VIOLATION, f"Path {name!r} refused: {exc}. Nothing was executed.")
         kwargs.update(resolved)
         return await self.next(call)
@@ -346,7 +346,7 @@ class _Gate(Stage):
             return await self._use(call, approval_id, arguments, summary)
         digest = arguments_hash(capability.name, arguments)
         if ctx.supports("elicitation"):
-            self._stage("agentmw.gate.asked", {"agentmw.gate.mode": "in_band"})
+            self._report("agentmw.gate.asked", {"agentmw.gate.mode": "in_band"})
             approved = await ctx.confirm(
                 summary,
                 details={
@@ -357,7 +357,7 @@ class _Gate(Stage):
                 },
                 key=f"approve-{digest[:16]}",
             )
-            self._stage("agentmw.gate.decided", {"agentmw.gate.approved": bool(approved)})
+            self._report("agentmw.gate.decided", {"agentmw.gate.approved": bool(approved)})
             if approved:
                 return None
             return refused(Code.APPROVAL_REJECTED, f"Not approved: {summary}. {_NOTHING}")
@@ -371,7 +371,7 @@ class _Gate(Stage):
         approval = await agent.approvals.create(
             capability.name, arguments, summary, ctx.face or "direct", requester, spec.ttl_seconds
         )
-        self._stage(
+        self._report(
             "agentmw.gate.asked", {"agentmw.gate.mode": "out_of_band", "agentmw.approval.id": approval.id}
         )
         return Outcome(
@@ -405,9 +405,9 @@ class _Gate(Stage):
             else:
                 approval = await consume()
         except ApprovalProblem as exc:
-            self._stage("agentmw.gate.decided", {"agentmw.gate.approved": False, "agentmw.reason": str(exc)})
+            self._report("agentmw.gate.decided", {"agentmw.gate.approved": False, "agentmw.reason": str(exc)})
             return refused(Code.APPROVAL_INVALID, f"{exc}. {_NOTHING}")
-        self._stage(
+        self._report(
             "agentmw.gate.decided",
             {
                 "agentmw.gate.approved": approval.status != "rejected",
@@ -543,7 +543,7 @@ class _Run(Stage):
         (unexpected)."""
         capability = self.capability
         if deadline is not None and deadline.expired():
-            self._stage("agentmw.deadline.exceeded", {"agentmw.timeout_s": capability.timeout})
+            self._report("agentmw.deadline.exceeded", {"agentmw.timeout_s": capability.timeout})
             message = (
                 f"{capability.name} did not finish within {capability.timeout:g} seconds and was stopped."
             )
