@@ -52,7 +52,7 @@ from ..events import ArtifactUpdate, CoreEvent, Progress, StateChanged, TextDelt
 from ..journal import DEFAULT_LEASE_SECONDS, Journal, orphaned
 from ..journal import cancel as cancel_execution
 from ..journal import resume as resume_execution
-from ..lifecycle import Background, Canceller, EventLog, Records, Sweeper, Watch, WriteBehind, limit
+from ..lifecycle import Background, Canceller, EventLog, LogWriter, Records, Sweeper, Watch, limit
 from ..messages import is_answer
 from ..runtime import Status, describe_validation_error, invoke
 from ..state import Conflict, Json, State, Versioned, encode
@@ -182,7 +182,7 @@ class Run:
     execution: Execution | None = None
     runs: Runs | None = None  # the lifecycle that keeps this run's log and thread record
     finished: asyncio.Event = field(default_factory=asyncio.Event)  # the end is saved and delivered
-    _writer: WriteBehind[Frames] | None = None  # writes its frames to the shared log, behind the stream
+    _writer: LogWriter | None = None  # writes its frames to the shared log, behind the stream
     _watcher: Watch | None = None  # cancel requests from other replicas
     _finishing: bool = False
     input_bytes: int = (
@@ -1329,57 +1329,28 @@ class Runs:
         assert version is not None  # merge never stops
         thread.record_version = version
 
-    # --- the run's log: written behind the stream (lifecycle.WriteBehind), read by any replica ---------------
+    # --- the run's log: written behind the stream (lifecycle.LogWriter), read by any replica -----------------
     def log(self, run: Run, made: Frames) -> None:
         """Queue frames for the run's shared log; its writer appends them off the stream's path."""
+        self._log_writer(run).add(made)
+
+    def _log_writer(self, run: Run) -> LogWriter:
         writer = run._writer
         if writer is None:
-            writer = run._writer = WriteBehind(
-                functools.partial(self._write_log, run), _no_delay, f"agui-log-{run.id}"
+            batch = max(16, self.agent.agui_buffer_events // 8)  # the log keeps agui_buffer_events entries
+            writer = run._writer = LogWriter(
+                self.shared.events,
+                run.id,
+                batch=batch,
+                keep=batch * self.agent.agui_buffer_events,
+                name=f"agui-log-{run.id}",
+                label=f"AG-UI run {run.id}",
             )
-        writer.add(made)
-
-    async def _write_log(self, run: Run, batches: list[Frames]) -> None:
-        writer = run._writer
-        try:
-            await self._append(run, [item for made in batches for item in made], end=False)
-        except Exception:
-            logger.exception("AG-UI run %s: events could not be logged", run.id)
-        finally:
-            if writer is not None:
-                writer.done(len(batches))
+        return writer
 
     async def _close_log(self, run: Run, last: Frames, *, end: bool) -> None:
-        """Stop the run's writer once its batch is in, then append what is left and ``last`` (with the end)."""
-        writer, rest = run._writer, []
-        if writer is not None:
-            writer.close()
-            if writer.task is not None:
-                await asyncio.gather(writer.task, return_exceptions=True)
-            rest = [item for made in writer.queue for item in made]
-            writer.queue.clear()
-        await self._append(run, rest + last, end=end)
-
-    async def _append(self, run: Run, frames: Frames, *, end: bool) -> None:
-        """Append ``frames`` as log entries of at most ``_batch()`` frames; the last says ``end`` when asked
-        (written even with no frames). The log holds ``agui_buffer_events`` entries: older frames would go."""
-        size = self._batch()
-        most = size * self.agent.agui_buffer_events
-        if len(frames) > most:
-            del frames[: len(frames) - most]
-        events = self.shared.events
-        for start in range(0, max(len(frames), 1 if end else 0), size):
-            batch = frames[start : start + size]
-            entry: dict[str, Any] = {
-                "first": batch[0][0] if batch else run.sequencer.seq + 1,
-                "frames": [frame.decode("utf-8") for _, frame in batch],
-            }
-            if end and start + size >= len(frames):
-                entry["end"] = True
-            await events.append(run.id, entry)
-
-    def _batch(self) -> int:
-        return max(16, self.agent.agui_buffer_events // 8)
+        """Append what the run's writer still holds and ``last``; ``end``: the last entry says the run ended."""
+        await self._log_writer(run).close(last, end=end, next_seq=run.sequencer.seq + 1)
 
     # --- cancelling (lifecycle.Canceller: asked on the bus, answered by the replica that runs it) -----------
     async def _watch(self, run: Run) -> Watch:
@@ -1463,11 +1434,6 @@ def _is_end(entry: Any) -> bool:
 async def _nothing() -> list[Any]:
     """A log read to its end: nothing more is waited for."""
     return []
-
-
-def _no_delay() -> float:
-    """The log writer writes as soon as frames are queued (it batches what piles up meanwhile)."""
-    return 0.0
 
 
 def _record(thread: Thread) -> dict[str, Any]:
