@@ -27,8 +27,7 @@ from .errors import RegistrationError
 from .identity import IdentifyFn, as_identify
 from .mcp.settings import McpSettings
 from .middleware import AgentMiddleware
-from .safety import Approvals, Budgets, IdempotencyCache
-from .safety import Limits as InFlight
+from .safety import Approvals, Budgets, IdempotencyCache, InFlightLimits
 from .selection import include_routes, log_served
 from .settings import Limits, Timing
 from .state import DEFAULT_STORE, State, StoreLimits, check_store, open_state
@@ -162,7 +161,7 @@ class Agent:
         self.approver = approver
         self.approvals_path = "/" + approvals_path.strip("/")
         self.budgets: Budgets = budgets or Budgets()
-        self.limits = InFlight(limits.max_in_flight, self.budgets.max_parked, self.budgets.parked_bytes)
+        self.limits = InFlightLimits(limits.max_in_flight, self.budgets.max_parked, self.budgets.parked_bytes)
         # their records live in the shared state, opened on first use (never by a call that needs neither)
         self.idempotency = IdempotencyCache(
             timing.idempotency_ttl_seconds, limits.max_idempotency_keys, state=lambda: self.state
