@@ -20,7 +20,7 @@ import inspect
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar, cast
+from typing import TypeVar, cast, overload
 
 T = TypeVar("T")
 
@@ -37,6 +37,18 @@ async def _value(condition: Callable[[], T | Awaitable[T]]) -> T:
     if inspect.isawaitable(value):
         return await cast("Awaitable[T]", value)
     return value
+
+
+@overload
+async def eventually(
+    condition: Callable[[], Awaitable[T]], what: What, *, timeout: float = 5.0, interval: float = 0.005
+) -> T: ...
+
+
+@overload
+async def eventually(
+    condition: Callable[[], T], what: What, *, timeout: float = 5.0, interval: float = 0.005
+) -> T: ...
 
 
 async def eventually(
