@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from .runs import Thread
+    from .threads import Thread
 
 __all__ = ["RESUME_CASES", "ResumeCase", "resume_case", "resume_facts"]
 

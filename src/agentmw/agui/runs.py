@@ -5,7 +5,13 @@ A *thread* holds the shared state (with a version the server arbitrates), the me
 its events are numbered, kept in a bounded buffer for reconnects, and fanned out to consumers with bounded
 queues. When the function asks something (``ctx.ask``, ``ctx.confirm``) the run ends with an ``interrupt``
 outcome while the execution stays parked in memory; a new run with ``resume`` hands it the answers and
-carries its events from there.
+carries its events from there. The thread and its record are ``threads.py``; which case a resume is, and
+why, is the table in ``resume.py``.
+
+The durable mechanisms are the lifecycle engine's (``agentmw.lifecycle``): the thread record's
+compare-and-set (``Records.save``), the run's log written behind the stream and followed (``LogWriter``,
+``EventLog.follow``), cancel asked and answered on the bus (``Canceller``), the orphan sweep (``Sweeper``),
+background work and the namespaces' bounds. This module says what they mean for AG-UI.
 
 What other replicas must see lives in the agent's state (``agentmw.state``, ``docs/agui.md``):
 
@@ -16,7 +22,7 @@ What other replicas must see lives in the agent's state (``agentmw.state``, ``do
 - ``agui.runs``: one expiring key per run id, set if absent: a duplicate run id is refused on every replica,
   and any replica knows the run's owner and thread.
 - ``agui.events``: one log per run, the sequencer's framed events in batches (``{"first": seq, "frames":
-  [...], "end": bool}``), written behind the stream by one writer task; any replica replays and tails it.
+  [...], "end": bool}``), written behind the stream by one writer task (``LogWriter``); any replica replays and tails it.
 - the bus: ``agui.cancel.<run id>`` asks the replica running it to cancel, ``agui.cancelled.<run id>`` answers.
 - ``journal``: each execution runs with a journal (``agentmw.journal``, id ``agui:<random>:<thread id>``, named
   in the thread record), written only once the function takes a journaled step (a question, ``ctx.call``,
@@ -39,13 +45,11 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from pydantic import ValidationError
 
 from .._bounded import BoundedTable
-from .._transport import dumps_finite, loads
 from ..context import Ask, Context, InputRequest, Services, answer_from
 from ..errors import Permanent
 from ..events import ArtifactUpdate, CoreEvent, Progress, StateChanged, TextDelta
@@ -55,11 +59,12 @@ from ..journal import resume as resume_execution
 from ..lifecycle import Background, Canceller, EventLog, LogWriter, Records, Sweeper, Watch, limit
 from ..messages import is_answer
 from ..runtime import Status, describe_validation_error, invoke
-from ..state import Conflict, Json, State, Versioned, encode
+from ..state import Conflict, Json, State, Versioned
 from ..state.base import MAX_KEY_LENGTH
 from .messages import messages_from_run
 from .resume import resume_case, resume_facts
 from .sequence import Sequencer
+from .threads import PendingInterrupt, Thread, thread_record
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
@@ -268,15 +273,6 @@ class Run:
 
 
 @dataclass(eq=False)
-class PendingInterrupt:
-    id: str
-    key: str
-    request: Ask | None
-    expires: datetime
-    kind: str = "ask"  # "ask": a parked ctx.ask; "arguments": the call has not started yet
-
-
-@dataclass(eq=False)
 class Execution:
     capability: Any
     thread: Thread
@@ -291,137 +287,6 @@ class Execution:
         False  # cancelled for good (a cancel request, an abandoned attached run, a cancelled resume)
     )
     journal: Journal | None = None
-
-
-@dataclass(eq=False)
-class Thread:
-    id: str
-    owner: str
-    skill: str
-    state: dict[str, Any] = field(default_factory=dict)
-    version: int = 0
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    execution: Execution | None = None
-    interrupts: dict[str, PendingInterrupt] = field(default_factory=dict)
-    arguments: dict[str, Any] = field(default_factory=dict)
-    idempotency_key: str | None = None
-    approval_id: str | None = None
-    forwarded: dict[str, Any] = field(default_factory=dict)  # the run's forwardedProps (agui/messages.py)
-    running: str | None = None  # the run carrying the execution now (any replica)
-    parked_on: str | None = None  # the replica whose memory holds the execution parked on the interrupts
-    execution_id: str | None = (
-        None  # the journal of the thread's latest execution (any replica can replay it)
-    )
-    execution_info: dict[str, Any] | None = None  # while it is parked or resumed: startState, streamedText
-    record_version: int = 0  # the version of the thread record this object matches (0: none written)
-    bytes: int = (
-        0  # its latest run's input as RUN_STARTED encoded it: state, messages, props (the table's budget)
-    )
-
-    def open_interrupt(
-        self,
-        key: str,
-        request: Ask | None,
-        message: str,
-        schema: Mapping[str, Any],
-        timeout: float,
-        *,
-        kind: str = "ask",
-    ) -> dict[str, Any]:
-        """The one constructor of interrupts: registers it on the thread, returns it as the wire shows it."""
-        pending = PendingInterrupt(
-            f"int-{os.urandom(8).hex()}",
-            key,
-            request,
-            datetime.now(UTC) + timedelta(seconds=timeout),
-            kind,
-        )
-        self.interrupts[pending.id] = pending
-        reason = "confirmation" if request is not None and request.confirmation else "input_required"
-        return {
-            "id": pending.id,
-            "reason": reason,
-            "message": message,
-            "responseSchema": dict(schema),
-            "expiresAt": iso(pending.expires),
-        }
-
-    # --- the shared record ---------------------------------------------------------------------------
-    def record(self) -> dict[str, Any]:
-        return {
-            "owner": self.owner,
-            "skill": self.skill,
-            "state": self.state,
-            "version": self.version,
-            "messages": self.messages,
-            "arguments": self.arguments,
-            "forwarded": self.forwarded,
-            "idempotencyKey": self.idempotency_key,
-            "approvalId": self.approval_id,
-            "running": self.running,
-            "parkedOn": self.parked_on,
-            "execution": {"id": self.execution_id, **(self.execution_info or {})}
-            if self.execution_id
-            else None,
-            "interrupts": {
-                i.id: {"key": i.key, "kind": i.kind, "expires": i.expires.timestamp()}
-                for i in self.interrupts.values()
-            },
-        }
-
-    def load(self, value: Mapping[str, Any], version: int) -> None:
-        """Take the record another writer made: the local execution stays, and one parked on interrupts the
-        record no longer has is orphaned (answered or closed elsewhere), so it is cancelled."""
-        self.owner = value["owner"]
-        self.skill = value["skill"]
-        self.state = value.get("state") or {}
-        self.version = value.get("version") or 0
-        self.messages = list(value.get("messages") or [])
-        self.arguments = dict(value.get("arguments") or {})
-        self.forwarded = dict(value.get("forwarded") or {})
-        self.idempotency_key = value.get("idempotencyKey")
-        self.approval_id = value.get("approvalId")
-        self.running = value.get("running")
-        self.parked_on = value.get("parkedOn")
-        stored = value.get("execution")
-        journaled: dict[str, Any] = stored if isinstance(stored, dict) else {}
-        self.execution_id = journaled.get("id")
-        self.execution_info = {k: v for k, v in journaled.items() if k != "id"} or None
-        interrupts: dict[str, PendingInterrupt] = {}
-        for key, item in (value.get("interrupts") or {}).items():
-            local = self.interrupts.get(key)
-            interrupts[key] = (
-                local
-                if local is not None
-                else PendingInterrupt(
-                    key,
-                    item.get("key", ""),
-                    None,
-                    datetime.fromtimestamp(item.get("expires", 0), UTC),
-                    item.get("kind", "ask"),
-                )
-            )
-        orphaned = set(self.interrupts) - set(interrupts)
-        self.interrupts = interrupts
-        self.record_version = version
-        execution = self.execution
-        if (
-            orphaned
-            and execution is not None
-            and execution.answer is not None
-            and not execution.answer.done()
-            and execution.task is not None
-        ):
-            execution.task.cancel()
-
-
-def iso(moment: datetime) -> str:
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _plain(value: Any) -> Any:
-    """A value as JSON holds it (what a function put in ``ctx.state`` may be any object)."""
-    return loads(dumps_finite(value))
 
 
 class AguiChannel:
@@ -726,13 +591,13 @@ class Runs:
             else:
                 thread.load(found.value, found.version)
             write, act = self._decide(run, run_input, messages, resume, skill, props, connection)
-            return _record(thread) if write else None
+            return thread_record(thread) if write else None
 
         if write:
             records = self.shared.records
             try:
                 version = await records.save(
-                    thread.id, _record(thread), thread.record_version, merge, attempts=SAVE_ATTEMPTS
+                    thread.id, thread_record(thread), thread.record_version, merge, attempts=SAVE_ATTEMPTS
                 )
             except Conflict:
                 run.sequencer.error(
@@ -1317,11 +1182,11 @@ class Runs:
                 thread.state, thread.version = theirs.get("state") or {}, theirs["version"]
             if run is not None and theirs.get("running") not in (None, run.id):
                 thread.running = theirs["running"]
-            return _record(thread)
+            return thread_record(thread)
 
         try:
             version = await self.shared.records.save(
-                thread.id, _record(thread), thread.record_version, merge, attempts=SAVE_ATTEMPTS
+                thread.id, thread_record(thread), thread.record_version, merge, attempts=SAVE_ATTEMPTS
             )
         except Conflict:
             logger.warning("AG-UI thread %s: gave up saving after %d conflicts", thread.id, SAVE_ATTEMPTS)
@@ -1434,18 +1299,6 @@ def _is_end(entry: Any) -> bool:
 async def _nothing() -> list[Any]:
     """A log read to its end: nothing more is waited for."""
     return []
-
-
-def _record(thread: Thread) -> dict[str, Any]:
-    record = thread.record()
-    try:
-        encode(record)
-    except (
-        TypeError,
-        ValueError,
-    ):  # a function put something JSON cannot hold in ctx.state: as the wire shows it
-        record = _plain(record)
-    return record
 
 
 # --- bounded tables (docs/limits.md) ------------------------------------------------------------------
