@@ -6,21 +6,27 @@ The public packages are this one, :mod:`agentmw.auth`, :mod:`agentmw.state`, :mo
 (``tests/test_public_api.py`` keeps a snapshot of it). Everything else is internal."""
 
 from ._version import __version__ as __version__
+from .a2a.settings import A2ASettings
 from .agent import Agent
+from .agui.settings import AguiSettings
 from .capability import Capability
 from .content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text
 from .context import Answer, Ask, ClientCapabilityMissing, Context, ListRoots, Root, Sample, Sampled
 from .decorators import prompt, resource, skill, tool
 from .errors import NeedsInput, Permanent, RegistrationError, Rejected, Retryable
+from .mcp.settings import McpSettings
 from .messages import Artifact, Data, File, Message
 from .middleware import AgentMiddleware
 from .outcomes import Outcome
 from .safety.gate import human_gate
 from .selection import RouteSelection
+from .settings import Limits, Timing
 
 __all__ = [
+    "A2ASettings",
     "Agent",
     "AgentMiddleware",
+    "AguiSettings",
     "Answer",
     "Artifact",
     "Ask",
@@ -32,7 +38,9 @@ __all__ = [
     "EmbeddedResource",
     "File",
     "Image",
+    "Limits",
     "ListRoots",
+    "McpSettings",
     "Message",
     "NeedsInput",
     "Outcome",
@@ -47,6 +55,7 @@ __all__ = [
     "Sample",
     "Sampled",
     "Text",
+    "Timing",
     "human_gate",
     "prompt",
     "resource",
