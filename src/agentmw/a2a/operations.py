@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import HTTPConnection
 
 from ..state import State, open_state
 from .push import PushSender, push_config, with_config
+from .registry import A2AHost
 from .tasks import A2ATaskManager, task_dict
 from .wire import (
     INVALID_PARAMS,
@@ -19,9 +20,6 @@ from .wire import (
     A2AError,
     validate_message,
 )
-
-if TYPE_CHECKING:
-    from ..agent import Agent
 
 __all__ = ["Caller", "Operations"]
 
@@ -90,7 +88,7 @@ def _task_id(params: dict[str, Any], key: str) -> str:
 
 
 class Operations:
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: A2AHost) -> None:
         self.agent = agent
         settings = agent.a2a
         if settings.store is None:

@@ -7,10 +7,12 @@ The timings are module constants, read when the face's task manager is made (tes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .._wiring import FaceHost
 from ..lifecycle import TaskRecord
 from ..state import State
+from ..tasks.host import TaskHost
 from ..tasks.manager import registry_for
 from ..tasks.registry import (
     MAX_BACKLOG,
@@ -27,7 +29,7 @@ from ..tasks.registry import (
 from . import wire
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .settings import A2ASettings
 
 __all__ = [
     "CANCEL",
@@ -38,6 +40,7 @@ __all__ = [
     "REPLICAS",
     "SETTLED",
     "TASKS",
+    "A2AHost",
     "LiveTask",
     "ResumedElsewhere",
     "TaskRegistry",
@@ -47,6 +50,14 @@ __all__ = [
     "status_of",
     "task_dict",
 ]
+
+
+class A2AHost(FaceHost, TaskHost, Protocol):
+    """What the A2A face's tasks read of the agent: the face host, the task model's, and its A2A settings."""
+
+    @property
+    def a2a(self) -> A2ASettings: ...
+
 
 SPACES = Spaces.of("a2a")
 TASKS = SPACES.tasks  # records: one per task
@@ -88,7 +99,7 @@ class _Shapes:
 SHAPES = _Shapes()
 
 
-def a2a_registry(agent: Agent, state: State, *, write_behind: bool = True) -> TaskRegistry:
+def a2a_registry(agent: A2AHost, state: State, *, write_behind: bool = True) -> TaskRegistry:
     """The core registry, configured for A2A tasks."""
     return registry_for(
         agent, state, spaces=SPACES, shapes=SHAPES, timing=timing(), label="A2A", write_behind=write_behind

@@ -18,7 +18,6 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
-from ..auth.a2a import check_task
 from ..capability import Capability
 from ..context import Ask, InputRequest, answer_from
 from ..errors import Permanent
@@ -27,8 +26,10 @@ from ..journal import Journal
 from ..lifecycle import TaskRecord, TaskState
 from ..messages import Artifact, Message
 from ..runtime import Outcome, Status, describe_validation_error
+from ..tasks.registry import TaskRegistry
 from ..tasks.runner import TaskChannelBase, TaskRunner, eager, start
-from .registry import LiveTask, task_dict
+from .auth import check_task
+from .registry import A2AHost, LiveTask, task_dict
 from .wire import INVALID_PARAMS, UNSUPPORTED_OPERATION, A2AError, message_to_wire, new_id, parts_from_outcome
 
 __all__ = ["A2ATaskRunner", "TaskChannel"]
@@ -40,6 +41,10 @@ class A2ATaskRunner(TaskRunner):
     """The A2A part of running a task (the rest is the core's, ``agentmw.tasks.runner``)."""
 
     face = "a2a"
+    agent: A2AHost
+
+    def __init__(self, agent: A2AHost, registry: TaskRegistry) -> None:
+        super().__init__(agent, registry)
 
     async def advance(
         self,
@@ -185,7 +190,7 @@ class A2ATaskRunner(TaskRunner):
             arguments[text_param] = "\n".join(texts)
         return arguments
 
-    def _visible_skills(self, connection: HTTPConnection | None) -> dict[str, Capability]:
+    def _visible_skills(self, connection: HTTPConnection | None) -> Mapping[str, Capability]:
         """The skills this caller may see (all of them without ``Agent(auth=...)``): hidden ones are unknown."""
         skills = self.agent.skills
         if self.agent.access is not None and connection is not None:

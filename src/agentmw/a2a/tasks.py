@@ -30,6 +30,7 @@ from .push import PushSender, with_config
 from .registry import (
     MAX_BACKLOG,
     SETTLED,
+    A2AHost,
     LiveTask,
     a2a_registry,
     is_final,
@@ -49,7 +50,6 @@ from .wire import (
 )
 
 if TYPE_CHECKING:
-    from ..agent import Agent
     from ..messages import Message
 
 __all__ = ["A2ATaskManager", "LiveTask", "status_of", "task_dict"]
@@ -137,8 +137,9 @@ class A2ATaskManager(TaskManager):
     """
 
     runner: A2ATaskRunner
+    agent: A2AHost
 
-    def __init__(self, agent: Agent, state: State, push: PushSender | None = None) -> None:
+    def __init__(self, agent: A2AHost, state: State, push: PushSender | None = None) -> None:
         registry = a2a_registry(agent, state, write_behind=agent.a2a.write_behind)
         super().__init__(agent, registry, A2ATaskRunner(agent, registry))
         self.push = push

@@ -24,7 +24,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import HTTPConnection
 
@@ -37,15 +37,16 @@ from ..journal import Journal
 from ..lifecycle import Spaces, TaskRecord, TaskState, Timing
 from ..messages import Artifact, Message
 from ..runtime import Outcome, Status
+from ..tasks.host import TaskHost
 from ..tasks.manager import TaskError, TaskManager, registry_for, spawn
 from ..tasks.registry import LiveTask
 from ..tasks.runner import TaskChannelBase, TaskRunner
+from ._host import McpHost
 from ._wire import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CAPABILITY, JsonRpcError
 from .convert import input_request
 from .results import parse_input_response, tool_result
 
 if TYPE_CHECKING:
-    from ..agent import Agent
     from ..capability import Capability
     from .methods import Call
 
@@ -240,9 +241,15 @@ def _asking(requests: Mapping[str, InputRequest]) -> str:
     return "Input required: " + "; ".join(t for t in texts if t) if any(texts) else "Input required."
 
 
+class McpTasksHost(McpHost, TaskHost, Protocol):
+    """What MCP tasks read of the agent: the MCP face's host and the task model's."""
+
+
 class McpTaskRunner(TaskRunner):
     """How an MCP task's outcome becomes its end: the tool's result (a tool error included) or, for what the
     synchronous call would have answered with a JSON-RPC error, ``failed`` with that error."""
+
+    agent: McpTasksHost
 
     face = "mcp"
 
@@ -271,7 +278,9 @@ class McpTaskRunner(TaskRunner):
 class McpTasks(TaskManager):
     """One agent's MCP tasks (made on first use: ``tasks_of(agent)``)."""
 
-    def __init__(self, agent: Agent) -> None:
+    agent: McpTasksHost
+
+    def __init__(self, agent: McpTasksHost) -> None:
         registry = registry_for(
             agent, agent.state, spaces=SPACES, shapes=_Shapes(), timing=TIMING, label="MCP"
         )
@@ -481,10 +490,12 @@ def _raw(value: Any) -> Any:
 _managers: weakref.WeakKeyDictionary[Any, McpTasks] = weakref.WeakKeyDictionary()
 
 
-def tasks_of(agent: Agent) -> McpTasks:
+def tasks_of(agent: McpHost) -> McpTasks:
     """The agent's MCP tasks, made on first use (nothing is opened for an agent that has no task tool)."""
     manager = _managers.get(agent)
     if manager is None:
+        if not isinstance(agent, TaskHost):  # checked once per agent: every agentmw.Agent is one
+            raise TypeError(f"{type(agent).__name__} cannot serve MCP tasks: it is not a tasks.TaskHost")
         manager = _managers[agent] = McpTasks(agent)
     return manager
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._bounded import BoundedTable
 from ..journal import Journal, orphaned
@@ -17,11 +17,9 @@ from ..journal import cancel as cancel_execution
 from ..lifecycle import TaskRecord, TaskState
 from ..state import State
 from ..state.base import MAX_KEY_LENGTH
+from .host import TaskHost
 from .registry import Bounds, LiveTask, RecordShapes, Spaces, TaskRegistry, Timing
 from .runner import TaskRunner
-
-if TYPE_CHECKING:
-    from ..agent import Agent
 
 __all__ = ["TaskError", "TaskManager", "registry_for", "spawn"]
 
@@ -38,7 +36,7 @@ def spawn(coroutine: Any, name: str) -> asyncio.Task[Any]:
 
 
 def registry_for(
-    agent: Agent,
+    agent: TaskHost,
     state: State,
     *,
     spaces: Spaces,
@@ -85,7 +83,7 @@ class TaskError(Exception):
 class TaskManager:
     """A face's tasks: its registry (records and followers) and runner (coroutines), put together."""
 
-    def __init__(self, agent: Agent, registry: TaskRegistry, runner: TaskRunner) -> None:
+    def __init__(self, agent: TaskHost, registry: TaskRegistry, runner: TaskRunner) -> None:
         self.agent = agent
         self.registry = registry
         self.runner = runner

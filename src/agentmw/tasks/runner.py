@@ -24,12 +24,12 @@ from ..journal import cancel as cancel_execution
 from ..journal import resume as resume_execution
 from ..lifecycle import RESTART_REASON, TaskState
 from ..runtime import Outcome, invoke
+from .host import TaskHost
 from .registry import LiveTask, TaskRegistry
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
 
-    from ..agent import Agent
 
 __all__ = ["LOST_REASON", "RESTART_REASON", "TaskChannelBase", "TaskRunner", "eager", "journaled", "start"]
 
@@ -47,7 +47,7 @@ def journaled(capability: Capability) -> bool:
     return capability.params.context_param is not None or capability.gate is not None
 
 
-def eager(agent: Agent, capability: Capability) -> bool:
+def eager(agent: TaskHost, capability: Capability) -> bool:
     """Whether a task of ``capability`` may start eagerly, in the request that creates it (:func:`start`): its
     function never suspends (``Capability.never_suspends``), and nothing the pipeline would do first can
     (hooks, access rules, roots, a gate, the host app's dependencies, a journal, a deadline). The caller adds
@@ -139,7 +139,7 @@ class TaskRunner(ABC):
 
     face = "a2a"
 
-    def __init__(self, agent: Agent, registry: TaskRegistry) -> None:
+    def __init__(self, agent: TaskHost, registry: TaskRegistry) -> None:
         self.agent = agent
         self.registry = registry
 
