@@ -19,7 +19,3 @@ __all__ = [
     "human_gate",
     "resolve_in_roots",
 ]
-
-Limits = InFlightLimits
-"""TRANSITIONAL: the old name of :class:`InFlightLimits`, until ``agent.py`` imports the new one (it collided with
-``agentmw.state.Limits`` and ``agentmw.settings.Limits``); not in ``__all__``."""
