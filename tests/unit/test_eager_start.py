@@ -17,6 +17,7 @@ from agentmw import Agent, AgentMiddleware, Message
 from agentmw.capability import _never_suspends
 from agentmw.tasks.runner import start
 from agentmw.testing import A2ATestClient
+from tests.waiting import eventually
 
 # --- which functions never suspend ----------------------------------------------------------------------
 
@@ -208,7 +209,7 @@ async def test_a_run_that_is_not_eager_starts_in_its_own_task() -> None:
 def a2a_app() -> tuple[Starlette, dict[str, list[str]]]:
     """Skills that record the name of the asyncio task they ran in: the request's, or a task of their own."""
     agent = Agent("eager", store="memory://")
-    HELD["event"] = asyncio.Event()
+    HELD["event"], HELD["waiting"] = asyncio.Event(), asyncio.Event()
     seen: dict[str, list[str]] = {"quick": [], "slow": [], "side": []}
 
     @agent.skill
@@ -240,6 +241,7 @@ def a2a_app() -> tuple[Starlette, dict[str, list[str]]]:
     @agent.skill
     async def replies(text: str) -> Message:
         """Answers with a message and no task, after a wait."""
+        HELD["waiting"].set()
         await HELD["event"].wait()
         return Message(f"replied: {text}")
 
@@ -282,10 +284,11 @@ async def test_a_watched_or_keyed_send_runs_the_skill_in_a_task_of_its_own(how: 
             task_id = (await a2a.send("hi", skill="quick", configuration={"returnImmediately": True}))[
                 "task"
             ]["id"]
-            for _ in range(100):
-                if (await a2a.get(task_id))["status"]["state"] == "TASK_STATE_COMPLETED":
-                    break
-                await asyncio.sleep(0.01)
+
+            async def completed(task_id: str = task_id) -> bool:
+                return (await a2a.get(task_id))["status"]["state"] == "TASK_STATE_COMPLETED"
+
+            await eventually(completed, "the task to complete", interval=0.01)
         else:
             task_id = (await a2a.send("hi", skill="quick", metadata={"idempotencyKey": "k-1"}))["task"]["id"]
         assert (await a2a.get(task_id))["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -297,11 +300,11 @@ async def test_a_skill_that_suspends_after_all_is_working_and_goes_on_in_a_task_
     # a caller with a credential lists its own tasks (an anonymous one is listed nothing: docs/a2a.md)
     async with A2ATestClient(app, headers={"authorization": "Bearer eager-test"}) as a2a:
         sending = asyncio.create_task(a2a.send("hi", skill="held"))
-        for _ in range(200):
-            listed = (await a2a.rpc("ListTasks", {}))["tasks"]
-            if listed:
-                break
-            await asyncio.sleep(0.005)
+
+        async def tasks() -> list[dict[str, Any]]:
+            return (await a2a.rpc("ListTasks", {}))["tasks"]
+
+        listed = await eventually(tasks, "the skill's task to be listed")
         assert [t["status"]["state"] for t in listed] == ["TASK_STATE_WORKING"]
         HELD["event"].set()
         task = (await sending)["task"]
@@ -323,7 +326,7 @@ async def test_a_message_reply_that_suspends_after_all_is_still_a_message() -> N
     app, _ = a2a_app()
     async with A2ATestClient(app) as a2a:
         sending = asyncio.create_task(a2a.send("hi", skill="replies"))
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(HELD["waiting"].wait(), 5)  # the skill suspends after all
         HELD["event"].set()
         answer = await sending
     assert list(answer) == ["message"], answer

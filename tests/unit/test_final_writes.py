@@ -20,11 +20,13 @@ from starlette.applications import Starlette
 from agentmw import Agent, AgentMiddleware, Message
 from agentmw._transport import loads
 from agentmw.a2a.settings import A2ASettings
+from agentmw.settings import Limits
 from agentmw.state import MemoryState, SQLiteState, encode, encoded, encoded_bytes
 from agentmw.stores.base import TaskRecord
 from agentmw.tasks import registry as registry_module
 from agentmw.tasks.registry import LiveTask, TaskRegistry
 from agentmw.testing import A2ATestClient
+from tests.waiting import eventually
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -367,7 +369,7 @@ async def test_the_handle_of_a_final_write_is_never_written_again(
 async def test_a_reply_is_recorded_on_its_own_task_s_entry_only() -> None:
     """M's entry is forgotten (a2a_max_message_ids=1) while M's task runs, and a repeat of M starts a second
     task: when the first task replies with a message, that reply is not put on the second task's entry."""
-    agent = Agent("replies", store="memory://", a2a_max_message_ids=1)
+    agent = Agent("replies", store="memory://", limits=Limits(max_message_ids=1))
     gates: list[asyncio.Event] = []
 
     @agent.skill
@@ -380,8 +382,7 @@ async def test_a_reply_is_recorded_on_its_own_task_s_entry_only() -> None:
         return Message(f"reply #{number}") if number == 1 else f"task #{number}"
 
     async def started(count: int) -> None:
-        while len(gates) < count:
-            await asyncio.sleep(0.005)
+        await eventually(lambda: len(gates) >= count, f"{count} calls to start")
 
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)

@@ -6,6 +6,7 @@ run (docs/testing.md)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -144,11 +145,11 @@ async def test_a_failure_reaches_the_waiting_duplicate_and_frees_the_key() -> No
     async def claim() -> Any:
         return await cache.state.get_key(CLAIMS, cache.state_key(KEY))
 
-    for _ in range(200):  # the claim is released in the background: a bounded wait
+    async def released() -> bool:  # in the background
         claims.append(await claim())
-        if claims[-1] is None:
-            break
-        await asyncio.sleep(0.005)
+        return claims[-1] is None
+
+    await eventually(released, "the claim of a failed call to be released")
     assert claims[-1] is None, "the claim of a failed call was never released"
     assert await cache.state.get_key(NAMESPACE, cache.state_key(KEY)) is None
     _, produce = counter()
@@ -462,10 +463,10 @@ async def test_the_claim_is_released_once_the_outcome_is_kept() -> None:
     async def claim() -> Any:
         return await cache.state.get_key(CLAIMS, skey)
 
-    for _ in range(200):  # released in the background: a bounded wait
-        if await claim() is None:
-            break
-        await asyncio.sleep(0.005)
+    async def released() -> bool:  # in the background
+        return await claim() is None
+
+    await eventually(released, "the claim to be released once the outcome is kept")
     assert await claim() is None, "the claim outlived the kept outcome"
     assert (await cache.state.get_key(NAMESPACE, skey))["state"] == "done"
 
@@ -485,20 +486,22 @@ async def test_an_outcome_that_cannot_be_stored_is_returned_and_runs_again(
         "could not store the outcome of an idempotency key; it runs again when repeated"
     ]
     assert caplog.records[0].exc_info is not None
-    for _ in range(200):
-        if await cache.state.get_key(CLAIMS, cache.state_key(KEY)) is None:
-            break
-        await asyncio.sleep(0.005)
+
+    async def released() -> bool:
+        return await cache.state.get_key(CLAIMS, cache.state_key(KEY)) is None
+
+    await eventually(released, "the claim to be released")
     assert await cache.run(KEY, "a", produce, always) == {"n": 2}
 
 
 async def claim_of(cache: IdempotencyCache) -> Any:
     """The key's claim once background clean-ups ran (a bounded wait)."""
-    for _ in range(200):
-        claim = await cache.state.get_key(CLAIMS, cache.state_key(KEY))
-        if claim is None and not cache._tasks:
-            return None
-        await asyncio.sleep(0.005)
+
+    async def settled() -> bool:
+        return await cache.state.get_key(CLAIMS, cache.state_key(KEY)) is None and not cache._tasks
+
+    with contextlib.suppress(AssertionError):  # the caller checks the claim that is left
+        await eventually(settled, "the background clean-ups", timeout=1)
     return await cache.state.get_key(CLAIMS, cache.state_key(KEY))
 
 

@@ -17,6 +17,7 @@ from agentmw.content import Text
 from agentmw.context import Ask
 from agentmw.errors import AgentError, NeedsInput, Permanent, Rejected, Retryable
 from agentmw.runtime import Outcome, invoke
+from tests.waiting import eventually, stays
 
 PERMANENT = "This failure is permanent: repeating the same call will not help."
 
@@ -197,6 +198,7 @@ async def waits(room: str) -> str:
 @agent.tool(max_in_flight=1)
 async def single(n: int) -> int:
     """At most one at a time."""
+    bump("single")
     await release["single"].wait()
     return n
 
@@ -502,7 +504,12 @@ async def test_concurrent_duplicate_waits_for_the_first() -> None:
     release["waits"] = asyncio.Event()
     first = asyncio.create_task(call("waits", {"room": "a"}, idempotency_key="k"))
     second = asyncio.create_task(call("waits", {"room": "a"}, idempotency_key="k"))
-    await asyncio.sleep(0.01)
+    await eventually(lambda: calls.get("waits") == 1, "the first call to start")
+    await stays(
+        lambda: calls["waits"] == 1 and not first.done() and not second.done(),
+        "the duplicate waits for the first call",
+        seconds=0.01,
+    )
     assert calls["waits"] == 1 and not first.done() and not second.done()
     release["waits"].set()
     a, b = await asyncio.wait_for(asyncio.gather(first, second), 2)
@@ -515,7 +522,7 @@ async def test_concurrent_duplicate_waits_for_the_first() -> None:
 async def test_max_in_flight_answers_busy() -> None:
     release["single"] = asyncio.Event()
     first = asyncio.create_task(call("single", {"n": 1}))
-    await asyncio.sleep(0.01)
+    await eventually(lambda: calls.get("single"), "the first call to start")
     busy = await call("single", {"n": 2})
     assert (busy.status, busy.retryable, busy.retry_after, busy.code) == ("failed", True, 1.0, "busy")
     release["single"].set()

@@ -4,18 +4,18 @@ and no journal at all for an execution that takes no journaled step (docs/durabi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from agentmw import Agent, Context
-from agentmw.context import Answer, InputRequest
 from agentmw.events import TextDelta, ToolCallFinished, ToolCallStarted
 from agentmw.journal import JOURNAL_NS, LEASE_NS, Journal, ReplayDiverged, cancel, orphaned, resume
-from agentmw.runtime import InputsPending, invoke
+from agentmw.runtime import invoke
 from agentmw.state import MemoryState
+from tests.helpers.channels import Parking, Waiting
+from tests.waiting import eventually
 
 counters: dict[str, int] = {}
 flags: dict[str, Any] = {}
@@ -29,43 +29,6 @@ def bump(name: str) -> int:
 class Quote(BaseModel):
     item: str
     price: float
-
-
-class Parking:
-    """A face that cannot wait: every new question ends the call (as MCP 2026 does)."""
-
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-
-    def supports(self, capability: str) -> bool:
-        return capability == "elicitation"
-
-    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        return None
-
-    async def log(self, level: str, data: Any, logger: str | None) -> None:
-        return None
-
-    async def emit(self, event: Any) -> None:
-        self.events.append(event)
-
-    async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
-        raise InputsPending(requests)
-
-
-class Waiting(Parking):
-    """A face that parks the coroutine in memory until ``answer`` is set (as A2A does)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.asked = asyncio.Event()
-        self.answer: asyncio.Future[dict[str, Any]] | None = None
-
-    async def gather(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
-        self.answer = asyncio.get_running_loop().create_future()
-        self.asked.set()
-        payload = await self.answer
-        return {key: Answer("accept", payload) for key in requests}
 
 
 def make_agent(state: MemoryState) -> Agent:
@@ -114,7 +77,7 @@ def make_agent(state: MemoryState) -> Agent:
         try:
             await ctx.once(flags.get("step", "a"), bump, "swallowing")
             await ctx.ask("go?", key="go")
-        except Exception:
+        except Exception:  # noqa: BLE001  (the test: a tool that swallows the park)
             return "swallowed"
         return "done"
 
@@ -316,10 +279,11 @@ async def test_a_dead_run_is_taken_over_without_repeating_its_step(agent: Agent,
     run.cancel()  # the replica dies: its lease is neither renewed nor released
     with pytest.raises(asyncio.CancelledError):
         await run
-    for _ in range(200):
-        if await orphaned(agent) == ["e11"]:
-            break
-        await asyncio.sleep(0.01)
+
+    async def only_e11_orphaned() -> bool:
+        return await orphaned(agent) == ["e11"]
+
+    await eventually(only_e11_orphaned, "the dead run's lease to expire", interval=0.01)
     assert await orphaned(agent) == ["e11"]
     flags["reached"] = asyncio.Event()
     second = asyncio.create_task(resume(agent, "e11", wait=5))

@@ -37,6 +37,7 @@ from agentmw._transport import (
     to_json_text,
 )
 from agentmw.identity import Forbidden, Unauthenticated
+from tests.waiting import eventually
 
 
 def refused(call: Any, *args: Any, **kwargs: Any) -> ProtocolError:
@@ -678,10 +679,12 @@ async def test_stream_sse_sends_keepalive_comments() -> None:
         yield b"never"
 
     task = asyncio.ensure_future(stream_sse(SCOPE, http_receive(gone), send, quiet(), keepalive=1))
-    deadline = asyncio.get_running_loop().time() + 10
-    while b": ping\n\n" not in [m.get("body") for m in send.messages]:
-        assert asyncio.get_running_loop().time() < deadline, f"no keep-alive in 10 s: {send.messages}"
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: b": ping\n\n" in [m.get("body") for m in send.messages],
+        lambda: f"a keep-alive: {send.messages}",
+        timeout=10,
+        interval=0.05,
+    )
     gone.set()
     assert await asyncio.wait_for(task, 10) is False
     bodies = [m.get("body") for m in send.messages if m["type"] == "http.response.body"]
