@@ -504,7 +504,9 @@ async def test_tasks_survive_a_restart_and_a_lost_replica_fails_its_tasks(
                 got = (await rpc(http, "GetTask", {"id": parked["id"]}))["result"]
                 return None if got["status"]["state"] == parked["status"]["state"] else got
 
-            lost = await eventually(lost_task, "the parked task's heartbeat to expire", interval=0.05)
+            lost = await eventually(
+                lost_task, "the parked task's heartbeat to expire", timeout=0.4, interval=0.05
+            )
             assert lost["status"]["state"] == "TASK_STATE_FAILED"
             assert lost["status"]["message"]["parts"][0]["text"] == RESTART_REASON
     finally:

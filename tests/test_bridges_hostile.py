@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -500,31 +501,34 @@ def test_a_trial_call_that_never_reports_does_not_wedge_the_breaker() -> None:
 
 async def test_a_cancelled_trial_call_does_not_wedge_the_breaker(hostile: HostilePeer) -> None:
     state = {"mode": "down"}
-    reached = threading.Event()  # the peer serves from uvicorn's thread
+    reached, release = threading.Event(), threading.Event()  # the peer serves from uvicorn's thread
 
     async def flaky(request: Request, body: dict[str, Any]) -> Response:
         if state["mode"] == "down":
             return Response("down", status_code=503)
         if state["mode"] == "slow":
             reached.set()
-            await asyncio.sleep(5)
+            await anyio.to_thread.run_sync(release.wait, 5)  # held open until the test ends (5 s at most)
         return await completed("fine")(request, body)
 
     peer, agent = with_breaker(
         hostile, flaky, Breaker(failure_rate=0.5, min_calls=1, window_seconds=60, open_seconds=0.3)
     )
-    async with McpTestClient(agent.asgi()) as mcp:
-        await agent.start_bridges()
-        assert (await mcp.call_tool("work", {"text": "x"}))["isError"] is True  # 503: the breaker opens
-        assert peer.breaker.state == "open"
-        await eventually(lambda: peer.breaker.state == "half-open", "open_seconds to pass")
-        state["mode"] = "slow"
-        trial = asyncio.ensure_future(agent_invoke(agent, "work"))
-        await eventually(reached.is_set, "the trial call to reach the peer")
-        trial.cancel()  # the trial's caller goes away
-        await asyncio.gather(trial, return_exceptions=True)
-        state["mode"] = "up"
-        result = await mcp.call_tool("work", {"text": "x"})
+    try:
+        async with McpTestClient(agent.asgi()) as mcp:
+            await agent.start_bridges()
+            assert (await mcp.call_tool("work", {"text": "x"}))["isError"] is True  # 503: the breaker opens
+            assert peer.breaker.state == "open"
+            await eventually(lambda: peer.breaker.state == "half-open", "open_seconds to pass", timeout=0.4)
+            state["mode"] = "slow"
+            trial = asyncio.ensure_future(agent_invoke(agent, "work"))
+            await eventually(reached.is_set, "the trial call to reach the peer")
+            trial.cancel()  # the trial's caller goes away
+            await asyncio.gather(trial, return_exceptions=True)
+            state["mode"] = "up"
+            result = await mcp.call_tool("work", {"text": "x"})
+    finally:
+        release.set()
     assert result["isError"] is False, text_of(result)
 
 

@@ -178,7 +178,7 @@ async def test_idle_connections_expire(remote) -> None:
     async with McpTestClient(agent.asgi()) as mcp:
         assert (await mcp.call_tool("echo", {"text": "x"}))["isError"] is False
     assert peer.connections.open_count == 1
-    await eventually(lambda: peer.connections.open_count == 0, "the idle connection to expire")
+    await eventually(lambda: peer.connections.open_count == 0, "the idle connection to expire", timeout=1.0)
     assert peer.connections.open_count == 0  # closed on its own: nothing left running
 
 

@@ -50,7 +50,9 @@ async def test_cas_and_keys_race_across_instances(pair: tuple[State, State]) -> 
     assert await a.renew("lease", "task", "A", ttl=0.3) is True
     assert (
         await eventually(
-            lambda: b.set_if_absent("lease", "task", {"owner": "B"}, ttl=5), "A's lease to expire"
+            lambda: b.set_if_absent("lease", "task", {"owner": "B"}, ttl=5),
+            "A's lease to expire",
+            timeout=0.45,
         )
         is True
     )
