@@ -5,7 +5,8 @@ The fixture contract (the bridge tests are written against exactly this):
 - ``a2a_peer``: an A2A 1.0 agent on a2a-sdk 1.3.0's server classes (tests/bridges/peers/a2a_peer.py says how it
   picks a skill and what each skill does). ``.url`` is its base URL; its card is at
   ``{url}/.well-known/agent-card.json``; ``{url}/_test/counter`` counts skill executions and
-  ``peer.cut_next_stream()`` (``POST {url}/_test/cut``) cuts the next streaming response after two events.
+  ``peer.cut_next_stream()`` (``POST {url}/_test/cut``) cuts the next streaming response after two events
+  (``cut_next_stream(times=2)``: the next two).
 - ``a2a_peer_wrong_version``: the same agent, whose card offers only ``protocolVersion`` ``0.2``.
 - ``mcp_peer_2025`` and ``mcp_peer_2026``: the official ``mcp`` 2.3.0 server pinned to one revision each
   (tests/bridges/peers/mcp_peer.py); ``.url`` is the streamable-HTTP endpoint, ending ``/mcp``.

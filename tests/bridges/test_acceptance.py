@@ -32,6 +32,7 @@ from tests.bridges.conftest import ask_and_answer, side_effects
 from tests.bridges.peers.a2a_peer import INJECTION as A2A_INJECTION
 from tests.bridges.peers.a2a_peer import SLOW_STEPS
 from tests.bridges.peers.mcp_peer import INJECTION as MCP_INJECTION
+from tests.waiting import eventually
 
 LOOPBACK = Egress(allow_networks=["127.0.0.0/8"])
 FRAME = re.compile(
@@ -124,11 +125,8 @@ async def test_a_stream_cut_twice_is_read_back(a2a_peer) -> None:
     agent = Agent("front", store="memory://")
     agent.bridge(A2APeer(a2a_peer.url, version=A2A_VERSION, name="legal", allow=LOOPBACK, wait_seconds=30))
     before = side_effects(a2a_peer)
-    a2a_peer.cut_next_stream()
-    first = asyncio.create_task(run_slow(agent))
-    await asyncio.sleep(0.8)
-    a2a_peer.cut_next_stream()  # the resubscription is cut too: the bridge reads the task back
-    result, said = await first
+    a2a_peer.cut_next_stream(times=2)  # the resubscription is cut too: the bridge reads the task back
+    result, said = await run_slow(agent)
     assert result["isError"] is False, result
     assert said == sorted(set(said), key=said.index)  # nothing repeated
     assert said[-1] == f"step {SLOW_STEPS} of {SLOW_STEPS}"
@@ -239,7 +237,9 @@ async def test_ten_mcp_peers_at_once_share_nothing(mcp_peers_10) -> None:
         assert all(f"MCP peer p{index} tool progress" in p["message"] for p in progress)
         assert stepped["isError"] is False
     assert [side_effects(peer) - b for peer, b in zip(mcp_peers_10, before, strict=True)] == [2] * 10
-    await asyncio.sleep(0.2)
+    await eventually(
+        lambda: len(asyncio.all_tasks()) <= tasks_before, "every connection to end with its call"
+    )
     assert (
         len(asyncio.all_tasks()) <= tasks_before
     )  # every connection ended with its call: nothing left running

@@ -46,7 +46,8 @@ class StreamCutError(Exception):
 
 
 class StreamCut:
-    """ASGI middleware: once armed, cuts the next event-stream response after ``after`` complete events.
+    """ASGI middleware: once armed, cuts the next event-stream response after ``after`` complete events (armed
+    ``times`` times, the next ``times`` event-stream responses, one after the other).
 
     Only events that carry data count (an SSE comment such as ``: ping`` does not). The bytes of the events
     before the cut are delivered whole; then ``send`` raises, so uvicorn closes the connection mid-body.
@@ -55,10 +56,10 @@ class StreamCut:
     def __init__(self, app: Any, *, after: int = 2) -> None:
         self.app = app
         self.after = after
-        self.armed = False
+        self.armed = 0  # how many of the next event-stream responses are cut
 
-    def arm(self) -> None:
-        self.armed = True
+    def arm(self, times: int = 1) -> None:
+        self.armed = times
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self.armed:
@@ -74,7 +75,7 @@ class StreamCut:
             if message["type"] == "http.response.start":
                 headers = dict(message.get("headers") or [])
                 if headers.get(b"content-type", b"").startswith(b"text/event-stream") and self.armed:
-                    self.armed = False  # one-shot: only this response is cut
+                    self.armed -= 1  # only this response, of the ones it was armed for
                     streaming = True
             elif message["type"] == "http.response.body" and streaming:
                 chunk = message.get("body", b"")
@@ -117,8 +118,8 @@ def control_routes(counter: Counter, cut: StreamCut | None = None) -> list[Route
         armed_cut = cut
 
         async def arm(request: Request) -> Response:
-            armed_cut.arm()
-            return JSONResponse({"armed": True, "after": armed_cut.after})
+            armed_cut.arm(int(request.query_params.get("times", "1")))
+            return JSONResponse({"armed": armed_cut.armed, "after": armed_cut.after})
 
         routes.append(Route("/_test/cut", arm, methods=["POST"]))
     return routes

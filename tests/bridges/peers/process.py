@@ -37,9 +37,10 @@ class PeerProcess:
     def counter(self) -> dict[str, int]:
         return httpx.get(self.counter_url, timeout=10).json()
 
-    def cut_next_stream(self) -> None:
-        """The next streaming response of this peer drops its connection after its second event."""
-        response = httpx.post(f"{self.base}/_test/cut", timeout=10)
+    def cut_next_stream(self, times: int = 1) -> None:
+        """The next streaming response of this peer drops its connection after its second event (the next
+        ``times`` streaming responses, each)."""
+        response = httpx.post(f"{self.base}/_test/cut", params={"times": times}, timeout=10)
         response.raise_for_status()
 
     def logs(self) -> str:
