@@ -34,10 +34,6 @@ from .urls import DEFAULT_STORE, StoreURL, check_store, parse_store_url
 if TYPE_CHECKING:
     from .redis import RedisState
 
-Limits = StoreLimits
-"""The old name of :class:`StoreLimits`, kept only until the modules outside ``agentmw.state`` that still
-import it (agent, auth, bridges, a2a, mcp/stateless, tasks) say ``StoreLimits``: it collides with
-``agentmw.safety.Limits``, the in-flight cap."""
 
 __all__ = [
     "ANY",
