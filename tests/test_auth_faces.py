@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from agentmw.a2a import A2ASettings, PushPolicy
-from agentmw.auth import IntrospectionVerifier, PushSigner, RateLimit
+from agentmw.a2a import A2ASettings, PushPolicy, PushSigner
+from agentmw.auth import IntrospectionVerifier, RateLimit
 from tests.auth.app import build
 from tests.auth.clients import a2a_refusal
 from tests.auth.server import AuthServer

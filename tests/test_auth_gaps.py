@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from agentmw import Agent, skill, tool
-from agentmw.a2a import A2ASettings, PushPolicy
-from agentmw.auth import IntrospectionVerifier, JWTVerifier, Principal, ProtectedResource, PushSigner
+from agentmw.a2a import A2ASettings, PushPolicy, PushSigner
+from agentmw.auth import IntrospectionVerifier, JWTVerifier, Principal, ProtectedResource
 from tests.auth.app import build
 from tests.auth.clients import a2a_refusal
 from tests.auth.server import AuthServer

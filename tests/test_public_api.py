@@ -21,6 +21,7 @@ from typing import Any
 
 PUBLIC = (
     "agentmw",
+    "agentmw.a2a",
     "agentmw.auth",
     "agentmw.bridges",
     "agentmw.observability",

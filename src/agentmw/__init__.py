@@ -1,9 +1,10 @@
 """agentmw: serve the functions of an existing FastAPI or Starlette app as MCP tools, resources and prompts,
 A2A skills and AG-UI runs, with safety applied on the way.
 
-The public packages are this one, :mod:`agentmw.auth`, :mod:`agentmw.state`, :mod:`agentmw.testing`,
-:mod:`agentmw.bridges` and :mod:`agentmw.observability`; each says what it exports in ``__all__``
-(``tests/test_public_api.py`` keeps a snapshot of it). Everything else is internal."""
+The public packages are this one, :mod:`agentmw.a2a` (its push policy and signer), :mod:`agentmw.auth`,
+:mod:`agentmw.state`, :mod:`agentmw.testing`, :mod:`agentmw.bridges` and :mod:`agentmw.observability`; each
+says what it exports in ``__all__`` (``tests/test_public_api.py`` keeps a snapshot of it). Everything else is
+internal."""
 
 from ._version import __version__ as __version__
 from .a2a.settings import A2ASettings

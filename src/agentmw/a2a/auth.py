@@ -17,9 +17,8 @@ if TYPE_CHECKING:
     from ..auth.resource import ProtectedResource
     from ..capability import Capability
 
-__all__ = ["JWKS_PATH", "PushSigner", "check_task", "security_schemes", "skill_requirements"]
+__all__ = ["PushSigner", "check_task", "security_schemes", "skill_requirements"]
 
-JWKS_PATH = "/.well-known/jwks.json"
 _KEY_NS = "agent.secret"
 _KEY_TTL = 10 * 365 * 24 * 3600.0
 
@@ -65,7 +64,8 @@ class PushSigner:
     the push config names its own ``authentication``) with the claims ``iss`` (``issuer``, default the agent's
     name), ``aud`` (the push URL), ``iat``, ``exp`` (``lifetime_seconds`` later), ``jti`` (unique: receivers
     drop repeats), ``taskId`` and ``request_body_sha256`` (the hex SHA-256 of the exact body, so the token
-    vouches for this event only). Signed ES256; the public key is served at ``/.well-known/jwks.json``.
+    vouches for this event only). Signed ES256; the public key is served at ``/.well-known/jwks.json``
+    (``auth.wellknown.JWKS_PATH``).
 
     Without ``private_key`` (PEM), one key is made and kept in the agent's shared state (made by whichever
     replica needs it first), so every replica signs with the same key and the JWKS is the same everywhere.

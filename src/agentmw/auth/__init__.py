@@ -6,7 +6,6 @@ PyJWT (with ``cryptography``) and httpx are the ``auth`` extra, imported when th
 
 from starlette.requests import Request
 
-from .a2a import PushSigner
 from .access import Access, Policy
 from .errors import AuthUnavailable, InsufficientScope, MisdirectedRequest, RateLimited
 from .principal import Principal, principal_of
@@ -33,7 +32,6 @@ __all__ = [
     "Policy",
     "Principal",
     "ProtectedResource",
-    "PushSigner",
     "RateLimit",
     "RateLimited",
     "TokenVerifier",

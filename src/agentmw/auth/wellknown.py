@@ -8,11 +8,13 @@ from urllib.parse import urlsplit
 from .._scope import route_path
 from .._transport import send_json
 from .._types import Receive, Scope, Send
-from .a2a import JWKS_PATH
 from .errors import MisdirectedRequest
 from .resource import WELL_KNOWN_PRM, ProtectedResource
 
-__all__ = ["Documented", "WellKnown", "serves"]
+__all__ = ["JWKS_PATH", "Documented", "WellKnown", "serves"]
+
+JWKS_PATH = "/.well-known/jwks.json"
+"""Where the agent publishes the public key its A2A push notifications are signed with (``PushSigner``)."""
 
 
 class _Guarded(Protocol):
