@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 import pytest
-from agentmw.stores.sqlite import RESTART_REASON
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -29,6 +28,7 @@ from starlette.routing import Route
 
 from agentmw import Agent, Context
 from agentmw.a2a import registry as registry_module
+from agentmw.lifecycle import RESTART_REASON
 from agentmw.state import MemoryState, open_state
 from tests import a2a_app
 from tests.conftest import serve

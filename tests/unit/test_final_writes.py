@@ -20,9 +20,9 @@ from starlette.applications import Starlette
 from agentmw import Agent, AgentMiddleware, Message
 from agentmw._transport import loads
 from agentmw.a2a.settings import A2ASettings
+from agentmw.lifecycle import TaskRecord
 from agentmw.settings import Limits
 from agentmw.state import MemoryState, SQLiteState, encode, encoded, encoded_bytes
-from agentmw.stores.base import TaskRecord
 from agentmw.tasks import registry as registry_module
 from agentmw.tasks.registry import LiveTask, TaskRegistry
 from agentmw.testing import A2ATestClient

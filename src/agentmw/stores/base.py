@@ -1,5 +1,5 @@
-"""Left only until ``a2a/endpoint.py`` and the tests import these from ``agentmw.lifecycle`` (then deleted)."""
+"""Left only until ``a2a/endpoint.py`` imports ``TERMINAL`` from ``agentmw.lifecycle`` (then deleted)."""
 
-from ..lifecycle import INTERRUPTED, TERMINAL, TaskRecord
+from ..lifecycle import TERMINAL
 
-__all__ = ["INTERRUPTED", "TERMINAL", "TaskRecord"]
+__all__ = ["TERMINAL"]
