@@ -32,6 +32,7 @@ from agentmw.a2a import A2ASettings, PushPolicy
 from agentmw.testing import McpTestClient
 from examples.a2a_agent import main as example
 from tests.conftest import serve
+from tests.helpers.a2a_raw import send_message
 from tests.helpers.a2a_sdk import a2a_client as client_for
 from tests.helpers.a2a_sdk import message
 
@@ -450,19 +451,9 @@ async def test_message_id_dedup_has_its_own_switch() -> None:
 
 async def test_a_file_part_that_is_not_base64_is_refused_before_anything_runs(second) -> None:
     _, url = second
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": "m-bad",
-                "role": "ROLE_USER",
-                "metadata": {"skill": "upload"},
-                "parts": [{"raw": "not base64!", "filename": "a.txt"}],
-            }
-        },
-    }
+    body = send_message(
+        [{"raw": "not base64!", "filename": "a.txt"}], message_id="m-bad", metadata={"skill": "upload"}
+    )
     async with httpx.AsyncClient(timeout=30) as http:
         reply = (await http.post(f"{url}/a2a", json=body, headers=V1)).json()
     assert reply["error"]["code"] == -32602 and "base64" in reply["error"]["message"]

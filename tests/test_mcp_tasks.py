@@ -23,6 +23,7 @@ from agentmw import Agent, AgentMiddleware, Ask, Context, Rejected
 from agentmw.lifecycle import TaskRecord
 from agentmw.mcp.tasks import EXTENSION, render, tasks_of
 from agentmw.testing import McpError, McpTestClient
+from tests.helpers.a2a_raw import send_message
 from tests.state.conftest import redis_url  # noqa: F401  (a fixture: a real redis-server for the session)
 from tests.waiting import eventually
 
@@ -384,19 +385,7 @@ async def test_the_same_skill_is_an_a2a_task_and_an_mcp_task(made, tmp_path: Pat
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
     ) as http:
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "messageId": uuid.uuid4().hex,
-                    "role": "ROLE_USER",
-                    "parts": [{"data": {"topic": "a2a"}}],
-                    "metadata": {"skill": "report"},
-                }
-            },
-        }
+        body = send_message([{"data": {"topic": "a2a"}}], metadata={"skill": "report"})
         a2a = (await http.post("/a2a", json=body, headers={"a2a-version": "1.0"})).json()["result"]["task"]
     assert mcp_done["result"]["content"][0]["text"] == "report on mcp"
     assert a2a["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from tests.bridges.peers.process import PeerProcess, start_peer
+from tests.helpers.a2a_raw import send_message
 
 A2A_APP = "tests.bridges.peers.a2a_peer:create_app"
 MCP_APP = "tests.bridges.peers.mcp_peer:create_app"
@@ -43,35 +44,13 @@ async def ask_and_answer(http: Any, skill: str, key: str, name: str) -> dict[str
     ``ask_user``), check that it asks the peer's question, answer it with ``name``; the task as it ends."""
     from agentmw.safety.framing import unescape
 
-    send = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": f"ask-{key}",
-                "role": "ROLE_USER",
-                "parts": [{"data": {}}],
-                "metadata": {"skill": skill},
-            }
-        },
-    }
+    send = send_message([{"data": {}}], message_id=f"ask-{key}", metadata={"skill": skill})
     task = (await http.post("/a2a", json=send, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
     assert "What is your name?" in unescape(task["status"]["message"]["parts"][0]["text"])
-    answer = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": f"answer-{key}",
-                "role": "ROLE_USER",
-                "taskId": task["id"],
-                "parts": [{"data": {"name": name}}],
-            }
-        },
-    }
+    answer = send_message(
+        [{"data": {"name": name}}], message_id=f"answer-{key}", request_id=2, taskId=task["id"]
+    )
     return (await http.post("/a2a", json=answer, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
 
 

@@ -13,6 +13,7 @@ from agentmw.bridges import A2A_VERSION, A2APeer, Egress, ServiceAccount
 from agentmw.safety.framing import unescape
 from agentmw.testing import McpError, McpTestClient
 from tests.bridges.conftest import side_effects
+from tests.helpers.a2a_raw import send_message
 
 LOOPBACK = Egress(allow_hosts=["127.0.0.1"])
 
@@ -164,37 +165,13 @@ async def test_input_required_over_a2a_is_input_required_answered_on_the_same_re
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1", timeout=30
     ) as http:
-        send = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "messageId": "m-ask",
-                    "role": "ROLE_USER",
-                    "parts": [{"text": "review this"}],
-                    "metadata": {"skill": "ask"},
-                }
-            },
-        }
+        send = send_message([{"text": "review this"}], message_id="m-ask", metadata={"skill": "ask"})
         task = (await http.post("/a2a", json=send, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         question = task["status"]["message"]["parts"][0]["text"]
         assert question.startswith('<untrusted-data source="A2A peer legal skill ask"')
         assert "Which jurisdiction?" in unescape(question)
-        answer = {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "messageId": "m-answer",
-                    "role": "ROLE_USER",
-                    "taskId": task["id"],
-                    "parts": [{"text": "France"}],
-                }
-            },
-        }
+        answer = send_message([{"text": "France"}], message_id="m-answer", request_id=2, taskId=task["id"])
         done = (await http.post("/a2a", json=answer, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
     assert "Reviewed for France" in unescape(done["artifacts"][0]["parts"][0]["text"])

@@ -32,6 +32,7 @@ from tests.bridges.conftest import ask_and_answer, side_effects
 from tests.bridges.peers.a2a_peer import INJECTION as A2A_INJECTION
 from tests.bridges.peers.a2a_peer import SLOW_STEPS
 from tests.bridges.peers.mcp_peer import INJECTION as MCP_INJECTION
+from tests.helpers.a2a_raw import send_message
 from tests.waiting import eventually
 
 LOOPBACK = Egress(allow_networks=["127.0.0.0/8"])
@@ -156,19 +157,7 @@ async def test_an_injection_from_an_a2a_peer_arrives_framed_on_every_face(a2a_pe
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1"
     ) as http:
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "messageId": "m-inject",
-                    "role": "ROLE_USER",
-                    "parts": [{"text": "notes"}],
-                    "metadata": {"skill": "inject"},
-                }
-            },
-        }
+        body = send_message([{"text": "notes"}], message_id="m-inject", metadata={"skill": "inject"})
         task = (await http.post("/a2a", json=body, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert_framed(task["artifacts"][0]["parts"][0]["text"], "A2A peer legal skill inject", A2A_INJECTION)

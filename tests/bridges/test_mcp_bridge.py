@@ -13,6 +13,7 @@ from agentmw.bridges import HANDSHAKE_REVISION, MCP_REVISIONS, STATELESS_REVISIO
 from agentmw.safety.framing import unescape
 from agentmw.testing import McpError, McpTestClient
 from tests.bridges.conftest import side_effects
+from tests.helpers.a2a_raw import send_message
 
 LOOPBACK = Egress(allow_networks=["127.0.0.0/8"])
 
@@ -140,19 +141,9 @@ async def test_grouped_tools_are_one_skill_over_a2a(mcp_peer_2026) -> None:
     ) as http:
         card = (await http.get("/.well-known/agent-card.json")).json()
         assert "arithmetic" in {s["id"] for s in card["skills"]}
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "messageId": "m1",
-                    "role": "ROLE_USER",
-                    "parts": [{"data": {"a": 1, "b": 2}}],
-                    "metadata": {"skill": "arithmetic", "tool": "add"},
-                }
-            },
-        }
+        body = send_message(
+            [{"data": {"a": 1, "b": 2}}], message_id="m1", metadata={"skill": "arithmetic", "tool": "add"}
+        )
         answer = (await http.post("/a2a", json=body, headers={"A2A-Version": "1.0"})).json()
     task = answer["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -189,19 +180,9 @@ async def test_a_grouped_tool_answers_data_as_data(mcp_peer_2026) -> None:
     ) as http:
 
         async def send(data: dict) -> dict:
-            body = {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendMessage",
-                "params": {
-                    "message": {
-                        "messageId": f"m-{data['tool']}",
-                        "role": "ROLE_USER",
-                        "parts": [{"data": data}],
-                        "metadata": {"skill": "arithmetic"},
-                    }
-                },
-            }
+            body = send_message(
+                [{"data": data}], message_id=f"m-{data['tool']}", metadata={"skill": "arithmetic"}
+            )
             return (await http.post("/a2a", json=body, headers={"A2A-Version": "1.0"})).json()["result"][
                 "task"
             ]
