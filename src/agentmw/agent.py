@@ -20,7 +20,7 @@ from .a2a.settings import A2ASettings
 from .agui.settings import AguiSettings
 from .approvals import MAX_DECISION_BYTES, ApprovalsEndpoint
 from .auth.access import Access
-from .auth.wellknown import WellKnown
+from .auth.wellknown import JWKS_PATH, WellKnown
 from .capability import Capability, CapabilityKind, _where, build_capability
 from .decorators import CapabilitySpec, specs_of
 from .errors import RegistrationError
@@ -33,8 +33,10 @@ from .settings import Limits, Timing
 from .state import DEFAULT_STORE, State, StoreLimits, check_store, open_state
 
 if TYPE_CHECKING:
+    from .a2a.operations import Operations
+    from .a2a.push import PushSender
     from .auth import ProtectedResource, RateLimit
-    from .bridges._peer import Bridges
+    from .bridges._peer import Bridges, Peer
     from .observability.hooks import HookChain
     from .observability.metrics import MetricsApp
     from .observability.telemetry import Telemetry
@@ -183,6 +185,7 @@ class Agent:
         self._listeners: set[Listener] = set()
         self._mcp: ASGIApp | None = None
         self._a2a: ASGIApp | None = None
+        self._a2a_ops: Operations | None = None  # the A2A operations, once the endpoint is built
         self._agui: ASGIApp | None = None
         self._approvals_app: ASGIApp | None = None
         self._edge_guard: HostGuard | None = None  # the Host/Origin verdicts every face shares
@@ -324,10 +327,9 @@ class Agent:
             return
         if getattr(target, "routes", None) is not None:
             self._included_apps.append((target, routes))
+            self._include_app(target)  # the decorated handlers, with their own options, bound to their routes
             if routes is not None:
                 include_routes(self, target, routes)
-            else:
-                self._include_app(target)
             return
         raise TypeError(f"agent.include() takes marked functions, modules or apps, not {target!r}")
 
@@ -367,6 +369,10 @@ class Agent:
                 done.add(id(endpoint))
                 self.include(endpoint)
 
+    def bound_to(self, app: Any) -> bool:
+        """Whether the agent has started serving for the host ``app`` (:meth:`bind_host` ran for it)."""
+        return app in self._bound_apps
+
     def bind_host(self, app: Any) -> None:
         """Start serving for the host ``app`` (its first request): find the marked handlers of routes included
         after the agent was built, bind handlers included as functions to their routes, and log what each face
@@ -380,6 +386,7 @@ class Agent:
         route_table(app, fresh=True)
         for included, selection in list(self._included_apps):
             if selection is not None:
+                self._include_app(included)
                 include_routes(self, included, selection)
         self._include_app(app)
 
@@ -469,6 +476,12 @@ class Agent:
             self._hooks.add(hook)
         return hook
 
+    @property
+    def hooks(self) -> HookChain | None:
+        """The hooks :meth:`use` added, outermost first (None until the first one: the pipeline then has no
+        hooks stage)."""
+        return self._hooks
+
     def shown(self, kind: str, protocol: str, items: list[Any], scope: Any, caller: str | None) -> list[Any]:
         """A list as the listing hooks leave it (``items`` itself when no hook filters)."""
         hooks = self._hooks
@@ -515,6 +528,11 @@ class Agent:
         if self._bridges is not None:
             await self._bridges.start()
 
+    @property
+    def bridged_peers(self) -> Sequence[Peer]:
+        """The peers :meth:`bridge` added (their breakers are what telemetry's gauge reads)."""
+        return self._bridges.peers if self._bridges is not None else ()
+
     def _gated(self, app: Any) -> Any:
         return app if self._bridges is None else self._bridges.gate(app)
 
@@ -557,8 +575,14 @@ class Agent:
         ``sqlite://agentmw.db``: the embedded default, shared by the worker processes of one machine.
         """
         if self._state is None:
-            self._state = open_state(self._store_spec or os.environ.get("AGENTMW_STORE") or DEFAULT_STORE)
+            self._state = open_state(self.store_spec)
         return self._state
+
+    @property
+    def store_spec(self) -> State | str:
+        """The store :attr:`state` opens (or opened): the one given as ``Agent(store=...)``, else
+        ``$AGENTMW_STORE``, else the default (``sqlite://agentmw.db``)."""
+        return self._store_spec or os.environ.get("AGENTMW_STORE") or DEFAULT_STORE
 
     def _check_store(self) -> None:
         """Refuse, now, a store that cannot be opened (its URL's form, a SQLite folder that does not exist or
@@ -654,9 +678,16 @@ class Agent:
             from .a2a.operations import Operations
             from .a2a.refusals import edge_refusal
 
-            endpoint = A2AEndpoint(self, self.a2a, self.limit_settings, ops=Operations(self))
+            self._a2a_ops = Operations(self)
+            endpoint = A2AEndpoint(self, self.a2a, self.limit_settings, ops=self._a2a_ops)
             self._a2a = self._gated(self._edged(endpoint, edge_refusal(self.a2a.path)))
         return self._a2a
+
+    @property
+    def push_sender(self) -> PushSender | None:
+        """The A2A push sender of this process (its delivery counts are telemetry's gauges): None until the A2A
+        endpoint is built, and with ``A2ASettings(push=None)``."""
+        return self._a2a_ops.push if self._a2a_ops is not None else None
 
     @property
     def agui_app(self) -> ASGIApp:
@@ -718,7 +749,7 @@ class Agent:
                 methods=None,
                 name="agentmw-prm-path",
             ),
-            Route("/.well-known/jwks.json", endpoint=app, methods=None, name="agentmw-jwks"),
+            Route(JWKS_PATH, endpoint=app, methods=None, name="agentmw-jwks"),
         ]
 
     def router(self) -> Any:

@@ -74,7 +74,6 @@ class Registry(Protocol):
     @property
     def skills(self) -> Mapping[str, Capability]: ...
     def add(self, kind: CapabilityKind, fn: Callable[..., Any], **options: Any) -> Capability: ...
-    def _include_app(self, app: Any) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,12 +240,12 @@ def derived_options(route: RouteInfo) -> dict[str, Any]:
 
 
 def include_routes(agent: Registry, app: Any, selection: Callable[[RouteInfo], bool]) -> list[Capability]:
-    """Include ``app``'s decorated handlers, and serve the undecorated routes ``selection`` picks as tools.
+    """Serve the undecorated routes of ``app`` that ``selection`` picks as tools (the agent includes the
+    decorated handlers first, each with its own options).
 
     Returns the tools exposed in bulk. A route that is selected but cannot be served as the app serves it
     (:func:`refusal`) is skipped, with a warning on the ``agentmw`` logger.
     """
-    agent._include_app(app)  # the decorated handlers, with their own options, bound to their routes
     exposed: list[Capability] = []
     for route in iter_routes(app):
         endpoint = route.endpoint

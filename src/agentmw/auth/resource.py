@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NoReturn, Protocol
 from urllib.parse import urlsplit
 
@@ -346,7 +346,7 @@ class ProtectedResource:
         return "Bearer " + ", ".join(params)
 
     # --- who is calling ----------------------------------------------------------------------------------
-    async def authenticate(self, scope: dict[str, Any]) -> Principal | None:
+    async def authenticate(self, scope: MutableMapping[str, Any]) -> Principal | None:
         """The verified caller of this request (None without a token), verified once per request and kept
         in its scope. Raises :class:`~agentmw.identity.Unauthenticated` (401, with the challenge) for a
         malformed, invalid, expired or wrong-audience token, and :class:`~agentmw.auth.errors.AuthUnavailable`

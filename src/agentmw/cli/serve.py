@@ -15,9 +15,7 @@ TARGET_ENV = "AGENTMW_SERVE_TARGET"
 
 def store_of(target: Target) -> str:
     """The state store the agent will open: the one it names, else ``$AGENTMW_STORE``, else the SQLite default."""
-    spec = getattr(target.agent, "_store_spec", None)
-    if spec is None:
-        return os.environ.get("AGENTMW_STORE") or "sqlite://agentmw.db"
+    spec = target.agent.store_spec
     return spec if isinstance(spec, str) else f"{type(spec).__name__} (given in code)"
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._transport import ProtocolError
 from ..safety.gate import NAMESPACE as APPROVALS_NAMESPACE
@@ -91,15 +91,46 @@ class _Pending(Protocol):
     def state(self) -> State: ...
 
 
+class _Pushed(Protocol):
+    """The A2A push sender's counts (``a2a/push.py``)."""
+
+    @property
+    def delivered(self) -> int: ...
+    @property
+    def failed(self) -> int: ...
+
+
+class _Breaker(Protocol):
+    @property
+    def state(self) -> str: ...
+
+
+class _Peer(Protocol):
+    """A bridged peer as the breaker gauge labels it (``bridges/_peer.py``)."""
+
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def protocol(self) -> str: ...
+    @property
+    def breaker(self) -> _Breaker: ...
+
+
 class Observed(Protocol):
     """What telemetry reads from the agent it serves (``agent.py`` binds itself): its name and where the pending
-    approvals are. The A2A push sender and the bridges' breakers are read when collected, if the agent has
-    them."""
+    approvals are; when collected, the A2A push sender (None until the A2A face is built) and the bridged
+    peers."""
 
     @property
     def name(self) -> str: ...
     @property
     def approvals(self) -> _Pending: ...
+    @property
+    def push_sender(self) -> _Pushed | None: ...
+    @property
+    def bridged_peers(self) -> Sequence[_Peer]: ...
 
 
 def mcp_server_error(code: Any) -> bool:
@@ -551,23 +582,17 @@ class Telemetry(Hook):
             return
         self.approvals_pending = page.total or 0
 
-    def pushes(self, field: str) -> list[tuple[tuple[str, ...], float]]:
+    def pushes(self, field: Literal["delivered", "failed"]) -> list[tuple[tuple[str, ...], float]]:
         """The A2A push notifications this process ``"delivered"`` or gave up on (``"failed"``), as a gauge reads."""
-        sender = self._push_sender()
-        return [((), float(getattr(sender, field, 0) if sender is not None else 0))]
-
-    def _push_sender(self) -> Any:
-        agent = self.agent
-        endpoint = getattr(agent, "_a2a", None) if agent is not None else None
-        ops = getattr(endpoint, "ops", None) if endpoint is not None else None
-        return getattr(ops, "push", None)
+        sender = self.agent.push_sender if self.agent is not None else None
+        if sender is None:
+            return [((), 0.0)]
+        return [((), float(sender.delivered if field == "delivered" else sender.failed))]
 
     def breakers(self) -> list[tuple[tuple[str, ...], float]]:
         """Each bridged peer's breaker state by ``(peer, protocol)``: 0 closed, 1 half-open, 2 open."""
-        bridges = getattr(self.agent, "_bridges", None)
-        if bridges is None:
-            return []
+        peers = self.agent.bridged_peers if self.agent is not None else ()
         return [
             ((peer.name or peer.url, peer.protocol.lower()), _BREAKER.get(peer.breaker.state, 2.0))
-            for peer in bridges.peers
+            for peer in peers
         ]
