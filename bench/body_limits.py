@@ -1,9 +1,10 @@
 """The largest request bodies the MCP, A2A and AG-UI faces accept, and how long each holds the event loop.
 
 For each shape of body that multiplies (parts, messages, content parts, tool calls, state and metadata values,
-tools, context entries), the bench builds the largest body the default limits accept (``Agent(max_body_values=,
-max_body_depth=, agui_max_messages=, agui_max_state_bytes=, agui_max_values=)``, ``A2ASettings(max_parts=)``,
-docs/limits.md), and a few that they refuse. Each is sent in-process through the ASGI interface while a probe task ticks every
+tools, context entries), the bench builds the largest body the default limits accept
+(``Limits(max_body_bytes=, max_body_values=, max_body_depth=)``,
+``AguiSettings(max_messages=, max_state_bytes=, max_values=)``, ``A2ASettings(max_parts=)``, docs/limits.md),
+and a few that they refuse. Each is sent in-process through the ASGI interface while a probe task ticks every
 millisecond: its longest gap is how long the loop could not serve anything else (a ``/health`` behind it would
 have waited as long). Rows are the median and the worst of the rounds, after one warm-up round.
 
@@ -179,11 +180,16 @@ def encode(body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
+def face_app(agent: Any, face: str) -> Any:
+    return {"mcp": agent.mcp, "a2a": agent.a2a_app, "agui": agent.agui_app}[face]
+
+
 def largest(agent: Any, face: str, make: Callable[[int], dict[str, Any]], most: int) -> tuple[int, bytes]:
     """The largest n whose body the face's body shape accepts (and at most ``most``)."""
     from agentmw._shape import ShapeError, check_shape
 
-    shape = agent.agui_body_shape if face == "agui" else agent.body_shape
+    served = face_app(agent, face)  # the face behind its edge: the shape and the byte limit it applies
+    shape, limit = served.body_shape, served.body_limit
 
     def fits(n: int) -> bool:
         raw = encode(make(n))
@@ -191,7 +197,7 @@ def largest(agent: Any, face: str, make: Callable[[int], dict[str, Any]], most: 
             check_shape(raw, shape)
         except ShapeError:
             return False
-        return len(raw) <= agent.max_body_bytes
+        return len(raw) <= limit
 
     low, high = 1, min(most, 1 << 20)
     if fits(high):
@@ -253,9 +259,9 @@ async def measure(app: Any, face: str, raw: bytes, rounds: int) -> tuple[float, 
 async def main(rounds: int) -> None:
     agent, app = build()
     print(
-        f"defaults: {agent.body_shape}, AG-UI {agent.agui_body_shape}, "
-        f"agui_max_messages={agent.agui_max_messages}, "
-        f"agui_max_state_bytes={agent.agui_max_state_bytes}, max_parts={agent.a2a.max_parts}; "
+        f"defaults: {face_app(agent, 'mcp').body_shape}, AG-UI {face_app(agent, 'agui').body_shape}, "
+        f"max_body_bytes={face_app(agent, 'mcp').body_limit}, AG-UI max_messages={agent.agui.max_messages}, "
+        f"max_state_bytes={agent.agui.max_state_bytes}, max_parts={agent.a2a.max_parts}; "
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n"
     )
     print("| body | count | bytes | answer | median ms | worst ms | longest loop stall ms |")
