@@ -3,7 +3,7 @@ AG-UI runs, MCP sessions), written once.
 
 - states and their moves, as data (:mod:`.states`: :class:`TaskState`, :data:`TRANSITIONS`);
 - versioned records with compare-and-set (:class:`Records`, :class:`TaskRecord`) and their write-behind
-  (:class:`WriteBehind`);
+  (:class:`WriteBehind`, and for task records :class:`Commits` of :class:`Handle`);
 - leases with a heartbeat, the orphan sweep and take-over (:class:`Heartbeat`, :class:`Leases`,
   :class:`Sweeper`);
 - append-only event logs and their followers across replicas (:class:`EventLog`, :class:`Followers`);
@@ -18,6 +18,7 @@ from .background import Background
 from .budgets import HandleTable, limit
 from .bus import BusListener, publish
 from .cancel import Canceller, Watch, tell
+from .commits import Commits, Handle
 from .events import EventLog, Followers, LogWriter, Numbered, Queue
 from .leases import Heartbeat, Leases, Sweeper, every, keep
 from .records import RESTART_REASON, Records, TaskRecord, retry
@@ -36,8 +37,10 @@ __all__ = [
     "Background",
     "BusListener",
     "Canceller",
+    "Commits",
     "EventLog",
     "Followers",
+    "Handle",
     "HandleTable",
     "Heartbeat",
     "Leases",

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..lifecycle.commits import Handle
+from ..lifecycle import Handle
 from ..messages import Message
 
 __all__ = ["LiveTask", "ResumedElsewhere", "live_bytes", "pinned", "release_waiters"]

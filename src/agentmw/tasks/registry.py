@@ -48,6 +48,7 @@ from ..lifecycle import (
     TERMINAL,
     Background,
     BusListener,
+    Commits,
     EventLog,
     Heartbeat,
     Records,
@@ -58,7 +59,6 @@ from ..lifecycle import (
     Timing,
     limit,
 )
-from ..lifecycle.commits import Commits
 from ..messages import Artifact, Message
 from ..state import Conflict, Json, State, Versioned, encoded_bytes
 from .elsewhere import Elsewhere
