@@ -1,6 +1,6 @@
 """Operations per second of each state backend, side by side in one run: memory, SQLite (a file in a
-temporary folder; the default, reads and short writes on the event loop with the thread behind them, then
-everything on its dedicated thread, ``on_loop=False``, and on anyio's worker threads, for comparison) and
+temporary folder; the default, reads and short writes on the event loop with the thread behind them, and with
+anyio's worker threads behind them instead, for comparison) and
 Redis (a real ``redis-server`` started on a free port with no persistence, or ``--redis URL``).
 
 Each operation runs one at a time from one coroutine (the latency a request pays), best of three rounds;
@@ -139,13 +139,8 @@ async def main() -> None:
             ("memory", MemoryState, 20_000),
             ("SQLite, on the loop + thread (default)", lambda: SQLiteState(folder / "loop.db"), 20_000),
             (
-                "SQLite, dedicated thread only",
-                lambda: SQLiteState(folder / "thread.db", on_loop=False),
-                3_000,
-            ),
-            (
-                "SQLite, anyio worker threads",
-                lambda: SQLiteState(folder / "anyio.db", executor="anyio", on_loop=False),
+                "SQLite, on the loop + anyio worker threads",
+                lambda: SQLiteState(folder / "anyio.db", executor="anyio"),
                 3_000,
             ),
         ]
