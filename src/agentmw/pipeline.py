@@ -153,7 +153,7 @@ class _Hooks(Stage):
 
     def __init__(self, next: Next, capability: Capability, agent: Any, report: Report | None) -> None:
         super().__init__(next, capability, agent, report)
-        self.chain: Hooks = agent._hooks
+        self.chain: Hooks = agent.hooks
 
     async def __call__(self, call: Call) -> Outcome:
         return await self.chain.around(self.capability, call, self.next)
@@ -712,7 +712,7 @@ class Pipeline:
         self.orphan = orphan
         """The route whose handler ``capability`` is, when the app serving the agent is not that route's."""
         self.agent = agent
-        self.hooks: Hooks | None = agent._hooks if agent is not None else None
+        self.hooks: Hooks | None = agent.hooks if agent is not None else None
         self.access: Any = agent.access if agent is not None else None
         report = self.hooks.stage if self.hooks is not None else None
         run = self._run = _Run(_end_of_run_stage, capability, agent, report)
@@ -742,7 +742,7 @@ class Pipeline:
         """Whether this is still the pipeline ``capability`` gets from ``agent`` as it is configured now."""
         if self.capability is not capability or self.agent is not agent:
             return False
-        return agent is None or (self.hooks is agent._hooks and self.access is agent.access)
+        return agent is None or (self.hooks is agent.hooks and self.access is agent.access)
 
     async def __call__(
         self,
@@ -841,7 +841,7 @@ def build_pipeline(capability: Capability, agent: Services | None) -> Pipeline:
         if orphan is not None:
             return Pipeline(capability, agent, [], orphan)
     stages: list[type[Stage]] = []
-    if agent._hooks is not None:
+    if agent.hooks is not None:
         stages.append(_Hooks)
     if agent.access is not None or capability.policy is not None:  # scopes, roles, rate limits (docs/auth.md)
         stages.append(_Access)

@@ -101,7 +101,7 @@ def _bound(capability: Capability, ctx: Context) -> Capability:
     agent = ctx.agent
     assert agent is not None
     app = ctx.request.scope.get("app") if ctx.request is not None else None
-    if app is None or app in agent._bound_apps:
+    if app is None or agent.bound_to(app):
         return capability
     agent.bind_host(app)
     return agent.current(capability)
