@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import itertools
 import json
 import os
@@ -368,8 +369,10 @@ def main() -> int:
     args = parser.parse_args()
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
         env = {**os.environ, "PROCUREMENT_DB": str(Path(tmp) / "soak.db"), "PYTHONPATH": str(ROOT)}
+        server_log = stack.enter_context(open(Path(tmp) / "server.log", "wb"))  # the child writes it
         server = subprocess.Popen(
             [
                 sys.executable,
@@ -385,7 +388,7 @@ def main() -> int:
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
-            stderr=open(Path(tmp) / "server.log", "wb"),
+            stderr=server_log,
         )
         try:
             deadline = time.monotonic() + 30
