@@ -15,7 +15,7 @@ log: list[str] = []
 
 
 def identify(connection: HTTPConnection) -> str | None:
-    scheme, _, token = connection.headers.get("authorization", "").partition(" ")
+    _scheme, _, token = connection.headers.get("authorization", "").partition(" ")
     if not token:
         return None
     if token == "bad":

@@ -37,7 +37,7 @@ def build(**settings: object) -> tuple[Agent, Starlette]:
             found = await ctx.call("lookup", {"sku": "MON-27"})
             try:
                 await ctx.call("lookup", {"sku": "missing"})
-            except Exception:
+            except Exception:  # noqa: BLE001 - the skill reports any failed lookup in words
                 await ctx.say("One SKU was not found. ")
         ctx.state["cart"] = [found]
         await ctx.progress(1, 1, "priced")

@@ -73,7 +73,7 @@ def _build_example_app() -> Any:
             step: the step number.
         """
         if effects:
-            with open(effects, "a") as handle:  # noqa: ASYNC230  (one short line) O_APPEND: one whole line per write, from any process
+            with open(effects, "a") as handle:
                 handle.write(json.dumps({"label": label, "step": step, "by": identity.decode()}) + "\n")
         return step
 

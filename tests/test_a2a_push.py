@@ -424,7 +424,7 @@ async def test_token_and_credentials_are_bounded_in_length() -> None:
 async def test_push_config_values_that_cannot_be_headers_are_refused_at_create(
     config: dict, field: str
 ) -> None:
-    agent, app = a2a_app.build()
+    _agent, app = a2a_app.build()
     async with client(app) as http:
         task_id = await finished_task(http)
         answer = await rpc(

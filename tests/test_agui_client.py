@@ -127,10 +127,7 @@ def test_cancelled_resume_executes_nothing(url: str) -> None:
     )
     assert steps[1]["events"][-1]["outcome"] == {"type": "cancelled"}
     assert "approval:phone:asked" in agui_app.log
-    assert not any(
-        entry.startswith(("approval:phone:yes", "approval:phone:no"))
-        for entry in agui_app.log
-    )
+    assert not any(entry.startswith(("approval:phone:yes", "approval:phone:no")) for entry in agui_app.log)
 
 
 def test_errors_end_with_run_error(url: str) -> None:

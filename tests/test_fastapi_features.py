@@ -68,7 +68,7 @@ def build(name: str, exposure: str) -> Built:
         built = Built(feature, app)
         try:
             attach_agent(app, f"feature-{name}", exposure)  # type: ignore[arg-type]
-        except Exception as exc:  # the agent refused to start: every case of this app reports it
+        except Exception as exc:  # noqa: BLE001 - the agent refused to start: every case of this app reports it
             built.error = f"{type(exc).__name__}: {exc}"
         _built[key] = built
     return _built[key]

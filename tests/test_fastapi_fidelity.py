@@ -535,7 +535,7 @@ async def build(name: str, exposure: str, mutate: Callable[[FastAPI], None] | No
             mutate(api)
         module.build_agent(api, exposure)
         built.app = api
-    except Exception as exc:  # the agent refused to start: every case of this app reports it
+    except Exception as exc:  # noqa: BLE001 - the agent refused to start: every case of this app reports it
         built.error = f"{type(exc).__name__}: {exc}"
     if mutate is None:
         _built[key] = built

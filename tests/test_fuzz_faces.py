@@ -210,7 +210,7 @@ def request_id(raw: bytes) -> tuple[bool, Any]:
     if not isinstance(body, dict) or "id" not in body or "method" not in body:
         return False, None  # not a request: a response's id is one of the server's, never put on an error
     value = body["id"]
-    valid = (isinstance(value, str) or isinstance(value, int)) and not isinstance(value, bool)
+    valid = isinstance(value, (str, int)) and not isinstance(value, bool)
     if isinstance(
         value, str
     ):  # a lone surrogate is read as U+FFFD, so that every answer is UTF-8 (_transport.py)

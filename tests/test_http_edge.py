@@ -330,7 +330,7 @@ async def call_asgi(
 async def test_a_declared_length_over_the_limit_is_refused_before_reading(face: str) -> None:
     agent = make_agent(limits=Limits(max_body_bytes=1000))
     app = AgentMiddleware(None, agent=agent)
-    verb, path, headers, _ = FACES[face]
+    _verb, path, headers, _ = FACES[face]
     limit = 65536 if face == "approvals" else 1000  # a decision has its own, smaller limit (docs/limits.md)
     raw = [
         (b"host", b"127.0.0.1:8000"),

@@ -29,7 +29,7 @@ __all__ = [
     "BOB_ID",
     "BOB_ITEM",
     "PASSWORDS",
-    "app",
+    "app",  # noqa: F822 - built on first access by the module's __getattr__ (app_factory)
     "build_agent",
     "create_api",
     "create_app",

@@ -41,7 +41,7 @@ __all__ = [
     "CART_ALICE",
     "ORDER_ALICE",
     "ORDER_BOB",
-    "app",
+    "app",  # noqa: F822 - built on first access by the module's __getattr__ (app_factory)
     "build_agent",
     "create_api",
     "create_app",
