@@ -34,9 +34,9 @@ def build(store=None) -> tuple[Agent, Starlette]:
         "a2a-test",
         "1.2.3",
         identify=identify,
+        store=store,
         a2a=A2ASettings(
             description="Test agent",
-            store=store,
             push=PushPolicy(allow_hosts=["127.0.0.1"], first_delay=0.05),
             security_schemes={"bearer": {"httpAuthSecurityScheme": {"scheme": "bearer"}}},
             security_requirements=[{"bearer": []}],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 
 import httpx
 import pytest
@@ -290,7 +289,8 @@ async def test_example_approval_workflow_waits_for_the_budget_admin(tmp_path, mo
     # already (tests/test_cli.py does): this test gets a face of its own on its own SQLite file, and the
     # previous face and store come back after it.
     store = f"sqlite:///{tmp_path}/procurement.db"  # opened by the face, on the server's event loop
-    monkeypatch.setattr(example.agent, "a2a", replace(example.agent.a2a, store=store))
+    monkeypatch.setattr(example.agent, "_store_spec", store)  # Agent(store=...) as the example would take it
+    monkeypatch.setattr(example.agent, "_state", None)
     monkeypatch.setattr(example.agent, "_a2a", None)
     engineering = example.BUDGETS["engineering"]
     monkeypatch.setattr(engineering, "spent", engineering.spent)  # the approval spends; other tests read it

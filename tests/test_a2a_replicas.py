@@ -28,8 +28,9 @@ from starlette.routing import Route
 
 from agentmw import Agent, Context
 from agentmw.a2a import registry as registry_module
+from agentmw.journal import JOURNAL_NS
 from agentmw.lifecycle import RESTART_REASON
-from agentmw.state import MemoryState, open_state
+from agentmw.state import MemoryState, State, open_state
 from tests import a2a_app
 from tests.conftest import serve
 from tests.state.conftest import redis_url  # noqa: F401  (a fixture: a real redis-server for the session)
@@ -53,19 +54,28 @@ HOLDS: dict[
 ] = {}  # a ticker's label -> the step after which it waits for the event
 
 
+async def forget_journals(state: State) -> None:
+    """Every journal in ``state`` is gone (expired, or wiped by an operator): a parked coroutine has nothing
+    left to resume from. Agent(store=...) keeps tasks and journals in one store, so this is how a test meets a
+    task whose execution cannot come back."""
+    while True:
+        page = await state.scan(JOURNAL_NS, limit=100)
+        if not page.items:
+            return
+        for item in page.items:
+            await state.delete(JOURNAL_NS, item.key)
+
+
 @pytest.fixture
 async def replicas(backend: str) -> AsyncIterator[Callable[..., list[Replica]]]:
-    """``replicas(n, journals=True, **a2a_settings)``: n replicas, each its own Agent and its own state instance
-    on ``backend``. With ``journals``, each agent's own state (``agent.state``, where journals live) is on
-    ``backend`` too, so a replica can resume another's task; without, each keeps its journals in its memory."""
+    """``replicas(n, **a2a_settings)``: n replicas, each its own Agent and its own state instance on
+    ``backend``, where its tasks and journals live, so a replica can resume another's task."""
     made: list[Agent] = []
 
-    def make(n: int = 3, journals: bool = True, **settings: Any) -> list[Replica]:
+    def make(n: int = 3, **settings: Any) -> list[Replica]:
         out = []
         for index in range(n):
             agent, app = a2a_app.build(open_state(backend))
-            # a2a_app builds Agent() without a store: its agent.state is given here, before first use
-            agent._state = open_state(backend) if journals else MemoryState()
             for name, value in settings.items():
                 setattr(agent.a2a, name, value)
             add_durable_skills(agent, hang=index == 0)
@@ -303,14 +313,15 @@ async def test_cancel_on_b_reaches_the_coroutine_on_a(replicas, backend: str) ->
         ] == -32002  # not cancelable now
 
 
-async def test_a_follow_up_on_another_replica_fails_cleanly_without_a_shared_journal(replicas) -> None:
-    (a, app_a), (_, app_b), _ = replicas(3, journals=False)
+async def test_a_follow_up_on_another_replica_fails_cleanly_once_the_journal_is_gone(replicas) -> None:
+    (a, app_a), (_, app_b), _ = replicas(3)
     async with client(app_a) as on_a, client(app_b) as on_b:
         parked = (await rpc(on_a, "SendMessage", {"message": msg("approve", data={"item": "pc"})}))["result"][
             "task"
         ]
         assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         await a.a2a_app.ops.tasks.flush()
+        await forget_journals(a.state)
         answer = {**msg("approve", data={"approved": True}), "taskId": parked["id"]}
         refused = await asyncio.wait_for(rpc(on_b, "SendMessage", {"message": answer}), 10)
         assert refused["error"]["code"] == -32004  # nothing to replay on B: a clean error, never a hang
@@ -476,7 +487,7 @@ async def test_a_push_sender_that_dies_is_taken_over_from_the_last_delivered_eve
     assert len(receiver.events) - from_a - from_b <= duplicates  # an uncounted push is one B sent again
 
 
-async def test_tasks_survive_a_restart_and_a_lost_replica_fails_its_tasks(
+async def test_tasks_survive_a_restart_and_one_whose_journal_is_gone_fails(
     tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.setattr(registry_module, "HEARTBEAT_SECONDS", 0.3)
@@ -491,6 +502,7 @@ async def test_tasks_survive_a_restart_and_a_lost_replica_fails_its_tasks(
     await tasks.flush()
     # a crash: the process is cut off its file with the coroutine parked; its heartbeat is never renewed again
     shared = tasks.state
+    await forget_journals(shared)
     tasks.store = MemoryState()
     await tasks.close()
     await shared.close()

@@ -9,7 +9,6 @@ import httpx
 import pytest
 
 from agentmw.a2a import registry as registry_module
-from agentmw.lifecycle import RESTART_REASON
 from agentmw.state import MemoryState, SQLiteState
 from tests import a2a_app
 from tests.waiting import eventually
@@ -335,9 +334,14 @@ async def test_sqlite_tasks_survive_a_restart(tmp_path, monkeypatch) -> None:
             again["status"]["state"] == "TASK_STATE_COMPLETED"
             and again["artifacts"][0]["parts"][0]["text"] == "echo: hi"
         )
-        lost = (await rpc(http, "GetTask", {"id": parked["id"]}))["result"]
-        assert lost["status"]["state"] == "TASK_STATE_FAILED"
-        assert lost["status"]["message"]["parts"][0]["text"] == RESTART_REASON
+        # One store holds the tasks and the journal (Agent(store=...)), so the coroutine parked on its question
+        # when the process died resumes from its journal here: still waiting, and the answer completes it.
+        still = (await rpc(http, "GetTask", {"id": parked["id"]}))["result"]
+        assert still["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        answer = {**msg("x", taskId=parked["id"]), "parts": [{"data": {"approved": True}}]}
+        approved = (await rpc(http, "SendMessage", {"message": answer}))["result"]["task"]
+        assert approved["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert approved["artifacts"][0]["parts"][0]["text"] == "pc: approved"
         resumed = await rpc(
             http,
             "SendMessage",

@@ -232,7 +232,6 @@ async def test_push_is_signed_with_the_published_key_when_a2a_has_its_own_store(
         return text
 
     settings = A2ASettings(
-        store="memory://",  # the tasks' own state, not the agent's
         push=PushPolicy(allow_hosts=["127.0.0.1"], signer=PushSigner()),
     )
     agent = Agent("pusher", include=[echo], store="memory://", a2a=settings)

@@ -20,7 +20,6 @@ from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, Context
 from agentmw._bounded import BoundedTable, UsedTokens
-from agentmw.a2a import A2ASettings
 from agentmw.mcp import _state
 from agentmw.mcp.stateless import UsedStates
 from agentmw.safety import Approvals, IdempotencyCache
@@ -238,7 +237,7 @@ def test_used_states_forgotten_by_age() -> None:
 
 def a2a_agent(store: MemoryState | None = None, **limits: object) -> tuple[Agent, Starlette, MemoryState]:
     store = store or MemoryState()
-    agent = Agent("bounds", a2a=A2ASettings(store=store), **limits)  # type: ignore[arg-type]
+    agent = Agent("bounds", store=store, **limits)  # type: ignore[arg-type]
 
     @agent.skill
     async def add(a: int, b: int) -> int:

@@ -127,9 +127,9 @@ def build(store: State | None = None) -> tuple[Agent, Starlette]:
         "a2a-conformance",
         "1.0.0",
         include=[conform],
+        store=store,
         a2a=A2ASettings(
             description="Shows each A2A behaviour; the first word of the text picks one.",
-            store=store,
             push=None,
         ),
     )

@@ -27,8 +27,8 @@ from .._transport import (
 from .._types import Receive, Scope, Send
 from ..auth.refusals import PEEK_LIMIT, peek_request_id, send_a2a_refusal
 from ..identity import Forbidden, Unauthenticated, authenticated_identity, caller_from_headers, resolve_caller
+from ..lifecycle import TERMINAL
 from ..settings import Limits
-from ..stores.base import TERMINAL
 from .card import (
     CardClock,
     base_url,

@@ -8,7 +8,6 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from ..state import State, open_state
 from .push import PushSender, push_config, with_config
 from .registry import A2AHost
 from .tasks import A2ATaskManager, task_dict
@@ -91,15 +90,7 @@ class Operations:
     def __init__(self, agent: A2AHost) -> None:
         self.agent = agent
         settings = agent.a2a
-        if settings.store is None:
-            state = agent.state
-        elif isinstance(settings.store, (State, str)):
-            state = open_state(settings.store)
-        else:
-            raise TypeError(
-                f"A2ASettings(store=...) takes a State or a state URL, not {type(settings.store).__name__}: "
-                "the older agentmw.stores task stores are gone; pass Agent(store=...) instead (docs/state.md)"
-            )
+        state = agent.state
         self.tasks = A2ATaskManager(agent, state)
         self.push = (
             PushSender(state, settings.push, self.tasks.registry.replica)

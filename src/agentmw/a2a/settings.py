@@ -28,8 +28,6 @@ class A2ASettings:
         security_requirements: e.g. ``[{"bearer": []}]``.
         extended_card: ``identity -> extra card fields``, or None when that caller may not see it (403).
             Needs ``Agent(identify=...)`` to tell who the caller is.
-        store: a State or a state URL giving A2A a state apart from the agent's; to go before the first release.
-            Leave it None: ``Agent(store=...)`` is the one way to say where everything is kept.
         write_behind: a blocking ``SendMessage`` answers as soon as its task settles, and the task's one write
             follows at once, off the request path (docs/a2a.md, "Stores, restarts and replicas"). False: the
             answer waits for the write, so another replica can read the task as soon as the caller has it.
@@ -56,7 +54,6 @@ class A2ASettings:
     security_schemes: Mapping[str, Any] | None = None
     security_requirements: Sequence[Mapping[str, Sequence[str]]] | None = None
     extended_card: Callable[[str], Mapping[str, Any] | None] | None = None
-    store: Any = None  # a State or URL of A2A's own (see above); read by operations.py until it goes
     write_behind: bool = True
     push: PushPolicy | None = field(default_factory=PushPolicy)
     dedupe_message_ids: bool = True
