@@ -19,6 +19,7 @@ from ._codec import from_json, to_json
 from .content import Text
 from .context import Ask, ClientCapabilityMissing, InputRequest
 from .errors import AgentError, NeedsInput, Permanent, Rejected, Retryable
+from .safety.idempotency import register_outcome_load
 
 if TYPE_CHECKING:
     from .capability import Capability
@@ -161,6 +162,9 @@ class Outcome:
             data=from_json(data.get("data")),
             value=from_json(data.get("value")),
         )
+
+
+register_outcome_load(Outcome.from_dict)  # the idempotency cache rebuilds stored outcomes with it
 
 
 def refused(code: Code, message: str, **fields: Any) -> Outcome:

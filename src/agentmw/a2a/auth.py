@@ -13,11 +13,15 @@ from ..state import StoreLimits
 from .wire import INVALID_PARAMS, A2AError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, MutableMapping
+
     from .._wiring import FaceHost
+    from ..auth.access import Access
     from ..auth.resource import ProtectedResource
     from ..capability import Capability
+    from .settings import A2ASettings
 
-__all__ = ["PushSigner", "check_task", "security_schemes", "skill_requirements"]
+__all__ = ["PushSigner", "check_task", "secured_card", "security_schemes", "skill_requirements"]
 
 _KEY_NS = "agent.secret"
 _KEY_TTL = 10 * 365 * 24 * 3600.0
@@ -45,6 +49,29 @@ async def security_schemes(resource: ProtectedResource) -> tuple[dict[str, Any],
     schemes["bearer"] = {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}
     requirements.append({"schemes": {"bearer": {"list": scopes} if scopes and flows is None else {}}})
     return schemes, requirements
+
+
+async def secured_card(
+    access: Access,
+    settings: A2ASettings,
+    skills: Mapping[str, Capability],
+    card: dict[str, Any],
+    scope: MutableMapping[str, Any],
+) -> dict[str, Any]:
+    """The A2A card as this caller may see it: its skills filtered by the agent's access rules, the security
+    schemes of the protected resource (unless ``A2ASettings`` names its own), and each scoped skill's
+    ``securityRequirements``."""
+    await access.identify_softly(scope)
+    card = dict(card)
+    listed = access.visible_list("skills", card.get("skills", []), scope)
+    resource = access.resource
+    if resource is not None:
+        if not settings.security_schemes:
+            card["securitySchemes"], card["securityRequirements"] = await security_schemes(resource)
+        scheme = "oauth2" if "oauth2" in card.get("securitySchemes", {}) else "bearer"
+        listed = [skill_requirements(entry, skills.get(entry["id"]), scheme) for entry in listed]
+    card["skills"] = listed
+    return card
 
 
 def skill_requirements(

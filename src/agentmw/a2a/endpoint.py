@@ -29,6 +29,7 @@ from ..auth.refusals import PEEK_LIMIT, peek_request_id, send_a2a_refusal
 from ..identity import Forbidden, Unauthenticated, authenticated_identity, caller_from_headers, resolve_caller
 from ..lifecycle import TERMINAL
 from ..settings import Limits
+from .auth import secured_card
 from .card import (
     CardClock,
     base_url,
@@ -197,7 +198,7 @@ class A2AEndpoint:
                 extended = None
         card = build_card(self.agent, self.settings, base_url(scope, headers), extended=extended)
         if self.agent.access is not None:  # the skills this caller may see, the schemes of Agent(auth=...)
-            card = await self.agent.access.card(card, scope)
+            card = await secured_card(self.agent.access, self.settings, self.agent.skills, card, scope)
         skills = card.get("skills") or []
         shown = self.agent.shown(
             "skills", "a2a", skills, scope, None
@@ -250,7 +251,9 @@ class A2AEndpoint:
             self.agent, self.settings, base_url(caller.connection.scope, headers), extended=extended
         )
         if self.agent.access is not None:
-            card = await self.agent.access.card(card, caller.connection.scope)
+            card = await secured_card(
+                self.agent.access, self.settings, self.agent.skills, card, caller.connection.scope
+            )
         return card
 
     def _decode(self, raw: bytes) -> Any:

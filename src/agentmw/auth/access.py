@@ -27,7 +27,6 @@ from ..content import Text
 from ..errors import AccessRefused
 from ..identity import UNVERIFIED_PREFIX, Forbidden, IdentifyFn, Unauthenticated, resolve_caller
 from ..outcomes import Code, Outcome, Status
-from .a2a import security_schemes, skill_requirements
 from .errors import InsufficientScope, RateLimited
 from .principal import PRINCIPAL_KEY, Principal, principal_of
 from .ratelimit import Limiter, RateLimit
@@ -43,11 +42,6 @@ DENIALS = frozenset({Code.UNAUTHENTICATED, Code.INSUFFICIENT_SCOPE, Code.FORBIDD
 """Outcome codes of a refused caller: on MCP they are HTTP 401/403, not tool results."""
 
 
-class _CardSettings(Protocol):
-    @property
-    def security_schemes(self) -> Mapping[str, Any] | None: ...
-
-
 class AccessAgent(Protects, Protocol):
     """What :class:`Access` reads of the agent: its capabilities (as a protected resource reads them), their
     revision, the caller's identity hook, the shared state (for rate limits), the A2A card settings, and its
@@ -59,8 +53,6 @@ class AccessAgent(Protects, Protocol):
     def identify(self) -> IdentifyFn | None: ...
     @property
     def revision(self) -> int: ...
-    @property
-    def a2a(self) -> _CardSettings: ...
     @property
     def access(self) -> Access | None: ...
 
@@ -281,29 +273,15 @@ class Access:
             self.check_call(skill, scope)
         return skill
 
-    async def card(self, card: dict[str, Any], scope: MutableMapping[str, Any]) -> dict[str, Any]:
-        """The A2A card as this caller may see it: its skills filtered, the security schemes of the resource
-        (unless ``A2ASettings`` names its own), and each scoped skill's ``securityRequirements``."""
+    async def identify_softly(self, scope: MutableMapping[str, Any]) -> None:
+        """Tell who calls a listing anyone may read (the A2A card) without refusing anyone: a bad, doubled or
+        uncheckable token or a foreign Host is not an error here, such a caller sees what anonymous callers
+        see. Then :meth:`visible_list` filters for the caller."""
         if self.resource is not None and PRINCIPAL_KEY not in scope:
             try:
                 await self.resource.authenticate(scope)
             except (Unauthenticated, Forbidden, AccessRefused):
-                # a bad, doubled or uncheckable token, a foreign Host: the card is public, such a caller sees
-                # what anonymous callers see
                 scope[PRINCIPAL_KEY] = None
-        card = dict(card)
-        skills = self.visible_list("skills", card.get("skills", []), scope)
-        resource = self.resource
-        if resource is not None:
-            settings = self.agent.a2a
-            if not settings.security_schemes:
-                card["securitySchemes"], card["securityRequirements"] = await security_schemes(resource)
-            scheme = "oauth2" if "oauth2" in card.get("securitySchemes", {}) else "bearer"
-            skills = [
-                skill_requirements(entry, self.agent.skills.get(entry["id"]), scheme) for entry in skills
-            ]
-        card["skills"] = skills
-        return card
 
 
 def rate_key(caller: str | None, scope: Mapping[str, Any]) -> str:

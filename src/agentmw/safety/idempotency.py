@@ -34,7 +34,7 @@ from .._codec import from_json, to_json
 from ..errors import SafetyViolation
 from ..state import MemoryState, State, StoreLimits, resolve_state
 
-__all__ = ["CLAIMS", "NAMESPACE", "IdempotencyCache", "KeyReused"]
+__all__ = ["CLAIMS", "NAMESPACE", "IdempotencyCache", "KeyReused", "register_outcome_load"]
 
 logger = logging.getLogger("agentmw")
 
@@ -68,17 +68,24 @@ def _dump(outcome: Any) -> dict[str, Any]:
     return {"plain": to_json(outcome)}
 
 
-def _outcome_loader() -> Load:
-    # TRANSITIONAL: the pipeline's Outcome, until the agent passes ``IdempotencyCache(load=Outcome.from_dict)``
-    from ..outcomes import Outcome
+_outcome_load: list[
+    Load
+] = []  # set once, by agentmw.outcomes as it defines Outcome (see register_outcome_load)
 
-    return Outcome.from_dict
+
+def register_outcome_load(load: Load) -> Load:
+    """How a stored outcome is rebuilt when a cache is given no ``load=``: ``agentmw.outcomes`` registers
+    ``Outcome.from_dict`` as it is imported, as storable types register with the codec, so this module (below
+    the outcomes) never imports them."""
+    _outcome_load[:] = [load]
+    return load
 
 
 def _load(stored: Mapping[str, Any], load: Load | None = None) -> Any:
     """What :func:`_dump` wrote: an outcome rebuilt by ``load``, or the plain value."""
     if "outcome" in stored:
-        return (load or _outcome_loader())(stored["outcome"])
+        rebuild = load or (_outcome_load[0] if _outcome_load else None)
+        return rebuild(stored["outcome"]) if rebuild is not None else stored["outcome"]
     return from_json(stored.get("plain"))
 
 
