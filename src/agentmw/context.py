@@ -235,10 +235,6 @@ class Services(_AccessAgent, Protocol):
     @property
     def hooks(self) -> Any: ...  # observability.hooks.HookChain, once agent.use() made one
     def bound_to(self, app: Any) -> bool: ...  # whether it started serving for the host app
-    @property
-    def _hooks(
-        self,
-    ) -> Any: ...  # the name tasks/runner.py still reads; it is to read ``hooks`` (then this goes)
     def bind_host(self, app: Any) -> None: ...
     def current(self, cap: Capability) -> Capability: ...
 

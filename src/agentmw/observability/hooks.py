@@ -187,7 +187,7 @@ def _hook_failed(invocation: Invocation) -> Outcome:
 
 
 class HookChain:
-    """The hooks of one agent, and the run of an invocation through them (``agent._hooks``)."""
+    """The hooks of one agent, and the run of an invocation through them (``agent.hooks``)."""
 
     def __init__(self) -> None:
         self.hooks: list[Any] = []

@@ -56,7 +56,7 @@ def eager(agent: TaskHost, capability: Capability) -> bool:
     return (
         capability.never_suspends
         and capability.timeout is None
-        and agent._hooks is None
+        and agent.hooks is None
         and agent.access is None
         and capability.policy is None
         and capability.gate is None
