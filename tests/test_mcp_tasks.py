@@ -457,12 +457,12 @@ async def test_a_dead_replicas_task_is_taken_over_and_each_step_runs_once(
     made, backend: str, monkeypatch
 ) -> None:
     from agentmw.mcp import tasks as tasks_module
-    from agentmw.tasks import Timing
+    from agentmw.tasks import Cadence
 
     monkeypatch.setattr(
         tasks_module,
         "TIMING",
-        Timing(heartbeat_seconds=0.3, lease_seconds=0.6, sweep_seconds=0.1, retry_take_over_seconds=0.1),
+        Cadence(heartbeat_seconds=0.3, lease_seconds=0.6, sweep_seconds=0.1, retry_take_over_seconds=0.1),
     )
     (a, app_a), (_, app_b) = made(backend, stall=True), made(backend)
     label = f"kill-{uuid.uuid4().hex[:6]}"

@@ -17,11 +17,11 @@ from ..tasks.manager import registry_for
 from ..tasks.registry import (
     MAX_BACKLOG,
     SETTLED,
+    Cadence,
     LiveTask,
     ResumedElsewhere,
     Spaces,
     TaskRegistry,
-    Timing,
     is_final,
     status_event,
     status_of,
@@ -75,9 +75,9 @@ RETRY_TAKE_OVER_SECONDS = 2.0  # a take-over that found the task busy is not tri
 CANCEL_WAIT_SECONDS = 5.0  # how long CancelTask waits for the holder to confirm
 
 
-def timing() -> Timing:
+def timing() -> Cadence:
     """The A2A timings as the module says now."""
-    return Timing(
+    return Cadence(
         publish_after_seconds=PUBLISH_AFTER_SECONDS,
         heartbeat_seconds=HEARTBEAT_SECONDS,
         lease_seconds=LEASE_SECONDS,

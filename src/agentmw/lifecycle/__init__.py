@@ -24,7 +24,7 @@ from .leases import Heartbeat, Leases, Sweeper, every, keep
 from .records import RESTART_REASON, Records, TaskRecord, retry
 from .spaces import Spaces
 from .states import INTERRUPTED, RUNNING, SETTLED, TERMINAL, TRANSITIONS, TaskState, allowed
-from .timing import Timing
+from .cadence import Cadence
 from .writer import WriteBehind
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "TRANSITIONS",
     "Background",
     "BusListener",
+    "Cadence",
     "Canceller",
     "Commits",
     "EventLog",
@@ -52,7 +53,6 @@ __all__ = [
     "Sweeper",
     "TaskRecord",
     "TaskState",
-    "Timing",
     "Watch",
     "WriteBehind",
     "allowed",

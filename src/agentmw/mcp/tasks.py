@@ -34,7 +34,7 @@ from ..errors import Permanent
 from ..events import TextDelta
 from ..identity import resolve_caller
 from ..journal import Journal
-from ..lifecycle import Spaces, TaskRecord, TaskState, Timing
+from ..lifecycle import Cadence, Spaces, TaskRecord, TaskState
 from ..messages import Artifact, Message
 from ..runtime import Outcome, Status
 from ..tasks.host import TaskHost
@@ -57,7 +57,7 @@ logger = logging.getLogger("agentmw")
 EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 SPACES = Spaces.of("mcp")
-TIMING = Timing()  # heartbeats, leases, sweeps: the core's defaults (tests shorten them before first use)
+TIMING = Cadence()  # heartbeats, leases, sweeps: the core's defaults (tests shorten them before first use)
 POLL_INTERVAL_MS = 500  # suggested to clients: a poll costs one record read (one cached lookup here)
 REQUIRED: dict[str, Any] = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
 

@@ -4,7 +4,7 @@ the faces only say how a task looks on their wire.
 """
 
 from .manager import TaskError, TaskManager
-from .registry import LiveTask, Spaces, TaskRegistry, Timing
+from .registry import Cadence, LiveTask, Spaces, TaskRegistry
 from .runner import TaskRunner
 
-__all__ = ["LiveTask", "Spaces", "TaskError", "TaskManager", "TaskRegistry", "TaskRunner", "Timing"]
+__all__ = ["Cadence", "LiveTask", "Spaces", "TaskError", "TaskManager", "TaskRegistry", "TaskRunner"]

@@ -18,7 +18,7 @@ from ..lifecycle import TaskRecord, TaskState
 from ..state import State
 from ..state.base import MAX_KEY_LENGTH
 from .host import TaskHost
-from .registry import Bounds, LiveTask, RecordShapes, Spaces, TaskRegistry, Timing
+from .registry import Bounds, Cadence, LiveTask, RecordShapes, Spaces, TaskRegistry
 from .runner import TaskRunner
 
 __all__ = ["TaskError", "TaskManager", "registry_for", "spawn"]
@@ -41,7 +41,7 @@ def registry_for(
     *,
     spaces: Spaces,
     shapes: RecordShapes,
-    timing: Timing,
+    timing: Cadence,
     label: str,
     write_behind: bool = True,
 ) -> TaskRegistry:
@@ -141,7 +141,7 @@ class TaskManager:
         """Resume here, from its journal, a task whose process died while it ran (found by the orphan sweep,
         or by a reader that saw its holder gone). Several replicas may try: the journal's lease lets one
         replay it; the others let go. A task tried here is not tried again for
-        ``Timing.retry_take_over_seconds``."""
+        ``Cadence.retry_take_over_seconds``."""
         registry = self.registry
         if registry.closed or registry.closing or registry.local(task_id) is not None:
             return

@@ -16,7 +16,7 @@ What the engine does for it (docs/durability.md; docs/a2a.md, "Stores, restarts 
 - **One write for a fast task.** A task's intermediate states stay in memory for the process that runs it;
   its record is written once, when it settles, behind the request (write-behind: at most ``MAX_BACKLOG``
   writes behind; a send waits when it is further behind). A task is *published* (written at once and on
-  every change, each event appended to its log) when it still runs after ``Timing.publish_after_seconds``,
+  every change, each event appended to its log) when it still runs after ``Cadence.publish_after_seconds``,
   or when its face asks (it streams, is returned immediately, has push notifications, stays interrupted, is
   an MCP task handle).
 - **Events** of a published task go to its log (``lifecycle.EventLog``); a follower on another replica reads
@@ -48,6 +48,7 @@ from ..lifecycle import (
     TERMINAL,
     Background,
     BusListener,
+    Cadence,
     Commits,
     EventLog,
     Heartbeat,
@@ -56,7 +57,6 @@ from ..lifecycle import (
     Sweeper,
     TaskRecord,
     TaskState,
-    Timing,
     limit,
 )
 from ..messages import Artifact, Message
@@ -69,13 +69,13 @@ __all__ = [
     "MAX_BACKLOG",
     "SETTLED",
     "Bounds",
+    "Cadence",
     "LiveTask",
     "Pusher",
     "RecordShapes",
     "ResumedElsewhere",
     "Spaces",
     "TaskRegistry",
-    "Timing",
     "is_final",
     "status_event",
     "status_of",
@@ -89,7 +89,7 @@ MAX_BACKLOG = 256  # writes the writer may be behind before a send waits for it
 WRITE_DELAY_SECONDS = 0.005  # a settled task's write waits this long for others to share the hand-off
 LOOK_AGAIN_SECONDS = 0.025  # a lookup that misses looks again once after this (another replica's write)
 _EMPTY_PUSH: dict[str, Any] = {"configs": [], "delivered": 0, "done": False}
-_DEFAULT_TIMING = Timing()
+_DEFAULT_TIMING = Cadence()
 # the tasks whose holder may be gone: parked ones, then those that were running
 _MAYBE_LOST = ({"parked": True}, {"state": TaskState.WORKING.value}, {"state": TaskState.SUBMITTED.value})
 
@@ -145,7 +145,7 @@ class TaskRegistry:
         orphans: Callable[[], Awaitable[list[str]]],
         spaces: Spaces,
         shapes: RecordShapes,
-        timing: Timing = _DEFAULT_TIMING,
+        timing: Cadence = _DEFAULT_TIMING,
         label: str = "A2A",
         write_behind: bool = True,
     ) -> None:

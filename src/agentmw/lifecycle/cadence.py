@@ -1,14 +1,15 @@
-"""How long the lifecycle's things last: heartbeats, leases, sweeps, waits. A face sets its own."""
+"""How often and how long the lifecycle acts: heartbeats, leases, sweeps, waits. Not the public
+``agentmw.Timing`` (how long an agent keeps and waits for what callers see); a face sets its own cadence."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Timing"]
+__all__ = ["Cadence"]
 
 
 @dataclass(frozen=True, slots=True)
-class Timing:
+class Cadence:
     """How long things last (A2A's are module constants of ``a2a/registry.py``, MCP's ``mcp/tasks.TIMING``)."""
 
     publish_after_seconds: float = 0.25  # a task still running this long is written, for other replicas
