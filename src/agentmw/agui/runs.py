@@ -43,7 +43,7 @@ import functools
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -58,7 +58,8 @@ from ..journal import cancel as cancel_execution
 from ..journal import resume as resume_execution
 from ..lifecycle import Background, Canceller, EventLog, LogWriter, Records, Sweeper, Watch, limit
 from ..messages import is_answer
-from ..runtime import Status, describe_validation_error, invoke
+from ..outcomes import Code, Outcome, Status
+from ..runtime import describe_validation_error, invoke
 from ..state import Conflict, Json, State, Versioned
 from ..state.base import MAX_KEY_LENGTH
 from .messages import messages_from_run
@@ -101,7 +102,12 @@ SAVE_ATTEMPTS = 20
 EXECUTION = "agui:"  # + random + ":" + thread id: an execution's journal id (agentmw.journal)
 SWEEP_SECONDS = 10.0  # at most this often, a request looks for runs whose replica died (Runs.sweep)
 RESUME_WAIT = 5.0  # seconds a resume waits for an execution's lease held elsewhere
-MOVED = ("taken_over", "execution_busy")  # outcomes of an execution that goes on (or ends) on another replica
+NOT_REPLAYED = (
+    Code.EXECUTION_BUSY,
+    Code.UNKNOWN_EXECUTION,
+    Code.UNKNOWN_CAPABILITY,
+)  # the state is as before
+MOVED = (Code.TAKEN_OVER, Code.EXECUTION_BUSY)  # an execution that goes on (or ends) on another replica
 
 
 Frames = list[tuple[int, bytes]]
@@ -901,7 +907,7 @@ class Runs:
         execution_id = execution.execution_id
         assert execution_id is not None
 
-        async def replayed() -> Any:
+        async def replayed() -> Outcome:
             execution.journal = await Journal.load(self.state, execution_id, lease_seconds=self.lease_seconds)
             return await resume_execution(
                 self.agent,
@@ -921,14 +927,14 @@ class Runs:
     async def _carry(
         self,
         execution: Execution,
-        running: Any,
+        running: Awaitable[Outcome],
         *,
         take_over: bool = False,
         state_before: dict[str, Any] | None = None,
     ) -> None:
         """Run the execution's coroutine and end its current run with what it returns."""
         thread = execution.thread
-        outcome = None
+        outcome: Outcome | None = None
         moved = False
         try:
             outcome = await running
@@ -965,7 +971,7 @@ class Runs:
                         self._spawn(self._save(thread, None), f"agui-save-{thread.id}")
         run = execution.run
         code = outcome.code
-        if code == "taken_over" or (take_over and code in ("execution_busy", "unknown_execution")):
+        if code == Code.TAKEN_OVER or (take_over and code in (Code.EXECUTION_BUSY, Code.UNKNOWN_EXECUTION)):
             # Another replica goes on with it (and reports it), or already did: this one says nothing.
             if state_before is not None:
                 thread.state = state_before
@@ -973,10 +979,10 @@ class Runs:
             return
         if run.ended:
             return
-        if code in ("execution_busy", "unknown_execution", "unknown_capability") and state_before is not None:
+        if code in NOT_REPLAYED and state_before is not None:
             thread.state = state_before  # nothing was replayed
         try:
-            if code == "unknown_execution":
+            if code == Code.UNKNOWN_EXECUTION:
                 run.sequencer.error(
                     "The interrupted execution is gone (its journal expired); start a new run.", "RESUME_LOST"
                 )
@@ -1106,10 +1112,10 @@ class Runs:
             ended = ended or _is_end(entry)
         return sorted(frames.items()), ended
 
-    def _render(self, execution: Execution, outcome: Any) -> None:
+    def _render(self, execution: Execution, outcome: Outcome) -> None:
         run, thread = execution.run, execution.thread
         sequencer = run.sequencer
-        if outcome.status == "completed":
+        if outcome.status == Status.COMPLETED:
             if is_answer(outcome.value) and not execution.capability.is_async_gen:  # a generator's are sent
                 sequencer.answer(outcome.value, text=not execution.streamed_text)
             elif not execution.streamed_text:
@@ -1117,23 +1123,26 @@ class Runs:
                 sequencer.text(text)
             sequencer.finish(result=outcome.structured)
         elif outcome.status in (Status.NEEDS_INPUT, Status.AWAITING_APPROVAL):
-            interrupts = [
-                thread.open_interrupt(
-                    key,
-                    None,
-                    request.message,
-                    request.schema,
-                    self.agent.park_timeout_seconds,
-                    kind="arguments",
+            interrupts = []
+            for key, request in (outcome.pending or {}).items():
+                if not isinstance(request, Ask):  # AG-UI asks only questions (elicitation)
+                    raise TypeError(f"an AG-UI interrupt cannot carry {type(request).__name__}")
+                interrupts.append(
+                    thread.open_interrupt(
+                        key,
+                        None,
+                        request.message,
+                        request.schema,
+                        self.agent.park_timeout_seconds,
+                        kind="arguments",
+                    )
                 )
-                for key, request in (outcome.pending or {}).items()
-            ]
             sequencer.interrupt(interrupts, thread.state)
         else:
             code = (
                 "RETRYABLE"
                 if outcome.retryable
-                else ("REJECTED" if outcome.status == "rejected" else "FAILED")
+                else ("REJECTED" if outcome.status == Status.REJECTED else "FAILED")
             )
             message = outcome.message or outcome.status
             if outcome.retryable and outcome.retry_after is not None:
