@@ -111,17 +111,7 @@ def identity_error(exc: Exception) -> ProtocolError:
         return ProtocolError(
             INVALID_REQUEST, str(exc) or exc.default_message, status=exc.status, headers=exc.headers
         )
-    # TRANSITIONAL: agentmw.identity's own Unauthenticated (a challenge) and Forbidden, until they are the ones
-    # of agentmw.errors (docs/errors.md)
-    challenge = getattr(exc, "challenge", None)
-    if isinstance(challenge, str):
-        return ProtocolError(
-            INVALID_REQUEST,
-            str(exc) or "Authentication required",
-            status=401,
-            headers=[(b"www-authenticate", challenge.encode("latin-1", "replace"))],
-        )
-    return ProtocolError(INVALID_REQUEST, str(exc) or "Forbidden", status=403)
+    return ProtocolError(INVALID_REQUEST, str(exc) or "Forbidden", status=403)  # not a refusal: a 403
 
 
 # --- bodies ----------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ from starlette.requests import HTTPConnection
 from ._scope import route_path
 from ._transport import ClientDisconnected, ProtocolError, identity_error, loads, read_body, send_json
 from ._types import Receive, Scope, Send
-from .identity import Forbidden, Unauthenticated, authenticated_identity, has_identity_source
+from .errors import AccessRefused
+from .identity import authenticated_identity, has_identity_source
 from .safety.gate import ApprovalProblem
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class ApprovalsEndpoint:
             return
         try:
             identity = await authenticated_identity(HTTPConnection(scope, receive), self.agent.identify)
-        except (Unauthenticated, Forbidden) as exc:
+        except AccessRefused as exc:
             error = identity_error(exc)
             await send_json(send, error.status or 401, {"detail": error.message}, error.headers)
             return

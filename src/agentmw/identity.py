@@ -18,6 +18,8 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
+from .errors import Forbidden, Unauthenticated
+
 __all__ = [
     "IDENTITY_KEYS",
     "UNVERIFIED_PREFIX",
@@ -38,18 +40,6 @@ IdentifyFn = Callable[[HTTPConnection], "str | None | Awaitable[str | None]"]
 
 UNVERIFIED_PREFIX = "credential:"
 """How an identity nobody vouches for begins: the hashed ``Authorization`` value (it only keeps callers apart)."""
-
-
-class Unauthenticated(Exception):
-    """Raised by an ``identify`` function for missing or invalid credentials: the face answers 401."""
-
-    def __init__(self, message: str = "Authentication required", *, challenge: str = "Bearer") -> None:
-        super().__init__(message)
-        self.challenge = challenge
-
-
-class Forbidden(Exception):
-    """The caller is known but not allowed: the face answers 403."""
 
 
 def caller_from_headers(scope: Any, authorization: str | None, identify: IdentifyFn | None) -> str | None:

@@ -44,7 +44,8 @@ from .auth import access as auth_access  # the module, not its names: it may imp
 from .capability import Capability, text_of
 from .content import Text
 from .context import Ask, ClientCapabilityMissing, Context, Services
-from .identity import Forbidden, Unauthenticated, authenticated_identity, has_identity_source
+from .errors import AccessRefused
+from .identity import authenticated_identity, has_identity_source
 from .messages import Artifact, Data, bind_message_params, framed, is_answer, merge_chunk
 from .outcomes import (
     PERMANENT,
@@ -439,7 +440,7 @@ async def _approval_requester(ctx: Context, agent: Services, lead: str) -> str |
         identity = (
             await authenticated_identity(connection, agent.identify) if connection is not None else None
         )
-    except (Unauthenticated, Forbidden):
+    except AccessRefused:
         identity = None
     if identity is None:
         return refused(

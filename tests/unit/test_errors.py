@@ -77,6 +77,16 @@ def test_a_scope_to_step_up_to_is_forbidden() -> None:
     assert issubclass(InsufficientScope, IdentityForbidden)
 
 
+def test_identity_raises_the_refusals_of_the_tree() -> None:
+    assert IdentityForbidden is Forbidden and IdentityUnauthenticated is Unauthenticated
+
+
+@pytest.mark.parametrize("cls", [InvalidRequest, MisdirectedRequest, RateLimited, AuthUnavailable])
+def test_a_refusal_that_is_not_a_403_is_not_forbidden(cls: type[AccessRefused]) -> None:
+    """``except Forbidden`` does not catch a rate limit, an issuer outage, a foreign Host or a bad credential."""
+    assert not issubclass(cls, Forbidden)
+
+
 @pytest.mark.parametrize(
     ("refusal", "status", "headers"),
     [

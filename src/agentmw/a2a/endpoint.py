@@ -26,6 +26,7 @@ from .._transport import (
 )
 from .._types import Receive, Scope, Send
 from ..auth.refusals import PEEK_LIMIT, peek_request_id, send_a2a_refusal
+from ..errors import AccessRefused
 from ..identity import Forbidden, Unauthenticated, authenticated_identity, caller_from_headers, resolve_caller
 from ..lifecycle import TERMINAL
 from ..settings import Limits
@@ -162,10 +163,7 @@ class A2AEndpoint:
                 await self._rest(scope, receive, send, connection, headers, path[len(self.settings.path) :])
         except ClientDisconnected:
             return
-        except (
-            Unauthenticated,
-            Forbidden,
-        ) as exc:  # refused at admission, before any body was read (docs/auth.md)
+        except AccessRefused as exc:  # refused at admission, before any body was read (docs/auth.md)
             jsonrpc = path not in _CARD_PATHS and path.rstrip("/") == self.settings.path
             request_id = (
                 await peek_request_id(scope, receive, min(PEEK_LIMIT, self.max_body_bytes))
@@ -194,7 +192,9 @@ class A2AEndpoint:
         if "authorization" in headers and self.settings.extended_card is not None:
             try:  # invalid credentials are 401 here too; valid ones that may not see more get the public card
                 extended = await self._extended_fields(connection)
-            except Forbidden:
+            except Unauthenticated:
+                raise
+            except AccessRefused:  # not allowed more, or cannot tell now (429, 503): the public card
                 extended = None
         card = build_card(self.agent, self.settings, base_url(scope, headers), extended=extended)
         if self.agent.access is not None:  # the skills this caller may see, the schemes of Agent(auth=...)
@@ -298,7 +298,7 @@ class A2AEndpoint:
             if request_id is None:  # refused before the envelope was read: the id a scan of the body found
                 request_id = exc.request_id
             await send_json(send, 413 if exc.status == 413 else 200, A2AError.of(exc).jsonrpc(request_id))
-        except (Unauthenticated, Forbidden) as exc:  # after the body was read: the envelope carries its id
+        except AccessRefused as exc:  # after the body was read: the envelope carries its id
             await send_a2a_refusal(send, exc, jsonrpc=True, request_id=request_id)
         except ClientDisconnected:
             raise
@@ -455,7 +455,7 @@ class A2AEndpoint:
             if self.agent.telemetry is not None:
                 self.agent.telemetry.protocol_error("a2a", error.code)
             await send_json(send, error.http_status, error.rest())
-        except (Unauthenticated, Forbidden, ClientDisconnected):
+        except (AccessRefused, ClientDisconnected):
             raise
         except Exception:
             logger.exception("A2A HTTP+JSON request failed")

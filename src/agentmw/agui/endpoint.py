@@ -27,7 +27,8 @@ from .._transport import (
     stream_sse,
 )
 from .._types import Receive, Scope, Send
-from ..identity import Forbidden, Unauthenticated, resolve_caller
+from ..errors import AccessRefused
+from ..identity import resolve_caller
 from ..settings import Limits
 from .runs import Consumer, Refused, Run, Runs
 from .sequence import Sequencer
@@ -63,7 +64,7 @@ class AguiEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await self._route(scope, receive, send)
-        except (Unauthenticated, Forbidden) as exc:  # from identify(), before any response started
+        except AccessRefused as exc:  # from identify(), before any response started
             error = identity_error(exc)
             await send_json(send, error.status or 403, {"detail": error.message}, error.headers)
 

@@ -280,7 +280,7 @@ class Access:
         if self.resource is not None and PRINCIPAL_KEY not in scope:
             try:
                 await self.resource.authenticate(scope)
-            except (Unauthenticated, Forbidden, AccessRefused):
+            except AccessRefused:
                 scope[PRINCIPAL_KEY] = None
 
 

@@ -11,21 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from ..errors import AccessRefused, retry_after_header
-from ..identity import Forbidden
+from ..errors import AccessRefused, Forbidden, retry_after_header
 
 __all__ = ["AuthUnavailable", "InsufficientScope", "InvalidRequest", "MisdirectedRequest", "RateLimited"]
-
-# TRANSITIONAL: the refusals below that are not 403 still derive from Forbidden, because the faces' ``except
-# (Unauthenticated, Forbidden)`` must keep catching them until they catch ``AccessRefused`` (docs/errors.md).
-_NotForbidden = Forbidden
 
 
 def _challenge_headers(challenge: str) -> list[tuple[bytes, bytes]]:
     return [(b"www-authenticate", challenge.encode("latin-1", "replace"))]
 
 
-class InsufficientScope(Forbidden, AccessRefused):
+class InsufficientScope(Forbidden):
     """The token is valid but does not grant ``scopes``: HTTP 403 with
     ``WWW-Authenticate: Bearer error="insufficient_scope", scope="..."``, so the client can step up."""
 
@@ -38,7 +33,7 @@ class InsufficientScope(Forbidden, AccessRefused):
         self.headers = _challenge_headers(challenge)
 
 
-class InvalidRequest(_NotForbidden, AccessRefused):
+class InvalidRequest(AccessRefused):
     """The request carries its credentials in a way no token can be read from (RFC 6750 section 3.1,
     ``invalid_request``; e.g. two ``Authorization`` headers): HTTP 400 with the challenge, so a client sees why."""
 
@@ -50,7 +45,7 @@ class InvalidRequest(_NotForbidden, AccessRefused):
         self.headers = _challenge_headers(challenge)
 
 
-class RateLimited(_NotForbidden, AccessRefused):
+class RateLimited(AccessRefused):
     """The caller used up a rate limit: HTTP 429 with ``Retry-After`` (whole seconds, rounded up)."""
 
     status: ClassVar[int] = 429
@@ -61,7 +56,7 @@ class RateLimited(_NotForbidden, AccessRefused):
         self.headers = [retry_after_header(retry_after)]
 
 
-class AuthUnavailable(_NotForbidden, AccessRefused):
+class AuthUnavailable(AccessRefused):
     """Tokens cannot be checked now (the issuer's JWKS or introspection is down): HTTP 503 with ``Retry-After``,
     not 401, so a client keeps its token and tries again."""
 
@@ -73,7 +68,7 @@ class AuthUnavailable(_NotForbidden, AccessRefused):
         self.headers = [retry_after_header(retry_after)]
 
 
-class MisdirectedRequest(_NotForbidden, AccessRefused):
+class MisdirectedRequest(AccessRefused):
     """The request names a ``Host`` this agent does not serve (``Agent(allowed_hosts=...)``): HTTP 421, as the MCP
     face answers it. With no ``resource=``, the audience a token must name is built from ``Host``, so a foreign
     one would let a token issued for another resource server be replayed here (RFC 8707)."""

@@ -15,7 +15,7 @@ from .._shape import BodyShape, check_shape
 from .._transport import ClientDisconnected, ProtocolError, identity_error, loads, read_body
 from .._types import Receive, Scope, Send
 from ..auth.refusals import PEEK_LIMIT, peek_body, request_id_of
-from ..identity import Forbidden, Unauthenticated
+from ..errors import AccessRefused
 from ..settings import Limits, Timing
 from . import handshake, stateless
 from ._host import McpHost
@@ -98,7 +98,7 @@ class McpEndpoint:
             await self._serve(incoming, scope, receive, send)
         except ClientDisconnected:
             return
-        except (Unauthenticated, Forbidden) as exc:
+        except AccessRefused as exc:
             error = identity_error(exc)
             request_id = request_id_of(incoming.body if incoming is not None else None)  # docs/auth.md
             try:
@@ -125,7 +125,7 @@ class McpEndpoint:
         if self.agent.access is not None:  # bearer token, scopes, rate limits: 401/403/429 (docs/auth.md)
             try:
                 principal = await self.agent.access.admit(scope, "mcp")
-            except (Unauthenticated, Forbidden):  # refused before the body is read: its id, from a small one
+            except AccessRefused:  # refused before the body is read: its id, from a small one
                 incoming.body = await peek_body(scope, receive, min(PEEK_LIMIT, self.max_body_bytes))
                 raise
             if (

@@ -38,7 +38,8 @@ from .._transport import (
 )
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
-from ..identity import Forbidden, Unauthenticated, caller_from_headers
+from ..errors import AccessRefused
+from ..identity import caller_from_headers
 from ..lifecycle import Background, BusListener, Leases, Records, every, limit, publish
 from ..state import State, Versioned
 from ._cancel import CallGuard
@@ -817,7 +818,7 @@ async def _request(
         }
     except JsonRpcError as exc:
         payload = exc.body(request_id)
-    except (Unauthenticated, Forbidden):
+    except AccessRefused:
         raise  # the identity boundary answers 401/403 at the HTTP level (endpoint.py)
     except Exception:  # a bug of ours: the answer still carries the request's id
         logger.exception("agentmw MCP %s failed", method)

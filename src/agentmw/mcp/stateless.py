@@ -24,7 +24,8 @@ from .._bounded import UsedTokens
 from .._transport import classify_rpc, stream_sse
 from .._types import Receive, Scope, Send
 from ..context import InputRequest
-from ..identity import Forbidden, Unauthenticated, caller_from_headers, resolve_caller
+from ..errors import AccessRefused
+from ..identity import caller_from_headers, resolve_caller
 from ..runtime import InputsPending
 from ..state import StoreLimits
 from . import _state
@@ -454,7 +455,7 @@ async def _serve(
         payload = {"jsonrpc": "2.0", "id": request_id, "result": result}
     except JsonRpcError as exc:
         payload = exc.body(request_id)
-    except (Unauthenticated, Forbidden):
+    except AccessRefused:
         guard.finish()  # its watcher must not outlive this call: on a reused task it would cancel the next one
         raise  # the identity boundary answers 401/403 at the HTTP level (endpoint.py)
     except Exception:  # a bug of ours: the answer still carries the request's id
