@@ -176,9 +176,11 @@ async def test_a2a_parked_task_handles_are_bounded_in_bytes() -> None:
         # parked tasks are pinned: they all stay and count (the budget drops only settled ones) ...
         assert len(live) == 6 and live.bytes >= 6 * 20_000
         assert (
-            agent.limits.waiting == 6 and agent.limits.parked_bytes >= 6 * 20_000
+            agent.in_flight.waiting == 6 and agent.in_flight.parked_bytes >= 6 * 20_000
         )  # ... parked_bytes caps them
-    assert agent.limits.waiting == 0 and agent.limits.parked_bytes == 0  # closed: nothing waits any more
+    assert (
+        agent.in_flight.waiting == 0 and agent.in_flight.parked_bytes == 0
+    )  # closed: nothing waits any more
 
 
 async def test_parked_calls_past_their_byte_budget_fail_as_retryable() -> None:
@@ -187,7 +189,7 @@ async def test_parked_calls_past_their_byte_budget_fail_as_retryable() -> None:
         states = [
             (await send(client, "w" * 20_000, "ask"))["result"]["task"]["status"]["state"] for _ in range(4)
         ]
-        assert agent.limits.waiting == 2
+        assert agent.in_flight.waiting == 2
     assert states[:2] == ["TASK_STATE_INPUT_REQUIRED"] * 2, states
     assert states[2:] == ["TASK_STATE_FAILED"] * 2, states
 
@@ -197,12 +199,12 @@ async def test_parked_tasks_hold_no_in_flight_slot() -> None:
         for _ in range(5):  # more parked tasks than the agent has slots
             answer = await send(client, "go", "ask")
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", answer
-        assert agent.limits.total == 0 and agent.limits.waiting == 5
+        assert agent.in_flight.total == 0 and agent.in_flight.waiting == 5
         live = await send(client, "still served", "echo")  # a live call is not locked out
         assert live["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", live
         response = await client.post("/agui/ask", json=agui_body())  # nor on AG-UI, which parks too
         assert response.status_code == 200 and "interrupt" in response.text
-        assert agent.limits.total == 0 and agent.limits.waiting == 6
+        assert agent.in_flight.total == 0 and agent.in_flight.waiting == 6
 
 
 async def test_parked_calls_have_their_own_cap() -> None:
@@ -214,7 +216,7 @@ async def test_parked_calls_have_their_own_cap() -> None:
 async def test_an_answer_takes_the_slot_again_and_gives_it_back() -> None:
     async with serving(limits=Limits(max_in_flight=1)) as (agent, app), http(app) as client:
         task = (await send(client, "go", "ask"))["result"]["task"]
-        assert agent.limits.total == 0
+        assert agent.in_flight.total == 0
         follow_up = {
             "messageId": uuid.uuid4().hex,
             "role": "ROLE_USER",
@@ -224,12 +226,16 @@ async def test_an_answer_takes_the_slot_again_and_gives_it_back() -> None:
         response = await client.post("/a2a", headers=A2A, json=rpc("SendMessage", {"message": follow_up}))
         assert response.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", response.text
         await eventually(
-            lambda: agent.limits.total == 0 and agent.limits.waiting == 0,
-            lambda: f"every slot to be given back: {agent.limits.total} held, {agent.limits.waiting} waiting",
+            lambda: agent.in_flight.total == 0 and agent.in_flight.waiting == 0,
+            lambda: (
+                f"every slot to be given back: {agent.in_flight.total} held, {agent.in_flight.waiting} waiting"
+            ),
             timeout=0.5,
         )
         assert (
-            agent.limits.total == 0 and agent.limits.waiting == 0 and agent.limits.per_capability["ask"] == 0
+            agent.in_flight.total == 0
+            and agent.in_flight.waiting == 0
+            and agent.in_flight.per_capability["ask"] == 0
         )
 
 

@@ -478,8 +478,8 @@ async def test_in_flight_caps_reject_fast_and_retryably(root: Path) -> None:
         second.cancel()  # the client goes away: the held call is cancelled and gives its slot back
         await asyncio.gather(second, return_exceptions=True)
         await wait_logged("hold:cap-global:released")
-        await eventually(lambda: agent.limits.total == 0, "every slot to be given back")
-    assert agent.limits.total == 0 and agent.limits.rejected >= 4
+        await eventually(lambda: agent.in_flight.total == 0, "every slot to be given back")
+    assert agent.in_flight.total == 0 and agent.in_flight.rejected >= 4
 
 
 # --- cancellation reaches the coroutine within 100 ms, and nothing is left behind -------------------

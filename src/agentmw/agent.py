@@ -144,9 +144,7 @@ class Agent:
         self.mcp_settings = mcp
         self.a2a = a2a or A2ASettings()
         self.agui = agui
-        self.limit_settings = (
-            limits  # ``self.limits`` is the in-flight gate the pipeline reads (safety.limits)
-        )
+        self.limits = limits  # the settings; ``self.in_flight`` is the gate that counts calls against them
         self.timing = timing
         self.allowed_hosts = tuple(h.lower() for h in allowed_hosts)
         self.allowed_origins = tuple(o.rstrip("/").lower() for o in allowed_origins)
@@ -165,7 +163,9 @@ class Agent:
         self.approver = approver
         self.approvals_path = "/" + approvals_path.strip("/")
         self.budgets: Budgets = budgets or Budgets()
-        self.limits = InFlightLimits(limits.max_in_flight, self.budgets.max_parked, self.budgets.parked_bytes)
+        self.in_flight = InFlightLimits(
+            limits.max_in_flight, self.budgets.max_parked, self.budgets.parked_bytes
+        )
         # their records live in the shared state, opened on first use (never by a call that needs neither)
         self.idempotency = IdempotencyCache(
             timing.idempotency_ttl_seconds, limits.max_idempotency_keys, state=lambda: self.state
@@ -215,44 +215,6 @@ class Agent:
     @property
     def agui_path(self) -> str:
         return self.agui.path
-
-    # settings still read through the agent by the lifecycle clients (MCP sessions, AG-UI runs, parked tasks)
-    # and the core, until those take the settings objects themselves ------------------------------------------
-    @property
-    def max_sessions(self) -> int:
-        return self.limit_settings.max_sessions
-
-    @property
-    def session_idle_seconds(self) -> float:
-        return self.timing.session_idle_seconds
-
-    @property
-    def park_timeout_seconds(self) -> float:
-        return self.timing.park_timeout_seconds
-
-    @property
-    def agui_buffer_events(self) -> int:
-        return self.agui.buffer_events
-
-    @property
-    def agui_max_runs(self) -> int:
-        return self.limit_settings.max_runs
-
-    @property
-    def agui_run_retention_seconds(self) -> float:
-        return self.timing.run_retention_seconds
-
-    @property
-    def agui_max_threads(self) -> int:
-        return self.limit_settings.max_threads
-
-    @property
-    def agui_thread_idle_seconds(self) -> float:
-        return self.timing.thread_idle_seconds
-
-    @property
-    def untrusted_budget_chars(self) -> int:
-        return self.limit_settings.max_untrusted_chars
 
     # registration -----------------------------------------------------------------------------
     def add(self, kind: CapabilityKind, fn: Callable[..., Any], **options: Any) -> Capability:
@@ -657,7 +619,7 @@ class Agent:
             app,
             self._edge_guard,
             render,
-            body_limit=body_limit or self.limit_settings.max_body_bytes,
+            body_limit=body_limit or self.limits.max_body_bytes,
             **rules,
         )
 
@@ -670,7 +632,7 @@ class Agent:
             from .mcp.handshake import SessionStore
 
             endpoint = McpEndpoint(
-                self, self.mcp_settings, self.limit_settings, self.timing, sessions=SessionStore(self)
+                self, self.mcp_settings, self.limits, self.timing, sessions=SessionStore(self)
             )
             self._mcp = self._gated(self._edged(endpoint, refuse, json_posts=True, content_type_status=400))
         return self._mcp
@@ -684,7 +646,7 @@ class Agent:
             from .a2a.operations import Operations
 
             self._a2a_ops = Operations(self)
-            endpoint = A2AEndpoint(self, self.a2a, self.limit_settings, ops=self._a2a_ops)
+            endpoint = A2AEndpoint(self, self.a2a, self.limits, ops=self._a2a_ops)
             self._a2a = self._gated(self._edged(endpoint, edge_refusal(self.a2a.path)))
         return self._a2a
 
@@ -702,7 +664,7 @@ class Agent:
             from .agui.endpoint import AguiEndpoint
             from .agui.runs import Runs
 
-            endpoint = AguiEndpoint(self, self.agui, self.limit_settings, lifecycle=Runs(self))
+            endpoint = AguiEndpoint(self, self.agui, self.limits, lifecycle=Runs(self))
             self._agui = self._gated(self._edged(endpoint, detail_refusal))
         return self._agui
 

@@ -27,6 +27,7 @@ from .events import (
 )
 from .messages import Artifact, Message, framed
 from .safety.framing import FrameStream
+from .settings import Limits
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
@@ -221,9 +222,9 @@ class Services(_AccessAgent, Protocol):
     stages."""
 
     @property
-    def untrusted_budget_chars(self) -> int: ...
+    def limits(self) -> Limits: ...
     @property
-    def limits(self) -> Any: ...  # safety.limits: the in-flight caps
+    def in_flight(self) -> Any: ...  # safety.limits.InFlightLimits: the in-flight caps
     @property
     def idempotency(self) -> Any: ...  # safety.idempotency.IdempotencyCache
     @property
@@ -460,7 +461,7 @@ class Context:
         return f"{capability.kind} {capability.name}"
 
     def _budget(self) -> int:
-        return self.agent.untrusted_budget_chars if self.agent is not None else 20_000
+        return self.agent.limits.max_untrusted_chars if self.agent is not None else 20_000
 
     async def end_text_frame(self) -> None:
         """Close the frame of streamed untrusted text, if one is open; the pipeline calls it when the function

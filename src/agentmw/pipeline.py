@@ -208,7 +208,7 @@ class _Framing(Stage):
         outcome = await self.next(call)
         if outcome.status == Status.COMPLETED:
             capability = self.capability
-            budget = self.agent.untrusted_budget_chars
+            budget = self.agent.limits.max_untrusted_chars
             source = f"{capability.kind} {capability.name}"
             outcome.content = [
                 Text(frame_text(p.text, source, budget)) if isinstance(p, Text) else p
@@ -227,7 +227,7 @@ class _InFlight(Stage):
 
     async def __call__(self, call: Call) -> Outcome:
         capability = self.capability
-        limits = self.agent.limits
+        limits = self.agent.in_flight
         busy = limits.acquire(capability.name, capability.max_in_flight)
         if busy is not None:
             self._report("agentmw.busy", {"agentmw.reason": busy})
@@ -805,13 +805,13 @@ class Pipeline:
         route = capability.route
         assert route is not None
         sent = {name: arguments[name] for name in route.params if name in arguments}
-        busy = agent.limits.acquire(capability.name, capability.max_in_flight)
+        busy = agent.in_flight.acquire(capability.name, capability.max_in_flight)
         if busy is not None:
             return invalid
         try:
             return await self._run.run(sent, ctx)
         finally:
-            agent.limits.release(capability.name)
+            agent.in_flight.release(capability.name)
 
 
 _ORPHANS: IdentityCache | None = None  # function -> the routes it serves (by identity, weakly)

@@ -419,7 +419,7 @@ class TaskChannel(TaskChannelBase):
         registry = self.registry
         registry.show(live)
         agent = self.runner.agent
-        with agent.limits.parked(live.bytes):  # a parked task holds no in-flight slot (docs/limits.md)
+        with agent.in_flight.parked(live.bytes):  # a parked task holds no in-flight slot (docs/limits.md)
             live.answer = asyncio.get_running_loop().create_future()
             registry.status(live, TaskState.INPUT_REQUIRED, _question_parts(requests))
             try:

@@ -147,7 +147,7 @@ class A2ATaskManager(TaskManager):
         # (owner, messageId) -> what each message with that id got (usually one): at most a2a_max_message_ids,
         # each for A2ASettings.message_id_ttl_seconds (apart from idempotency keys)
         self._messages: BoundedTable[tuple[str, str], _Seen | tuple[_Seen, ...]] = BoundedTable(
-            agent.limit_settings.max_message_ids,
+            agent.limits.max_message_ids,
             agent.a2a.message_id_ttl_seconds,
             clock=time.time,
             max_bytes=agent.budgets.a2a_message_ids_bytes,

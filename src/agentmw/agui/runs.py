@@ -60,11 +60,13 @@ from ..lifecycle import Background, Canceller, EventLog, LogWriter, Records, Swe
 from ..messages import is_answer
 from ..outcomes import Code, Outcome, Status
 from ..runtime import describe_validation_error, invoke
+from ..settings import Limits, Timing
 from ..state import Conflict, Json, State, Versioned
 from ..state.base import MAX_KEY_LENGTH
 from .messages import messages_from_run
 from .resume import resume_case, resume_facts
 from .sequence import Sequencer
+from .settings import AguiSettings
 from .threads import PendingInterrupt, Thread, thread_record
 
 if TYPE_CHECKING:
@@ -127,17 +129,11 @@ class RunsHost(Services, Protocol):
     @property
     def budgets(self) -> Budgets: ...
     @property
-    def park_timeout_seconds(self) -> float: ...
+    def agui(self) -> AguiSettings: ...
     @property
-    def agui_buffer_events(self) -> int: ...
+    def limits(self) -> Limits: ...
     @property
-    def agui_max_runs(self) -> int: ...
-    @property
-    def agui_run_retention_seconds(self) -> float: ...
-    @property
-    def agui_max_threads(self) -> int: ...
-    @property
-    def agui_thread_idle_seconds(self) -> float: ...
+    def timing(self) -> Timing: ...
 
 
 class Refused(Exception):
@@ -348,8 +344,8 @@ class AguiChannel:
         execution = self.execution
         thread = execution.thread
         run = execution.run
-        timeout = self.agent.park_timeout_seconds
-        with self.agent.limits.parked(
+        timeout = self.agent.timing.park_timeout_seconds
+        with self.agent.in_flight.parked(
             thread.bytes
         ):  # a parked execution holds no in-flight slot (docs/limits.md)
             interrupts = []
@@ -459,14 +455,16 @@ class Runs:
         shared = self._shared
         if shared is None:
             state, agent = self.agent.state, self.agent
-            limit(state, [THREADS], max_count=agent.agui_max_threads, max_age=agent.agui_thread_idle_seconds)
-            limit(state, [RUNS], max_count=agent.agui_max_runs, max_age=agent.agui_run_retention_seconds)
+            limit(
+                state, [THREADS], max_count=agent.limits.max_threads, max_age=agent.timing.thread_idle_seconds
+            )
+            limit(state, [RUNS], max_count=agent.limits.max_runs, max_age=agent.timing.run_retention_seconds)
             limit(
                 state,
                 [EVENTS],
-                max_count=agent.agui_max_runs,
-                max_age=agent.agui_run_retention_seconds,
-                max_len=agent.agui_buffer_events,
+                max_count=agent.limits.max_runs,
+                max_age=agent.timing.run_retention_seconds,
+                max_len=agent.agui.buffer_events,
             )
             records, events = Records(state, THREADS), EventLog(state, EVENTS)
             cancels = Canceller(state, CANCEL, CANCELLED, self.background)
@@ -497,7 +495,7 @@ class Runs:
             RUNS,
             run_input.run_id,
             {"owner": owner, "thread": thread.id, "skill": skill.name, "replica": self.replica},
-            self.agent.agui_run_retention_seconds,
+            self.agent.timing.run_retention_seconds,
         ):
             raise Refused(409, f"Run {run_input.run_id} already exists")
         props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
@@ -506,7 +504,7 @@ class Runs:
             run_input.run_id,
             thread,
             Sequencer(thread.id, run_input.run_id, messages),
-            collections.deque(maxlen=self.agent.agui_buffer_events),
+            collections.deque(maxlen=self.agent.agui.buffer_events),
             detached=props.get("detached") is True,
             runs=self,
         )
@@ -701,7 +699,7 @@ class Runs:
                     None,
                     message,
                     skill.input_schema,
-                    self.agent.park_timeout_seconds,
+                    self.agent.timing.park_timeout_seconds,
                     kind="arguments",
                 )
                 thread.running = None
@@ -1065,7 +1063,7 @@ class Runs:
             run_id,
             thread,
             sequencer,
-            collections.deque(frames, maxlen=self.agent.agui_buffer_events),
+            collections.deque(frames, maxlen=self.agent.agui.buffer_events),
             detached=True,
             runs=self,
         )
@@ -1133,7 +1131,7 @@ class Runs:
                         None,
                         request.message,
                         request.schema,
-                        self.agent.park_timeout_seconds,
+                        self.agent.timing.park_timeout_seconds,
                         kind="arguments",
                     )
                 )
@@ -1211,12 +1209,12 @@ class Runs:
     def _log_writer(self, run: Run) -> LogWriter:
         writer = run._writer
         if writer is None:
-            batch = max(16, self.agent.agui_buffer_events // 8)  # the log keeps agui_buffer_events entries
+            batch = max(16, self.agent.agui.buffer_events // 8)  # the log keeps agui_buffer_events entries
             writer = run._writer = LogWriter(
                 self.shared.events,
                 run.id,
                 batch=batch,
-                keep=batch * self.agent.agui_buffer_events,
+                keep=batch * self.agent.agui.buffer_events,
                 name=f"agui-log-{run.id}",
                 label=f"AG-UI run {run.id}",
             )
@@ -1326,8 +1324,8 @@ def thread_table(agent: RunsHost) -> BoundedTable[str, Thread]:
     forgotten ``agui_thread_idle_seconds`` after its last run; a busy thread (:func:`thread_busy`) is always
     kept. One dropped is read again from its record in the state when it is next used."""
     return BoundedTable(
-        agent.agui_max_threads,
-        agent.agui_thread_idle_seconds,
+        agent.limits.max_threads,
+        agent.timing.thread_idle_seconds,
         pinned=thread_busy,
         touch=True,
         max_bytes=agent.budgets.agui_threads_bytes,
@@ -1348,8 +1346,8 @@ def run_table(agent: RunsHost) -> BoundedTable[str, Run]:
     ``agui_run_retention_seconds`` after it started, and ``Budgets.agui_runs_bytes`` of their inputs and
     buffers; a run still in progress is always kept. A reconnect to one dropped replays the shared log."""
     return BoundedTable(
-        agent.agui_max_runs,
-        agent.agui_run_retention_seconds,
+        agent.limits.max_runs,
+        agent.timing.run_retention_seconds,
         pinned=lambda run: not run.ended,
         max_bytes=agent.budgets.agui_runs_bytes,
         size=_run_bytes,

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from ..egress import Egress, EgressRefused
 from ..errors import RegistrationError, Rejected, Retryable
 from ..safety.framing import frame_text
+from ..settings import Limits
 
 if TYPE_CHECKING:
     from .._types import ASGIApp, Receive, Scope, Send
@@ -61,7 +62,7 @@ class Bridged(Protocol):
     @property
     def state(self) -> State: ...
     @property
-    def untrusted_budget_chars(self) -> int: ...
+    def limits(self) -> Limits: ...
     @property
     def telemetry(self) -> _Traced | None: ...
     def register(self, cap: Capability) -> Capability: ...
@@ -329,7 +330,7 @@ class Peer(ABC):
     def budget(self) -> int:
         if self.budget_chars is not None:
             return self.budget_chars
-        return self.agent.untrusted_budget_chars if self.agent is not None else 20_000
+        return self.agent.limits.max_untrusted_chars if self.agent is not None else 20_000
 
     def source(self, what: str) -> str:
         return f"{self.protocol} peer {self.name} {what}"

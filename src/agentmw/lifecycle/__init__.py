@@ -17,6 +17,7 @@ It knows no protocol: a face maps :class:`TaskState` to its own words. It import
 from .background import Background
 from .budgets import HandleTable, limit
 from .bus import BusListener, publish
+from .cadence import Cadence
 from .cancel import Canceller, Watch, tell
 from .commits import Commits, Handle
 from .events import EventLog, Followers, LogWriter, Numbered, Queue
@@ -24,7 +25,6 @@ from .leases import Heartbeat, Leases, Sweeper, every, keep
 from .records import RESTART_REASON, Records, TaskRecord, retry
 from .spaces import Spaces
 from .states import INTERRUPTED, RUNNING, SETTLED, TERMINAL, TRANSITIONS, TaskState, allowed
-from .cadence import Cadence
 from .writer import WriteBehind
 
 __all__ = [

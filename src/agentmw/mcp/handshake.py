@@ -41,6 +41,7 @@ from ..context import InputRequest
 from ..errors import AccessRefused
 from ..identity import caller_from_headers
 from ..lifecycle import Background, BusListener, Leases, Records, every, limit, publish
+from ..settings import Limits, Timing
 from ..state import State, Versioned
 from ._cancel import CallGuard
 from ._wire import (
@@ -85,9 +86,9 @@ class SessionsHost(Protocol):
     @property
     def budgets(self) -> Budgets: ...
     @property
-    def max_sessions(self) -> int: ...
+    def limits(self) -> Limits: ...
     @property
-    def session_idle_seconds(self) -> float: ...
+    def timing(self) -> Timing: ...
 
     def subscribe(self, listener: Listener) -> Callable[[], None]: ...
 
@@ -280,13 +281,13 @@ class SessionStore:
         self.ns = f"mcp.sessions.{digest}"
         self.streams_ns = f"mcp.streams.{digest}"
         self.channel = f"agentmw.mcp.{digest}"
-        idle = agent.session_idle_seconds
+        idle = agent.timing.session_idle_seconds
         self.touch_every = min(idle / 4, 60.0)
         self.sweep_every = min(5.0, max(idle / 4, 0.05))
         # this replica's sessions: max_sessions, each dropped session_idle_seconds after its last use here,
         # unless a call runs or a GET stream is open
         self.sessions: BoundedTable[str, Session] = BoundedTable(
-            agent.max_sessions,
+            agent.limits.max_sessions,
             idle,
             pinned=lambda s: bool(s.inflight) or s.stream is not None,
             on_evict=lambda _key, s, _early: s.close(),
@@ -306,9 +307,14 @@ class SessionStore:
         shared = self._shared
         if shared is None:
             state, agent = self.agent.state, self.agent
-            idle = agent.session_idle_seconds + self.touch_every
-            limit(state, [self.ns], max_count=agent.max_sessions, max_age=idle)
-            limit(state, [self.streams_ns], max_count=agent.max_sessions, max_age=STREAM_LEASE_SECONDS * 2)
+            idle = agent.timing.session_idle_seconds + self.touch_every
+            limit(state, [self.ns], max_count=agent.limits.max_sessions, max_age=idle)
+            limit(
+                state,
+                [self.streams_ns],
+                max_count=agent.limits.max_sessions,
+                max_age=STREAM_LEASE_SECONDS * 2,
+            )
             bus = BusListener(
                 state,
                 self.channel,

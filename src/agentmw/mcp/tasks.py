@@ -195,7 +195,7 @@ class TaskChannel(TaskChannelBase):
         registry = self.registry
         parked = _Parked(dict(requests))
         agent = self.runner.agent
-        with agent.limits.parked():  # a parked task holds no in-flight slot (docs/limits.md)
+        with agent.in_flight.parked():  # a parked task holds no in-flight slot (docs/limits.md)
             live.face = parked
             live.answer = asyncio.get_running_loop().create_future()
             live.record.metadata["inputRequests"] = {key: input_request(r) for key, r in requests.items()}

@@ -51,7 +51,7 @@ def registry_for(
         return await orphaned(agent)
 
     bounds = Bounds(
-        max_tasks=agent.limit_settings.max_tasks,
+        max_tasks=agent.limits.max_tasks,
         retention_seconds=agent.timing.task_retention_seconds,
         idle_seconds=agent.timing.park_timeout_seconds,
         max_bytes=agent.budgets.a2a_tasks_bytes,
