@@ -682,7 +682,9 @@ def validate(capability: Capability, arguments: Mapping[str, Any] | None, valida
 
 
 async def _end_of_run_stage(call: Call) -> Outcome:
-    raise NotImplementedError  # the run stage is the last: it never calls a next one
+    """What the run stage holds as its next: it is the last stage and never calls one, so reaching this is a
+    bug in a stage, reported as such rather than as a call's outcome."""
+    raise RuntimeError("a pipeline went past its run stage, which is the last")
 
 
 class Pipeline:
