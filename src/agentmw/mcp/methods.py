@@ -40,7 +40,7 @@ from .convert import (
     template_descriptor,
     tool_descriptor,
 )
-from .results import META_APPROVAL_ID, parse_input_response, tool_result
+from .results import META_APPROVAL_ID, bridged, parse_input_response, tool_result
 from .tasks import TASK_HANDLERS, Detacher, create_result, tasks_of, wants_task
 
 if TYPE_CHECKING:
@@ -302,7 +302,7 @@ async def tools_call(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     outcome = await _run(call, cap, arguments, f"tools/call:{cap.name}")
     if isinstance(outcome, dict):
         return outcome
-    return tool_result(outcome, call.agent)
+    return tool_result(outcome, call.agent, remote=bridged(cap))
 
 
 async def _as_task(call: Call, cap: Capability, arguments: Any) -> dict[str, Any]:
@@ -330,7 +330,7 @@ async def _as_task(call: Call, cap: Capability, arguments: Any) -> dict[str, Any
         return create_result(detacher.live.record, call.stateless)
     detacher.detached.cancel()
     outcome = running.result()
-    return outcome if isinstance(outcome, dict) else tool_result(outcome, call.agent)
+    return outcome if isinstance(outcome, dict) else tool_result(outcome, call.agent, remote=bridged(cap))
 
 
 def _outcome_error(outcome: Outcome) -> JsonRpcError:

@@ -12,9 +12,16 @@ from ._host import McpHost
 from ._wire import INVALID_PARAMS, JsonRpcError
 from .convert import content_block, input_request
 
-__all__ = ["META_APPROVAL_ID", "parse_input_response", "tool_result"]
+__all__ = ["META_APPROVAL_ID", "META_REJECTED", "bridged", "parse_input_response", "tool_result"]
 
 META_APPROVAL_ID = "agentmw/approvalId"
+META_REJECTED = "agentmw/rejected"
+"""In a tool error's ``_meta``: the call was refused and nothing ran (a bridged peer rejected it)."""
+
+
+def bridged(cap: Any) -> bool:
+    """Whether ``cap`` stands for a remote peer's capability (``agent.bridge(...)``, agentmw.bridges)."""
+    return "agentmw/bridge" in cap.meta
 
 
 def parse_input_response(request: InputRequest, raw: Any) -> Any | None:
@@ -75,8 +82,14 @@ def _needs_input_fallback(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def tool_result(outcome: Outcome, agent: McpHost) -> dict[str, Any]:
-    """A tool's outcome as its ``CallToolResult``; raises the JSON-RPC error a call answers instead."""
+def tool_result(outcome: Outcome, agent: McpHost, *, remote: bool = False) -> dict[str, Any]:
+    """A tool's outcome as its ``CallToolResult``; raises the JSON-RPC error a call answers instead.
+
+    ``remote``: the tool is a bridged peer's (:func:`bridged`). Its refusal (the peer rejected the call, or the
+    bridge refused to send it) is a tool error the model reads, as the spec wants input and business-rule
+    errors to be, not a JSON-RPC error that clients keep from the model; its text is the bridge's, with the
+    peer's own words already framed as untrusted data (``Peer.frame``). A local ``Rejected`` stays -32602.
+    """
     status = outcome.status
     if status == "completed":
         result: dict[str, Any] = {"content": [content_block(p) for p in outcome.content]}
@@ -88,13 +101,14 @@ def tool_result(outcome: Outcome, agent: McpHost) -> dict[str, Any]:
         return _approval_fallback(outcome, agent.approvals_path)
     if status == "needs_input" or outcome.code == "missing_capability":
         return _needs_input_fallback(outcome)
-    if status == "rejected" and outcome.code == "rejected":  # the function raised Rejected: a protocol error
+    refused = status == "rejected" and outcome.code == "rejected"
+    if refused and not remote:  # the function raised Rejected: a protocol error
         raise JsonRpcError(INVALID_PARAMS, outcome.message or "Request rejected", outcome.data)
     result = {
         "content": [content_block(p) for p in outcome.content] or [{"type": "text", "text": outcome.message}],
         "isError": True,
     }
-    meta: dict[str, Any] = {}
+    meta: dict[str, Any] = {META_REJECTED: True} if refused else {}
     if outcome.retryable:
         meta["agentmw/retryable"] = True
         if outcome.retry_after is not None:
