@@ -228,6 +228,8 @@ def skill(
     title: str | None = None,
     contract: str | None = None,
     summary: str | None = None,
+    read_only: bool | None = None,
+    idempotent: bool | None = None,
     tags: tuple[str, ...] = (),
     examples: tuple[str, ...] = (),
     input_modes: tuple[str, ...] = (),
@@ -245,8 +247,16 @@ def skill(
 
     The *summary* (docstring ``Summary:`` section) is what the agent card shows. ``tools`` lists
     ``@tool`` functions this skill groups: an A2A message may call one of them by naming the skill and
-    the tool in its metadata.
+    the tool in its metadata. ``read_only`` (it changes nothing) and ``idempotent`` (running it twice does
+    no more than once) say whether a repeat can do harm: a repeated A2A ``messageId`` is answered with the
+    first task only when it can (``A2ASettings.dedupe_message_ids``), and idempotency keys apply to skills
+    that are not read-only.
     """
+    annotations = {
+        key: value
+        for key, value in (("readOnlyHint", read_only), ("idempotentHint", idempotent))
+        if value is not None
+    }
     spec = CapabilitySpec(
         "skill",
         {
@@ -254,6 +264,7 @@ def skill(
             "title": title,
             "contract": contract,
             "summary": summary,
+            "annotations": annotations or None,
             "tags": tuple(tags),
             "examples": tuple(examples),
             "input_modes": tuple(input_modes),
