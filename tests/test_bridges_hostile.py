@@ -628,9 +628,9 @@ async def test_one_callers_refused_requests_do_not_open_the_breaker_for_everyone
         hostile, refuse, Breaker(failure_rate=0.5, min_calls=4, window_seconds=60, open_seconds=60)
     )
     async with McpTestClient(agent.asgi(), headers={"Authorization": "Bearer mallory"}) as mallory:
-        for _ in range(6):
-            with pytest.raises(McpError):
-                await mallory.call_tool("work", {"text": "poison"})
+        for _ in range(6):  # a refusal is a tool error the model reads (issue 24, item 12), not -32602
+            refused = await mallory.call_tool("work", {"text": "poison"})
+            assert refused["isError"] is True and refused["_meta"]["agentmw/rejected"] is True, refused
     async with McpTestClient(agent.asgi(), headers={"Authorization": "Bearer alice"}) as alice:
         result = await alice.call_tool("work", {"text": "hello"})
     assert peer.breaker.state == "closed"
