@@ -10,7 +10,7 @@ from starlette.requests import HTTPConnection
 
 from .push import PushSender, push_config, with_config
 from .registry import A2AHost
-from .tasks import A2ATaskManager, task_dict
+from .tasks import A2ATaskManager, Stream, snapshot, task_dict
 from .wire import (
     INVALID_PARAMS,
     PUSH_NOT_SUPPORTED,
@@ -141,18 +141,21 @@ class Operations:
         return self._stream(live, queue, stop_on_interrupt=True)
 
     async def _stream(
-        self, live: Any, queue: Any, *, stop_on_interrupt: bool
+        self, live: Any, queue: Stream, *, stop_on_interrupt: bool
     ) -> AsyncIterator[dict[str, Any]]:
-        first = live.first_view  # set while the skill may still answer with a message and no task
-        if first is None:
-            yield {"task": task_dict(live.record)}
+        """The task as it was when the stream began, then exactly the changes after it. A quiet task's
+        (its skill may answer with a message and no task) waits for what comes next: a message alone, or
+        the task and then what it shows."""
+        held = queue.hold
+        if not held:
+            yield {"task": queue.first}
         async for event in self.tasks.events(live, queue, stop_on_interrupt=stop_on_interrupt):
-            if first is not None:
+            if held:
                 if "message" in event:  # a message-only reply: that one event, then the stream ends
                     yield event
                     return
-                yield {"task": first}  # the task as submitted, now that it is one
-                first = None
+                yield {"task": queue.first}  # the task as the stream began, now that it is one
+                held = False
             yield event
 
     # --- tasks -----------------------------------------------------------------------------------
@@ -211,13 +214,16 @@ class Operations:
                 {"taskId": record.id},
             )
         live = self.tasks.live.get(record.id)
-        if live is not None:  # held here: its events from memory
+        if live is not None:  # held here: its events from memory, after the task as it is now
             queue = self.tasks.subscribe(live)
+            if live.quiet and live.holds():
+                # a follower knows it as a task now: it stays one (a Message it returns is its final status)
+                self.tasks.registry.show(live)
             return self._stream(live, queue, stop_on_interrupt=False)
         return self._follow(record)  # held elsewhere (or by nobody yet): from the state's log
 
     async def _follow(self, record: Any) -> AsyncIterator[dict[str, Any]]:
-        yield {"task": task_dict(record)}
+        yield {"task": snapshot(record)}
         events = self.tasks.follow(record)
         try:
             async for event in events:

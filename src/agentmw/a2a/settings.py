@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .policy import PushPolicy
 
@@ -34,10 +34,15 @@ class A2ASettings:
         push: the push policy (:class:`~agentmw.a2a.PushPolicy`: where pushes may go, its allowlist, configs
             per task and token length, retries; docs/a2a.md); ``None`` turns push notifications off (and
             says so on the card).
-        dedupe_message_ids: a repeat of the *same* message (same caller, ``messageId``, content and
-            ``taskId``) gets the first one's task (or reply) instead of running again; a reused
-            ``messageId`` with anything different is handled as a new message, with a warning in the log
-            (docs/a2a.md). Separate from idempotency keys. ``False`` runs every message.
+        dedupe_message_ids: whether a repeat of the *same* message (same caller, ``messageId``, content
+            and ``taskId``) gets the first one's task (or reply, or a parked task's state at once) instead of
+            running again (docs/a2a.md, "Repeated messages"). The spec leaves this to the server (a MAY,
+            A2A#928). ``"side-effects"`` (the default): only where running again could do something twice:
+            a new message whose skill (or tool) is neither ``read_only`` nor ``idempotent``, and every
+            follow-up on a task; a repeat to a read-only or idempotent skill is a new message, with a task
+            of its own (what the A2A TCK expects). ``True``: every repeat; ``False``: none (every message
+            runs). A reused ``messageId`` with anything different is always a new message, with a warning
+            in the log. Separate from idempotency keys.
         message_id_ttl_seconds: how long a ``messageId`` is remembered for that (``Limits.max_message_ids`` caps
             how many are).
         max_parts: the parts one message may hold (``SendMessage``, ``SendStreamingMessage`` and their 0.3 names);
@@ -56,7 +61,7 @@ class A2ASettings:
     extended_card: Callable[[str], Mapping[str, Any] | None] | None = None
     write_behind: bool = True
     push: PushPolicy | None = field(default_factory=PushPolicy)
-    dedupe_message_ids: bool = True
+    dedupe_message_ids: bool | Literal["side-effects"] = "side-effects"
     message_id_ttl_seconds: float = 3600.0
     max_parts: int = 1_000
     card_v03: bool = (
@@ -65,6 +70,10 @@ class A2ASettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", "/" + self.path.strip("/"))
+        if self.dedupe_message_ids not in (True, False, "side-effects"):
+            raise ValueError(
+                f'dedupe_message_ids must be True, False or "side-effects", not {self.dedupe_message_ids!r}'
+            )
 
     @property
     def push_enabled(self) -> bool:

@@ -29,7 +29,6 @@ from ..tasks.runner import LOST_REASON
 from .push import PushSender, with_config
 from .registry import (
     MAX_BACKLOG,
-    SETTLED,
     A2AHost,
     LiveTask,
     a2a_registry,
@@ -52,7 +51,7 @@ from .wire import (
 if TYPE_CHECKING:
     from ..messages import Message
 
-__all__ = ["A2ATaskManager", "LiveTask", "status_of", "task_dict"]
+__all__ = ["A2ATaskManager", "LiveTask", "Stream", "snapshot", "status_of", "task_dict"]
 
 logger = logging.getLogger("agentmw")
 
@@ -115,6 +114,42 @@ def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) ->
     body = {k: v for k, v in message.items() if k != "messageId"}
     canonical = json.dumps([body, metadata or {}], sort_keys=True, separators=(",", ":"), default=str)
     return "h" + hashlib.sha256(canonical.encode()).hexdigest(), len(canonical)
+
+
+def snapshot(record: TaskRecord) -> dict[str, Any]:
+    """The task as it is now, in wire form, sharing no list or dict with the live record: a stream's first
+    event must not grow with the changes sent after it (a client builds its history from both)."""
+    task = task_dict(record)
+    for name in ("history", "artifacts"):
+        if name in task:
+            task[name] = list(task[name])  # the entries themselves are never mutated once kept (registry)
+    if "metadata" in task:
+        task["metadata"] = dict(task["metadata"])
+    task["status"] = dict(task["status"])
+    return task
+
+
+class Stream(asyncio.Queue[Any]):
+    """One follower's events, and the task as it was when they began (``first``): the stream's first event,
+    followed by exactly the changes after it.
+
+    ``hold``: the task may still answer with a message and no task (a quiet task), so ``first`` waits for
+    the next event: a message alone, or the task and then what it shows."""
+
+    def __init__(self, first: dict[str, Any]) -> None:
+        super().__init__()
+        self.first = first
+        self.hold = False
+
+    def restart(self, record: TaskRecord) -> None:
+        """Take the snapshot again, now: what was queued before is in it (a follow-up that waited for the
+        task's lock), and is dropped; the end of the stream, if queued, is kept."""
+        ended = False
+        while not self.empty():
+            ended = self.get_nowait() is None or ended
+        self.first = snapshot(record)
+        if ended:
+            self.put_nowait(None)
 
 
 def _seen_bytes(key: tuple[str, str], value: _Seen | tuple[_Seen, ...]) -> int:
@@ -288,12 +323,15 @@ class A2ATaskManager(TaskManager):
             live.settle_waiters.append(waiting)
         live.bytes += size
         registry.live.resize(live.record.id)
+        stream = waiting if isinstance(waiting, Stream) else None
         try:
             if fresh:  # nobody else knows its id yet, so nothing can race this first message: no lock to take
-                await self._advance(live, message, incoming, connection, quiet=push is None and not immediate)
+                await self._advance(
+                    live, message, incoming, connection, quiet=push is None and not immediate, stream=stream
+                )
             else:
                 async with live.lock:
-                    await self._advance(live, message, incoming, connection, quiet=False)
+                    await self._advance(live, message, incoming, connection, quiet=False, stream=stream)
         except BaseException:
             if isinstance(waiting, asyncio.Queue):
                 self.unsubscribe(live, waiting)
@@ -310,6 +348,10 @@ class A2ATaskManager(TaskManager):
                 live.subscribers.clear()
             self._forget(key, fingerprint)
             raise
+        if dedupe == "side-effects" and fresh and not self._harmful(live.record):
+            # nothing a repeat could do twice: it is a new message (A2A#928 leaves de-duplication to the
+            # server; the A2A TCK repeats its messageIds and expects new tasks)
+            self._forget(key, fingerprint)
         if follow or immediate or push is not None:
             # others may look this task up before it settles: it is written now, and on every change
             registry.publish(live)
@@ -325,12 +367,46 @@ class A2ATaskManager(TaskManager):
         connection: HTTPConnection | None,
         *,
         quiet: bool,
+        stream: Stream | None = None,
     ) -> None:
+        """Add the message to the task and move it on. ``stream``: the sender's stream, whose first event is
+        the task as it is now, with this message and before anything it starts (docs/a2a.md, "Streams")."""
         record = live.record
         message = {**message, "taskId": record.id, "contextId": record.context_id}
         record.history.append(message)
         live.messages.append(incoming)
+        if stream is not None:
+            stream.restart(record)
+        shown, seen = len(record.history), len(record.artifacts)
+        view = live.first_view
         await self.runner.advance(live, message, connection, quiet=quiet)
+        if stream is not None:
+            stream.hold = live.quiet
+        if live.first_view is not None and live.first_view is not view:
+            # "as submitted", as it was then: the runner's view shares the record's lists, which grow on
+            live.first_view = {
+                **live.first_view,
+                "status": dict(live.first_view["status"]),
+                **({"history": record.history[:shown]} if "history" in live.first_view else {}),
+                **({"artifacts": record.artifacts[:seen]} if "artifacts" in live.first_view else {}),
+            }
+
+    def _harmful(self, record: TaskRecord) -> bool:
+        """Whether running a task's message again could do something twice: its skill (or tool) changes
+        something (``Capability.side_effects``: not ``read_only``) and does not say that doing it again is
+        harmless (``idempotent``). A task that has not chosen its skill yet has run nothing."""
+        if record.skill is None:
+            return False
+        capability = self.agent.tools.get(record.tool) if record.tool else self.agent.skills.get(record.skill)
+        if capability is None:
+            return True
+        return capability.side_effects and not (capability.annotations or {}).get("idempotentHint", False)
+
+    def subscribe(self, live: LiveTask) -> Stream:
+        """A follower's queue of the task's events from now on, with the task as it is now."""
+        queue = Stream(snapshot(live.record))
+        live.subscribers.add(queue)
+        return queue
 
     async def settled(self, live: LiveTask, waiter: asyncio.Future[None]) -> None:
         """Block until the task is terminal or interrupted (the blocking ``SendMessage``); with
@@ -452,21 +528,28 @@ class A2ATaskManager(TaskManager):
             self.push.watch(record.id)
 
     def _settled_waiter(self, live: LiveTask, follow: bool) -> asyncio.Queue[Any] | asyncio.Future[None]:
+        """What a repeat waits on: the first outcome, at once when there is one. A task parked on a question
+        (or waiting for input) is answered with its state now: nothing changes it until a follow-up does. A
+        task another process holds is answered with its stored state (nothing here would wake the wait)."""
+        record = live.record
+        held = self.registry.live.get(record.id) is live
+        answered = live.answer is not None and live.answer.done()  # going on from its question
+        now = (
+            live.reply is not None
+            or not held
+            or record.terminal
+            or (record.state in INTERRUPTED and not answered)
+        )
         if follow:
             queue = self.subscribe(live)
-            if live.reply is not None and live.first_view is None:  # a repeat of a message-only reply
-                live.first_view = {}
+            if live.reply is not None:  # a repeat of a message-only reply: that message alone
+                queue.hold = True
                 queue.put_nowait({"message": live.reply})
-                queue.put_nowait(None)
-            elif live.record.terminal:
+            if now:
                 queue.put_nowait(None)
             return queue
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if live.reply is not None or (
-            live.record.state in SETTLED
-            and live.answer is None
-            and (live.runner is None or live.runner.done())
-        ):
+        if now:
             waiter.set_result(None)
         else:
             live.settle_waiters.append(waiter)

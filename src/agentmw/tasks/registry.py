@@ -691,5 +691,6 @@ class TaskRegistry:
         self.commits.writer.close()
         for live in list(self.live.values()):  # followers of the tasks left for others: their streams end
             live.subscribers.end()
+            release_waiters(live)  # and a request waiting for one to settle answers with it as it is
         await self.background.close(self.commits.writer.task, self._ticker)
         await self.heartbeat.stop()
