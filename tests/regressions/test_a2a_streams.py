@@ -490,3 +490,180 @@ def test_dedupe_message_ids_takes_three_values() -> None:
     with pytest.raises(ValueError, match="side-effects"):
         A2ASettings(dedupe_message_ids="always")  # type: ignore[arg-type]
     assert A2ASettings().dedupe_message_ids == "side-effects"
+
+
+# --- the A2A TCK's own flows, replicated: its messageIds repeat across tests and transports -----------------
+# (a2aproject/a2a-tck: tck_id() is one id per run and name, so "tck-complete-task-<run>" is sent by a dozen
+# requirements on every transport, and tests/compatibility/_task_helpers.py makes its "working" and
+# "multi-turn" tasks with the same ids each time). The SUT routes on the messageId prefix, as the TCK's own
+# SUT does; its one skill is read-only, which is what it is.
+
+RUN = uuid.uuid4().hex[:8]
+
+
+def tck_id(name: str) -> str:
+    return f"tck-{name}-{RUN}"
+
+
+def build_tck() -> Starlette:
+    agent = Agent("tck-sut")  # default settings
+
+    @agent.skill
+    async def tck(request: agentmw.Message, ctx: Context) -> str:
+        """Answer the TCK by the messageId's prefix.
+
+        Summary:
+            The TCK's system under test.
+        """
+        if (request.message_id or "").startswith("tck-input-required"):
+            await ctx.ask("More input, please.", {"type": "object"})
+            return "Hello from TCK"
+        if (request.message_id or "").startswith("tck-stream"):
+            await ctx.progress(1, 1, "streaming")
+        return "Hello from TCK"
+
+    agent.skills["tck"].annotations = {"readOnlyHint": True}
+    app = Starlette()
+    app.add_middleware(AgentMiddleware, agent=agent)
+    return app
+
+
+class Tck:
+    """The TCK's two HTTP transports, raw, as its own clients speak them."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, transport: str) -> None:
+        self.http, self.url, self.transport = http, url, transport
+
+    async def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        reply = (await self.http.post(f"{self.url}/a2a", json=body, headers=V1)).json()
+        assert "result" in reply, reply
+        return reply["result"]
+
+    async def send(
+        self, message: dict[str, Any], configuration: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        params = {"message": message, **({"configuration": configuration} if configuration else {})}
+        if self.transport == "jsonrpc":
+            return (await self.rpc("SendMessage", params))["task"]
+        return (await self.http.post(f"{self.url}/a2a/message:send", json=params, headers=V1)).json()["task"]
+
+    async def get(self, task_id: str, history_length: int | None = None) -> dict[str, Any]:
+        if self.transport == "jsonrpc":
+            return await self.rpc("GetTask", {"id": task_id, "historyLength": history_length})
+        query = {} if history_length is None else {"historyLength": history_length}
+        return (await self.http.get(f"{self.url}/a2a/tasks/{task_id}", params=query, headers=V1)).json()
+
+    async def cancel(self, task_id: str) -> dict[str, Any]:
+        if self.transport == "jsonrpc":
+            return await self.rpc("CancelTask", {"id": task_id})
+        return (await self.http.post(f"{self.url}/a2a/tasks/{task_id}:cancel", json={}, headers=V1)).json()
+
+    async def stream(
+        self, message: dict[str, Any] | None = None, *, subscribe: str | None = None, take: int = 0
+    ) -> list[dict[str, Any]]:
+        if self.transport == "jsonrpc":
+            method = "SubscribeToTask" if subscribe else "SendStreamingMessage"
+            params = {"id": subscribe} if subscribe else {"message": message}
+            request = self.http.stream(
+                "POST",
+                f"{self.url}/a2a",
+                json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+                headers=V1,
+            )
+        else:
+            path = f"/a2a/tasks/{subscribe}:subscribe" if subscribe else "/a2a/message:stream"
+            request = self.http.stream(
+                "POST", f"{self.url}{path}", json={} if subscribe else {"message": message}, headers=V1
+            )
+        events = []
+        async with request as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    data = json.loads(line[5:])
+                    events.append(data.get("result", data))
+                    if take and len(events) == take:
+                        break
+        return events
+
+    async def working_task(self) -> dict[str, Any]:  # _task_helpers.create_working_task
+        task = await self.send(
+            {
+                "role": "ROLE_USER",
+                "parts": [{"text": "TCK prerequisite task creation"}],
+                "messageId": tck_id("input-required"),
+            }
+        )
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+        return task
+
+    async def multiturn_task(self) -> dict[str, Any]:  # _task_helpers.create_multiturn_task
+        task = await self.working_task()
+        follow = {
+            "role": "ROLE_USER",
+            "parts": [{"text": "TCK follow-up for history"}],
+            "messageId": tck_id("complete-task"),
+            "taskId": task["id"],
+        }
+        done = await self.send(follow)
+        assert done["id"] == task["id"] and done["status"]["state"] == "TASK_STATE_COMPLETED", done
+        return done
+
+
+async def test_the_tck_flows_with_repeated_message_ids_pass_with_default_settings() -> None:
+    hello = {"role": "ROLE_USER", "parts": [{"text": "Hello from TCK"}], "messageId": tck_id("complete-task")}
+    streamed = {
+        "role": "ROLE_USER",
+        "parts": [{"text": "Stream task lifecycle"}],
+        "messageId": tck_id("stream-003"),
+    }
+    seen: set[str] = set()
+    with serve(build_tck()) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            for transport in ("jsonrpc", "http_json"):  # the TCK runs every requirement on each transport
+                tck = Tck(http, url, transport)
+                task = await tck.send(hello)  # CORE-SEND-001, CORE-MULTI-003: a new task with a unique id
+                assert task["status"]["state"] == "TASK_STATE_COMPLETED" and task["id"] not in seen
+                seen.add(task["id"])
+                events = await tck.stream(
+                    streamed
+                )  # CORE-STREAM-003: the Task, its updates, closed at the end
+                assert "task" in events[0] and events[0]["task"]["id"] not in seen
+                assert (
+                    len(events) > 2
+                    and events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+                )
+                seen.add(events[0]["task"]["id"])
+                # CORE-CANCEL-001: a working task is canceled; the next working task is another, still working
+                working = await tck.working_task()
+                assert (await tck.cancel(working["id"]))["status"]["state"] == "TASK_STATE_CANCELED"
+                again = await tck.working_task()
+                assert again["id"] != working["id"]
+                # STREAM-SUB-001: a subscription's first event is the task as it is now
+                first = await tck.stream(subscribe=again["id"], take=1)
+                assert first[0]["task"]["id"] == again["id"]
+                assert first[0]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+                # CORE-HIST-001/002/004/005: two multi-turn tasks, made the same way, each with its history
+                one, two = await tck.multiturn_task(), await tck.multiturn_task()
+                assert one["id"] != two["id"]
+                assert "history" not in await tck.get(one["id"], 0)
+                assert len((await tck.get(one["id"], 1))["history"]) == 1
+                history = (await tck.get(two["id"], 10))["history"]
+                assert [m["role"] for m in history] == [
+                    "ROLE_USER",
+                    "ROLE_AGENT",
+                    "ROLE_USER",
+                ]  # chronological
+                assert [history[0]["parts"], history[2]["parts"]] == [  # CORE-HIST-006: as exchanged
+                    [{"text": "TCK prerequisite task creation"}],
+                    [{"text": "TCK follow-up for history"}],
+                ]
+                # CORE-HIST-003: a follow-up with historyLength 0 answers with no history
+                working = await tck.working_task()
+                follow = {
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "Follow-up with no history"}],
+                    "messageId": tck_id("complete-task"),
+                    "taskId": working["id"],
+                }
+                assert "history" not in await tck.send(follow, {"historyLength": 0})
