@@ -25,7 +25,7 @@ from agentmw import Agent, AgentMiddleware, Context
 from tests.conftest import require_tool, serve
 
 HARNESS = Path(__file__).parent / "a2a_js" / "client.mjs"
-SETUP = "run `scripts/setup` (or `npm ci` in tests/a2a_js) to install it"
+SETUP = "run `scripts/setup-tools` (or `scripts/setup`, which runs it) to install it"
 CLIENTS = [("1.3", "JSONRPC"), ("1.3", "HTTP+JSON"), ("0.3", "JSONRPC")]
 RANK = {"submitted": 0, "working": 1, "input-required": 1, "completed": 2, "canceled": 2, "failed": 2}
 

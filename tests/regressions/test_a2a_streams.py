@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -41,7 +42,10 @@ ORDER = {
     "TASK_STATE_CANCELED": 2,
     "TASK_STATE_REJECTED": 2,
 }
-A2A03 = Path(__file__).resolve().parents[2] / ".deps" / "a2a03" / "bin" / "python"
+ROOT = Path(__file__).resolve().parents[2]
+A2A03 = (
+    Path(os.environ.get("AGENTMW_DEPS") or ROOT / ".deps").absolute() / "a2a03" / "bin" / "python"
+)  # setup-tools
 
 ran: list[str] = []  # what the skill with side effects did
 gates: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}  # a pondering skill's, by its text
@@ -50,7 +54,7 @@ gates: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}  # a pond
 def build(dedupe: bool | str = "side-effects") -> tuple[Agent, Starlette]:
     agent = Agent("a2a-streams", a2a=A2ASettings(dedupe_message_ids=dedupe))  # type: ignore[arg-type]
 
-    @agent.skill
+    @agent.skill(read_only=True)
     async def echo(text: str) -> str:
         """Echo text back.
 
@@ -58,6 +62,16 @@ def build(dedupe: bool | str = "side-effects") -> tuple[Agent, Starlette]:
             Repeats what it is told.
         """
         return f"echo: {text}"
+
+    @agent.skill(idempotent=True)
+    async def upsert(text: str) -> str:
+        """Set a value (doing it twice is doing it once).
+
+        Summary:
+            Sets a note.
+        """
+        ran.append(f"set {text}")
+        return f"set: {text}"
 
     @agent.skill
     async def record(text: str) -> str:
@@ -69,7 +83,7 @@ def build(dedupe: bool | str = "side-effects") -> tuple[Agent, Starlette]:
         ran.append(text)
         return f"noted: {text}"
 
-    @agent.skill
+    @agent.skill(read_only=True)
     async def approve(item: str, ctx: Context) -> str:
         """Ask whether to approve an item.
 
@@ -108,8 +122,6 @@ def build(dedupe: bool | str = "side-effects") -> tuple[Agent, Starlette]:
         await gate[1].wait()
         return agentmw.Message(f"thought about {text}")
 
-    for name in ("echo", "approve"):  # read-only: what @skill's hints say (MCP's readOnlyHint)
-        agent.skills[name].annotations = {"readOnlyHint": True}
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
     return agent, app
@@ -158,7 +170,7 @@ def check_order(events: list[dict[str, Any]], *, first_state: str, history: int)
 
 def built_by_a2a03(events: list[dict[str, Any]]) -> dict[str, Any]:
     """The task a2a-sdk 0.3's ClientTaskManager builds from these 1.0 events (converted to 0.3 shapes)."""
-    require_tool("a2a-sdk 0.3 venv", A2A03, "make the venv at .deps/a2a03 with a2a-sdk 0.3 (DEVELOPERS.md)")
+    require_tool("a2a-sdk 0.3 (its own venv)", A2A03, "run `scripts/setup-tools`, which makes it")
     script = r"""
 import asyncio, json, sys
 from a2a.client.client_task_manager import ClientTaskManager
@@ -441,6 +453,8 @@ async def test_repeated_message_ids_make_new_tasks_for_a_read_only_skill_only(se
         assert one.id != two.id, "a read-only skill: the repeat is a new message (the TCK's expectation)"
         three, four = await send("record"), await send("record")
         assert three.id == four.id and ran == ["TCK prerequisite task creation"], "side effects: done once"
+        five, six = await send("upsert"), await send("upsert")
+        assert five.id != six.id, "an idempotent skill: running it again does no harm, so it is a new message"
         # the TCK's working task, made twice with one messageId, then continued: two tasks, each continues
         asks = [await send_ask(client, f"tck-input-required-{binding}") for _ in range(2)]
         assert asks[0].id != asks[1].id and all(
@@ -508,7 +522,7 @@ def tck_id(name: str) -> str:
 def build_tck() -> Starlette:
     agent = Agent("tck-sut")  # default settings
 
-    @agent.skill
+    @agent.skill(read_only=True)
     async def tck(request: agentmw.Message, ctx: Context) -> str:
         """Answer the TCK by the messageId's prefix.
 
@@ -522,7 +536,6 @@ def build_tck() -> Starlette:
             await ctx.progress(1, 1, "streaming")
         return "Hello from TCK"
 
-    agent.skills["tck"].annotations = {"readOnlyHint": True}
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
     return app
