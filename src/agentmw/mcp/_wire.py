@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
 from .._transport import (
     INTERNAL_ERROR,
@@ -19,6 +20,9 @@ from .._transport import (
     sse_data,
 )
 from .._types import Scope, Send
+
+if TYPE_CHECKING:
+    from .resume import StreamLog
 
 logger = logging.getLogger("agentmw")
 
@@ -122,18 +126,30 @@ class Exchange:
     A fast handler that emits nothing is answered with plain JSON (and the mapped status), which is both
     faster and what clients and the SDK expect; progress, logs and server-to-client requests commit the
     response to ``text/event-stream``.
+
+    With ``opener`` (the handshake era, ``resume.py``), the stream is resumable: its events carry ids and are
+    kept in the shared state, the response is kept before it is sent, and a connection that is gone no longer
+    stops the call's messages (a resumption picks them up).
     """
 
-    __slots__ = ("_headers", "_send", "closed", "stateless", "streaming")
+    __slots__ = ("_headers", "_send", "closed", "gone", "log", "opener", "stateless", "streaming")
 
     def __init__(
-        self, send: Send, headers: list[tuple[bytes, bytes]] | None = None, *, stateless: bool
+        self,
+        send: Send,
+        headers: list[tuple[bytes, bytes]] | None = None,
+        *,
+        stateless: bool,
+        opener: Callable[[], StreamLog] | None = None,
     ) -> None:
         self._send = send
         self._headers = headers or []
         self.streaming = False
         self.closed = False
         self.stateless = stateless
+        self.opener = opener
+        self.log: StreamLog | None = None
+        self.gone = False  # the connection failed under a resumable stream: its events are only kept now
 
     async def start_stream(self) -> None:
         if not self.streaming:
@@ -146,8 +162,25 @@ class Exchange:
         """Send a notification or a server-to-client request on this response's stream."""
         if self.closed:
             return
-        await self.start_stream()
-        await self._send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
+        if self.opener is None:
+            await self.start_stream()
+            await self._send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
+            return
+        if self.log is None:
+            self.log = self.opener()
+        framed = self.log.record(dumps(message))
+        await self._deliver(framed, more=True)
+
+    async def _deliver(self, body: bytes, *, more: bool) -> None:
+        """Send on a resumable stream: a connection that fails is gone, and the stream goes on in the log."""
+        if self.gone:
+            return
+        try:
+            await self.start_stream()
+            await self._send({"type": "http.response.body", "body": body, "more_body": more})
+        except Exception:  # noqa: BLE001  (the client left; what it missed is kept for a resumption)
+            self.gone = True
+            logger.debug("MCP stream: the connection is gone; its events are kept for a resumption")
 
     async def keepalive(self) -> None:
         """A ``: ping`` comment; a call silent this long commits to SSE first, as the SDK does at 15 s."""
@@ -161,6 +194,10 @@ class Exchange:
         self.closed = True
         body, code = encode_or_error(payload)
         if self.streaming:
+            if self.log is not None:  # kept before it is sent: from here on any replica can send it again
+                framed = await self.log.close(body)
+                await self._deliver(framed or b"", more=False)
+                return
             await self._send(
                 {
                     "type": "http.response.body",
@@ -171,6 +208,16 @@ class Exchange:
             return
         status = 200 if code is None else status_for(code, self.stateless)
         await send_bytes(self._send, status, body, [(b"content-type", b"application/json"), *self._headers])
+
+    async def abandon(self) -> None:
+        """No response is owed (the call was cancelled): the stream ends, and so does its log."""
+        await self.start_stream()
+        self.closed = True
+        if self.log is not None:
+            await self.log.close(None)
+            await self._deliver(b"", more=False)
+            return
+        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def header_map(scope: Scope) -> tuple[dict[str, str], set[str] | None]:

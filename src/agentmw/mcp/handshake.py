@@ -57,6 +57,7 @@ from ._wire import (
 )
 from .convert import input_request
 from .methods import LOG_RANK, Call, ClientNotAnswered, dispatch, parse_input_response
+from .resume import ResumeRefused, StreamLogs
 
 if TYPE_CHECKING:
     from .._wiring import Listener
@@ -70,6 +71,8 @@ _SESSION_HEADER = b"mcp-session-id"
 _CLIENT_ANSWER_TIMEOUT = 600.0
 MAX_SUBSCRIPTIONS = 1000
 """Resource URIs one session may subscribe to (its record holds them all)."""
+QUESTION_RESUME_SECONDS = 60.0
+"""A question on a resumable stream whose connection was cut still waits this long for its answer."""
 STREAM_LEASE_SECONDS = 30.0
 """A GET stream holds a lease on its session, renewed while it is open: a second GET on any replica gets
 409 until the stream ends, or until this long after its replica died."""
@@ -100,6 +103,7 @@ class _Shared(NamedTuple):
     records: Records  # the session records (``mcp.sessions.<agent>``), compare-and-set on their versions
     streams: Leases  # a lease per open GET stream (``mcp.streams.<agent>``): one per session across replicas
     bus: BusListener  # the agent's channel (``agentmw.mcp.<agent>``), one listener per event loop
+    logs: StreamLogs  # the resumable SSE streams' events (``mcp.events.<agent>``, resume.py)
 
 
 def _fingerprint(headers: Mapping[str, str]) -> str:
@@ -281,6 +285,7 @@ class SessionStore:
         self.ns = f"mcp.sessions.{digest}"
         self.streams_ns = f"mcp.streams.{digest}"
         self.channel = f"agentmw.mcp.{digest}"
+        self.digest = digest
         idle = agent.timing.session_idle_seconds
         self.touch_every = min(idle / 4, 60.0)
         self.sweep_every = min(5.0, max(idle / 4, 0.05))
@@ -325,7 +330,8 @@ class SessionStore:
                 restart_seconds=None,  # the next request starts another (start())
             )
             streams = Leases(state, self.streams_ns, self.replica, STREAM_LEASE_SECONDS)
-            shared = self._shared = _Shared(state, Records(state, self.ns), streams, bus)
+            logs = StreamLogs(state, self.digest, self.replica)
+            shared = self._shared = _Shared(state, Records(state, self.ns), streams, bus, logs)
         return shared
 
     @property
@@ -403,6 +409,7 @@ class SessionStore:
                 logger.warning("agentmw MCP: could not check session %s", session.id, exc_info=True)
             streamed.append(session.id)
         await self.shared.streams.renew_all(streamed)
+        await self.shared.logs.renew(loop)
 
     async def publish(self, message: dict[str, Any]) -> None:
         """Send ``message`` to the other replicas; a failure is logged (the bus is at most once anyway)."""
@@ -632,9 +639,14 @@ async def handle(
             await plain_response(send, 406, body=b"Not Acceptable: GET needs Accept: text/event-stream")
             return
         session = await _session_or_error(endpoint, incoming, send)
-        if session is not None:
-            credential = incoming.credential or _fingerprint(incoming.headers)
-            await _listen(sessions, session, scope, receive, send, credential)
+        if session is None:
+            return
+        last_event_id = incoming.headers.get("last-event-id")
+        if last_event_id is not None:
+            await _resume(sessions, session, last_event_id, scope, receive, send)
+            return
+        credential = incoming.credential or _fingerprint(incoming.headers)
+        await _listen(sessions, session, scope, receive, send, credential)
     elif verb == "DELETE":
         session = await _session_or_error(endpoint, incoming, send)
         if session is not None:
@@ -813,6 +825,8 @@ async def _request(
         gather=gather,
         caller=session.caller,
     )
+    # the call's stream, if it has one, is resumable: its events are numbered and kept (resume.py)
+    exchange.opener = functools.partial(endpoint.sessions.shared.logs.open, session.id, request_id)
     guard = CallGuard()  # a dropped connection does not cancel in this era; notifications/cancelled does
     session.inflight[request_id] = guard
     payload: dict[str, Any] | None = None
@@ -836,9 +850,7 @@ async def _request(
         guard.finish()
         session.inflight.pop(request_id, None)
     if payload is None:  # cancelled by the client: no response is owed, but the HTTP exchange must end
-        await exchange.start_stream()
-        exchange.closed = True
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await exchange.abandon()
     else:
         await exchange.finish(payload)
     sessions = endpoint.sessions
@@ -861,6 +873,10 @@ async def _ask_client(session: Session, exchange: Exchange, request: InputReques
         await exchange.message({"jsonrpc": "2.0", "id": request_id, **wire})
         either: set[asyncio.Future[Any]] = {future, gone}
         await asyncio.wait(either, timeout=_CLIENT_ANSWER_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+        if not future.done() and gone.done() and exchange.log is not None and "shutting" not in gone.result():
+            # a resumable stream: the client may resume it (GET with Last-Event-ID), see the question again and
+            # answer; it has this long to
+            await asyncio.wait({future}, timeout=QUESTION_RESUME_SECONDS)
         if not future.done():
             why = gone.result() if gone.done() else "did not answer in time"
             raise ClientNotAnswered(f"the client {why} before answering {wire['method']}")
@@ -944,6 +960,19 @@ _SESSION_METHODS: dict[str, Callable[[SessionStore, Session, dict[str, Any]], Aw
     "resources/subscribe": _subscription(True),
     "resources/unsubscribe": _subscription(False),
 }
+
+
+async def _resume(
+    sessions: SessionStore, session: Session, last_event_id: str, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """``GET`` with ``Last-Event-ID``: the rest of the stream that id belongs to, from the shared state, on any
+    replica (resume.py); 400 when this session has no such stream to resume."""
+    try:
+        frames = await sessions.shared.logs.replay(session.id, last_event_id)
+    except ResumeRefused as refused:
+        await json_response(send, 400, error_body(None, INVALID_REQUEST, f"Bad Request: {refused}"))
+        return
+    await stream_sse(scope, receive, send, frames, headers=[(_SESSION_HEADER, session.id.encode())])
 
 
 async def _listen(
