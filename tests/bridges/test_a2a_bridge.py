@@ -60,15 +60,15 @@ async def test_failed_rejected_and_auth_required_are_never_success(a2a_peer) -> 
     agent = bridged(a2a_peer.url)
     async with McpTestClient(agent.asgi()) as mcp:
         failed = await mcp.call_tool("fail", {"text": "x"})
-        with pytest.raises(McpError) as rejected:  # REJECTED is the protocol's error on MCP, never a result
-            await mcp.call_tool("reject", {"text": "x"})
+        rejected = await mcp.call_tool("reject", {"text": "x"})  # a tool error the model reads (issue 24, 12)
         auth = await mcp.call_tool("auth", {"text": "x"})
     assert failed["isError"] is True and "backend exploded" in text_of(failed)
     assert "permanent" in text_of(failed)
     assert auth["isError"] is True and "needs authentication" in text_of(auth)
     assert "Sign in to the contract archive first." in unescape(text_of(auth))
-    assert rejected.value.code == -32602 and "rejected the request" in rejected.value.message
-    assert "This agent does not take that request." in unescape(rejected.value.message)
+    assert rejected["isError"] is True and rejected["_meta"]["agentmw/rejected"] is True, rejected
+    assert "rejected the request" in text_of(rejected) and "permanent" not in text_of(rejected)
+    assert "This agent does not take that request." in unescape(text_of(rejected))
 
 
 async def test_files_and_data_artifacts(a2a_peer) -> None:

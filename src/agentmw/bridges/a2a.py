@@ -4,7 +4,13 @@ The peer is spoken to with agentmw's own A2A 1.0 JSON-RPC over ``httpx`` (the ``
 ``SendStreamingMessage`` and ``SubscribeToTask`` when the card offers streaming (``SendMessage`` and
 ``GetTask`` otherwise). Remote task states map onto the outcome table; every remote text is framed as
 untrusted; the remote task and context ids are journaled, so a replayed execution resumes the same remote task
-instead of starting another.
+instead of starting another. A call cancelled on agentmw's side (A2A ``CancelTask``, MCP
+``notifications/cancelled``, an AG-UI disconnect) sends ``CancelTask`` for the remote task, bounded.
+
+Pinned to ``version="0.3"`` (explicitly: a 1.0 pin never falls back), the bridge speaks A2A 0.3 JSON-RPC
+(``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``, ``tasks/resubscribe``; ``kind`` on
+objects and parts, lowercase states); its answers are translated to the 1.0 shapes at the wire, so everything
+past :meth:`A2APeer._call` and :meth:`A2APeer._stream` is one code path.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from ..content import Text
 from ..context import Context
 from ..egress import EgressRefused
 from ..errors import NeedsInput, Permanent, Rejected, Retryable
+from ..lifecycle.cadence import Cadence
 from ..messages import Artifact, Data, File, Message, decode_base64
 from ..state import StoreLimits
 from ._peer import BridgeError, Peer, VersionMismatch, safe_name
@@ -34,12 +41,15 @@ from ._peer import BridgeError, Peer, VersionMismatch, safe_name
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["A2A_VERSION", "A2APeer", "RemoteData"]
+__all__ = ["A2A_VERSION", "A2A_VERSIONS", "A2APeer", "RemoteData"]
 
 logger = logging.getLogger("agentmw.bridges")
 
 A2A_VERSION = "1.0"
-"""The A2A protocol version a bridge speaks to its peers. A constant: never "latest"."""
+"""The A2A protocol version a bridge speaks to its peers by default. A constant: never "latest"."""
+
+A2A_VERSIONS = (A2A_VERSION, "0.3")
+"""The versions a bridge can be pinned to; each pin is exact (a peer offering only the other one is refused)."""
 
 TASKS_NS = "bridges.a2a.tasks"
 _TASK_TTL = 24 * 3600.0
@@ -53,8 +63,15 @@ _SETTLED = frozenset(
         "TASK_STATE_AUTH_REQUIRED",
     }
 )
+_TERMINAL = frozenset(
+    {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
+)
 _UNSUPPORTED_OPERATION = -32004
 _TASK_NOT_FOUND = -32001
+_TASK_NOT_CANCELABLE = -32002
+# A cancel passed on to the peer is bounded as a local cancel's confirmation is: the caller's CancelTask (or
+# the face's own cancel) waits for it, and must learn soon that nothing more will happen.
+CANCEL_SECONDS = Cadence().cancel_wait_seconds
 _MAX_CUTS = 5
 # A remote task, context or artifact id: the peer chooses it, the bridge quotes it to models and keys state by it,
 # so it must be an identifier (UUIDs and the like), not text that could carry instructions.
@@ -219,6 +236,138 @@ def _answer_parts(content: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return parts or [{"text": ""}]
 
 
+# --- A2A 0.3 at the wire: requests translated from the 1.0 shapes, answers back into them ------------------
+_METHODS_03 = {
+    "SendMessage": "message/send",
+    "SendStreamingMessage": "message/stream",
+    "GetTask": "tasks/get",
+    "CancelTask": "tasks/cancel",
+    "SubscribeToTask": "tasks/resubscribe",
+}
+_ROLES_03 = {"ROLE_USER": "user", "ROLE_AGENT": "agent"}
+
+
+def _part_03(part: Mapping[str, Any]) -> dict[str, Any]:
+    if "text" in part:
+        return {"kind": "text", "text": part["text"]}
+    if "data" in part:
+        return {"kind": "data", "data": part["data"]}
+    file: dict[str, Any] = {"bytes": part["raw"]} if "raw" in part else {"uri": part.get("url")}
+    if part.get("filename"):
+        file["name"] = part["filename"]
+    if part.get("mediaType"):
+        file["mimeType"] = part["mediaType"]
+    return {"kind": "file", "file": file}
+
+
+def _message_03(message: Mapping[str, Any]) -> dict[str, Any]:
+    out = {key: value for key, value in message.items() if key not in ("role", "parts")}
+    out["kind"] = "message"
+    out["role"] = _ROLES_03.get(str(message.get("role")), "user")
+    out["parts"] = [_part_03(p) for p in message.get("parts") or ()]
+    return out
+
+
+def _params_03(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    if "message" not in params:
+        return dict(params)  # {"id": …}: the same in both versions
+    out: dict[str, Any] = {"message": _message_03(params["message"])}
+    configuration = dict(params.get("configuration") or {})
+    if "returnImmediately" in configuration:  # 0.3 says it the other way round
+        configuration["blocking"] = not configuration.pop("returnImmediately")
+    if configuration:
+        out["configuration"] = configuration
+    return out
+
+
+def _state_10(state: Any) -> Any:
+    if not isinstance(state, str):
+        return state  # not a state: _status refuses it
+    if state == "unknown":
+        return "TASK_STATE_UNSPECIFIED"
+    return "TASK_STATE_" + state.upper().replace("-", "_")
+
+
+def _part_10(part: Any) -> Any:
+    if not isinstance(part, dict):
+        return part  # not a part: dropped later, as a 1.0 one is
+    kind = part.get("kind")
+    out: dict[str, Any] = {}
+    if kind == "text" and isinstance(part.get("text"), str):
+        out["text"] = part["text"]
+    elif kind == "data" and "data" in part:
+        out["data"] = part["data"]
+    elif kind == "file" and isinstance(part.get("file"), dict):
+        file = part["file"]
+        if isinstance(file.get("bytes"), str):
+            out["raw"] = file["bytes"]
+        elif isinstance(file.get("uri"), str):
+            out["url"] = file["uri"]
+        if isinstance(file.get("name"), str):
+            out["filename"] = file["name"]
+        if isinstance(file.get("mimeType"), str):
+            out["mediaType"] = file["mimeType"]
+    return out  # a kind this bridge does not know: an empty part, which carries nothing on
+
+
+def _parts_10(parts: Any) -> Any:
+    return [_part_10(p) for p in parts] if isinstance(parts, list) else parts
+
+
+def _message_10(message: Any) -> Any:
+    if not isinstance(message, dict):
+        return message
+    out = {key: value for key, value in message.items() if key not in ("kind", "role", "parts")}
+    out["role"] = "ROLE_AGENT" if message.get("role") == "agent" else "ROLE_USER"
+    out["parts"] = _parts_10(message.get("parts"))
+    return out
+
+
+def _status_10(status: Any) -> Any:
+    if not isinstance(status, dict):
+        return status
+    out = dict(status)
+    if "state" in status:
+        out["state"] = _state_10(status["state"])
+    if "message" in status:
+        out["message"] = _message_10(status["message"])
+    return out
+
+
+def _artifact_10(artifact: Any) -> Any:
+    if not isinstance(artifact, dict):
+        return artifact
+    return {**artifact, "parts": _parts_10(artifact.get("parts"))}
+
+
+def _task_10(task: Any) -> Any:
+    if not isinstance(task, dict):
+        return task
+    out = {key: value for key, value in task.items() if key != "kind"}
+    out["status"] = _status_10(task.get("status"))
+    if isinstance(task.get("history"), list):
+        out["history"] = [_message_10(m) for m in task["history"]]
+    if isinstance(task.get("artifacts"), list):
+        out["artifacts"] = [_artifact_10(a) for a in task["artifacts"]]
+    return out
+
+
+def _event_10(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A 0.3 ``message/send`` result or stream event (a bare object with its ``kind``) as a 1.0 StreamResponse."""
+    kind = result.get("kind")
+    if kind == "task":
+        return {"task": _task_10(result)}
+    if kind == "message":
+        return {"message": _message_10(result)}
+    if kind == "status-update":
+        update = {key: value for key, value in result.items() if key not in ("kind", "final")}
+        return {"statusUpdate": {**update, "status": _status_10(result.get("status"))}}
+    if kind == "artifact-update":
+        update = {key: value for key, value in result.items() if key != "kind"}
+        return {"artifactUpdate": {**update, "artifact": _artifact_10(result.get("artifact"))}}
+    raise _Malformed("it answered an object of no A2A 0.3 kind")
+
+
 class A2APeer(Peer):
     """A remote A2A agent whose skills become capabilities of the agent (``agent.bridge(A2APeer(...))``).
 
@@ -228,7 +377,9 @@ class A2APeer(Peer):
 
     Args:
         url: the peer's base URL (its card is at ``/.well-known/agent-card.json``), or the card's own URL.
-        version: the A2A version the peer must offer: :data:`A2A_VERSION` (``"1.0"``). Checked at start.
+        version: the A2A version the peer must offer: :data:`A2A_VERSION` (``"1.0"``), or ``"0.3"`` for the
+            agents that still speak it (their card's 0.3 interface: ``url``/``preferredTransport`` or a
+            ``supportedInterfaces`` entry of ``protocolVersion`` 0.3). Checked at start; never downgraded.
         skills: the remote skill ids to bridge (default: all the card lists).
         wait_seconds: how long a call from a model (MCP) waits for the remote task before answering with a task
             handle; A2A and AG-UI callers follow the remote task to its end.
@@ -251,8 +402,11 @@ class A2APeer(Peer):
         **options: Any,
     ) -> None:
         super().__init__(url, **options)
-        if version != A2A_VERSION:
-            raise ValueError(f"A2APeer speaks A2A {A2A_VERSION}; version {version!r} is not one it can pin")
+        if version not in A2A_VERSIONS:
+            raise ValueError(
+                f"A2APeer speaks A2A {A2A_VERSION} (or 0.3, pinned explicitly); version {version!r} is not "
+                "one it can pin"
+            )
         self.version = version
         self.skills = list(skills) if skills is not None else None
         self.wait_seconds = wait_seconds
@@ -263,6 +417,7 @@ class A2APeer(Peer):
         self.streaming = False
         self._http: httpx.AsyncClient | None = None
         self._http_loop: Any = None
+        self._cancels: set[asyncio.Task[None]] = set()  # remote cancels under way (held: never collected)
 
     # --- wire ----------------------------------------------------------------------------------------
     def _client(self) -> httpx.AsyncClient:
@@ -281,10 +436,28 @@ class A2APeer(Peer):
         out["accept"] = "text/event-stream" if stream else "application/json"
         return out
 
+    @property
+    def legacy(self) -> bool:
+        """Whether the bridge speaks A2A 0.3 (pinned so) rather than 1.0."""
+        return self.version != A2A_VERSION
+
+    def _body(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.legacy:
+            method, params = _METHODS_03[method], _params_03(method, params)
+        return {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+
+    def _answer(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
+        """A result as the 1.0 shapes the rest of the bridge reads."""
+        if not self.legacy:
+            return result
+        if method in ("GetTask", "CancelTask"):
+            return _task_10(result)  # type: ignore[no-any-return]
+        return _event_10(result)
+
     async def _call(self, method: str, params: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
         import httpx
 
-        body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+        body = self._body(method, params)
         try:  # one answer, whole, within the timeout: a peer trickling bytes trips no per-read timeout
             async with (
                 asyncio.timeout(self.timeout),
@@ -297,7 +470,7 @@ class A2APeer(Peer):
             raise _Unreachable(f"no whole answer within {self.timeout:g} s") from exc
         except httpx.TransportError as exc:
             raise _Unreachable(f"{type(exc).__name__}: {exc}") from exc
-        return self._rpc_result(response.status_code, content)
+        return self._answer(method, self._rpc_result(response.status_code, content))
 
     async def _read(self, response: httpx.Response) -> bytes:
         """The body, up to ``max_response_bytes``: a larger one is the peer's fault, and is not read further."""
@@ -339,14 +512,16 @@ class A2APeer(Peer):
         """The results of a streaming JSON-RPC call, one per SSE event; :class:`_Unreachable` when it is cut."""
         import httpx
 
-        body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+        body = self._body(method, params)
         timeout = httpx.Timeout(self.timeout, read=max(self.timeout, 60.0))
         try:
             async with self._client().stream(
                 "POST", self.endpoint, json=body, timeout=timeout, headers=self._headers(headers, stream=True)
             ) as response:
                 if not response.headers.get("content-type", "").startswith("text/event-stream"):
-                    yield self._rpc_result(response.status_code, await self._read(response))
+                    yield self._answer(
+                        method, self._rpc_result(response.status_code, await self._read(response))
+                    )
                     return
                 data: list[str] = []
                 size = 0
@@ -358,7 +533,7 @@ class A2APeer(Peer):
                             raise _Malformed(f"an event is too large (over {self.max_response_bytes} bytes)")
                     elif not line and data:
                         text, data, size = "\n".join(data), [], 0
-                        yield self._rpc_result(200, text.encode())
+                        yield self._answer(method, self._rpc_result(200, text.encode()))
         except httpx.TransportError as exc:
             raise _Unreachable(f"{type(exc).__name__}: {exc}") from exc
 
@@ -394,6 +569,15 @@ class A2APeer(Peer):
             | ({str(card["protocolVersion"])} if card.get("protocolVersion") else set())
         )
         pinned = [i for i in interfaces if _major_minor(i.get("protocolVersion")) == self.version]
+        if self.legacy and _major_minor(card.get("protocolVersion")) == self.version:
+            # a 0.3 card: its main interface (url, preferredTransport), then its additionalInterfaces
+            main = {"url": card.get("url"), "protocolBinding": card.get("preferredTransport") or "JSONRPC"}
+            extra = [
+                {"url": i.get("url"), "protocolBinding": i.get("transport")}
+                for i in card.get("additionalInterfaces") or []
+                if isinstance(i, dict)
+            ]
+            pinned += [main, *extra]
         if not pinned:
             raise VersionMismatch(self.name, "A2A", self.version, offered or "no version")
         jsonrpc = [
@@ -531,8 +715,29 @@ class A2APeer(Peer):
         message_id = await ctx.once(f"{step}:message", _new_id)
         wait = None if ctx.face in ("a2a", "agui") else self.wait_seconds
         message = {"messageId": message_id, "role": "ROLE_USER", "parts": parts, "metadata": {"skill": skill}}
-        found = await ctx.once(f"{step}:send", self._send, ctx, headers, message, wait, skill)
+        live: list[_Task] = []  # the remote task this call is following, latest last: cancelled with the call
+        try:
+            return await self._run(ctx, skill, headers, step, message, wait, live)
+        except asyncio.CancelledError:
+            # the caller cancelled (CancelTask, notifications/cancelled, an AG-UI disconnect): stopping only
+            # the wait would leave the remote task running, so the peer is told, bounded
+            if live:
+                await self._cancel_remote(headers, live[-1])
+            raise
+
+    async def _run(
+        self,
+        ctx: Context,
+        skill: str,
+        headers: Mapping[str, str],
+        step: str,
+        message: dict[str, Any],
+        wait: float | None,
+        live: list[_Task],
+    ) -> Any:
+        found = await ctx.once(f"{step}:send", self._send, ctx, headers, message, wait, skill, live)
         task = _Task.from_json(found, skill)
+        live.append(task)
         rounds = 0
         while True:
             if task.state == "TASK_STATE_INPUT_REQUIRED" and self._can_ask(ctx):
@@ -561,9 +766,12 @@ class A2APeer(Peer):
                     "contextId": task.context_id,
                 }
                 task = _Task.from_json(
-                    await ctx.once(f"{step}:answer-{rounds}", self._send, ctx, headers, follow, wait, skill),
+                    await ctx.once(
+                        f"{step}:answer-{rounds}", self._send, ctx, headers, follow, wait, skill, live
+                    ),
                     skill,
                 )
+                live.append(task)
                 continue
             if not task.settled and wait is None:
                 task = await self._follow_sent(ctx, headers, task, None)
@@ -610,10 +818,14 @@ class A2APeer(Peer):
         message: dict[str, Any],
         wait: float | None,
         skill: str,
+        live: list[_Task] | None = None,
     ) -> dict[str, Any]:
-        """Send ``message`` and follow its task until it settles (or ``wait`` passes); the task as JSON."""
+        """Send ``message`` and follow its task until it settles (or ``wait`` passes); the task as JSON.
+        ``live`` gets the task being followed, so a cancelled caller can cancel it on the peer."""
         self.check_breaker()
         task = _Task(id=message.get("taskId"), context_id=message.get("contextId"), skill=skill)
+        if live is not None:
+            live.append(task)
         if (
             self.retries
         ):  # a retried send carries its messageId as the idempotency key: agentmw peers run it once
@@ -645,7 +857,9 @@ class A2APeer(Peer):
                     return await self._follow(
                         ctx, headers, task, wait, first=self._stream("SendStreamingMessage", params, headers)
                     )
-                params["configuration"]["returnImmediately"] = wait is not None
+                # the task id at once (then GetTask): a blocking send that is cut, or cancelled, would leave
+                # a remote task the bridge cannot name, to re-read or to cancel
+                params["configuration"]["returnImmediately"] = True
                 result = await self._call("SendMessage", params, headers)
                 if "message" in result:
                     task.reply, task.state = _obj(result["message"], "message"), "TASK_STATE_COMPLETED"
@@ -677,6 +891,35 @@ class A2APeer(Peer):
             raise
         self.breaker.record(True)
         return task
+
+    async def _cancel_remote(self, headers: Mapping[str, str], task: _Task) -> None:
+        """Pass a cancel on: ``CancelTask`` for the remote task, shielded from a second cancel and bounded by
+        :data:`CANCEL_SECONDS`, so the local cancel is never held long. A task already ended, or not named
+        yet by the peer, has nothing to cancel."""
+        if task.id is None or task.state in _TERMINAL or task.reply is not None:
+            return
+        job = asyncio.ensure_future(self._send_cancel(dict(headers), task.id))
+        self._cancels.add(job)
+        job.add_done_callback(self._cancels.discard)
+        try:
+            await asyncio.shield(job)
+        except asyncio.CancelledError:
+            pass  # cancelled again: the cancel goes on, bounded, without this caller
+
+    async def _send_cancel(self, headers: Mapping[str, str], task_id: str) -> None:
+        try:
+            async with asyncio.timeout(CANCEL_SECONDS):
+                found = await self._call("CancelTask", {"id": task_id}, headers)
+            status = found.get("status")
+            state = status.get("state") if isinstance(status, dict) else None
+            logger.info("A2A peer %s: task %s cancelled (%s)", self.name, task_id, state)
+        except _RpcError as exc:
+            level = logging.INFO if exc.code == _TASK_NOT_CANCELABLE else logging.WARNING
+            logger.log(level, "A2A peer %s: task %s was not cancelled: %s", self.name, task_id, exc)
+        except (_Unreachable, TimeoutError) as exc:
+            logger.warning("A2A peer %s: task %s could not be cancelled: %s", self.name, task_id, exc)
+        except Exception:
+            logger.exception("A2A peer %s: cancelling task %s failed", self.name, task_id)
 
     def _fault(self, exc: _Unreachable | _RpcError, task: _Task) -> Exception:
         """A failed exchange with the peer as the caller's outcome; the breaker counts it if it is the peer's."""

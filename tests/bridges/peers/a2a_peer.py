@@ -31,6 +31,8 @@ that waits for input (same ``taskId``) is the answer to its question, whatever i
 **Test controls** (tests/bridges/peers/control.py): ``GET /_test/counter`` returns ``{"count": n,
 "resumes": m}``: ``count`` goes up by one when a skill starts on a new task (never for ``GetTask``,
 ``SubscribeToTask`` or a follow-up), ``resumes`` by one per follow-up that resumes an interrupted task.
+``cancels`` counts the ``CancelTask`` requests that reached the executor of a running task, and ``tasks`` lists
+the ids of the tasks started (oldest first), so a test can ``GetTask`` one to see how it ended.
 ``POST /_test/cut`` makes the next streaming response (``SendStreamingMessage`` or ``SubscribeToTask``, either
 binding) drop its connection after its second event; the task itself runs on, so ``SubscribeToTask`` or
 ``GetTask`` recovers it.
@@ -121,6 +123,7 @@ class PeerExecutor(AgentExecutor):
         if task is None:
             task = new_task_from_user_message(message)
             await event_queue.enqueue_event(task)
+            self.counter.tasks.append(task.id)
         # SDK 1.3.0 may hand a follow-up a fresh context id (a2a-python#1206): the stored task's is the one
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         skill, text = choose_skill(json_format.MessageToDict(message.metadata), get_message_text(message))
@@ -185,6 +188,7 @@ class PeerExecutor(AgentExecutor):
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        self.counter.cancels += 1
         task = context.current_task
         if task is None or context.task_id is None:
             return

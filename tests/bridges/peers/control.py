@@ -1,7 +1,9 @@
 """What a test needs to observe or disturb a peer, and nothing that changes how the peer serves.
 
 - :class:`Counter` behind ``GET /_test/counter``: ``{"count": n}``, how many side-effecting executions the peer
-  started. A test reads it before and after and compares (:func:`tests.bridges.conftest.side_effects`).
+  started. A test reads it before and after and compares (:func:`tests.bridges.conftest.side_effects`). A2A
+  peers also say ``cancels`` (cancel requests that reached a task's executor) and ``tasks`` (the ids of the
+  tasks they started, oldest first), so a test can ask the peer itself how a task ended.
 - :class:`StreamCut` with ``POST /_test/cut``: arms a one-shot fault; the next ``text/event-stream`` response is
   cut after its second event, the way a dropped connection cuts it (the client sees an incomplete body, not a
   clean end of stream). The work behind the stream goes on; only the connection dies.
@@ -11,7 +13,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
@@ -36,9 +38,11 @@ class Counter:
     count: int = 0
     resumes: int = 0
     sessions: int = 0  # MCP peers: the sessions the server opened
+    cancels: int = 0  # A2A peers: cancel requests that reached a running task's executor
+    tasks: list[str] = field(default_factory=list)  # A2A peers: the ids of the tasks started, oldest first
 
-    def as_dict(self) -> dict[str, int]:
-        return {"count": self.count, "resumes": self.resumes}
+    def as_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "resumes": self.resumes, "cancels": self.cancels, "tasks": self.tasks}
 
 
 class StreamCutError(Exception):

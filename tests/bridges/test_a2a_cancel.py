@@ -1,0 +1,147 @@
+"""A cancelled call of a bridged A2A skill cancels the remote task too, on every face: A2A ``CancelTask``, MCP
+``notifications/cancelled`` (the official ``mcp`` client abandoning its call) and an AG-UI client that
+disconnects. The remote task is asked of the peer itself (``GetTask`` on the a2a-sdk 1.3.0 agent): it must end
+``CANCELED``, and soon, never run on to ``COMPLETED`` as an abandoned wait would let it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from agentmw import Agent
+from agentmw.bridges import A2A_VERSION, A2APeer, Egress
+from agentmw.bridges.a2a import CANCEL_SECONDS
+from tests.bridges.peers.process import PeerProcess
+from tests.conftest import serve
+from tests.test_agui_wire import run_body
+from tests.waiting import eventually
+
+LOOPBACK = Egress(allow_hosts=["127.0.0.1"])
+# the slow skill completes after about 3 s; a cancel that reached it ends it well before
+BOUND = CANCEL_SECONDS + 2.0
+
+
+def legal(peer: PeerProcess, version: str = A2A_VERSION) -> Agent:
+    agent = Agent("front", store="memory://")
+    agent.bridge(
+        A2APeer(peer.url, version=version, name="legal", allow=LOOPBACK, skills=["slow"], wait_seconds=30)
+    )
+    return agent
+
+
+async def counter(peer: PeerProcess) -> dict[str, Any]:
+    async with httpx.AsyncClient(timeout=10) as http:
+        return (await http.get(f"{peer.base}/_test/counter")).json()  # type: ignore[no-any-return]
+
+
+async def remote_state(peer: PeerProcess, task_id: str, path: str = "/a2a") -> str:
+    """The remote task's state, as the peer itself tells it (``GetTask`` on the peer, not through agentmw)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+    async with httpx.AsyncClient(timeout=10) as http:
+        answer = (await http.post(f"{peer.base}{path}", json=body, headers={"A2A-Version": "1.0"})).json()
+    return str(answer["result"]["status"]["state"])
+
+
+async def started_task(peer: PeerProcess, before: dict[str, Any]) -> str:
+    """The id of the remote task the bridged call started, once the peer reports it working."""
+
+    async def new() -> str | None:
+        tasks = (await counter(peer))["tasks"]
+        return tasks[-1] if len(tasks) > len(before["tasks"]) else None
+
+    task_id = await eventually(new, "the peer to start the bridged slow task", timeout=20)
+    await eventually(
+        lambda: _is(peer, task_id, "TASK_STATE_WORKING"), "the remote task to be working", timeout=20
+    )
+    return task_id
+
+
+async def _is(peer: PeerProcess, task_id: str, state: str) -> bool:
+    return await remote_state(peer, task_id) == state
+
+
+async def canceled_on_the_peer(peer: PeerProcess, task_id: str, before: dict[str, Any]) -> None:
+    await eventually(
+        lambda: _is(peer, task_id, "TASK_STATE_CANCELED"),
+        f"the remote task {task_id} to end canceled on the peer",
+        timeout=BOUND,
+    )
+    assert (await counter(peer))["cancels"] == before["cancels"] + 1  # the executor was told, once
+
+
+async def test_cancel_task_on_agentmw_cancels_the_remote_task(a2a_peer: PeerProcess) -> None:
+    agent = legal(a2a_peer)
+    before = await counter(a2a_peer)
+    send = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "m-cancel",
+                "role": "ROLE_USER",
+                "parts": [{"text": "go"}],
+                "metadata": {"skill": "slow"},
+            },
+            "configuration": {"returnImmediately": True},
+        },
+    }
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1", timeout=30
+    ) as http:
+        task = (await http.post("/a2a", json=send, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
+        remote = await started_task(a2a_peer, before)
+        cancel = {"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task["id"]}}
+        started = time.monotonic()
+        canceled = (await http.post("/a2a", json=cancel, headers={"A2A-Version": "1.0"})).json()["result"]
+        took = time.monotonic() - started
+        assert canceled["status"]["state"] == "TASK_STATE_CANCELED"  # the caller: nothing more will happen
+        assert took < BOUND, f"the local cancel was held {took:.1f} s"
+        await canceled_on_the_peer(a2a_peer, remote, before)
+        get = {"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task["id"]}}
+        local = (await http.post("/a2a", json=get, headers={"A2A-Version": "1.0"})).json()["result"]
+    assert local["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+async def test_mcp_notifications_cancelled_cancels_the_remote_task(a2a_peer: PeerProcess) -> None:
+    agent = legal(a2a_peer)
+    before = await counter(a2a_peer)
+    with serve(agent.asgi()) as url:
+        http = httpx2.AsyncClient(timeout=30)
+        client = Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="legacy", cache=None)
+        async with client:
+            results: list[Any] = []
+            async with anyio.create_task_group() as group:
+
+                async def call() -> None:
+                    results.append(await client.call_tool("slow", {"text": "go"}))
+
+                group.start_soon(call)
+                remote = await started_task(a2a_peer, before)
+                group.cancel_scope.cancel()  # the client abandons the call: notifications/cancelled
+            assert results == []
+            await canceled_on_the_peer(a2a_peer, remote, before)
+            # the session goes on: the next call is served as usual
+            assert (await client.list_tools()).tools
+
+
+async def test_an_agui_disconnect_cancels_the_remote_task(a2a_peer: PeerProcess) -> None:
+    agent = legal(a2a_peer)
+    before = await counter(a2a_peer)
+    body = run_body("t-cancel", "r-cancel", props={"arguments": {"text": "go"}})
+    body["messages"] = []
+    with serve(agent.asgi()) as url:
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=30) as http,
+            http.stream("POST", "/agui/slow", json=body) as response,
+        ):
+            assert response.status_code == 200
+            remote = await started_task(a2a_peer, before)
+        # the stream is closed: the run is cancelled, and with it the remote task
+        await canceled_on_the_peer(a2a_peer, remote, before)
