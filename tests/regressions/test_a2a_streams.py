@@ -519,7 +519,15 @@ def tck_id(name: str) -> str:
     return f"tck-{name}-{RUN}"
 
 
-def build_tck() -> Starlette:
+SUTS: dict[str, Agent] = {}
+
+
+def agentmw_tasks(url: str) -> Any:
+    """The SUT's A2A task manager (the server runs in this process: the test waits for its subscribers)."""
+    return SUTS[url].a2a_app.ops.tasks
+
+
+def build_tck() -> tuple[Agent, Starlette]:
     agent = Agent("tck-sut")  # default settings
 
     @agent.skill(read_only=True)
@@ -538,7 +546,7 @@ def build_tck() -> Starlette:
 
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
-    return app
+    return agent, app
 
 
 class Tck:
@@ -631,7 +639,9 @@ async def test_the_tck_flows_with_repeated_message_ids_pass_with_default_setting
         "messageId": tck_id("stream-003"),
     }
     seen: set[str] = set()
-    with serve(build_tck()) as url:
+    agent, app = build_tck()
+    with serve(app) as url:
+        SUTS[url] = agent
         async with httpx.AsyncClient(timeout=30) as http:
             for transport in ("jsonrpc", "http_json"):  # the TCK runs every requirement on each transport
                 tck = Tck(http, url, transport)
@@ -656,6 +666,19 @@ async def test_the_tck_flows_with_repeated_message_ids_pass_with_default_setting
                 first = await tck.stream(subscribe=again["id"], take=1)
                 assert first[0]["task"]["id"] == again["id"]
                 assert first[0]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+                # STREAM-ORDER-002/003: two subscriptions, then the follow-up: both get the same events, in order
+                subscriptions = [asyncio.ensure_future(tck.stream(subscribe=again["id"])) for _ in range(2)]
+                live = agentmw_tasks(url).live[again["id"]]
+                await eventually(lambda live=live: len(live.subscribers) == 2, "both subscriptions")
+                follow = {
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "Complete multi-stream task"}],
+                    "messageId": tck_id("complete-task"),
+                    "taskId": again["id"],
+                }
+                assert (await tck.send(follow))["status"]["state"] == "TASK_STATE_COMPLETED"
+                both = await asyncio.wait_for(asyncio.gather(*subscriptions), 10)
+                assert both[0] == both[1] and len(both[0]) > 2 and "task" in both[0][0]
                 # CORE-HIST-001/002/004/005: two multi-turn tasks, made the same way, each with its history
                 one, two = await tck.multiturn_task(), await tck.multiturn_task()
                 assert one["id"] != two["id"]
