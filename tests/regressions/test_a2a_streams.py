@@ -703,3 +703,39 @@ async def test_the_tck_flows_with_repeated_message_ids_pass_with_default_setting
                     "taskId": working["id"],
                 }
                 assert "history" not in await tck.send(follow, {"historyLength": 0})
+
+
+async def test_a_blocking_send_waiting_on_a_running_task_answers_when_the_agent_closes() -> None:
+    """A shutdown leaves no request waiting on a task: it answers with the task as it is (no outliving SIGTERM)."""
+    agent = Agent("closing")
+    started = asyncio.Event()
+
+    @agent.skill
+    async def linger(text: str, ctx: Context) -> str:
+        """Take a journaled step, then run until stopped.
+
+        Summary:
+            Never ends by itself; a shutdown leaves it for a replica to take over.
+        """
+        await ctx.once("first", lambda: text)  # journaled: a shutdown leaves the task as it is, not canceled
+        started.set()
+        await asyncio.Event().wait()
+        return text
+
+    app = Starlette()
+    app.add_middleware(AgentMiddleware, agent=agent)
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "m-close", "role": "ROLE_USER", "parts": [{"text": "x"}]}},
+    }
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
+    ) as http:
+        sending = asyncio.ensure_future(http.post("/a2a", json=body, headers=V1))
+        await asyncio.wait_for(started.wait(), 10)
+        await agent.a2a_app.ops.tasks.close()
+        await eventually(sending.done, "the blocking send to answer once the agent closed", timeout=5)
+    task = sending.result().json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_WORKING", task  # left for another process to take over
