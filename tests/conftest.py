@@ -59,6 +59,8 @@ TIERS: dict[str, frozenset[str]] = {
             "state/test_open.py",
             "state/test_sqlite_processes.py",
             "test_a2a_client.py",
+            "test_a2a_js_client.py",
+            "regressions/test_a2a_streams.py",
             "test_a2a_messages.py",
             "test_a2a_push.py",
             "test_agui_client.py",
