@@ -15,7 +15,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -28,12 +32,13 @@ from mcp import Client
 from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, Context
+from agentmw.mcp import resume
 from agentmw.state import StoreLimits
-from tests.conftest import serve
+from tests.conftest import free_port, serve
 from tests.helpers.cut_proxy import CutProxy
 from tests.helpers.mcp_raw import open_session
 from tests.state.conftest import redis_url  # noqa: F401  (the session fixture: a real redis-server)
-from tests.waiting import eventually
+from tests.waiting import eventually, wait_until
 
 LEGACY = "2025-11-25"
 TICKS = 12
@@ -53,6 +58,13 @@ class Replica:
                 await ctx.progress(tick, ticks, f"tick {tick}")
                 await asyncio.sleep(pause)
             return f"{tag} counted {ticks} on {name}"
+
+        @agent.tool
+        async def confirm(ctx: Context, tag: str) -> str:
+            """Asks the person, then answers with what they said."""
+            runs.append(f"{tag}:{name}")
+            answer = await ctx.ask("Go on?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
+            return f"{tag}:{answer.action}:{(answer.content or {}).get('ok')} on {name}"
 
         @agent.tool
         async def hold(ctx: Context, tag: str) -> str:
@@ -309,3 +321,113 @@ async def test_a_cancelled_call_has_nothing_to_resume(replicas: list[Replica]) -
 
         await eventually(refused, "the cancelled stream ended unanswered", timeout=15, interval=0.1)
     assert runs.count(f"{tag}:A") == 1
+
+
+async def test_a_question_survives_the_cut_and_is_answered_on_the_other_replica(
+    replicas: list[Replica],
+) -> None:
+    a, b = replicas
+    tag = uuid.uuid4().hex[:8]
+    async with httpx.AsyncClient(timeout=30) as http:
+        headers = await open_session(http, a.url, client="asked", capabilities={"elicitation": {}})
+        body = {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "confirm", "arguments": {"tag": tag}},
+        }
+        question: dict[str, Any] = {}
+        async with http.stream("POST", f"{a.url}/mcp", headers=headers, json=body) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("id:"):
+                    last = line[3:].strip()
+                if line.startswith("data:"):
+                    question = json.loads(line[5:])
+                    break  # the client is cut off right after the question
+        assert question.get("method") == "elicitation/create", question
+        answer = {
+            "jsonrpc": "2.0",
+            "id": question["id"],
+            "result": {"action": "accept", "content": {"ok": True}},
+        }
+        assert (await http.post(f"{b.url}/mcp", headers=headers, json=answer)).status_code == 202
+        resumed = await http.get(f"{b.url}/mcp", headers=resume_headers(headers, last))
+        got = events(resumed.text)
+    assert got[-1][1]["id"] == 4
+    assert got[-1][1]["result"]["content"][0]["text"] == f"{tag}:accept:True on A"
+    assert runs.count(f"{tag}:A") == 1
+
+
+def dying_app() -> Any:
+    """A replica in its own process (``uvicorn --factory``), for the test that kills it mid-call."""
+    return Replica("D", os.environ["AGENTMW_RESUME_STORE"]).app
+
+
+@pytest.fixture
+def dying(tmp_path: Path) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+    """A replica in its own process over a SQLite file: its URL, the store's URL, the process."""
+    store = f"sqlite:///{tmp_path / 'shared.db'}"
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        "tests.test_mcp_resume:dying_app",
+        "--port",
+        str(port),
+    ]
+    process = subprocess.Popen(
+        command,
+        env={**os.environ, "AGENTMW_RESUME_STORE": store},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{url}/mcp", timeout=1).status_code in (400, 404, 405, 406)
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(up, "the replica to start", timeout=60)
+        yield url, store, process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+
+
+async def test_a_call_whose_replica_died_ends_its_resumed_stream_with_an_error(
+    dying: tuple[str, str, subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, store, process = dying
+    survivor = Replica("B", store)
+    # a replica that stops renewing is taken for dead this soon after its last write (30 s in production)
+    monkeypatch.setattr(resume, "LEASE_SECONDS", 0.5)
+    with serve(survivor.app) as b_url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            headers = await open_session(http, url, client="raw")
+            body = {
+                "jsonrpc": "2.0",
+                "id": 8,
+                "method": "tools/call",
+                "params": {"name": "hold", "arguments": {"tag": "d"}, "_meta": {"progressToken": "h"}},
+            }
+            ids = await cut_after(http, url, headers, body, 1)
+            ns = f"mcp.events.{hashlib.sha256(b'resumable').hexdigest()[:16]}"
+            log = f"{headers['mcp-session-id']}.{ids[0].split('-')[0]}"
+
+            async def kept() -> bool:  # written behind the stream: the replica dies once the event is kept
+                return bool(await survivor.agent.state.read(ns, log, 0, 10))
+
+            await eventually(kept, "the first event kept in the store")
+            process.send_signal(signal.SIGKILL)
+            resumed = await http.get(f"{b_url}/mcp", headers=resume_headers(headers, ids[0]))
+    assert resumed.status_code == 200
+    got = events(resumed.text)
+    assert len(got) == 1 and got[0][0] is None
+    assert got[0][1]["id"] == 8 and got[0][1]["error"]["code"] == -32603
+    assert "may have run in part" in got[0][1]["error"]["message"]
