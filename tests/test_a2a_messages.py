@@ -140,6 +140,14 @@ def conformance():
 
 
 @pytest.fixture(scope="module")
+def deduping():
+    """The conformance agent de-duplicating every repeat: its skill is read-only, so by default it would not."""
+    _, app = example.build(dedupe_message_ids=True)
+    with serve(app) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def second():
     agent, app = build_second()
     with serve(app) as url:
@@ -385,11 +393,9 @@ async def test_a_follow_up_that_names_its_task(conformance, binding: str) -> Non
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
-async def test_a_repeated_message_id_never_answers_with_another_task(
-    conformance, binding: str, caplog
-) -> None:
+async def test_a_repeated_message_id_never_answers_with_another_task(deduping, binding: str, caplog) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
-        client = await client_for(http, conformance, binding)
+        client = await client_for(http, deduping, binding)
         first = await last_task(client, message("status", message_id=f"m-same-{binding}"))
         again = await last_task(client, message("status", message_id=f"m-same-{binding}"))
         assert again.id == first.id, "a repeat of the same message gets its task"
@@ -413,9 +419,21 @@ async def test_a_repeated_message_id_never_answers_with_another_task(
         )
 
 
-async def test_a_repeated_message_only_reply_is_the_same_reply(conformance) -> None:
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_the_conformance_agent_runs_a_repeated_message_id_again(conformance, binding: str) -> None:
+    """Its skill is read-only, so a repeat can do no harm: the A2A TCK resends its messageIds and expects new
+    tasks, and gets them with the default settings."""
     async with httpx.AsyncClient(timeout=30) as http:
-        client = await client_for(http, conformance)
+        client = await client_for(http, conformance, binding)
+        first = await last_task(client, message("status", message_id=f"m-tck-{binding}"))
+        again = await last_task(client, message("status", message_id=f"m-tck-{binding}"))
+    assert again.id != first.id
+    assert again.status.state == first.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_a_repeated_message_only_reply_is_the_same_reply(deduping) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        client = await client_for(http, deduping)
         one = (await send(client, message("message once", message_id="m-reply")))[0].message
         two = (await send(client, message("message once", message_id="m-reply")))[0].message
     assert one.message_id == two.message_id and two.parts[0].text == "pong: once"

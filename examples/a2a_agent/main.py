@@ -19,6 +19,7 @@ Run it with ``uvicorn examples.a2a_agent.main:app --port 8001`` and talk to it w
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 from starlette.applications import Starlette
 
@@ -30,6 +31,7 @@ CHUNKS = ("The quick ", "brown fox ", "jumps over ", "the lazy dog.")
 
 
 @skill(
+    read_only=True,  # it changes nothing, so a repeated messageId is a new task (what the A2A TCK expects)
     tags=("conformance",),
     examples=("message hello", "artifacts", "stream", "ask"),
     input_modes=("text/plain", "application/json", "application/octet-stream"),
@@ -122,7 +124,9 @@ async def conform(
     )
 
 
-def build(store: State | None = None) -> tuple[Agent, Starlette]:
+def build(
+    store: State | None = None, *, dedupe_message_ids: bool | Literal["side-effects"] = "side-effects"
+) -> tuple[Agent, Starlette]:
     agent = Agent(
         "a2a-conformance",
         "1.0.0",
@@ -131,6 +135,7 @@ def build(store: State | None = None) -> tuple[Agent, Starlette]:
         a2a=A2ASettings(
             description="Shows each A2A behaviour; the first word of the text picks one.",
             push=None,
+            dedupe_message_ids=dedupe_message_ids,
         ),
     )
     app = Starlette()
