@@ -970,6 +970,8 @@ class A2APeer(Peer):
     ) -> None:
         cuts = 0
         stream = first
+        subscribed = False
+        partial = False  # what was folded since the last whole snapshot may miss events lost at a cut
         delay = 0.2
         while not task.settled:
             if stream is None and (not self.streaming or cuts > 1):
@@ -986,12 +988,14 @@ class A2APeer(Peer):
                     delay = min(delay * 2, 5.0)
                     continue
                 await self._apply(ctx, task, {"task": found})
+                partial = False
                 if not task.settled:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
                 continue
             if stream is None:
                 stream = self._stream("SubscribeToTask", {"id": task.id}, headers)
+                subscribed = True
             try:
                 async for event in stream:
                     await self._apply(ctx, task, event)
@@ -1006,16 +1010,42 @@ class A2APeer(Peer):
                 cuts += 1
                 if task.id is None or cuts > _MAX_CUTS:
                     raise
+                partial = True
+                if self.legacy:
+                    # a2a-sdk 0.3 folds each event into its store once per subscriber: a resubscribe would
+                    # double every chunk appended after it, so a 0.3 task is read back with tasks/get instead
+                    cuts = max(cuts, 2)
                 logger.info("A2A peer %s: the stream of task %s was cut; recovering it", self.name, task.id)
             except _RpcError as exc:
-                if exc.code != _UNSUPPORTED_OPERATION or task.id is None:
+                # a task that went terminal meanwhile, or whose stream the peer no longer keeps (0.3 answers
+                # -32602 or -32001 to tasks/resubscribe then), cannot be subscribed to: read it back
+                if task.id is None or not (subscribed or exc.code == _UNSUPPORTED_OPERATION):
                     raise
-                cuts = max(
-                    cuts, 2
-                )  # a task that went terminal meanwhile cannot be subscribed to: read it back
+                cuts = max(cuts, 2)
             finally:
                 await stream.aclose()  # type: ignore[attr-defined]
                 stream = None
+        if partial and task.reply is None:
+            # events sent while the stream was down are not replayed by every peer (a 0.3 resubscribe starts
+            # with the next live event, not the task): the settled task is read back whole, so no artifact
+            # chunk is lost
+            await self._reread(ctx, headers, task)
+
+    async def _reread(self, ctx: Context, headers: Mapping[str, str], task: _Task) -> None:
+        delay = 0.2
+        for attempt in range(_MAX_CUTS + 1):
+            try:
+                found = await self._call("GetTask", {"id": task.id}, headers)
+            except _Malformed:
+                raise
+            except _Unreachable:
+                if attempt == _MAX_CUTS:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            await self._apply(ctx, task, {"task": found})
+            return
 
     async def _apply(self, ctx: Context, task: _Task, event: Mapping[str, Any]) -> None:
         """Fold one StreamResponse into ``task``; status messages not seen before become progress."""

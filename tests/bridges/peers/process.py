@@ -51,10 +51,18 @@ class PeerProcess:
 
 
 def start_peer(
-    app: str, folder: Path, env: dict[str, str], *, name: str, path: str = "", url_env: str = "PEER_BASE_URL"
+    app: str,
+    folder: Path,
+    env: dict[str, str],
+    *,
+    name: str,
+    path: str = "",
+    url_env: str = "PEER_BASE_URL",
+    python: str | None = None,
 ) -> PeerProcess:
     """Starts ``uvicorn --factory <app>`` on a free port with ``$<url_env>`` set to its own address, and waits
-    until ``/health`` answers. ``path`` is appended to the base for :attr:`PeerProcess.url`."""
+    until ``/health`` answers. ``path`` is appended to the base for :attr:`PeerProcess.url`. ``python`` is
+    the interpreter (default: this one), for a peer whose SDK lives in a venv of its own (A2A 0.3)."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -63,7 +71,7 @@ def start_peer(
     process_env.update(env, PYTHONUNBUFFERED="1")
     process_env[url_env] = base
     command = [
-        sys.executable,
+        python or sys.executable,
         "-m",
         "uvicorn",
         app,
