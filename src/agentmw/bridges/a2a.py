@@ -19,6 +19,7 @@ import asyncio
 import codecs
 import json
 import logging
+import math
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -86,6 +87,10 @@ class RemoteData(BaseModel):
 
 class _Unreachable(Exception):
     """The peer could not be reached, or broke the connection: a transport failure (the breaker counts it)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class _Malformed(_Unreachable):
@@ -470,7 +475,9 @@ class A2APeer(Peer):
             raise _Unreachable(f"no whole answer within {self.timeout:g} s") from exc
         except httpx.TransportError as exc:
             raise _Unreachable(f"{type(exc).__name__}: {exc}") from exc
-        return self._answer(method, self._rpc_result(response.status_code, content))
+        return self._answer(
+            method, self._rpc_result(response.status_code, content, _retry_after(response.headers))
+        )
 
     async def _read(self, response: httpx.Response) -> bytes:
         """The body, up to ``max_response_bytes``: a larger one is the peer's fault, and is not read further."""
@@ -483,11 +490,11 @@ class A2APeer(Peer):
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _rpc_result(self, status: int, content: bytes) -> dict[str, Any]:
+    def _rpc_result(self, status: int, content: bytes, retry_after: float | None = None) -> dict[str, Any]:
         if status in (401, 403):
             raise Permanent(f"The A2A peer {self.name} refused the bridge's credential (HTTP {status}).")
-        if status >= 500:
-            raise _Unreachable(f"HTTP {status}")
+        if status >= 500 or status in (408, 429):  # down, overloaded or shedding load: a transport failure
+            raise _Unreachable(f"HTTP {status}", retry_after)
         try:
             answer = json.loads(content)
         except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the decoder goes
@@ -519,8 +526,10 @@ class A2APeer(Peer):
                 "POST", self.endpoint, json=body, timeout=timeout, headers=self._headers(headers, stream=True)
             ) as response:
                 if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                    content = await self._read(response)
                     yield self._answer(
-                        method, self._rpc_result(response.status_code, await self._read(response))
+                        method,
+                        self._rpc_result(response.status_code, content, _retry_after(response.headers)),
                     )
                     return
                 data: list[str] = []
@@ -872,9 +881,9 @@ class A2APeer(Peer):
                     attempt += 1
                     await asyncio.sleep(min(0.25 * 2**attempt, 4.0))
                     continue
-                raise self._fault(exc, task) from None
+                raise await self._fault(ctx, exc, task) from None
             except _RpcError as exc:
-                raise self._fault(exc, task) from None
+                raise await self._fault(ctx, exc, task) from None
 
     async def _follow_sent(
         self, ctx: Context, headers: Mapping[str, str], task: _Task, wait: float | None
@@ -885,7 +894,7 @@ class A2APeer(Peer):
         try:
             task = await self._follow(ctx, headers, task, wait)
         except (_Unreachable, _RpcError) as exc:
-            raise self._fault(exc, task) from None
+            raise await self._fault(ctx, exc, task) from None
         except BaseException:
             self.breaker.abandon()  # cancelled, or failed on our side: a trial call it was is given up
             raise
@@ -921,8 +930,10 @@ class A2APeer(Peer):
         except Exception:
             logger.exception("A2A peer %s: cancelling task %s failed", self.name, task_id)
 
-    def _fault(self, exc: _Unreachable | _RpcError, task: _Task) -> Exception:
-        """A failed exchange with the peer as the caller's outcome; the breaker counts it if it is the peer's."""
+    async def _fault(self, ctx: Context, exc: _Unreachable | _RpcError, task: _Task) -> Exception:
+        """A failed exchange with the peer as the caller's outcome; the breaker counts it if it is the peer's.
+        A transport failure after the peer named its task leaves that task running there: the caller gets
+        its handle to read it back, rather than a call to repeat (which would start the skill again)."""
         if isinstance(exc, _RpcError):
             # only the peer's own faults count against it: a request it refuses (bad params, unknown task,
             # unsupported content) is the caller's, and must not let one caller cut the peer off for all
@@ -933,7 +944,25 @@ class A2APeer(Peer):
             return Permanent(
                 f"The A2A peer {self.name} answered something that is not A2A {self.version}: {exc}."
             )
-        return Retryable(f"The A2A peer {self.name} could not be reached ({exc}).", retry_after=5)
+        retry_after = exc.retry_after if exc.retry_after is not None else 5
+        if task.id is None or task.reply is not None:
+            return Retryable(
+                f"The A2A peer {self.name} could not be reached ({exc}).", retry_after=retry_after
+            )
+        await self._remember(ctx, task.skill, task)
+        return Retryable(
+            f"The A2A peer {self.name} could not be reached ({exc}) while it had task {task.id}, which may "
+            f"still run there. Do not repeat the call: call {self.await_name} with task_id={task.id!r} to "
+            "read the task's result once the peer is back.",
+            retry_after=retry_after,
+            data={
+                "peer": self.name,
+                "skill": task.skill,
+                "taskId": task.id,
+                "contextId": task.context_id,
+                "awaitWith": self.await_name,
+            },
+        )
 
     def _rpc_failure(self, exc: _RpcError, task_id: str | None, skill: str) -> Exception:
         text = self.frame(exc.message, f"skill {safe_name(skill)} error" if skill else "error")
@@ -1005,7 +1034,14 @@ class A2APeer(Peer):
                     if not task.settled:
                         raise _Unreachable("the stream ended before the task settled")
             except _Malformed:
-                raise
+                # an event garbled on the way (or one the peer got wrong) after the task was named: the
+                # task is read back; a peer whose task itself is malformed fails there, as not A2A
+                if task.id is None:
+                    raise
+                cuts, partial = max(cuts + 1, 2), True
+                logger.info(
+                    "A2A peer %s: an event of task %s was malformed; reading it back", self.name, task.id
+                )
             except _Unreachable:
                 cuts += 1
                 if task.id is None or cuts > _MAX_CUTS:
@@ -1235,6 +1271,15 @@ def _media_type(part: Mapping[str, Any]) -> str | None:
     """A remote media type, if it is one (``type/subtype``, no parameters); anything else is dropped."""
     value = part.get("mediaType")
     return value if isinstance(value, str) and _MEDIA_TYPE.fullmatch(value) else None
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """A ``Retry-After`` in seconds (the date form is not read), bounded: a peer cannot park its callers."""
+    try:
+        seconds = float(headers.get("retry-after") or "")
+    except ValueError:
+        return None
+    return min(max(seconds, 0.0), 300.0) if math.isfinite(seconds) else None
 
 
 def _major_minor(version: Any) -> str:
