@@ -1,6 +1,6 @@
-"""A cancelled call of a bridged A2A skill cancels the remote task too, on every face: A2A ``CancelTask``, MCP
-``notifications/cancelled`` (the official ``mcp`` client abandoning its call) and an AG-UI client that
-disconnects. The remote task is asked of the peer itself (``GetTask`` on the a2a-sdk 1.3.0 agent): it must end
+"""A cancelled call of a bridged A2A skill cancels the remote task too, on every face: A2A ``CancelTask`` (also of a task parked on
+the remote's question), MCP ``notifications/cancelled`` or a closed 2026-07-28 call stream (the official ``mcp``
+client abandoning its call) and an AG-UI client that disconnects. The remote task is asked of the peer itself (``GetTask`` on the a2a-sdk 1.3.0 agent): it must end
 ``CANCELED``, and soon, never run on to ``COMPLETED`` as an abandoned wait would let it."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import httpx
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -109,12 +110,15 @@ async def test_cancel_task_on_agentmw_cancels_the_remote_task(a2a_peer: PeerProc
     assert local["status"]["state"] == "TASK_STATE_CANCELED"
 
 
-async def test_mcp_notifications_cancelled_cancels_the_remote_task(a2a_peer: PeerProcess) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_an_abandoned_mcp_call_cancels_the_remote_task(a2a_peer: PeerProcess, mode: str) -> None:
+    """The official client abandons its call: ``notifications/cancelled`` in the handshake era, the call's own
+    stream closed at 2026-07-28 (that revision's cancellation)."""
     agent = legal(a2a_peer)
     before = await counter(a2a_peer)
     with serve(agent.asgi()) as url:
         http = httpx2.AsyncClient(timeout=30)
-        client = Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="legacy", cache=None)
+        client = Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode, cache=None)
         async with client:
             results: list[Any] = []
             async with anyio.create_task_group() as group:
@@ -145,3 +149,38 @@ async def test_an_agui_disconnect_cancels_the_remote_task(a2a_peer: PeerProcess)
             remote = await started_task(a2a_peer, before)
         # the stream is closed: the run is cancelled, and with it the remote task
         await canceled_on_the_peer(a2a_peer, remote, before)
+
+
+async def test_cancelling_a_task_parked_on_the_remote_question_cancels_the_remote_task(
+    a2a_peer: PeerProcess,
+) -> None:
+    """The remote asked a question (INPUT_REQUIRED, relayed in-band); the caller cancels instead of answering:
+    the remote task, parked on its question too, is cancelled, not left waiting for an answer forever."""
+    agent = Agent("front", store="memory://")
+    agent.bridge(A2APeer(a2a_peer.url, version=A2A_VERSION, name="legal", allow=LOOPBACK, skills=["ask"]))
+    before = await counter(a2a_peer)
+    send = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "m-parked",
+                "role": "ROLE_USER",
+                "parts": [{"text": "review"}],
+                "metadata": {"skill": "ask"},
+            }
+        },
+    }
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1", timeout=30
+    ) as http:
+        task = (await http.post("/a2a", json=send, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+        remote = (await counter(a2a_peer))["tasks"][-1]
+        assert remote not in before["tasks"]
+        assert await remote_state(a2a_peer, remote) == "TASK_STATE_INPUT_REQUIRED"
+        cancel = {"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task["id"]}}
+        canceled = (await http.post("/a2a", json=cancel, headers={"A2A-Version": "1.0"})).json()["result"]
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    await canceled_on_the_peer(a2a_peer, remote, before)
