@@ -276,3 +276,99 @@ async def test_a_cut_0_3_stream_is_read_back_not_run_again(peer03: PeerProcess) 
     assert (await counter(peer03))["count"] == before["count"] + 1  # the skill ran once
     methods = [method for method, _ in recording.sent]
     assert methods[0] == "message/stream" and set(methods[1:]) == {"tasks/get"}, methods
+
+
+# --- which interface of a card a pin takes ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("version", "methods"), [("0.3", "message/stream"), ("1.0", "SendStreamingMessage")])
+async def test_a_card_offering_both_versions_is_spoken_to_in_the_pinned_one(
+    version: str, methods: str
+) -> None:
+    """agentmw's own card lists JSONRPC at 1.0 and at 0.3 (``supportedInterfaces``): each pin takes its own
+    entry, and is answered by agentmw's own face in that version."""
+    from agentmw import Context
+    from tests.conftest import serve
+
+    remote = Agent("own", store="memory://")
+
+    @remote.skill
+    async def steps(ctx: Context, text: str) -> str:
+        """Reports three steps, then answers."""
+        for k in range(1, 4):
+            await ctx.progress(k, 3, f"step {k}")
+        return f"done {text}"
+
+    recording = Recording()
+    with serve(remote.asgi()) as url:
+        agent = Agent("front", store="memory://")
+        agent.bridge(A2APeer(url, version=version, name="own", allow=LOOPBACK, transport=recording))
+        notes: list[dict[str, Any]] = []
+        async with McpTestClient(agent.asgi()) as mcp:
+            result = await mcp.request(
+                "tools/call",
+                {"name": "steps", "arguments": {"text": "x"}, "_meta": {"progressToken": "p"}},
+                on_notification=notes.append,
+            )
+    assert result["isError"] is False and "done x" in unescape(text_of(result))
+    said = [unescape(n["params"]["message"]) for n in notes if n.get("method") == "notifications/progress"]
+    assert [s.splitlines()[2] for s in said] == ["step 1 (1/3)", "step 2 (2/3)", "step 3 (3/3)"]
+    assert recording.sent == [(methods, version)]
+
+
+async def test_a_0_3_card_s_additional_jsonrpc_interface_is_taken() -> None:
+    """A 0.3 card whose preferred transport is gRPC names its JSON-RPC endpoint in ``additionalInterfaces``."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from tests.conftest import serve
+
+    base: dict[str, str] = {}
+    seen: list[dict[str, Any]] = []
+
+    async def card(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "name": "grpc-first",
+                "description": "a 0.3 agent",
+                "version": "1",
+                "protocolVersion": "0.3.0",
+                "url": f"{base['url']}/grpc",
+                "preferredTransport": "GRPC",
+                "additionalInterfaces": [{"url": f"{base['url']}/jsonrpc", "transport": "JSONRPC"}],
+                "capabilities": {"streaming": False},
+                "defaultInputModes": ["text/plain"],
+                "defaultOutputModes": ["text/plain"],
+                "skills": [{"id": "work", "name": "work", "description": "works", "tags": []}],
+            }
+        )
+
+    async def rpc(request: Request) -> JSONResponse:
+        body = await request.json()
+        seen.append(body)
+        task = {
+            "kind": "task",
+            "id": "t-1",
+            "contextId": "c-1",
+            "status": {"state": "completed"},
+            "artifacts": [{"artifactId": "a-1", "parts": [{"kind": "text", "text": "worked"}]}],
+        }
+        return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": task})
+
+    app = Starlette(
+        routes=[Route("/.well-known/agent-card.json", card), Route("/jsonrpc", rpc, methods=["POST"])]
+    )
+    with serve(app) as url:
+        base["url"] = url
+        agent = bridged(url)
+        async with McpTestClient(agent.asgi()) as mcp:
+            result = await mcp.call_tool("work", {"text": "go"})
+    assert result["isError"] is False and "worked" in unescape(text_of(result))
+    [sent] = seen
+    assert sent["method"] == "message/send"
+    message = sent["params"]["message"]
+    assert message["kind"] == "message" and message["role"] == "user"
+    assert message["parts"] == [{"kind": "text", "text": "go"}]
+    assert sent["params"]["configuration"]["blocking"] is False  # the task id at once, to read back or cancel
