@@ -29,7 +29,12 @@ def text_of(result: dict) -> str:
 
 
 def test_the_version_is_a_constant() -> None:
+    from agentmw.bridges.a2a import A2A_VERSIONS
+
     assert A2A_VERSION == "1.0"
+    assert A2A_VERSIONS == ("1.0", "0.3")  # 0.3 only when pinned so (tests/bridges/test_a2a03_bridge.py)
+    # the default is 1.0, never "whatever the card offers"
+    assert A2APeer("http://127.0.0.1:1").version == "1.0"
     with pytest.raises(ValueError, match="A2A 1.0"):
         A2APeer("http://127.0.0.1:1", version="latest")
 
