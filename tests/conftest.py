@@ -43,6 +43,9 @@ TIERS: dict[str, frozenset[str]] = {
     "socket": frozenset(
         {
             "bridges/test_a2a_bridge.py",
+            "bridges/test_a2a_cancel.py",
+            "bridges/test_a2a03_bridge.py",
+            "bridges/test_a2a_faults.py",
             "bridges/test_acceptance.py",
             "bridges/test_faces.py",
             "bridges/test_mcp_connections.py",
