@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._codec import from_json, storable, to_json
 from ._executor import run_step
+from .answers import Unreadable, read_data, read_text
 from .events import (
     ArtifactUpdate,
     CoreEvent,
@@ -58,6 +59,7 @@ __all__ = [
     "ToolCallFailed",
     "answer_from",
     "needed_capability",
+    "read_answer",
     "recorded_json",
 ]
 
@@ -124,18 +126,38 @@ def answer_from(payload: Any, request: Ask) -> Answer:
     """A face's raw reply to ``request`` as an :class:`Answer` (one rule for every face; docs/context.md).
 
     ``{"action": "decline"|"cancel"|"accept", "content": {...}}`` is explicit; any other object is an
-    accepted answer's content; a boolean answers a confirmation; text fills the schema's only property.
+    accepted answer's content; a boolean answers a confirmation; text fills the schema's only field, read as
+    its type where it can be (``"yes"`` for a boolean, ``"3"`` for a number: ``agentmw.answers``). What
+    cannot be read is kept as sent (the function sees it); :func:`read_answer` refuses it instead.
     """
+    try:
+        return read_answer(payload, request)
+    except Unreadable:
+        pass
     if isinstance(payload, dict):
         if payload.get("action") in ("accept", "decline", "cancel"):
             content = payload.get("content")
             return Answer(payload["action"], content if isinstance(content, dict) else None)
         return Answer("accept", payload)
+    properties = list((request.schema.get("properties") or {}).keys())
+    return Answer("accept", {properties[0] if len(properties) == 1 else "text": payload})
+
+
+def read_answer(payload: Any, request: Ask) -> Answer:
+    """Like :func:`answer_from`, but an answer that does not fit the question's simple schema (text that is
+    not yes or no for a boolean, not a number for a number, ...) raises :class:`agentmw.answers.Unreadable`,
+    whose message says what is accepted: a face that can ask again does (A2A)."""
+    if isinstance(payload, dict):
+        if payload.get("action") in ("accept", "decline", "cancel"):
+            content = payload.get("content")
+            if payload["action"] == "accept" and isinstance(content, dict):
+                content = read_data(content, request.schema)
+            return Answer(payload["action"], content if isinstance(content, dict) else None)
+        return Answer("accept", read_data(payload, request.schema))
     if isinstance(payload, bool) and request.confirmation:
         return Answer("accept", {"approved": payload})
     if isinstance(payload, str):
-        properties = list((request.schema.get("properties") or {}).keys())
-        return Answer("accept", {properties[0] if len(properties) == 1 else "text": payload})
+        return Answer("accept", read_text(payload, request.schema))
     return Answer("accept", {"value": payload})
 
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
+from ..answers import Unreadable, accepted_forms
 from ..capability import Capability
-from ..context import Ask, InputRequest, answer_from
+from ..content import Text
+from ..context import Answer, Ask, InputRequest, read_answer
 from ..errors import Permanent
 from ..events import ArtifactUpdate, CoreEvent, TextDelta
 from ..journal import Journal
@@ -68,12 +71,38 @@ class A2ATaskRunner(TaskRunner):
                 {"taskId": record.id},
             )
         if live.resume is not None:  # parked in another process (or one that is gone): replayed here
+            pending = live.resume.pending
+            if pending:
+                try:
+                    _answers(message, pending)
+                except Unreadable as exc:  # asked again; the journal stays as it is, for the next answer
+                    self.registry.status(
+                        live,
+                        TaskState.INPUT_REQUIRED,
+                        _question_parts(pending, f"That answer could not be read: {exc}"),
+                    )
+                    return
             journal, live.resume = live.resume, None
             live.runner = asyncio.create_task(
                 self.resume(live, journal, message, connection), name=f"a2a-resume-{record.id}"
             )
             return
         registry = self.registry
+        source = message
+        if (
+            record.skill is None
+            and record.state == TaskState.INPUT_REQUIRED
+            and not isinstance((message.get("metadata") or {}).get("skill"), str)
+        ):  # the answer to "which skill?", by text or data, from a client that sets no metadata
+            named, said = self._skill_named(message, connection)
+            if named is None and len(self._visible_skills(connection)) != 1:
+                self._ask_for_skill(
+                    live, connection, f"{said!r} is not one of this agent's skills." if said else None
+                )
+                return
+            if named is not None:
+                record.skill = named
+                source = _with_request(record, message)
         capability = self._choose(record, message, connection)
         if (
             self.agent.access is not None
@@ -82,7 +111,7 @@ class A2ATaskRunner(TaskRunner):
         if capability is None:
             self._ask_for_skill(live, connection)
             return
-        record.arguments.update(self._arguments(capability, message, record))
+        record.arguments.update(self._arguments(capability, source, record))
         model = capability.params.input_model
         validated = None
         if capability.params.arg_names and model is not None:
@@ -197,13 +226,42 @@ class A2ATaskRunner(TaskRunner):
             skills = {n: c for n, c in skills.items() if not self.agent.access.hides(c, connection.scope)}
         return skills
 
-    def _ask_for_skill(self, live: LiveTask, connection: HTTPConnection | None = None) -> None:
+    def _skill_named(
+        self, message: dict[str, Any], connection: HTTPConnection | None
+    ) -> tuple[str | None, str | None]:
+        """The visible skill an answer to "which skill?" names, by its id or name as the message's text
+        (trimmed, any case) or as ``{"skill": ...}`` in a data part; and what the answer said. A hidden
+        skill is named by nobody (docs/auth.md: it is unknown)."""
+        said = None
+        for part in message.get("parts", []):
+            data = part.get("data")
+            if isinstance(data, dict) and isinstance(data.get("skill"), str):
+                said = data["skill"]
+                break
+        if said is None:
+            said = "\n".join(p["text"] for p in message.get("parts", []) if isinstance(p.get("text"), str))
+        word = _word(said)
+        if not word:
+            return None, None
+        for name, capability in self._visible_skills(connection).items():
+            if word in (_word(name), _word(capability.title or name)):
+                return name, said
+        return None, said.strip()[:200]
+
+    def _ask_for_skill(
+        self, live: LiveTask, connection: HTTPConnection | None = None, again: str | None = None
+    ) -> None:
         skills = self._visible_skills(connection)
-        lines = [f"- {name}: {cap.summary}" for name, cap in skills.items()]
+        lines = [
+            f"- {name}{f' ({cap.title})' if cap.title and cap.title != name else ''}: {cap.summary}"
+            for name, cap in skills.items()
+        ]
         text = (
             (
-                'Which skill should handle this? Reply on this task with metadata {"skill": <id>}. Skills:\n'
-                + "\n".join(lines)
+                (f"{again} " if again else "")
+                + "Which skill should handle this? Reply on this task with the skill's id or name as text "
+                '(or a data part {"skill": <id>}, or metadata {"skill": <id>}); the request you sent first '
+                "is what it works on. Skills:\n" + "\n".join(lines)
             )
             if skills
             else "This agent has no skills."
@@ -259,12 +317,8 @@ class A2ATaskRunner(TaskRunner):
         ``message``: the follow-up answering its question; None: a take-over of a task whose process died."""
 
         def answer(pending: Mapping[str, InputRequest]) -> dict[str, Any]:
-            only = len(pending) == 1
-            return {
-                key: answer_from(_payload(message, key, only), request)  # type: ignore[arg-type]
-                for key, request in pending.items()
-                if isinstance(request, Ask)
-            }
+            assert message is not None  # only a follow-up answers
+            return dict(_answers(message, pending))  # readable: advance read it before the replay began
 
         await self.replay(live, journal, connection, answer if message is not None else None)
 
@@ -278,6 +332,7 @@ class A2ATaskRunner(TaskRunner):
                 if live.quiet:
                     registry.reply(live, value)
                     return
+                close_chunks(registry, live)
                 registry.status(
                     live,
                     TaskState.COMPLETED,
@@ -288,11 +343,16 @@ class A2ATaskRunner(TaskRunner):
             if isinstance(value, Artifact) or (
                 isinstance(value, (list, tuple)) and value and all(isinstance(v, Artifact) for v in value)
             ):
-                for artifact in (value,) if isinstance(value, Artifact) else value:
-                    if artifact.artifact_id not in live.streamed:  # a generator's were sent as they came
-                        registry.artifact(live, artifact)
+                returned: tuple[Artifact, ...] = (value,) if isinstance(value, Artifact) else tuple(value)
+                capability = self._capability(record)
+                if capability is None or not capability.is_async_gen:  # a generator's were sent as they came
+                    finals = {a.artifact_id: i for i, a in enumerate(returned)}
+                    for index, artifact in enumerate(returned):
+                        send_chunk(registry, live, artifact, last=finals[artifact.artifact_id] == index)
+                close_chunks(registry, live)
                 registry.status(live, TaskState.COMPLETED, None)
                 return
+            close_chunks(registry, live)
             if value is None and not outcome.content and outcome.structured is None:
                 # nothing to keep: the task completes with a status message and no artifact
                 registry.status(live, TaskState.COMPLETED, [{"text": "Done."}])
@@ -310,7 +370,7 @@ class A2ATaskRunner(TaskRunner):
         registry.show(live)
         if outcome.status in (Status.NEEDS_INPUT, Status.AWAITING_APPROVAL):  # a question, or an approval
             questions = outcome.pending or {}
-            registry.status(live, TaskState.INPUT_REQUIRED, _question_parts(questions))
+            registry.status(live, TaskState.INPUT_REQUIRED, _question_parts(questions, asked=False))
         elif outcome.status == Status.REJECTED:
             self.finish(live, TaskState.REJECTED, outcome.message or "The request was rejected.")
         else:
@@ -326,6 +386,11 @@ class A2ATaskRunner(TaskRunner):
                 )
             text = (outcome.message or "The task failed.").rstrip()
             self.finish(live, TaskState.FAILED, text if text.endswith(when.strip()) else text + when, meta)
+
+    def _capability(self, record: TaskRecord) -> Capability | None:
+        if record.tool:
+            return self.agent.tools.get(record.tool)
+        return self.agent.skills.get(record.skill) if record.skill else None
 
     def finish(self, live: LiveTask, state: str, text: str, metadata: dict[str, Any] | None = None) -> None:
         parts: list[dict[str, Any]] = [{"text": text}]
@@ -345,9 +410,126 @@ def _hint(record: TaskRecord, key: str) -> Any:
     return record.metadata.get(key)
 
 
-def _question_parts(questions: Mapping[str, InputRequest]) -> list[dict[str, Any]]:
+class _Chunks:
+    """What the task's artifact chunks were (kept in ``LiveTask.face``, which A2A does not use otherwise):
+    the artifacts whose last chunk has not gone out yet, and the last chunk of each, as the skill made it."""
+
+    __slots__ = ("last", "open")
+
+    def __init__(self) -> None:
+        self.open: dict[str, None] = {}  # ordered: closed in the order they opened
+        self.last: dict[str, Artifact] = {}
+
+
+def _chunks(live: LiveTask) -> _Chunks:
+    if not isinstance(live.face, _Chunks):
+        live.face = _Chunks()
+    return live.face
+
+
+def _noted(live: LiveTask, artifact: Artifact, last: bool) -> None:
+    chunks = _chunks(live)
+    key = artifact.artifact_id
+    assert key is not None  # always set (messages.py)
+    chunks.last[key] = artifact
+    if last:
+        chunks.open.pop(key, None)
+    else:
+        chunks.open[key] = None
+
+
+def send_chunk(
+    registry: TaskRegistry, live: LiveTask, artifact: Artifact, *, last: bool | None = None
+) -> None:
+    """One chunk of an artifact, sent once and in order (docs/a2a.md, "Artifacts in chunks"): the first of
+    its ``artifact_id`` as a new artifact, every later one with ``append: true`` (whatever the skill set), the
+    name and description of the first, and the metadata merged, so that what a client puts together (a2a-sdk's
+    task manager, @a2a-js/sdk's) is the task's stored artifact. ``last``: whether it is the artifact's last
+    chunk (a skill's returned artifacts say so by their order), else as the skill set it."""
+    last_chunk = artifact.last_chunk if last is None else last
+    key = artifact.artifact_id
+    if last is not None and _chunks(live).last.get(key) == artifact:  # type: ignore[arg-type]
+        # returned as it was streamed (``await ctx.artifact(a); return [a]``): it went out already
+        if last_chunk and key in _chunks(live).open:
+            close_chunks(registry, live, only=key)
+        return
+    stored = next((a for a in live.record.artifacts if a.get("artifactId") == key), None)
+    if stored is None:
+        chunk = replace(artifact, append=False, last_chunk=last_chunk)
+    else:
+        metadata = {**(stored.get("metadata") or {}), **(artifact.metadata or {})}
+        chunk = Artifact(
+            artifact.parts,
+            stored.get("name"),
+            stored.get("description"),
+            metadata or None,
+            key,
+            append=True,
+            last_chunk=last_chunk,
+        )
+    registry.artifact(live, chunk)
+    _noted(live, artifact, last_chunk)
+
+
+def close_chunks(registry: TaskRegistry, live: LiveTask, *, only: str | None = None) -> None:
+    """The task ends: each artifact whose last chunk never went out (a stream of chunks that all said
+    ``last_chunk=False``) gets a closing chunk, ``append: true, lastChunk: true`` with one empty text part,
+    which adds nothing to the text a client puts together."""
+    chunks = _chunks(live) if isinstance(live.face, _Chunks) else None
+    if chunks is None:
+        return
+    for key in [only] if only is not None else list(chunks.open):
+        stored = next((a for a in live.record.artifacts if a.get("artifactId") == key), None)
+        chunks.open.pop(key, None)
+        if stored is None:
+            continue
+        registry.artifact(
+            live,
+            Artifact(
+                (Text(""),),
+                stored.get("name"),
+                stored.get("description"),
+                None,
+                key,
+                append=True,
+                last_chunk=True,
+            ),
+        )
+
+
+def _word(text: str) -> str:
+    return text.strip().strip("\"'`").rstrip(".!").strip().casefold()
+
+
+def _with_request(record: TaskRecord, answer: dict[str, Any]) -> dict[str, Any]:
+    """What a skill chosen by an answer to "which skill?" works on: the task's first message (the request
+    that was made before the skill was known), and any data the answer carries besides ``skill``."""
+    first = next((m for m in record.history if m.get("role") == "ROLE_USER"), answer)
+    extra = []
+    for part in answer.get("parts", []):
+        data = part.get("data")
+        if isinstance(data, dict) and isinstance(data.get("skill"), str):
+            rest = {k: v for k, v in data.items() if k != "skill"}
+            if rest:
+                extra.append({**part, "data": rest})
+    return {**first, "parts": [*first.get("parts", []), *extra]} if first is not answer else answer
+
+
+def _question_parts(
+    questions: Mapping[str, InputRequest], again: str | None = None, *, asked: bool = True
+) -> list[dict[str, Any]]:
+    """A question's status message: its text, how to answer it (a text-only client reads only text), and
+    each question's schema in a data part. ``again``: why the last answer could not be read. ``asked``: a
+    question the coroutine waits on (``ctx.ask``, a gate), whose answer is read as the schema says; not one
+    an outcome left (``NeedsInput``, an out-of-band approval), answered by the skill's next run."""
     asks = {key: q for key, q in questions.items() if isinstance(q, Ask)}
     text = "\n".join(q.message for q in asks.values()) or "Input required."
+    if len(asks) == 1:
+        how = accepted_forms(next(iter(asks.values())).schema)
+    else:
+        how = "Reply with a data part keyed by question: " + ", ".join(asks) + "."
+    if asked:  # one text part: clients that show one (ADK's "required user input") show the question whole
+        text = f"{text}\n{again} {how}" if again else f"{text}\n{how}"
     return [
         {"text": text},
         {
@@ -376,6 +558,20 @@ def _payload(message: dict[str, Any], key: str, only: bool) -> Any:
     return data or ("\n".join(texts) if texts else {})
 
 
+def _answers(message: dict[str, Any], requests: Mapping[str, InputRequest]) -> dict[str, Answer]:
+    """Each question's answer in ``message`` (docs/a2a.md, "Text-only clients"); :class:`Unreadable` when
+    one cannot be read, with what would be."""
+    only = len(requests) == 1
+    answers: dict[str, Answer] = {}
+    for key, request in requests.items():
+        if isinstance(request, Ask):
+            try:
+                answers[key] = read_answer(_payload(message, key, only), request)
+            except Unreadable as exc:
+                raise Unreadable(str(exc) if only else f"{key}: {exc}") from None
+    return answers
+
+
 class TaskChannel(TaskChannelBase):
     """The core channel of one A2A task: progress becomes status updates, questions park the coroutine.
     It changes the task only through the registry's public calls."""
@@ -388,15 +584,17 @@ class TaskChannel(TaskChannelBase):
         artifacts) an artifact update. Steps, reasoning, tool calls and state have no A2A form."""
         kind = type(event)
         if self.journal is not None and self._muted():
-            if kind is ArtifactUpdate:
-                self.live.streamed.add(event.artifact.artifact_id)  # type: ignore[union-attr]
+            if kind is ArtifactUpdate:  # sent before the replay: what the next chunk continues
+                artifact: Artifact = event.artifact  # type: ignore[union-attr]
+                self.live.streamed.add(artifact.artifact_id)  # type: ignore[arg-type]
+                _noted(self.live, artifact, artifact.last_chunk)
             return
         if kind is TextDelta:
             if event.text:  # type: ignore[union-attr]
                 self.registry.show(self.live)
                 self.registry.status(self.live, TaskState.WORKING, [{"text": event.text}])  # type: ignore[union-attr]
         elif kind is ArtifactUpdate:
-            self.registry.artifact(self.live, event.artifact)  # type: ignore[union-attr]
+            send_chunk(self.registry, self.live, event.artifact)  # type: ignore[union-attr]
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         if self.journal is not None and self._muted():
@@ -419,20 +617,22 @@ class TaskChannel(TaskChannelBase):
         registry = self.registry
         registry.show(live)
         agent = self.runner.agent
+        again: str | None = None
         with agent.in_flight.parked(live.bytes):  # a parked task holds no in-flight slot (docs/limits.md)
-            live.answer = asyncio.get_running_loop().create_future()
-            registry.status(live, TaskState.INPUT_REQUIRED, _question_parts(requests))
-            try:
-                message = await asyncio.wait_for(live.answer, agent.timing.park_timeout_seconds)
-            except TimeoutError as exc:
-                raise Permanent("No answer arrived in time; the task was stopped.") from exc
-            finally:
-                live.answer = None
-        only = len(requests) == 1
-        answers = {
-            key: answer_from(_payload(message, key, only), req)
-            for key, req in requests.items()
-            if isinstance(req, Ask)
-        }
+            while True:
+                live.answer = asyncio.get_running_loop().create_future()
+                registry.status(live, TaskState.INPUT_REQUIRED, _question_parts(requests, again))
+                try:
+                    message = await asyncio.wait_for(live.answer, agent.timing.park_timeout_seconds)
+                except TimeoutError as exc:
+                    raise Permanent("No answer arrived in time; the task was stopped.") from exc
+                finally:
+                    live.answer = None
+                try:
+                    answers = _answers(message, requests)
+                except Unreadable as exc:  # asked again: the task stays parked, nothing is lost
+                    again = f"That answer could not be read: {exc}"
+                    continue
+                break
         registry.status(live, TaskState.WORKING, None)
         return answers
