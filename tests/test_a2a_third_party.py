@@ -90,13 +90,18 @@ def fresh(agents: dict[str, tuple[str, Recorder]]) -> None:
     third_party_app.gated_runs.clear()
 
 
-def run_json(argv: list[str], stdin: str | None = None, env: dict[str, str] | None = None) -> Any:
+def run_json(
+    argv: list[str], stdin: str | None = None, env: dict[str, str] | None = None, *, lines: bool = False
+) -> Any:
+    """The JSON a client script or CLI prints (``lines``: one JSON value a line, as ``--output ndjson``)."""
     done = subprocess.run(
         argv, input=stdin, capture_output=True, text=True, timeout=120, check=False, env=env
     )
     assert done.returncode == 0, (
         f"{argv[:3]} exited {done.returncode}:\n{done.stderr[-3000:]}\n{done.stdout[-2000:]}"
     )
+    if lines:
+        return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     return json.loads(done.stdout)
 
 
@@ -205,8 +210,9 @@ def test_adk_gets_a_chunked_artifact_whole_and_in_order(agents) -> None:
 # --- a2a-handler CLI --------------------------------------------------------------------------------------
 
 
-def handler(tmp_path: Path, *args: str) -> dict[str, Any]:
-    """``handler --output json ARGS`` with its saved sessions kept under ``tmp_path``."""
+def handler(tmp_path: Path, *args: str, output: str = "json") -> Any:
+    """``handler --output json ARGS`` with its saved sessions kept under ``tmp_path``; ``output="ndjson"``
+    gives the list of events a streaming command prints."""
     exe = require_tool("a2a-handler (its own venv)", DEPS / "a2a-handler" / "bin" / "handler", SETUP)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HANDLER_")}
     env |= {
@@ -214,8 +220,7 @@ def handler(tmp_path: Path, *args: str) -> dict[str, Any]:
         "XDG_DATA_HOME": str(tmp_path / "data"),
         "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
     }
-    out: dict[str, Any] = run_json([exe, "--output", "json", *args], env=env)
-    return out
+    return run_json([exe, "--output", output, *args], env=env, lines=output == "ndjson")
 
 
 def texts(parts: list[dict[str, Any]]) -> str:
@@ -250,6 +255,31 @@ def test_handler_chooses_a_skill_of_a_multi_skill_agent(agents, tmp_path: Path, 
     assert task["id"] == question["id"] and task["contextId"] == question["contextId"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
     assert [texts(a["parts"]) for a in task["artifacts"]] == ["SHOUT: HI THERE"]
+
+
+def test_handler_streams_a_chunked_artifact_whole(agents, tmp_path: Path) -> None:
+    """Issue 24 item 4 / must-have 3, as a2a-sdk 1.3's task manager (the CLI's) appends the chunks."""
+    url, _wire = agents["chunks"]
+    events = handler(tmp_path, "message", "stream", "--url", url, "--text", "go", output="ndjson")
+    assert [e["text"] for e in events if e["type"] == "artifact"] == list(third_party_app.CHUNKS)
+    assert events[-1]["state"] == "completed"
+    (artifact,) = events[-1]["task"]["artifacts"]
+    assert artifact["artifactId"] == "report-1" and texts(artifact["parts"]) == WHOLE
+
+
+def test_handler_answers_a_typed_question_with_text(agents, tmp_path: Path) -> None:
+    """Issue 24 item 5: the question a streaming send ends on says how to answer in text, and "yes" approves."""
+    url, _wire = agents["approve"]
+    events = handler(tmp_path, "message", "stream", "--url", url, "--text", "invoice 9", output="ndjson")
+    assert [ORDER[e["state"].replace("_", "-")] for e in events] == sorted(
+        ORDER[e["state"].replace("_", "-")] for e in events
+    )
+    assert events[-1]["state"] == "input_required" and "Approve invoice 9?" in events[-1]["text"]
+    assert "yes" in events[-1]["text"].lower() or "true" in events[-1]["text"].lower()
+    task_id = events[-1]["taskId"]
+    task = handler(tmp_path, "message", "send", "--url", url, "--task-id", task_id, "--text", "yes")
+    assert task["id"] == task_id and task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+    assert [texts(a["parts"]) for a in task["artifacts"]] == ["invoice 9: approved"]
 
 
 # --- a2a-sdk 0.3's own client ------------------------------------------------------------------------------
