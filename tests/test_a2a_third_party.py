@@ -122,15 +122,15 @@ def final_text(events: list[dict[str, Any]]) -> str:
 
 
 def asked(events: list[dict[str, Any]]) -> str:
-    """What the remote agent asked, as ADK shows it: the status message's text parts as text events, the last
-    one also as the argument of a pending "required user input" function call. Empty when nothing was asked."""
-    calls = [
+    """The pending question as ADK presents it (to a person or to an orchestrating model): the argument of a
+    "required user input" function call that ADK makes of the status message's LAST text part only, so the
+    question and how to answer it must both be there. Empty when nothing was asked."""
+    return "\n".join(
         str((c["args"] or {}).get("input_required", ""))
         for e in events
         for c in e["calls"]
         if c["name"] == "mock_function_call_for_required_user_input"
-    ]
-    return "\n".join([final_text(events), *calls]) if calls else ""
+    )
 
 
 def ends_with_answer(events: list[dict[str, Any]], answer: str) -> bool:
