@@ -168,11 +168,12 @@ def test_adk_multi_turn_stays_on_the_remote_task_and_context(agents) -> None:
     assert [p.get("text") for p in follow_up["parts"]] == ["no"]
 
 
-def test_adk_approves_a_typed_question_with_a_text_yes(agents) -> None:
-    """Issue 24 item 5 / must-have 4: a text-only client answers {"approved": boolean} with "yes"; the question
-    names the forms it accepts."""
+@pytest.mark.parametrize("answer", ["yes", "true"])
+def test_adk_approves_a_typed_question_with_a_text_yes(agents, answer: str) -> None:
+    """Issue 24 item 5 / must-have 4: a text-only client answers {"approved": boolean} with "yes" or "true" (what
+    the issue saw ADK send); the question names the forms it accepts."""
     url, _wire = agents["approve"]
-    first, second = adk(url, "invoice 8", "yes")
+    first, second = adk(url, "invoice 8", answer)
     question = asked(first)
     assert "Approve invoice 8?" in question
     assert "yes" in question.lower() or "true" in question.lower(), question

@@ -3,8 +3,9 @@
 Run by the ADK venv's python (``.deps/adk``, made by scripts/setup-tools). Reads ``{"card": <url>, "turns":
 [<text>, ...]}`` on stdin, sends each turn as a user message in one ADK session (text only, as ADK does),
 and prints one JSON object: for each turn, the events ADK made of the remote agent's answers (author, text,
-the A2A task and context ids ADK recorded, whether ADK asks the user for input, partial or not), and the
-session's state and the ADK artifacts saved.
+the A2A task and context ids ADK recorded, whether ADK asks the user for input, partial or not), the remote
+agent's events the session kept (what the next turn, or a model reading the session, sees), and the ADK
+artifacts saved.
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ async def main() -> None:
         ]
         turns.append(events)
     keys = await artifacts.list_artifact_keys(app_name="tp", user_id="u", session_id=session.id)
-    print(json.dumps({"turns": turns, "artifacts": keys}, default=str))
+    kept = await sessions.get_session(app_name="tp", user_id="u", session_id=session.id)
+    history = [describe(e) for e in (kept.events if kept else []) if e.author != "user"]
+    print(json.dumps({"turns": turns, "artifacts": keys, "session": history}, default=str))
 
 
 asyncio.run(main())
