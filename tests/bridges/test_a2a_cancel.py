@@ -184,3 +184,45 @@ async def test_cancelling_a_task_parked_on_the_remote_question_cancels_the_remot
         canceled = (await http.post("/a2a", json=cancel, headers={"A2A-Version": "1.0"})).json()["result"]
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
     await canceled_on_the_peer(a2a_peer, remote, before)
+
+
+async def test_a_shutdown_leaves_the_remote_task_running_for_the_replay(
+    a2a_peer: PeerProcess, tmp_path: Any
+) -> None:
+    """A shutdown is not a cancel: the task is journaled, so another process (or this one after a restart)
+    carries it on and finds the remote task in the journal. Cancelling it on the peer would leave that replay
+    a CANCELED remote task for work nobody cancelled."""
+    agent = Agent("front", store=f"sqlite://{tmp_path / 'front.db'}")
+    agent.bridge(
+        A2APeer(
+            a2a_peer.url, version=A2A_VERSION, name="legal", allow=LOOPBACK, skills=["slow"], wait_seconds=30
+        )
+    )
+    before = await counter(a2a_peer)
+    send = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "m-shutdown",
+                "role": "ROLE_USER",
+                "parts": [{"text": "go"}],
+                "metadata": {"skill": "slow"},
+            },
+            "configuration": {"returnImmediately": True},
+        },
+    }
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1", timeout=30
+    ) as http:
+        task = (await http.post("/a2a", json=send, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
+        assert task["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"), task
+        remote = await started_task(a2a_peer, before)
+        await agent.a2a_app.ops.tasks.close()  # the process shuts down while the remote task works
+    assert await remote_state(a2a_peer, remote) == "TASK_STATE_WORKING"
+    assert (await counter(a2a_peer))["cancels"] == before["cancels"]
+    # and it runs on to its end on the peer, for the replay to read
+    await eventually(
+        lambda: _is(a2a_peer, remote, "TASK_STATE_COMPLETED"), "the remote task to complete", timeout=20
+    )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._transport import dumps_finite, loads
 from ..context import Ask
+from ..lifecycle import LEFT_FOR_ANOTHER
 from ..state import encode
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ class Thread:
             and not execution.answer.done()
             and execution.task is not None
         ):
-            execution.task.cancel()
+            execution.task.cancel(LEFT_FOR_ANOTHER)  # answered in another replica, which carries it on
 
 
 def iso(moment: datetime) -> str:

@@ -35,6 +35,7 @@ from ..context import Context
 from ..egress import EgressRefused
 from ..errors import NeedsInput, Permanent, Rejected, Retryable
 from ..lifecycle.cadence import Cadence
+from ..lifecycle.cancel import left_for_another
 from ..messages import Artifact, Data, File, Message, decode_base64
 from ..state import StoreLimits
 from ._peer import BridgeError, Peer, VersionMismatch, safe_name
@@ -727,10 +728,11 @@ class A2APeer(Peer):
         live: list[_Task] = []  # the remote task this call is following, latest last: cancelled with the call
         try:
             return await self._run(ctx, skill, headers, step, message, wait, live)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             # the caller cancelled (CancelTask, notifications/cancelled, an AG-UI disconnect): stopping only
-            # the wait would leave the remote task running, so the peer is told, bounded
-            if live:
+            # the wait would leave the remote task running, so the peer is told, bounded. A shutdown, or an
+            # execution carried on by another replica, leaves it running for the replay to find.
+            if live and not left_for_another(exc):
                 await self._cancel_remote(headers, live[-1])
             raise
 

@@ -18,7 +18,7 @@ from .background import Background
 from .budgets import HandleTable, limit
 from .bus import BusListener, publish
 from .cadence import Cadence
-from .cancel import Canceller, Watch, tell
+from .cancel import LEFT_FOR_ANOTHER, Canceller, Watch, left_for_another, tell
 from .commits import Commits, Handle
 from .events import EventLog, Followers, LogWriter, Numbered, Queue
 from .leases import Heartbeat, Leases, Sweeper, every, keep
@@ -29,6 +29,7 @@ from .writer import WriteBehind
 
 __all__ = [
     "INTERRUPTED",
+    "LEFT_FOR_ANOTHER",
     "RESTART_REASON",
     "RUNNING",
     "SETTLED",
@@ -58,6 +59,7 @@ __all__ = [
     "allowed",
     "every",
     "keep",
+    "left_for_another",
     "limit",
     "publish",
     "retry",

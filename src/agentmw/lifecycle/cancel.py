@@ -23,7 +23,17 @@ from ..state import Json, State, Subscription
 from .background import Background
 from .bus import publish
 
-__all__ = ["Canceller", "Watch", "tell"]
+__all__ = ["LEFT_FOR_ANOTHER", "Canceller", "Watch", "left_for_another", "tell"]
+
+# The message of a cancel that stops this process's coroutine but not the work: a shutdown, or an execution
+# answered in another replica. What the coroutine started elsewhere (a remote A2A task, an MCP peer's call)
+# is left running for whoever carries the work on; every other cancel passes on to it.
+LEFT_FOR_ANOTHER = "agentmw: left for another process"
+
+
+def left_for_another(exc: BaseException) -> bool:
+    """Whether a CancelledError is :data:`LEFT_FOR_ANOTHER` (not a caller's cancel)."""
+    return isinstance(exc, asyncio.CancelledError) and LEFT_FOR_ANOTHER in exc.args
 
 
 async def tell(state: State, channel: str, message: Json, *, label: str = "agentmw") -> bool:

@@ -43,6 +43,7 @@ from .._bounded import BoundedTable
 from .._transport import loads
 from ..journal import JOURNAL_NS
 from ..lifecycle import (
+    LEFT_FOR_ANOTHER,
     RESTART_REASON,
     SETTLED,
     TERMINAL,
@@ -681,7 +682,7 @@ class TaskRegistry:
         self.closing = True
         for live in list(self.live.values()):
             if live.runner is not None and not live.runner.done():
-                live.runner.cancel()
+                live.runner.cancel(LEFT_FOR_ANOTHER)  # a shutdown: what it started elsewhere goes on
         if self.commits.pending:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.flush(), 2.0)
