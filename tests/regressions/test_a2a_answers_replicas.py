@@ -69,10 +69,6 @@ async def rpc(http: httpx.AsyncClient, method: str, params: dict[str, Any]) -> A
     assert response.status_code == 200, response.text
     body = response.json()
     assert "result" in body, body
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        return [
-            json.loads(line[5:])["result"] for line in response.text.splitlines() if line.startswith("data:")
-        ]
     return body["result"]
 
 
