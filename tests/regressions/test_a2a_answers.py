@@ -8,8 +8,11 @@ Driven by the real ``a2a-sdk==1.3.0`` client on both bindings (its events assemb
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,11 +23,12 @@ from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, Artifact, Context, human_gate
-from tests.conftest import serve
+from tests.conftest import require_tool, serve
 from tests.helpers.a2a_raw import V1, send_message
 from tests.helpers.a2a_sdk import a2a_client, message
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
+ASSEMBLE = Path(__file__).resolve().parents[1] / "a2a_js" / "assemble.mjs"
 APPROVAL = {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]}
 gated_runs: list[str] = []
 
@@ -218,6 +222,42 @@ async def test_raw_wire_carries_append_and_last_chunk(url: str) -> None:
     assert [u["artifact"]["parts"] for u in updates] == [[{"text": "one-"}], [{"text": "two"}]]
     (artifact,) = blocking["result"]["task"]["artifacts"]
     assert artifact["parts"] == [{"text": "one-"}, {"text": "two"}] and artifact["artifactId"] == "r"
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+@pytest.mark.parametrize(
+    ("skill", "whole"), [("returned", "one-two"), ("mixed", "one-two"), ("unmarked", "a-b-c")]
+)
+def test_a_js_sdk_result_manager_assembles_the_same_artifact(
+    url: str, binding: str, skill: str, whole: str
+) -> None:
+    """@a2a-js/sdk's ResultManager (it takes a later chunk's name and description, unlike a2a-sdk) puts the
+    chunks together into GetTask's artifact too."""
+    node = require_tool("Node (>= 20)", shutil.which("node"), "install Node >= 20, then run `scripts/setup`")
+    require_tool(
+        "@a2a-js/sdk 1.3.0", ASSEMBLE.parent / "node_modules" / "@a2a-js" / "sdk", "run `scripts/setup-tools`"
+    )
+    request = {
+        "message": {
+            "messageId": uuid.uuid4().hex,
+            "role": "ROLE_USER",
+            "parts": [{"text": "go"}],
+            "metadata": {"skill": skill},
+        }
+    }
+    done = subprocess.run(
+        [node, str(ASSEMBLE), json.dumps({"url": url, "binding": binding, "request": request})],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    assert out["assembled"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert out["assembled"]["artifacts"] == out["get"]["artifacts"]
+    (artifact,) = out["get"]["artifacts"]
+    assert "".join(p.get("text", "") for p in artifact["parts"]) == whole and artifact["name"] == "doc"
 
 
 # --- item 5: text answers ------------------------------------------------------------------------------------
