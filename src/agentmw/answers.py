@@ -47,7 +47,11 @@ def _enum(prop: Mapping[str, Any]) -> list[Any] | None:
     if isinstance(values, list) and values:
         return values
     options = prop.get("oneOf") or prop.get("anyOf")
-    if isinstance(options, list) and options and all(isinstance(o, Mapping) and "const" in o for o in options):
+    if (
+        isinstance(options, list)
+        and options
+        and all(isinstance(o, Mapping) and "const" in o for o in options)
+    ):
         return [o["const"] for o in options]
     return None
 

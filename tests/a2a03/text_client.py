@@ -30,7 +30,11 @@ def summary(task: Task) -> dict[str, Any]:
         "state": task.status.state.value,
         "status_text": "\n".join(texts(task.status.message.parts if task.status.message else [])),
         "artifacts": [
-            {"id": a.artifact_id, "name": a.name, "parts": [p.root.model_dump(mode="json", exclude_none=True) for p in a.parts]}
+            {
+                "id": a.artifact_id,
+                "name": a.name,
+                "parts": [p.root.model_dump(mode="json", exclude_none=True) for p in a.parts],
+            }
             for a in task.artifacts or []
         ],
     }
