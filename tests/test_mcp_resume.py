@@ -26,6 +26,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from mcp import Client
@@ -431,3 +432,47 @@ async def test_a_call_whose_replica_died_ends_its_resumed_stream_with_an_error(
     assert len(got) == 1 and got[0][0] is None
     assert got[0][1]["id"] == 8 and got[0][1]["error"]["code"] == -32603
     assert "may have run in part" in got[0][1]["error"]["message"]
+
+
+async def next_event(lines: Any, ids: list[str]) -> dict[str, Any]:
+    """The next event with data from ``lines`` (one kept iterator: a new one per loop would close the stream
+    when it is collected); its id is appended to ``ids``."""
+    with anyio.fail_after(10):
+        async for line in lines:
+            if line.startswith("id:"):
+                ids.append(line[3:].strip())
+            if line.startswith("data:"):
+                return json.loads(line[5:])
+    raise AssertionError("the stream ended")
+
+
+async def test_the_get_stream_resumes_with_what_it_missed_then_goes_on(replicas: list[Replica]) -> None:
+    a, b = replicas
+    changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    names = [f"t{uuid.uuid4().hex[:6]}" for _ in range(3)]
+    async with httpx.AsyncClient(timeout=30) as http:
+        headers = await open_session(http, a.url, client="listener")
+        listen = {k: v for k, v in resume_headers(headers, "").items() if k != "last-event-id"}
+        first: list[str] = []
+        async with http.stream("GET", f"{a.url}/mcp", headers=listen) as stream:
+            lines = stream.aiter_lines()
+            a.agent.add("tool", lambda: "x", name=names[0])  # a list change: A's GET stream sends it
+            assert await next_event(lines, first) == changed
+            a.agent.add("tool", lambda: "x", name=names[1])
+            assert await next_event(lines, first) == changed  # the client loses it: it never processed it
+        # the client comes back on B with the last id it processed: the change it lost, then the live stream
+        resumed: list[str] = []
+        async with http.stream("GET", f"{b.url}/mcp", headers=resume_headers(headers, first[0])) as stream:
+            assert stream.status_code == 200
+            lines = stream.aiter_lines()
+            assert await next_event(lines, resumed) == changed
+            async with (
+                httpx.AsyncClient(timeout=10) as other,
+                other.stream("GET", f"{a.url}/mcp", headers=listen) as second,
+            ):
+                assert second.status_code == 409  # the resumed stream is the session's one GET stream
+            a.agent.add("tool", lambda: "x", name=names[2])  # caused on A, live on B's stream (the bus)
+            assert await next_event(lines, resumed) == changed
+    old = first[0].split("-")[0]
+    assert resumed[0] == f"{old}-2"  # exactly the missed one, under its own id
+    assert resumed[1].endswith("-1") and not resumed[1].startswith(old)  # then a new stream of its own

@@ -53,7 +53,6 @@ from ._wire import (
     error_body,
     json_response,
     plain_response,
-    sse_frame,
 )
 from .convert import input_request
 from .methods import LOG_RANK, Call, ClientNotAnswered, dispatch, parse_input_response
@@ -73,6 +72,9 @@ MAX_SUBSCRIPTIONS = 1000
 """Resource URIs one session may subscribe to (its record holds them all)."""
 QUESTION_RESUME_SECONDS = 60.0
 """A question on a resumable stream whose connection was cut still waits this long for its answer."""
+TAKEOVER_SECONDS = 5.0
+"""A resumed GET stream waits this long for the stream it resumes to end (its replica to see the client gone)."""
+TAKEOVER_POLL_SECONDS = 0.05
 STREAM_LEASE_SECONDS = 30.0
 """A GET stream holds a lease on its session, renewed while it is open: a second GET on any replica gets
 409 until the stream ends, or until this long after its replica died."""
@@ -641,11 +643,11 @@ async def handle(
         session = await _session_or_error(endpoint, incoming, send)
         if session is None:
             return
+        credential = incoming.credential or _fingerprint(incoming.headers)
         last_event_id = incoming.headers.get("last-event-id")
         if last_event_id is not None:
-            await _resume(sessions, session, last_event_id, scope, receive, send)
+            await _resume(sessions, session, last_event_id, scope, receive, send, credential)
             return
-        credential = incoming.credential or _fingerprint(incoming.headers)
         await _listen(sessions, session, scope, receive, send, credential)
     elif verb == "DELETE":
         session = await _session_or_error(endpoint, incoming, send)
@@ -963,49 +965,82 @@ _SESSION_METHODS: dict[str, Callable[[SessionStore, Session, dict[str, Any]], Aw
 
 
 async def _resume(
-    sessions: SessionStore, session: Session, last_event_id: str, scope: Scope, receive: Receive, send: Send
+    sessions: SessionStore,
+    session: Session,
+    last_event_id: str,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    credential: str,
 ) -> None:
     """``GET`` with ``Last-Event-ID``: the rest of the stream that id belongs to, from the shared state, on any
-    replica (resume.py); 400 when this session has no such stream to resume."""
+    replica (resume.py); a GET stream's rest is followed by a live GET stream (``_listen``). 400 when this
+    session has no such stream to resume."""
     try:
-        frames = await sessions.shared.logs.replay(session.id, last_event_id)
+        replay = await sessions.shared.logs.replay(session.id, last_event_id)
     except ResumeRefused as refused:
         await json_response(send, 400, error_body(None, INVALID_REQUEST, f"Bad Request: {refused}"))
         return
-    await stream_sse(scope, receive, send, frames, headers=[(_SESSION_HEADER, session.id.encode())])
+    if replay.listen:  # what the lost GET stream sent after the id (read to its end), then a live one
+        missed = [chunk async for chunk in replay.frames]
+        await _listen(sessions, session, scope, receive, send, credential, replayed=missed)
+        return
+    await stream_sse(scope, receive, send, replay.frames, headers=[(_SESSION_HEADER, session.id.encode())])
 
 
 async def _listen(
-    sessions: SessionStore, session: Session, scope: Scope, receive: Receive, send: Send, credential: str
+    sessions: SessionStore,
+    session: Session,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    credential: str,
+    replayed: list[bytes] | None = None,
 ) -> None:
     """The GET stream: list changes and resource updates for this session, until the client leaves or the
     session ends (or is claimed by a verified caller). One per session across the replicas: it holds a lease on
-    the session while it is open."""
-    if session.stream is not None:
-        await plain_response(send, 409, body=b"Conflict: this session already has a GET stream")
-        return
-    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=1000)
-    session.stream = queue  # taken before the first await: a second GET here is refused at once
-    session.stream_loop = asyncio.get_running_loop()
-    leased = False
-    try:
-        leased = await sessions.shared.streams.acquire(session.id)
-        if not leased:
+    the session while it is open. Its events carry ids and are kept (resume.py): a client that reconnects with
+    ``Last-Event-ID`` gets what it missed of the stream it lost (``replayed``), then this new stream. A
+    resumption takes over from the stream it resumes, which may not have noticed yet that its client is gone: it
+    waits up to ``TAKEOVER_SECONDS`` for that one to end (and its lease to go) before it is refused 409."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (TAKEOVER_SECONDS if replayed is not None else 0.0)
+    while session.stream is not None:
+        if loop.time() >= deadline:
             await plain_response(send, 409, body=b"Conflict: this session already has a GET stream")
             return
+        await asyncio.sleep(TAKEOVER_POLL_SECONDS)
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=1000)
+    session.stream = queue  # taken before the first await: a second GET here is refused at once
+    session.stream_loop = loop
+    leased = False
+    try:
+        while not (leased := await sessions.shared.streams.acquire(session.id)):
+            if loop.time() >= deadline:
+                await plain_response(send, 409, body=b"Conflict: this session already has a GET stream")
+                return
+            await asyncio.sleep(TAKEOVER_POLL_SECONDS)
         if not await sessions._refresh(session) or session.credential != credential:  # claimed meanwhile
             await json_response(send, 404, error_body(None, SESSION_NOT_FOUND, "Session not found"))
             return
 
+        log = sessions.shared.logs.open(session.id, None, listen=True)
+
         async def frames() -> AsyncIterator[bytes]:
             yield sse_comment("stream open")
+            for chunk in replayed or ():
+                yield chunk
             while True:
                 message = await queue.get()
                 if message is _END:
                     return
-                yield sse_frame(message)
+                yield log.record(dumps_finite(message))
 
-        await stream_sse(scope, receive, send, frames(), headers=[(_SESSION_HEADER, session.id.encode())])
+        try:
+            await stream_sse(scope, receive, send, frames(), headers=[(_SESSION_HEADER, session.id.encode())])
+        finally:
+            if log.seq:
+                await log.close(None)
     finally:
         if session.stream is queue:
             session.stream = None

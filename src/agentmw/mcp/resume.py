@@ -2,7 +2,8 @@
 ``Last-Event-ID`` on any replica (docs/mcp.md, "Resuming a cut stream").
 
 A POST response that turns into SSE (a call that sends progress, logs or a question before its answer) is one
-*stream*. Each of its events carries ``id: <stream>-<n>``: ``<stream>`` is 32 random hex digits, new for every
+*stream*, and so is each GET stream (``listen``: its resumption replays what it sent after the id, then the
+handshake module goes on with a live GET stream). Each of its events carries ``id: <stream>-<n>``: ``<stream>`` is 32 random hex digits, new for every
 stream, and ``<n>`` numbers the stream's events from 1. The events are kept in the shared state, one log per
 stream (``mcp.events.<agent>``) under ``<session id>.<stream>``, written behind the stream in batches by one
 writer task (``lifecycle.WriteBehind``): a progress tick never waits for the store. The final response is
@@ -40,7 +41,7 @@ import re
 import secrets
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .._transport import INTERNAL_ERROR, dumps
 from ..lifecycle import Leases, WriteBehind, limit
@@ -76,6 +77,13 @@ PAGE: Final = 100
 _EVENT_ID = re.compile(r"([0-9a-f]{32})-([1-9][0-9]{0,11})")
 
 
+class Replay(NamedTuple):
+    """What a resumption sends: the frames, and whether they were a GET stream's (then a live one follows)."""
+
+    frames: AsyncIterator[bytes]
+    listen: bool
+
+
 class ResumeRefused(Exception):
     """A ``Last-Event-ID`` this session cannot resume from: the 400's message."""
 
@@ -101,8 +109,9 @@ class StreamLogs:
             str, asyncio.AbstractEventLoop
         ] = {}  # running streams' leases -> the loop running them
 
-    def open(self, session_id: str, request_id: Any) -> StreamLog:
-        return StreamLog(self, session_id, request_id)
+    def open(self, session_id: str, request_id: Any, *, listen: bool = False) -> StreamLog:
+        """A new stream's log: a call's (``request_id``), or with ``listen`` the session's GET stream."""
+        return StreamLog(self, session_id, request_id, listen=listen)
 
     async def renew(self, loop: asyncio.AbstractEventLoop) -> None:
         """Renew the leases of the streams running on ``loop`` (the session sweep's tick)."""
@@ -123,7 +132,7 @@ class StreamLogs:
             return True
         return await self.state.get_key(self.live_ns, key) is not None
 
-    async def replay(self, session_id: str, last_event_id: str) -> AsyncIterator[bytes]:
+    async def replay(self, session_id: str, last_event_id: str) -> Replay:
         """The events of the stream ``last_event_id`` belongs to after it, then the rest as it is written, until
         the response. Raises :class:`ResumeRefused` before anything is sent when there is nothing to resume."""
         match = _EVENT_ID.fullmatch(last_event_id.strip())
@@ -138,10 +147,35 @@ class StreamLogs:
             raise ResumeRefused(
                 "Last-Event-ID names no stream of this session that is still kept (unknown, or expired)"
             )
+        if entries[0][1].get("listen"):
+            return Replay(self._catch_up(key, stream, after, entries), listen=True)
         ended = [entry for _, entry in entries if entry.get("end")]
         if ended and not ended[0].get("answered") and _last_seq(entries) <= after:
             raise ResumeRefused("That stream ended without a response: its request was cancelled")
-        return self._follow(key, stream, after, entries)
+        return Replay(self._follow(key, stream, after, entries), listen=False)
+
+    async def _catch_up(
+        self, key: str, stream: str, after: int, entries: list[tuple[int, Any]]
+    ) -> AsyncIterator[bytes]:
+        """What a GET stream's log holds after ``after``, up to its end: the replica that served it writes the end
+        when it sees the connection gone, and what it had sent before; this waits for that up to
+        :data:`FIRST_WAIT_SECONDS` (a replica that has not noticed yet, or died, ends the wait)."""
+        read_after = 0
+        while entries:
+            for entry_id, entry in entries:
+                read_after = entry_id
+                first, frames = entry.get("first"), entry.get("frames") or []
+                if isinstance(first, int):
+                    out = [
+                        frame(stream, first + i, text)
+                        for i, text in enumerate(frames)
+                        if first + i > after and isinstance(text, str)
+                    ]
+                    if out:
+                        yield b"".join(out)
+                if entry.get("end"):
+                    return
+            entries = await self.state.read(self.ns, key, read_after, PAGE, block=FIRST_WAIT_SECONDS)
 
     async def _follow(
         self, key: str, stream: str, after: int, entries: list[tuple[int, Any]]
@@ -211,14 +245,16 @@ class StreamLog:
         "_started",
         "_writer",
         "key",
+        "listen",
         "logs",
         "request_id",
         "seq",
         "stream",
     )
 
-    def __init__(self, logs: StreamLogs, session_id: str, request_id: Any) -> None:
+    def __init__(self, logs: StreamLogs, session_id: str, request_id: Any, *, listen: bool = False) -> None:
         self.logs = logs
+        self.listen = listen
         self.stream = secrets.token_hex(16)
         self.key = f"{session_id}.{self.stream}"
         self.request_id = request_id
@@ -272,6 +308,8 @@ class StreamLog:
                 "request": self.request_id,
                 "t": time.time(),
             }
+            if self.listen:
+                entry["listen"] = True
             if end and start + BATCH >= len(items):
                 entry["end"] = True
                 entry["answered"] = answered
