@@ -63,6 +63,7 @@ TIERS: dict[str, frozenset[str]] = {
             "state/test_sqlite_processes.py",
             "test_a2a_client.py",
             "test_a2a_js_client.py",
+            "test_a2a_third_party.py",
             "regressions/test_a2a_streams.py",
             "test_a2a_messages.py",
             "test_a2a_push.py",
