@@ -23,6 +23,7 @@ from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, Artifact, Context, human_gate
+from agentmw.context import Ask
 from tests.conftest import require_tool, serve
 from tests.helpers.a2a_raw import V1, send_message
 from tests.helpers.a2a_sdk import a2a_client, message
@@ -107,6 +108,17 @@ def build() -> Starlette:
         schema = {"type": "object", "properties": {"name": {"type": "string"}}}
         answer = await ctx.ask("Your name?", schema)
         return f"hello {(answer.content or {}).get('name')!r}"
+
+    @agent.skill
+    async def both(item: str, ctx: Context) -> str:
+        """Ask two things at once.
+
+        Summary:
+            Asks a name and a yes or no.
+        """
+        name = {"type": "object", "properties": {"name": {"type": "string"}}}
+        got = await ctx.inputs({"who": Ask("Who?", name), "ok": Ask("OK?", APPROVAL)})
+        return f"{got['who'].content} {got['ok'].content}"
 
     @agent.skill(title="Loud Echo")
     async def shout(text: str) -> str:
@@ -355,6 +367,28 @@ async def test_data_answers_still_work_and_a_stringly_boolean_is_read(url: str) 
             follow = message(data=data, task_id=asked.id)
             done = [e async for e in client.send_message(SendMessageRequest(message=follow))][-1].task
             assert done.artifacts[0].parts[0].text == f"pc: {result}", data
+
+
+async def test_several_questions_need_a_data_part_keyed_by_question(url: str) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        client = await a2a_client(http, url)
+
+        async def send(msg: Any) -> Task:
+            return [e async for e in client.send_message(SendMessageRequest(message=msg))][-1].task
+
+        asked = await send(message("x", skill="both"))
+        assert (
+            asked.status.message.parts[0].text
+            == "Who?\nOK?\nReply with a data part keyed by question: who, ok."
+        )
+        again = await send(message("Ada", task_id=asked.id))
+        assert again.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert "several questions are open: answer them in a data part keyed by question" in (
+            again.status.message.parts[0].text
+        )
+        done = await send(message(data={"who": {"name": "Ada"}, "ok": {"approved": "yes"}}, task_id=asked.id))
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert done.artifacts[0].parts[0].text == "{'name': 'Ada'} {'approved': True}"
 
 
 @pytest.mark.parametrize("binding", BINDINGS)

@@ -562,6 +562,9 @@ def _answers(message: dict[str, Any], requests: Mapping[str, InputRequest]) -> d
     """Each question's answer in ``message`` (docs/a2a.md, "Text-only clients"); :class:`Unreadable` when
     one cannot be read, with what would be."""
     only = len(requests) == 1
+    if not only and not any(isinstance(part.get("data"), dict) for part in message.get("parts", [])):
+        # text cannot say which question it answers
+        raise Unreadable("several questions are open: answer them in a data part keyed by question.")
     answers: dict[str, Answer] = {}
     for key, request in requests.items():
         if isinstance(request, Ask):
