@@ -31,12 +31,13 @@ from ..errors import NeedsInput, Permanent, Rejected, Retryable
 from ..messages import Artifact, Data
 from ..safety.framing import escape
 from ._mcp_connections import OUTBOUND, Connections, Relay
+from ._mcp_transport import TOO_LARGE, UNSENT, own_error, transport
 from ._peer import BridgeError, Peer, ServiceAccount, VersionMismatch, safe_name
 
 if TYPE_CHECKING:
     from mcp import Client
 
-__all__ = ["HANDSHAKE_REVISION", "MCP_REVISIONS", "STATELESS_REVISION", "McpPeer"]
+__all__ = ["DEFAULT_MAX_EVENT_BYTES", "HANDSHAKE_REVISION", "MCP_REVISIONS", "STATELESS_REVISION", "McpPeer"]
 
 logger = logging.getLogger("agentmw.bridges")
 
@@ -57,6 +58,9 @@ _JSON_TYPES = ("application/json",)
 # JSON Schema keywords whose values are data (a default, examples), not text about the schema: left as they are
 _SCHEMA_DATA = frozenset({"default", "examples", "const", "enum"})
 _PARAMETER_BUDGET = 500
+DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
+"""The largest server-sent event an :class:`McpPeer` reads by default (the ``mcp`` client's own limit)."""
+_CANCEL_BOUND_SECONDS = 2.0  # how long a cancelled call waits for its notifications/cancelled to go out
 _NO_LOG_CHANNEL = frozenset({"a2a", "agui"})  # the faces whose callers see no log messages, only progress
 # Hint values that ask clients for *less* caution. A peer's word is not enough for them (the MCP spec: hints are
 # untrusted unless the server is): re-served by this agent they would read as its own word, and readOnlyHint
@@ -153,6 +157,10 @@ class McpPeer(Peer):
             serves one call at a time; more calls at once open more, closed after); at 2026-07-28 any value
             above 0 keeps the one client every call shares. 0: every call opens its own connection.
         pool_idle_seconds: a kept connection unused this long is closed.
+        max_event_bytes: the largest server-sent event read from the peer, in bytes (default 1 MiB, the ``mcp``
+            client's own limit; None: no limit). In the handshake era a tool's result comes as one event, so a
+            larger result fails with an error naming this option. It bounds what one answer can make the agent
+            hold in memory: raise it for a peer you trust to send large results.
         Every other argument is :class:`~agentmw.bridges.Peer`'s.
     """
 
@@ -171,9 +179,13 @@ class McpPeer(Peer):
         trust_hints: bool = False,
         pool_size: int = 4,
         pool_idle_seconds: float = 60.0,
+        max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
         **options: Any,
     ) -> None:
         super().__init__(url, **options)
+        if max_event_bytes is not None and max_event_bytes <= 0:
+            raise ValueError("max_event_bytes is more than 0, or None for no limit")
+        self.max_event_bytes = max_event_bytes
         if revision not in MCP_REVISIONS:
             raise ValueError(f"McpPeer pins one of {list(MCP_REVISIONS)}, not {revision!r}")
         if pool_size < 0 or pool_idle_seconds <= 0:
@@ -190,6 +202,8 @@ class McpPeer(Peer):
         self._http: Any = None
         self._http_loop: Any = None
         self._text_tools: set[str] = set()  # tools whose structured content is only a wrapped string
+        # tools the peer lists as read-only or idempotent: a call of one cut off before its answer is re-issued
+        self._repeatable: set[str] = set()
         self.connections = Connections(
             self._open,
             shared=revision == STATELESS_REVISION,
@@ -221,11 +235,10 @@ class McpPeer(Peer):
         """One connection to the peer at the pinned revision (run in the connection's own task, whose context
         holds the credential's ``headers``)."""
         from mcp import Client
-        from mcp.client.streamable_http import streamable_http_client
 
         stateless = self.revision == STATELESS_REVISION
         client = Client(
-            streamable_http_client(self.url, http_client=self._http_client()),
+            transport(self.url, self._http_client(), self.max_event_bytes),
             mode=STATELESS_REVISION if stateless else "legacy",
             prior_discover=self._discover,
             cache=None,
@@ -291,6 +304,10 @@ class McpPeer(Peer):
         except (BridgeError, asyncio.CancelledError):
             raise
         except MCPError as exc:
+            if own_error(exc) is not None:  # the client's own: no answer from the peer
+                raise BridgeError(
+                    f"MCP peer at {self.url} could not be reached: {exc.error.message}"
+                ) from exc
             raise BridgeError(f"MCP peer at {self.url}: {exc}") from exc
         except Exception as exc:
             raise BridgeError(
@@ -371,6 +388,10 @@ class McpPeer(Peer):
         annotations = None
         if tool.annotations is not None:
             hints = tool.annotations.model_dump(by_alias=True, exclude_none=True)
+            if hints.get("readOnlyHint") is True or hints.get("idempotentHint") is True:
+                # the peer's own word about running its tool twice: enough to re-issue a call it cut off,
+                # though not to re-serve as this agent's word (below)
+                self._repeatable.add(remote)
             annotations = {
                 k: v
                 for k, v in hints.items()
@@ -565,6 +586,7 @@ class McpPeer(Peer):
             ctx,
             what,
             lambda client, progress: client.call_tool(tool, arguments, progress_callback=progress, meta=meta),
+            repeatable=tool in self._repeatable,
         )
         if result.is_error:
             text = "".join(getattr(block, "text", "") for block in result.content) or "(no message)"
@@ -591,7 +613,9 @@ class McpPeer(Peer):
 
     async def read_resource(self, ctx: Context, uri: str) -> Any:
         what = f"resource {uri}"
-        result = await self._exchange(ctx, what, lambda client, progress: client.read_resource(uri))
+        result = await self._exchange(
+            ctx, what, lambda client, progress: client.read_resource(uri), repeatable=True
+        )
         out = []
         for item in result.contents:
             mime = item.mime_type
@@ -605,7 +629,7 @@ class McpPeer(Peer):
     async def get_prompt(self, ctx: Context, prompt: str, arguments: dict[str, str]) -> Any:
         what = f"prompt {prompt}"
         result = await self._exchange(
-            ctx, what, lambda client, progress: client.get_prompt(prompt, arguments)
+            ctx, what, lambda client, progress: client.get_prompt(prompt, arguments), repeatable=True
         )
         return [PromptMessage(m.role, self._content(m.content, what)) for m in result.messages]
 
@@ -633,11 +657,22 @@ class McpPeer(Peer):
         return Text(self.frame(str(block), what))
 
     async def _exchange(
-        self, ctx: Context, what: str, operation: Callable[[Any, Any], Awaitable[Any]]
+        self,
+        ctx: Context,
+        what: str,
+        operation: Callable[[Any, Any], Awaitable[Any]],
+        *,
+        repeatable: bool,
     ) -> Any:
         """Run ``operation`` on a connection this call leases: the peer's progress, log messages and questions
         reach this call's :class:`Relay` alone, and are relayed to ``ctx`` from this task (a question the caller
-        cannot answer in place ends the call)."""
+        cannot answer in place ends the call).
+
+        The ``mcp`` client's own errors (``_mcp_transport``) are transport failures, not the peer's answer: a
+        request that never reached the peer is sent again (within ``retries``); one cut off before its answer
+        is re-issued (with a fresh request id, as the client gives every request) only when running it twice
+        is harmless (``repeatable``: a read-only or idempotent tool, a resource, a prompt), else it ends as
+        "may have run". Either way the peer's breaker counts a failure."""
         import httpx2
         import mcp_types
         from mcp.shared.exceptions import MCPError
@@ -662,6 +697,21 @@ class McpPeer(Peer):
                 except (BridgeError, asyncio.CancelledError):
                     raise
                 except MCPError as exc:
+                    own = own_error(exc)
+                    if own is not None and own.kind == TOO_LARGE:
+                        raise Permanent(
+                            f"The answer of the MCP peer {self.name} to {what} is larger than the "
+                            f"{own.limit} bytes this bridge reads in one event; a peer trusted to send more "
+                            "can be given a larger McpPeer(max_event_bytes=...)."
+                        ) from None
+                    if own is not None:
+                        if (own.kind == UNSENT or repeatable) and attempt < self.retries:
+                            attempt += 1
+                            fresh = True
+                            await asyncio.sleep(min(0.25 * 2**attempt, 4.0))
+                            continue
+                        self.breaker.record(False)
+                        raise self._transport_failure(what, own.kind, repeatable, attempt) from None
                     if lease.reused and not fresh and _session_gone(exc):
                         fresh = (
                             True  # a kept session the peer has forgotten: it never ran the call; a new one
@@ -704,6 +754,25 @@ class McpPeer(Peer):
             raise NeedsInput(f"The MCP peer {self.name} needs input for {what}.")
         return result
 
+    def _transport_failure(self, what: str, kind: str, repeatable: bool, attempts: int) -> Retryable:
+        data = {"peer": self.name, "target": what}
+        if kind == UNSENT:
+            return Retryable(f"The MCP peer {self.name} could not be reached.", retry_after=5, data=data)
+        if repeatable:
+            tried = f" (re-issued {attempts} time{'s' if attempts != 1 else ''})" if attempts else ""
+            return Retryable(
+                f"The connection to the MCP peer {self.name} was cut before it answered {what}{tried}.",
+                retry_after=5,
+                data=data,
+            )
+        # neither a refusal of the peer's nor a failure it reported: the call may well have done its work
+        return Retryable(
+            f"The connection to the MCP peer {self.name} was cut before it answered {what}: the call may have "
+            "run on the peer, and it was not repeated (the peer does not list it as read-only or idempotent). "
+            "Check whether it took effect before repeating it.",
+            data={**data, "may_have_run": True},
+        )
+
     async def _pump(
         self, ctx: Context, what: str, operation: Awaitable[Any], relay: Relay, call: _Call
     ) -> Any:
@@ -722,8 +791,10 @@ class McpPeer(Peer):
             return running.result()
         finally:
             if not running.done():
+                # the client tells the peer (notifications/cancelled at 2025-11-25, the response stream closed
+                # at 2026-07-28) as the operation unwinds; that is waited for, but never for long
                 running.cancel()
-                await asyncio.gather(running, return_exceptions=True)
+                await asyncio.wait({running}, timeout=_CANCEL_BOUND_SECONDS)
             while not events.empty():
                 event = events.get_nowait()
                 if event[0] == "ask" and not event[2].done():
@@ -735,6 +806,11 @@ class McpPeer(Peer):
         kind = event[0]
         if kind == "progress":
             _, progress, total, message = event
+            if call.seen and progress <= call.progress:
+                # a tick already relayed, or an older one: a stream resumed from a stale event id, or a call
+                # re-issued after a cut starting over. Each face sees each tick once, in order.
+                return
+            call.seen = True
             call.progress, call.total = progress, total
             await ctx.progress(progress, total, self.frame(message, f"{what} progress") if message else None)
         elif kind == "log":
@@ -772,6 +848,7 @@ class _Call:
     """What one bridged call has seen of the peer: its questions, its last progress."""
 
     asks: int = 0
+    seen: bool = False  # whether any progress was relayed yet
     progress: float = 0.0
     total: float | None = None
     unanswered: list[str] = field(default_factory=list)

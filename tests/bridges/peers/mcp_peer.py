@@ -9,6 +9,14 @@ result at 2026-07-28); ``inject()``, text that tries a prompt injection. **Resou
 (application/json, three items), and the **resource template** ``catalog://items/{sku}`` (application/json, one
 item; an unknown sku is an error). **Prompt** ``summarize(topic)``.
 
+**Calls the tests follow**, served only with ``$PEER_MCP_CALLS=1`` (the other tests see the tools above alone)
+(``GET /_test/calls``: ``{"runs": [[tool, request id], ...], "cancelled": [request
+id, ...]}``): ``lookup(key, steps)``, read-only (``readOnlyHint``), and ``charge(amount, steps)``, which has
+side effects: each reports ``steps`` progress notifications then answers; ``hold()`` waits up to a minute and
+records its request id in ``cancelled`` when it is cancelled; ``big(size)`` returns ``size`` characters. With
+``$PEER_MCP_EVENTS=1`` the handshake-era SSE streams are resumable (:class:`Events`, an in-memory event store:
+events carry ids, and ``GET`` with ``Last-Event-ID`` replays what followed it).
+
 **Counter:** ``GET /_test/counter`` (beside ``/mcp``) is ``{"count": n, "sessions": s}``: ``count`` the number of
 tool bodies started (a tool that asks first, ``ask_user``, counts once, when its body runs with the answer),
 ``sessions`` the number of sessions the server opened (answers that assigned an ``Mcp-Session-Id``).
@@ -46,7 +54,8 @@ from typing import Annotated, Any
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import Elicit, Resolve
-from mcp_types import CallToolResult, TextContent
+from mcp.server.streamable_http import EventMessage, EventStore
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 from starlette.applications import Starlette
@@ -80,9 +89,87 @@ def ask_name() -> Elicit[Name]:
     return Elicit(NAME_QUESTION, Name)
 
 
-def build_server(name: str, counter: Counter) -> MCPServer:
-    """One independent MCP server with the tools, resource and prompt of the module docstring."""
+class Events(EventStore):
+    """The official server's resumability, in memory: every event of a stream gets an id, and a replay sends
+    what followed an id on its stream."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, Any]] = []  # (event id, stream id, message)
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        event_id = str(len(self.events) + 1)
+        self.events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
+        found = [e for e in self.events if e[0] == last_event_id]
+        if not found:
+            return None
+        stream = found[0][1]
+        for event_id, stream_id, message in self.events[int(last_event_id) :]:
+            if stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream
+
+
+class Calls:
+    """What ``GET /_test/calls`` reports (module docstring)."""
+
+    def __init__(self) -> None:
+        self.runs: list[list[str]] = []
+        self.cancelled: list[str] = []
+
+
+def build_server(name: str, counter: Counter, calls: Calls | None = None) -> MCPServer:
+    """One independent MCP server with the tools, resource and prompt of the module docstring (with ``calls``,
+    the tools the tests follow too)."""
     server = MCPServer(name, version="1.0.0", instructions="A remote MCP server the bridge tests call.")
+    if calls is not None:
+        _followed_tools(server, counter, calls)
+    _tools(server, counter)
+    return server
+
+
+def _followed_tools(server: MCPServer, counter: Counter, calls: Calls) -> None:
+
+    async def steps_then(tool: str, steps: int, ctx: Context) -> None:
+        counter.count += 1
+        calls.runs.append([tool, str(ctx.request_id)])
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps, f"step {step} of {steps}")
+            await asyncio.sleep(PROGRESS_PAUSE)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def lookup(key: str, steps: int, ctx: Context) -> str:
+        """Looks a key up (read-only), reporting ``steps`` steps of progress."""
+        await steps_then("lookup", steps, ctx)
+        return f"found {key}"
+
+    @server.tool()
+    async def charge(amount: int, steps: int, ctx: Context) -> str:
+        """Charges an amount (a side effect), reporting ``steps`` steps of progress."""
+        await steps_then("charge", steps, ctx)
+        return f"charged {amount}"
+
+    @server.tool()
+    async def hold(ctx: Context) -> str:
+        """Waits up to a minute; records its cancellation."""
+        calls.runs.append(["hold", str(ctx.request_id)])
+        await ctx.report_progress(1, None, "holding")
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            calls.cancelled.append(str(ctx.request_id))
+            raise
+        return "held"
+
+    @server.tool()
+    def big(size: int) -> str:
+        """Returns ``size`` characters."""
+        return "x" * size
+
+
+def _tools(server: MCPServer, counter: Counter) -> None:
 
     @server.tool()
     def echo(text: str) -> str:
@@ -146,8 +233,6 @@ def build_server(name: str, counter: Counter) -> MCPServer:
     def summarize(topic: str) -> str:
         """Asks for a short summary of a topic."""
         return f"Summarize {topic} in three sentences."
-
-    return server
 
 
 def _error(status: int, code: int, message: str, data: Any = None, request_id: Any = None) -> Response:
@@ -261,17 +346,24 @@ def _replay(body: bytes, receive: Any) -> Any:
 def _peer_app(name: str, revision: str) -> tuple[Any, MCPServer]:
     """One server's app: ``/mcp``, ``/_test/counter`` and ``/health``, pinned to ``revision`` unless "both"."""
     counter = Counter()
-    server = build_server(name, counter)
+    calls = Calls()
+    followed = os.environ.get("PEER_MCP_CALLS") == "1"
+    server = build_server(name, counter, calls if followed else None)
 
     @server.custom_route("/_test/counter", methods=["GET"])
     async def read_counter(request: Request) -> Response:
         return JSONResponse({"count": counter.count, "sessions": counter.sessions})
 
+    @server.custom_route("/_test/calls", methods=["GET"])
+    async def read_calls(request: Request) -> Response:
+        return JSONResponse({"runs": calls.runs, "cancelled": calls.cancelled})
+
     @server.custom_route("/health", methods=["GET"])
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
 
-    app = SessionCount(server.streamable_http_app(), counter)
+    events = Events() if os.environ.get("PEER_MCP_EVENTS") == "1" else None
+    app = SessionCount(server.streamable_http_app(event_store=events), counter)
     return (app if revision == "both" else RevisionPin(app, revision)), server
 
 
