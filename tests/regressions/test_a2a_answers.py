@@ -23,6 +23,7 @@ from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
 from agentmw import Agent, AgentMiddleware, Artifact, Context, human_gate
+from agentmw.auth import Principal, ProtectedResource
 from agentmw.context import Ask
 from tests.conftest import require_tool, serve
 from tests.helpers.a2a_raw import V1, send_message
@@ -473,3 +474,66 @@ async def test_choosing_by_data_raw_http(url: str) -> None:
         done = (await http.post(f"{url}/a2a", json=answer, headers=V1)).json()["result"]["task"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert done["artifacts"][0]["parts"] == [{"text": "SHOUT: RAW"}]
+
+
+async def test_a_hidden_skill_named_in_answer_is_as_unknown_as_a_missing_one() -> None:
+    """A skill the caller may not see (``roles``) cannot be chosen by text or data: the answer is what a name
+    that does not exist gets, and the question never lists it."""
+    users = {"op": Principal("op", roles={"ops"}), "guest": Principal("guest")}
+    auth = ProtectedResource(
+        authorization_servers=["https://login.example.com"], verifier=lambda token, resource: users.get(token)
+    )
+    agent = Agent("hidden-skills", auth=auth, store="memory://")
+
+    @agent.skill
+    async def ping(text: str) -> str:
+        """Ping.
+
+        Summary:
+            Answers pong.
+        """
+        return f"pong {text}"
+
+    @agent.skill
+    async def echo(text: str) -> str:
+        """Echo.
+
+        Summary:
+            Repeats.
+        """
+        return f"echo {text}"
+
+    @agent.skill(roles=["ops"])
+    async def reset(text: str) -> str:
+        """Reset (operators only).
+
+        Summary:
+            Resets everything.
+        """
+        return f"reset {text}"
+
+    async def ask(http: httpx.AsyncClient, who: str, answer: list[dict[str, Any]]) -> dict[str, Any]:
+        headers = {**V1, "authorization": f"Bearer {who}"}
+        first = (await http.post(f"{base}/a2a", json=send_message([{"text": "now"}]), headers=headers)).json()
+        task = first["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        reply = send_message(answer, taskId=task["id"])
+        got: dict[str, Any] = (await http.post(f"{base}/a2a", json=reply, headers=headers)).json()["result"][
+            "task"
+        ]
+        return {"asked": task, "got": got}
+
+    with serve(agent.asgi()) as base:
+        async with httpx.AsyncClient(timeout=30) as http:
+            hidden = await ask(http, "guest", [{"text": "reset"}])
+            hidden_data = await ask(http, "guest", [{"data": {"skill": "reset"}}])
+            missing = await ask(http, "guest", [{"text": "rezet"}])
+            allowed = await ask(http, "op", [{"text": "reset"}])
+    assert "reset" not in hidden["asked"]["status"]["message"]["parts"][0]["text"]
+    for case in (hidden, hidden_data):
+        assert case["got"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert case["got"]["status"]["message"]["parts"][0]["text"] == missing["got"]["status"]["message"][
+            "parts"
+        ][0]["text"].replace("rezet", "reset")
+    assert allowed["got"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert allowed["got"]["artifacts"][0]["parts"] == [{"text": "reset now"}]
