@@ -71,6 +71,12 @@ def _word(text: str) -> str:
     return text.strip().strip("\"'`").rstrip(".!").strip().casefold()
 
 
+def _shown(text: str) -> str:
+    """An answer as a message quotes it: short, whatever the client sent."""
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _forms(prop: Mapping[str, Any]) -> str:
     """What a text answer to one field may be, as the end of "Reply with ..."."""
     values = _enum(prop)
@@ -107,7 +113,7 @@ def _convert(text: str, name: str, prop: Mapping[str, Any]) -> Any:
         for value in values:
             if _word(str(value)) == word:
                 return value
-        raise Unreadable(f"{text.strip()!r} is not an answer for {name}: reply with {_forms(prop)}.")
+        raise Unreadable(f"{_shown(text)!r} is not an answer for {name}: reply with {_forms(prop)}.")
     kind = _type(prop)
     if kind == "boolean":
         if word in TRUE_WORDS:
@@ -115,7 +121,7 @@ def _convert(text: str, name: str, prop: Mapping[str, Any]) -> Any:
         if word in FALSE_WORDS:
             return False
         raise Unreadable(
-            f"{text.strip()!r} is neither yes nor no: reply with yes or no (also accepted: true/false, y/n, "
+            f"{_shown(text)!r} is neither yes nor no: reply with yes or no (also accepted: true/false, y/n, "
             "approve/deny, reject)."
         )
     if kind in ("integer", "number"):
@@ -128,7 +134,7 @@ def _convert(text: str, name: str, prop: Mapping[str, Any]) -> Any:
             except ValueError:
                 number = math.nan
         if not math.isfinite(number) or (kind == "integer" and number != int(number)):
-            raise Unreadable(f"{text.strip()!r} is not {_forms(prop)}: reply with {_forms(prop)}.")
+            raise Unreadable(f"{_shown(text)!r} is not {_forms(prop)}: reply with {_forms(prop)}.")
         return int(number) if kind == "integer" else number
     if kind in ("string", None):
         return text

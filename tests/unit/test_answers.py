@@ -114,3 +114,9 @@ def test_read_answer_refuses_what_answer_from_keeps() -> None:
     assert answer_from("yes", ask) == Answer("accept", {"approved": True})
     assert answer_from("hi", Ask("Two?", TWO)) == Answer("accept", {"text": "hi"})
     assert answer_from(3, Ask("n?", COUNT)) == Answer("accept", {"value": 3})
+
+
+def test_an_unreadable_answer_is_quoted_short() -> None:
+    with pytest.raises(Unreadable) as caught:
+        read_text("maybe " * 10_000, APPROVED)
+    assert len(str(caught.value)) < 200 and "'maybe maybe" in str(caught.value)

@@ -246,7 +246,8 @@ class A2ATaskRunner(TaskRunner):
         for name, capability in self._visible_skills(connection).items():
             if word in (_word(name), _word(capability.title or name)):
                 return name, said
-        return None, said.strip()[:200]
+        shown = " ".join(said.split())
+        return None, shown if len(shown) <= 60 else shown[:57] + "..."
 
     def _ask_for_skill(
         self, live: LiveTask, connection: HTTPConnection | None = None, again: str | None = None
