@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,16 @@ def build() -> Starlette:
             Artifact(middle, name="report", artifact_id="report-1"),
             Artifact(last, artifact_id="report-1"),
         ]
+
+    @agent.skill
+    async def story(text: str) -> AsyncIterator[Artifact]:
+        """A generator whose chunks never say which is the last.
+
+        Summary:
+            Streams a story in chunks.
+        """
+        for index, chunk in enumerate(CHUNKS):
+            yield Artifact(chunk, name="story", artifact_id="story-1", append=index > 0, last_chunk=False)
 
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
@@ -156,3 +166,16 @@ def test_a_chunked_artifact_is_assembled_whole(url: str, streaming: bool) -> Non
     assert out["get"] == done
     updates = [(e["append"], e["last_chunk"]) for e in turn["events"] if e["kind"] == "artifact-update"]
     assert updates == ([(False, False), (True, False), (True, True)] if streaming else [])
+
+
+@MODES
+def test_a_stream_that_never_marks_its_last_chunk_is_closed_at_completion(url: str, streaming: bool) -> None:
+    out = talk(url, "go", "story", streaming=streaming)
+    turn = out["turns"][1]
+    done = turn["task"]
+    (artifact,) = done["artifacts"]
+    assert "".join(p["text"] for p in artifact["parts"]) == "".join(CHUNKS)
+    assert artifact["parts"][-1] == {"kind": "text", "text": ""}  # the closing chunk adds no text
+    assert out["get"] == done
+    updates = [(e["append"], e["last_chunk"]) for e in turn["events"] if e["kind"] == "artifact-update"]
+    assert updates == ([(False, False), (True, False), (True, False), (True, True)] if streaming else [])
