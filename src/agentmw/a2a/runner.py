@@ -260,9 +260,9 @@ class A2ATaskRunner(TaskRunner):
         text = (
             (
                 (f"{again} " if again else "")
-                + "Which skill should handle this? Reply on this task with the skill's id or name as text "
-                '(or a data part {"skill": <id>}, or metadata {"skill": <id>}); the request you sent first '
-                "is what it works on. Skills:\n" + "\n".join(lines)
+                + "Which skill should handle this? Reply on this task with the skill's id or name as text, "
+                'or a data part {"skill": <id>}: it then works on your first message (a message with metadata '
+                '{"skill": <id>} brings its own input instead). Skills:\n' + "\n".join(lines)
             )
             if skills
             else "This agent has no skills."
