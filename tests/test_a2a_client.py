@@ -167,7 +167,10 @@ async def test_input_required_round_trip(server, binding: str) -> None:
             client, SendMessageRequest(message=message(skill="approve", data={"item": "laptop"}))
         )
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        assert task.status.message.parts[0].text == "Approve laptop?"
+        assert (
+            task.status.message.parts[0].text
+            == "Approve laptop?\nReply with yes or no (or a data part matching the schema)."
+        )  # how to answer, too
         follow_up = message(data={"approved": True}, task_id=task.id)
         done = await last_task(client, SendMessageRequest(message=follow_up))
         assert done.status.state == TaskState.TASK_STATE_COMPLETED and done.context_id == task.context_id

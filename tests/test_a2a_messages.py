@@ -379,7 +379,9 @@ async def test_a_follow_up_that_names_its_task(conformance, binding: str) -> Non
         client = await client_for(http, conformance, binding)
         asked = await last_task(client, message("ask"))
         assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        assert asked.status.message.parts[0].text == "What is your name?"
+        assert asked.status.message.parts[0].text == (
+            "What is your name?\nReply with your answer as text (or a data part matching the schema)."
+        )
         done = await last_task(client, message(data={"name": "Ada"}, task_id=asked.id))
     assert done.id == asked.id and done.context_id == asked.context_id
     assert done.status.state == TaskState.TASK_STATE_COMPLETED

@@ -319,7 +319,10 @@ def test_call_over_a2a(capsys) -> None:
     code, out, _ = run(capsys, "call", DEMO, "approve", '{"item": "laptop"}', "--protocol", "a2a")
     task = json.loads(out)["task"]
     assert code == 3 and task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    assert task["status"]["message"]["parts"][0]["text"] == "Approve laptop?"
+    assert (
+        task["status"]["message"]["parts"][0]["text"]
+        == "Approve laptop?\nReply with yes or no (or a data part matching the schema)."
+    )
 
 
 def test_call_over_agui(capsys) -> None:

@@ -35,7 +35,10 @@ async def test_a2a_question_and_follow_up(app) -> None:
     async with A2ATestClient(app) as a2a:
         task = (await a2a.send("laptop", skill="approve"))["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-        assert task["status"]["message"]["parts"][0]["text"] == "Approve laptop?"
+        assert (
+            task["status"]["message"]["parts"][0]["text"]
+            == "Approve laptop?\nReply with yes or no (or a data part matching the schema)."
+        )
         done = (await a2a.follow_up(task, data={"approved": True}))["task"]
         assert done["id"] == task["id"] and done["status"]["state"] == "TASK_STATE_COMPLETED"
         assert done["artifacts"][0]["parts"] == [{"text": "laptop: approved"}]
