@@ -35,7 +35,6 @@ class CuttingProxy:
         self.armed = 0
         self.resumptions = False
         self.cut = 0
-        self._http: httpx.AsyncClient | None = None
 
     def arm(self, times: int = 1, *, resumptions: bool = False) -> None:
         self.armed = times
@@ -44,8 +43,11 @@ class CuttingProxy:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        if self._http is None:  # made on the proxy's own loop (serving() runs it in a thread)
-            self._http = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None))
+        # a client per request: none outlives the proxy's loop (serving() runs it in a thread)
+        async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None)) as http:
+            await self._forward(http, scope, receive, send)
+
+    async def _forward(self, http: httpx.AsyncClient, scope: dict[str, Any], receive: Any, send: Any) -> None:
         body = b""
         while True:
             message = await receive()
@@ -55,8 +57,8 @@ class CuttingProxy:
         query = scope.get("query_string", b"").decode("latin-1")
         url = self.upstream + scope["path"] + (f"?{query}" if query else "")
         forwarded = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP]
-        request = self._http.build_request(scope["method"], url, headers=forwarded, content=body)
-        response = await self._http.send(request, stream=True)
+        request = http.build_request(scope["method"], url, headers=forwarded, content=body)
+        response = await http.send(request, stream=True)
         try:
             out = [(k.lower(), v) for k, v in response.headers.raw if k.lower() not in _HOP]
             await send({"type": "http.response.start", "status": response.status_code, "headers": out})

@@ -9,13 +9,17 @@ request id, each cancellation). What the agent's callers see is read on its MCP 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from agentmw import Agent
 from agentmw.bridges import HANDSHAKE_REVISION, STATELESS_REVISION, Breaker, Egress, McpPeer
@@ -24,7 +28,9 @@ from agentmw.testing import McpTestClient
 from tests.bridges.conftest import MCP_APP, _peer
 from tests.bridges.cutting_proxy import CuttingProxy
 from tests.bridges.peers.process import PeerProcess
+from tests.conftest import serve
 from tests.helpers.servers import free_port, serving
+from tests.test_agui_wire import run_body
 from tests.waiting import eventually
 
 LOOPBACK = Egress(allow_networks=["127.0.0.0/8"])
@@ -68,9 +74,27 @@ def runs_of(peer: PeerProcess, tool: str) -> list[str]:
     return [request_id for name, request_id in calls(peer)["runs"] if name == tool]
 
 
+_OPENED: list[McpPeer] = []
+
+
+async def close_peers() -> None:
+    """Close the bridges' kept connections and HTTP clients (a proxy with a session's GET stream still open
+    through it would wait for it as it stops)."""
+    while _OPENED:
+        await _OPENED.pop().aclose()
+
+
+@pytest.fixture(autouse=True)
+async def _close_peers() -> Any:
+    yield
+    await close_peers()
+
+
 def bridged(url: str, revision: str, **options: Any) -> Agent:
     agent = Agent("front", store="memory://")
-    agent.bridge(McpPeer(url, revision=revision, name="remote", allow=LOOPBACK, **options))
+    peer = McpPeer(url, revision=revision, name="remote", allow=LOOPBACK, **options)
+    _OPENED.append(peer)
+    agent.bridge(peer)
     return agent
 
 
@@ -154,7 +178,7 @@ async def test_a_dead_peer_is_retryable_opens_the_breaker_and_closes_it_when_bac
         for _ in range(2):
             down = await mcp.call_tool("echo", {"text": "down"})
             assert down["isError"] is True and PERMANENT not in text_of(down)
-            assert "could not be reached" in text_of(down) or "was cut" in text_of(down)
+            assert "could not be reached" in text_of(down)
         assert breaker.state == "open"
         refused = await mcp.call_tool("echo", {"text": "still down"})
         assert refused["isError"] is True and PERMANENT not in text_of(refused)
@@ -171,6 +195,7 @@ async def test_handshake_era_repeated_cuts_show_each_tick_once_in_order(peer_202
         before = runs_of(peer_2025, "lookup")
         async with McpTestClient(agent.asgi()) as mcp:
             result, ticks = await call_with_progress(mcp, "lookup", {"key": "k", "steps": 4})
+        await close_peers()
         assert proxy.cut == 2
         assert result["isError"] is False and "found k" in text_of(result)
         # run three times, each on a session of its own (request ids count per session in this era)
@@ -178,33 +203,106 @@ async def test_handshake_era_repeated_cuts_show_each_tick_once_in_order(peer_202
         assert ticks == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("revision", [HANDSHAKE_REVISION, STATELESS_REVISION])
-async def test_a_cancelled_call_is_cancelled_on_the_peer(
-    revision: str, peer_2025: PeerProcess, peer_2026: PeerProcess
+CANCEL_BOUND = 5.0  # seconds: the bridge waits at most 2 s for the cancellation to go out
+
+
+@pytest.fixture(params=[HANDSHAKE_REVISION, STATELESS_REVISION])
+def held(
+    request: pytest.FixtureRequest, peer_2025: PeerProcess, peer_2026: PeerProcess
+) -> tuple[Agent, PeerProcess]:
+    """An agent bridging the peer's ``hold`` tool, at each revision; and the peer."""
+    peer = peer_2025 if request.param == HANDSHAKE_REVISION else peer_2026
+    return bridged(peer.url, request.param, tools=["hold"]), peer
+
+
+async def started_hold(peer: PeerProcess, before: list[str]) -> str:
+    """The request id of the ``hold`` call the bridge started on the peer."""
+    return await eventually(
+        lambda: (runs_of(peer, "hold")[len(before) :] or [None])[0], "the peer to start hold", timeout=20
+    )
+
+
+async def cancelled_on_the_peer(peer: PeerProcess, request_id: str) -> None:
+    await eventually(
+        lambda: request_id in calls(peer)["cancelled"],
+        f"the peer to see request {request_id} cancelled",
+        timeout=CANCEL_BOUND,
+    )
+
+
+@pytest.mark.parametrize("mode", ["legacy", STATELESS_REVISION])
+async def test_an_mcp_caller_abandoning_the_call_cancels_it_on_the_peer(
+    held: tuple[Agent, PeerProcess], mode: str
 ) -> None:
-    peer = peer_2025 if revision == HANDSHAKE_REVISION else peer_2026
-    agent = bridged(peer.url, revision)
+    """The official client abandons its call to the agent (``notifications/cancelled`` in the handshake era,
+    its call stream closed at 2026-07-28): the agent's invocation is cancelled, and the peer's call with it."""
+    agent, peer = held
     before = runs_of(peer, "hold")
-    async with McpTestClient(agent.asgi()) as mcp:
-        started = asyncio.Event()
+    with serve(agent.asgi()) as url:
+        http = httpx2.AsyncClient(timeout=30)
+        client = Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode, cache=None)
+        async with http, client:
+            results: list[Any] = []
+            async with anyio.create_task_group() as group:
 
-        def seen(notification: dict[str, Any]) -> None:
-            if notification.get("method") == "notifications/progress":
-                started.set()
+                async def call() -> None:
+                    results.append(await client.call_tool("hold", {}))
 
-        call = asyncio.ensure_future(
-            mcp.request(
-                "tools/call",
-                {"name": "hold", "arguments": {}, "_meta": {"progressToken": "h"}},
-                on_notification=seen,
-            )
-        )
-        await asyncio.wait_for(started.wait(), 20)
-        (request_id,) = runs_of(peer, "hold")[len(before) :]
-        call.cancel()  # the caller goes away: the face cancels the invocation
-        with contextlib.suppress(asyncio.CancelledError):
-            await call
-        await eventually(lambda: request_id in calls(peer)["cancelled"], "the peer to see the cancellation")
+                group.start_soon(call)
+                request_id = await started_hold(peer, before)
+                group.cancel_scope.cancel()
+            assert results == []
+            await cancelled_on_the_peer(peer, request_id)
+            assert (await client.list_tools()).tools  # the agent serves on
+
+
+async def test_cancel_task_on_the_agent_cancels_the_peers_call(held: tuple[Agent, PeerProcess]) -> None:
+    agent, peer = held
+    before = runs_of(peer, "hold")
+    send = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "m-hold",
+                "role": "ROLE_USER",
+                "parts": [{"data": {}}],
+                "metadata": {"skill": "hold"},
+            },
+            "configuration": {"returnImmediately": True},
+        },
+    }
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1", timeout=30
+    ) as http:
+        task = (await http.post("/a2a", json=send, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
+        request_id = await started_hold(peer, before)
+        cancel = {"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task["id"]}}
+        started = time.monotonic()
+        canceled = (await http.post("/a2a", json=cancel, headers={"A2A-Version": "1.0"})).json()["result"]
+        took = time.monotonic() - started
+        assert canceled["status"]["state"] == "TASK_STATE_CANCELED"  # the caller: nothing more will happen
+        assert took < CANCEL_BOUND, f"the cancel was held {took:.1f} s"
+        await cancelled_on_the_peer(peer, request_id)
+        get = {"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task["id"]}}
+        local = (await http.post("/a2a", json=get, headers={"A2A-Version": "1.0"})).json()["result"]
+    assert local["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+async def test_an_agui_disconnect_cancels_the_peers_call(held: tuple[Agent, PeerProcess]) -> None:
+    agent, peer = held
+    before = runs_of(peer, "hold")
+    body = run_body("t-hold", "r-hold", props={"arguments": {}})
+    body["messages"] = []
+    with serve(agent.asgi()) as url:
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=30) as http,
+            http.stream("POST", "/agui/hold", json=body) as response,
+        ):
+            assert response.status_code == 200
+            request_id = await started_hold(peer, before)
+        await cancelled_on_the_peer(peer, request_id)
 
 
 async def test_a_result_larger_than_one_event_needs_max_event_bytes(peer_2025: PeerProcess) -> None:
@@ -235,6 +333,7 @@ async def test_handshake_era_resumed_from_a_stale_event_id_shows_each_tick_once(
         before = runs_of(peer_2025, "lookup")
         async with McpTestClient(agent.asgi()) as mcp:
             result, ticks = await call_with_progress(mcp, "lookup", {"key": "k", "steps": 6})
+        await close_peers()
         assert proxy.cut == 2
         assert result["isError"] is False and "found k" in text_of(result)
         assert len(runs_of(peer_2025, "lookup")[len(before) :]) == 1  # resumed, never run again

@@ -213,8 +213,12 @@ class McpPeer(Peer):
         )
 
     async def aclose(self) -> None:
-        """Close the connections kept open to the peer (they also close themselves when idle)."""
+        """Close the connections kept open to the peer (they also close themselves when idle), and the HTTP
+        client they share (made again by the next call)."""
         await self.connections.aclose()
+        if self._http is not None and self._http_loop is asyncio.get_running_loop():
+            http, self._http = self._http, None
+            await http.aclose()
 
     # --- connections ---------------------------------------------------------------------------------
     def _http_client(self) -> Any:
