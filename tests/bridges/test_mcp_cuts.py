@@ -162,6 +162,17 @@ async def test_without_retries_a_cut_read_only_call_is_retryable_not_permanent(
         assert len(runs_of(peer_2026, "lookup")) == len(before) + 1
 
 
+async def test_the_peers_own_minus_32000_is_its_answer_not_a_cut(peer_2026: PeerProcess) -> None:
+    # the same code and words as the client's own error for a cut, sent by the peer: told apart by who made it
+    agent = bridged(peer_2026.url, STATELESS_REVISION, retries=2)
+    before = runs_of(peer_2026, "refuse")
+    async with McpTestClient(agent.asgi()) as mcp:
+        result = await mcp.call_tool("refuse", {})
+    assert result["isError"] is True and "failed (-32000)" in text_of(result)
+    assert "may have run" not in text_of(result) and "was cut" not in text_of(result)
+    assert len(runs_of(peer_2026, "refuse")) == len(before) + 1  # an answer: not sent again
+
+
 async def test_a_dead_peer_is_retryable_opens_the_breaker_and_closes_it_when_back(
     peer_2026: PeerProcess,
 ) -> None:

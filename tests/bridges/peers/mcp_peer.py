@@ -13,7 +13,9 @@ item; an unknown sku is an error). **Prompt** ``summarize(topic)``.
 (``GET /_test/calls``: ``{"runs": [[tool, request id], ...], "cancelled": [request
 id, ...]}``): ``lookup(key, steps)``, read-only (``readOnlyHint``), and ``charge(amount, steps)``, which has
 side effects: each reports ``steps`` progress notifications then answers; ``hold()`` waits up to a minute and
-records its request id in ``cancelled`` when it is cancelled; ``big(size)`` returns ``size`` characters. With
+records its request id in ``cancelled`` when it is cancelled; ``big(size)`` returns ``size`` characters;
+``refuse()`` answers the JSON-RPC error ``-32000`` "SSE stream ended without a response" itself (the words the
+client uses for a cut, from the peer: its answer, not a cut). With
 ``$PEER_MCP_EVENTS=1`` the handshake-era SSE streams are resumable (:class:`Events`, an in-memory event store:
 events carry ids, and ``GET`` with ``Last-Event-ID`` replays what followed it).
 
@@ -55,6 +57,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.streamable_http import EventMessage, EventStore
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
@@ -162,6 +165,13 @@ def _followed_tools(server: MCPServer, counter: Counter, calls: Calls) -> None:
             calls.cancelled.append(str(ctx.request_id))
             raise
         return "held"
+
+    @server.tool()
+    def refuse() -> str:
+        """Answers a JSON-RPC error of its own, in the words of a client-side cut."""
+        counter.count += 1
+        calls.runs.append(["refuse", "-"])
+        raise MCPError(code=-32000, message="SSE stream ended without a response")
 
     @server.tool()
     def big(size: int) -> str:
