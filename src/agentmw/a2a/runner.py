@@ -75,11 +75,11 @@ class A2ATaskRunner(TaskRunner):
             if pending:
                 try:
                     _answers(message, pending)
-                except Unreadable as exc:  # asked again; the journal stays as it is, for the next answer
-                    self.registry.status(
-                        live,
-                        TaskState.INPUT_REQUIRED,
-                        _question_parts(pending, f"That answer could not be read: {exc}"),
+                except Unreadable as exc:
+                    # asked again, to this caller alone: the journal and the record stay as they are (still
+                    # parked where they were), for the next answer here or there
+                    self.registry.ask_again_here(
+                        live, _question_parts(pending, f"That answer could not be read: {exc}")
                     )
                     return
             journal, live.resume = live.resume, None

@@ -472,6 +472,26 @@ class TaskRegistry:
         if state in SETTLED:
             release_waiters(live)
 
+    def ask_again_here(self, live: LiveTask, parts: list[dict[str, Any]]) -> None:
+        """An answer to a task parked in another process could not be read: asked again, to this caller alone.
+
+        Nothing of it is written: the record stays as its holder wrote it (parked there, held by it), so that
+        a later answer there, read, completes the task with its own write, and one here resumes it from the
+        journal. A write from here would un-park it and supersede the holder's (which then adopts it and runs
+        the skill again on the next message). The handle is dropped, so what this process reads of the task
+        next comes from the state."""
+        record = live.record
+        record.state = TaskState.INPUT_REQUIRED
+        record.status_timestamp = self.shapes.now_iso()
+        record.status_message = self.shapes.agent_message(record.id, record.context_id, parts)
+        record.history.append(record.status_message)
+        live.quiet = False
+        live.superseded = True  # every later change of this handle is dropped, never written
+        live.subscribers.end(status_event(record))
+        release_waiters(live)
+        if self.live.get(record.id) is live:
+            self.live.pop(record.id, None)
+
     def artifact(self, live: LiveTask, artifact: Artifact) -> None:
         """One artifact, or one chunk of one: an artifact update, and the task's artifacts brought up to date
         (an appended chunk extends the artifact with its id). An untrusted capability's are framed already

@@ -1,0 +1,56 @@
+"""Fixes for the hostile review of the A2A face (issue 24): an unreadable answer on a replica that does not hold
+the task, anonymous repeats, refused follow-ups, and repeats of a message answered with a message alone."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from agentmw.state import open_state
+from tests import a2a_app
+from tests.regressions import test_a2a_answers_replicas as rep
+
+
+async def test_after_an_unreadable_answer_on_b_a_readable_answer_on_a_completes_once(tmp_path: Path) -> None:
+    """Parked on A; an answer B cannot read is asked again on B without un-parking the task or taking it from A
+    (a write from B would supersede A's, and the next message would run the skill from scratch)."""
+    made = []
+    for _ in range(2):
+        agent, app = a2a_app.build(open_state(f"sqlite:///{tmp_path}/shared.db"))
+        rep.add_skill(agent)
+        made.append((agent, app))
+    (a, app_a), (b, app_b) = made
+    rep.runs.clear()
+    item = f"crate-{uuid.uuid4().hex[:6]}"
+    try:
+        async with rep.client(app_a) as on_a, rep.client(app_b) as on_b:
+            first = rep.msg([{"data": {"item": item}}], metadata={"skill": "release"})
+            parked = (await rep.rpc(on_a, "SendMessage", {"message": first}))["task"]
+            await a.a2a_app.ops.tasks.flush()
+            answer = {"message": rep.msg([{"text": "soon"}], taskId=parked["id"])}
+            unread = (await rep.rpc(on_b, "SendMessage", answer))["task"]
+            assert unread["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            assert "could not be read: 'soon'" in unread["status"]["message"]["parts"][0]["text"]
+            await b.a2a_app.ops.tasks.flush()
+            still = await rep.rpc(on_a, "GetTask", {"id": parked["id"]})
+            assert still["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            yes = {"message": rep.msg([{"text": "yes"}], taskId=parked["id"])}
+            on_a_reply = await rep.rpc(on_a, "SendMessage", yes)
+            await a.a2a_app.ops.tasks.flush()
+            got_a = await rep.rpc(on_a, "GetTask", {"id": parked["id"]})
+            got_b = await rep.rpc(on_b, "GetTask", {"id": parked["id"]})
+            yes_again = {"message": rep.msg([{"text": "yes"}], taskId=parked["id"])}
+            third = await on_a.post(
+                "/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": yes_again}
+            )
+            await a.a2a_app.ops.tasks.flush()
+    finally:
+        for agent, _ in made:
+            await agent.a2a_app.ops.tasks.close()
+            await agent.a2a_app.ops.tasks.state.close()
+            await agent.state.close()
+    assert on_a_reply["task"]["status"]["state"] == "TASK_STATE_COMPLETED", on_a_reply
+    assert got_a["status"]["state"] == got_b["status"]["state"] == "TASK_STATE_COMPLETED", (got_a, got_b)
+    assert got_b["artifacts"] == on_a_reply["task"]["artifacts"]
+    assert third.json()["error"]["code"] == -32004, third.json()  # completed: it takes no more messages
+    assert rep.runs == [item]  # the skill ran once
