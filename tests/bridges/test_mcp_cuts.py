@@ -138,6 +138,7 @@ async def test_a_cut_side_effecting_call_may_have_run_and_is_not_repeated(peer_2
             assert proxy.cut == 1
             assert result["isError"] is True
             assert "may have run" in text_of(result) and "not repeated" in text_of(result)
+            assert result["_meta"]["agentmw/retryable"] is True  # a transport failure, not the peer's verdict
             assert PERMANENT not in text_of(result)
             assert (
                 runs_of(peer_2026, "charge")[len(before) :]
