@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._codec import from_json, storable, to_json
 from ._executor import run_step
-from .answers import Unreadable, read_data, read_text
+from .answers import Unreadable, read_data, read_text, read_value
 from .events import (
     ArtifactUpdate,
     CoreEvent,
@@ -130,8 +130,10 @@ def answer_from(payload: Any, request: Ask) -> Answer:
     its type where it can be (``"yes"`` for a boolean, ``"3"`` for a number: ``agentmw.answers``). What
     cannot be read is kept as sent (the function sees it); :func:`read_answer` refuses it instead.
     """
-    try:
-        return read_answer(payload, request)
+    if not isinstance(payload, (dict, str)) and not (isinstance(payload, bool) and request.confirmation):
+        return Answer("accept", {"value": payload})
+    try:  # read as A2A reads it, except that an incomplete answer is the function's to judge
+        return _read(payload, request, complete=False)
     except Unreadable:
         pass
     if isinstance(payload, dict):
@@ -145,20 +147,34 @@ def answer_from(payload: Any, request: Ask) -> Answer:
 
 def read_answer(payload: Any, request: Ask) -> Answer:
     """Like :func:`answer_from`, but an answer that does not fit the question's simple schema (text that is
-    not yes or no for a boolean, not a number for a number, ...) raises :class:`agentmw.answers.Unreadable`,
-    whose message says what is accepted: a face that can ask again does (A2A)."""
+    not yes or no for a boolean, not a number for a number, a data answer missing a required field or with
+    none of the schema's fields, a plain value that does not fit the one field) raises
+    :class:`agentmw.answers.Unreadable`, whose message says what is accepted: a face that can ask again does
+    (A2A)."""
+    return _read(payload, request, complete=True)
+
+
+def _read(payload: Any, request: Ask, *, complete: bool) -> Answer:
     if isinstance(payload, dict):
         if payload.get("action") in ("accept", "decline", "cancel"):
             content = payload.get("content")
-            if payload["action"] == "accept" and isinstance(content, dict):
-                content = read_data(content, request.schema)
+            if payload["action"] == "accept":
+                if isinstance(content, dict):
+                    # an explicit accept may leave optional fields out (MCP's elicitation result does)
+                    content = read_data(content, request.schema, complete=False)
+                    if complete:
+                        read_data(content, {"required": request.schema.get("required")})
+                elif complete and request.schema.get("required"):
+                    read_data({}, {"required": request.schema.get("required")})
             return Answer(payload["action"], content if isinstance(content, dict) else None)
-        return Answer("accept", read_data(payload, request.schema))
+        return Answer("accept", read_data(payload, request.schema, complete=complete))
     if isinstance(payload, bool) and request.confirmation:
         return Answer("accept", {"approved": payload})
     if isinstance(payload, str):
         return Answer("accept", read_text(payload, request.schema))
-    return Answer("accept", {"value": payload})
+    if payload is None:
+        raise Unreadable("the message has nothing to read as an answer (no text, no data).")
+    return Answer("accept", read_value(payload, request.schema))
 
 
 @storable
