@@ -348,8 +348,13 @@ class A2ATaskRunner(TaskRunner):
                 capability = self._capability(record)
                 if capability is None or not capability.is_async_gen:  # a generator's were sent as they came
                     finals = {a.artifact_id: i for i, a in enumerate(returned)}
+                    # the chunk of each id streamed last before the return: only that one may be "sent already"
+                    streamed = dict(_chunks(live).last)
                     for index, artifact in enumerate(returned):
-                        send_chunk(registry, live, artifact, last=finals[artifact.artifact_id] == index)
+                        sent = streamed.pop(artifact.artifact_id, None) == artifact  # type: ignore[arg-type]
+                        send_chunk(
+                            registry, live, artifact, last=finals[artifact.artifact_id] == index, sent=sent
+                        )
                 close_chunks(registry, live)
                 registry.status(live, TaskState.COMPLETED, None)
                 return
@@ -440,17 +445,23 @@ def _noted(live: LiveTask, artifact: Artifact, last: bool) -> None:
 
 
 def send_chunk(
-    registry: TaskRegistry, live: LiveTask, artifact: Artifact, *, last: bool | None = None
+    registry: TaskRegistry,
+    live: LiveTask,
+    artifact: Artifact,
+    *,
+    last: bool | None = None,
+    sent: bool = False,
 ) -> None:
     """One chunk of an artifact, sent once and in order (docs/a2a.md, "Artifacts in chunks"): the first of
     its ``artifact_id`` as a new artifact, every later one with ``append: true`` (whatever the skill set), the
     name and description of the first, and the metadata merged, so that what a client puts together (a2a-sdk's
     task manager, @a2a-js/sdk's) is the task's stored artifact. ``last``: whether it is the artifact's last
-    chunk (a skill's returned artifacts say so by their order), else as the skill set it."""
+    chunk (a skill's returned artifacts say so by their order), else as the skill set it. ``sent``: a
+    returned chunk that is the one streamed last before the return (``await ctx.artifact(a); return [a]``),
+    which went out already; an equal chunk earlier in the same return is not."""
     last_chunk = artifact.last_chunk if last is None else last
     key = artifact.artifact_id
-    if last is not None and _chunks(live).last.get(key) == artifact:  # type: ignore[arg-type]
-        # returned as it was streamed (``await ctx.artifact(a); return [a]``): it went out already
+    if sent:
         if last_chunk and key in _chunks(live).open:
             close_chunks(registry, live, only=key)
         return
@@ -546,17 +557,22 @@ def _question_parts(
 
 def _payload(message: dict[str, Any], key: str, only: bool) -> Any:
     """What a follow-up message says to one question: its data (keyed by question when several were
-    asked), else its text."""
+    asked: an object, or a plain value read as the question's one field), else its text; None when it
+    says nothing (a file part alone), which is no answer."""
     data: dict[str, Any] = {}
     texts = []
+    data_parts = False
     for part in message.get("parts", []):
         if isinstance(part.get("data"), dict):
+            data_parts = True
             data.update(part["data"])
-        elif "text" in part:
+        elif isinstance(part.get("text"), str):
             texts.append(part["text"])
     if not only:
-        return data.get(key) if isinstance(data.get(key), dict) else {}
-    return data or ("\n".join(texts) if texts else {})
+        return data.get(key)
+    if data_parts:
+        return data
+    return "\n".join(texts) if texts else None
 
 
 def _answers(message: dict[str, Any], requests: Mapping[str, InputRequest]) -> dict[str, Answer]:
@@ -570,7 +586,10 @@ def _answers(message: dict[str, Any], requests: Mapping[str, InputRequest]) -> d
     for key, request in requests.items():
         if isinstance(request, Ask):
             try:
-                answers[key] = read_answer(_payload(message, key, only), request)
+                payload = _payload(message, key, only)
+                if payload is None and not only:
+                    raise Unreadable("no answer to it in the data part.")
+                answers[key] = read_answer(payload, request)
             except Unreadable as exc:
                 raise Unreadable(str(exc) if only else f"{key}: {exc}") from None
     return answers
