@@ -266,7 +266,7 @@ def _fits(value: Any, name: str, prop: Mapping[str, Any]) -> Any:
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if (
             not number
-            or not math.isfinite(value)
+            or (isinstance(value, float) and not math.isfinite(value))
             or (kind == "integer" and isinstance(value, float) and not value.is_integer())
             or not _in_range(value, prop)
         ):

@@ -266,3 +266,11 @@ def test_a_plain_value_fills_the_one_field() -> None:
             read_value(value, schema)
     assert read_answer(True, Ask("Approve?", APPROVED)) == Answer("accept", {"approved": True})
     assert read_answer(4, Ask("n?", COUNT)) == Answer("accept", {"count": 4})
+
+
+def test_a_huge_integer_in_a_data_answer_is_checked_not_crashed_on() -> None:
+    assert read_data({"price": 10**400}, PRICE) == {"price": 10**400}  # an int is finite; no float overflow
+    with pytest.raises(Unreadable, match="at most 5"):
+        read_data({"n": 10**400}, ranged("integer", maximum=5))
+    with pytest.raises(Unreadable):
+        read_data({"price": float("inf")}, PRICE)
