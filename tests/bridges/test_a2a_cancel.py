@@ -28,12 +28,30 @@ LOOPBACK = Egress(allow_hosts=["127.0.0.1"])
 BOUND = CANCEL_SECONDS + 2.0
 
 
-def legal(peer: PeerProcess, version: str = A2A_VERSION) -> Agent:
-    agent = Agent("front", store="memory://")
+def legal(peer: PeerProcess, version: str = A2A_VERSION, store: str = "memory://") -> Agent:
+    agent = Agent("front", store=store)
     agent.bridge(
         A2APeer(peer.url, version=version, name="legal", allow=LOOPBACK, skills=["slow"], wait_seconds=30)
     )
     return agent
+
+
+def slow_send(message_id: str) -> dict[str, Any]:
+    """A SendMessage to the bridged slow skill that answers at once with the task."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": message_id,
+                "role": "ROLE_USER",
+                "parts": [{"text": "go"}],
+                "metadata": {"skill": "slow"},
+            },
+            "configuration": {"returnImmediately": True},
+        },
+    }
 
 
 async def counter(peer: PeerProcess) -> dict[str, Any]:
@@ -79,20 +97,7 @@ async def canceled_on_the_peer(peer: PeerProcess, task_id: str, before: dict[str
 async def test_cancel_task_on_agentmw_cancels_the_remote_task(a2a_peer: PeerProcess) -> None:
     agent = legal(a2a_peer)
     before = await counter(a2a_peer)
-    send = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": "m-cancel",
-                "role": "ROLE_USER",
-                "parts": [{"text": "go"}],
-                "metadata": {"skill": "slow"},
-            },
-            "configuration": {"returnImmediately": True},
-        },
-    }
+    send = slow_send("m-cancel")
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1", timeout=30
     ) as http:
@@ -192,27 +197,9 @@ async def test_a_shutdown_leaves_the_remote_task_running_for_the_replay(
     """A shutdown is not a cancel: the task is journaled, so another process (or this one after a restart)
     carries it on and finds the remote task in the journal. Cancelling it on the peer would leave that replay
     a CANCELED remote task for work nobody cancelled."""
-    agent = Agent("front", store=f"sqlite://{tmp_path / 'front.db'}")
-    agent.bridge(
-        A2APeer(
-            a2a_peer.url, version=A2A_VERSION, name="legal", allow=LOOPBACK, skills=["slow"], wait_seconds=30
-        )
-    )
+    agent = legal(a2a_peer, store=f"sqlite://{tmp_path / 'front.db'}")
     before = await counter(a2a_peer)
-    send = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": "m-shutdown",
-                "role": "ROLE_USER",
-                "parts": [{"text": "go"}],
-                "metadata": {"skill": "slow"},
-            },
-            "configuration": {"returnImmediately": True},
-        },
-    }
+    send = slow_send("m-shutdown")
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=agent.asgi()), base_url="http://127.0.0.1", timeout=30
     ) as http:
