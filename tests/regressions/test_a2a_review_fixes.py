@@ -6,9 +6,21 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import httpx
+
 from agentmw.state import open_state
 from tests import a2a_app
 from tests.regressions import test_a2a_answers_replicas as rep
+from tests.regressions.test_a2a_hostile_review import (  # noqa: F401  (fixtures)
+    fresh,
+    gates,
+    go_on,
+    msg,
+    result,
+    rpc,
+    server,
+)
+from tests.waiting import eventually
 
 
 async def test_after_an_unreadable_answer_on_b_a_readable_answer_on_a_completes_once(tmp_path: Path) -> None:
@@ -54,3 +66,39 @@ async def test_after_an_unreadable_answer_on_b_a_readable_answer_on_a_completes_
     assert got_b["artifacts"] == on_a_reply["task"]["artifacts"]
     assert third.json()["error"]["code"] == -32004, third.json()  # completed: it takes no more messages
     assert rep.runs == [item]  # the skill ran once
+
+
+async def test_a_refused_follow_up_is_not_kept_in_the_history(server) -> None:  # noqa: F811
+    """A follow-up to a working task is refused, by SendMessage and SendStreamingMessage: nothing of it is kept
+    (history, ctx.messages, the bytes counted against the task's budget)."""
+    agent, url = server
+    label = f"busy-{uuid.uuid4().hex[:6]}"
+    async with httpx.AsyncClient(timeout=30) as http:
+        task = (
+            await result(
+                http,
+                url,
+                "SendMessage",
+                {
+                    "message": msg([{"text": label}], metadata={"skill": "hold"}),
+                    "configuration": {"returnImmediately": True},
+                },
+            )
+        )["task"]
+        await eventually(lambda: label in gates, "the skill to run")
+        live = agent.a2a_app.ops.tasks.registry.local(task["id"])
+        assert live is not None
+        before = (live.bytes, len(live.messages))
+        refused = await rpc(
+            http, url, "SendMessage", {"message": msg([{"text": "INTRUDER"}], taskId=task["id"])}
+        )
+        assert refused["error"]["code"] == -32004, refused
+        streamed = {"message": msg([{"text": "INTRUDER2"}], taskId=task["id"])}
+        refused_stream = await rpc(http, url, "SendStreamingMessage", streamed)  # an error, before any stream
+        assert refused_stream["error"]["code"] == -32004, refused_stream
+        got = await result(http, url, "GetTask", {"id": task["id"]})
+        after = (live.bytes, len(live.messages))
+        go_on(label)
+    users = [m["parts"] for m in got["history"] if m["role"] == "ROLE_USER"]
+    assert users == [[{"text": label}]], users
+    assert after == before

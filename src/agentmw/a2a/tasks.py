@@ -116,6 +116,14 @@ def _fingerprint(message: dict[str, Any], metadata: Mapping[str, Any] | None) ->
     return "h" + hashlib.sha256(canonical.encode()).hexdigest(), len(canonical)
 
 
+def _remove(items: list[Any], item: Any) -> None:
+    """Take ``item`` itself (not an equal one) out of ``items``, looking from the end, where it was added."""
+    for index in range(len(items) - 1, -1, -1):
+        if items[index] is item:
+            del items[index]
+            return
+
+
 def snapshot(record: TaskRecord) -> dict[str, Any]:
     """The task as it is now, in wire form, sharing no list or dict with the live record: a stream's first
     event must not grow with the changes sent after it (a client builds its history from both)."""
@@ -333,6 +341,7 @@ class A2ATaskManager(TaskManager):
                 async with live.lock:
                     await self._advance(live, message, incoming, connection, quiet=False, stream=stream)
         except BaseException:
+            live.bytes -= size
             if isinstance(waiting, asyncio.Queue):
                 self.unsubscribe(live, waiting)
             else:
@@ -379,7 +388,14 @@ class A2ATaskManager(TaskManager):
             stream.restart(record)
         shown, seen = len(record.history), len(record.artifacts)
         view = live.first_view
-        await self.runner.advance(live, message, connection, quiet=quiet)
+        try:
+            await self.runner.advance(live, message, connection, quiet=quiet)
+        except BaseException:
+            # refused (the task is working, the skill is hidden, ...): nothing of the message is kept, so
+            # GetTask and ctx.messages never show what the caller was told was not taken
+            _remove(record.history, message)
+            _remove(live.messages, incoming)
+            raise
         if stream is not None:
             stream.hold = live.quiet
         if live.first_view is not None and live.first_view is not view:
