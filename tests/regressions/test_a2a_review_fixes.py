@@ -3,6 +3,8 @@ the task, anonymous repeats, refused follow-ups, and repeats of a message answer
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from pathlib import Path
 
@@ -10,8 +12,10 @@ import httpx
 
 from agentmw.state import open_state
 from tests import a2a_app
+from tests.conftest import serve
 from tests.regressions import test_a2a_answers_replicas as rep
 from tests.regressions.test_a2a_hostile_review import (  # noqa: F401  (fixtures)
+    build,
     fresh,
     gates,
     go_on,
@@ -19,6 +23,7 @@ from tests.regressions.test_a2a_hostile_review import (  # noqa: F401  (fixtures
     result,
     rpc,
     server,
+    sse,
 )
 from tests.waiting import eventually
 
@@ -102,3 +107,85 @@ async def test_a_refused_follow_up_is_not_kept_in_the_history(server) -> None:  
     users = [m["parts"] for m in got["history"] if m["role"] == "ROLE_USER"]
     assert users == [[{"text": label}]], users
     assert after == before
+
+
+async def test_a_streaming_repeat_of_a_quiet_task_is_the_same_message() -> None:
+    """The first sender of a message whose skill answers with a Message alone gets that Message; a streaming
+    repeat sent while it runs gets the same Message, and never a Task first (a task that never exists)."""
+    agent, app = build(dedupe=True)
+    with serve(app) as url:
+        label = f"quiet-{uuid.uuid4().hex[:6]}"
+        same = msg([{"text": label}], metadata={"skill": "ponder"})
+        async with httpx.AsyncClient(timeout=30) as http:
+            first = asyncio.ensure_future(result(http, url, "SendMessage", {"message": same}))
+            await eventually(lambda: label in gates, "the skill to run")
+            repeat = asyncio.ensure_future(sse(http, url, "SendStreamingMessage", {"message": same}))
+            await eventually(
+                lambda: any(x.subscribers for x in agent.a2a_app.ops.tasks.live.values()), "the repeat"
+            )
+            go_on(label)
+            one = await asyncio.wait_for(first, 10)
+            events = await asyncio.wait_for(repeat, 10)
+    assert one["message"]["parts"] == [{"text": f"thought about {label}"}], one
+    assert events == [{"message": one["message"]}], events
+
+
+async def test_a_0_3_streaming_repeat_of_a_quiet_task_is_the_same_message() -> None:
+    agent, app = build(dedupe=True)
+    with serve(app) as url:
+        label = f"quiet03-{uuid.uuid4().hex[:6]}"
+        v03 = {
+            "kind": "message",
+            "messageId": uuid.uuid4().hex,
+            "role": "user",
+            "parts": [{"kind": "text", "text": label}],
+            "metadata": {"skill": "ponder"},
+        }
+        headers = {"a2a-version": "0.3"}
+        async with httpx.AsyncClient(timeout=30) as http:
+            sent = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": v03}}
+            first = asyncio.ensure_future(http.post(f"{url}/a2a", json=sent, headers=headers))
+            await eventually(lambda: label in gates, "the skill to run")
+
+            async def repeat() -> list[dict[str, object]]:
+                body = {"jsonrpc": "2.0", "id": 2, "method": "message/stream", "params": {"message": v03}}
+                async with http.stream("POST", f"{url}/a2a", json=body, headers=headers) as response:
+                    return [
+                        json.loads(x[5:])["result"]
+                        async for x in response.aiter_lines()
+                        if x.startswith("data:")
+                    ]
+
+            streaming = asyncio.ensure_future(repeat())
+            await eventually(
+                lambda: any(x.subscribers for x in agent.a2a_app.ops.tasks.live.values()), "the repeat"
+            )
+            go_on(label)
+            one = (await asyncio.wait_for(first, 10)).json()["result"]
+            events = await asyncio.wait_for(streaming, 10)
+    assert one["kind"] == "message", one
+    assert [e["kind"] for e in events] == ["message"], events
+    assert events[0]["parts"] == one["parts"]
+
+
+async def test_a_return_immediately_repeat_of_a_quiet_message_names_a_task_that_exists() -> None:
+    """An immediate repeat gets the task at once, as a first immediate send does; the first sender still gets
+    the Message alone, and the task the repeat named exists: completed, with that message as its status."""
+    _agent, app = build(dedupe=True)
+    with serve(app) as url:
+        label = f"quiet-{uuid.uuid4().hex[:6]}"
+        same = msg([{"text": label}], metadata={"skill": "ponder"})
+        async with httpx.AsyncClient(timeout=30) as http:
+            first = asyncio.ensure_future(result(http, url, "SendMessage", {"message": same}))
+            await eventually(lambda: label in gates, "the skill to run")
+            now = await result(
+                http, url, "SendMessage", {"message": same, "configuration": {"returnImmediately": True}}
+            )
+            while_running = await result(http, url, "GetTask", {"id": now["task"]["id"]})
+            go_on(label)
+            one = await asyncio.wait_for(first, 10)
+            looked = await result(http, url, "GetTask", {"id": now["task"]["id"]})
+    assert one["message"]["parts"] == [{"text": f"thought about {label}"}], one
+    assert while_running["id"] == now["task"]["id"]
+    assert looked["status"]["state"] == "TASK_STATE_COMPLETED", looked
+    assert looked["status"]["message"]["parts"] == one["message"]["parts"]

@@ -284,7 +284,7 @@ class A2ATaskManager(TaskManager):
         if dedupe:
             repeated = await self._repeated(key, fingerprint, push)
             if repeated is not None:
-                return repeated, self._settled_waiter(repeated, follow)
+                return repeated, self._settled_waiter(repeated, follow, immediate=immediate)
         task_id = message.get("taskId")
         fresh = task_id is None
         if task_id is not None:
@@ -543,10 +543,18 @@ class A2ATaskManager(TaskManager):
             self.registry.publish(live)
             self.push.watch(record.id)
 
-    def _settled_waiter(self, live: LiveTask, follow: bool) -> asyncio.Queue[Any] | asyncio.Future[None]:
+    def _settled_waiter(
+        self, live: LiveTask, follow: bool, *, immediate: bool = False
+    ) -> asyncio.Queue[Any] | asyncio.Future[None]:
         """What a repeat waits on: the first outcome, at once when there is one. A task parked on a question
         (or waiting for input) is answered with its state now: nothing changes it until a follow-up does. A
-        task another process holds is answered with its stored state (nothing here would wake the wait)."""
+        task another process holds is answered with its stored state (nothing here would wake the wait).
+
+        A quiet task (the first sender may still get a message and no task) gets the repeat what the first
+        sender gets: a stream holds its first event until it is a message alone, or the task. An
+        ``immediate`` repeat gets the task at once, as a first immediate send does, and the first sender still
+        gets what the skill answers; so that the task it names exists, the task is written now and kept when
+        it answers with a message alone (completed, with that message as its status)."""
         record = live.record
         held = self.registry.live.get(record.id) is live
         answered = live.answer is not None and live.answer.done()  # going on from its question
@@ -561,6 +569,8 @@ class A2ATaskManager(TaskManager):
             if live.reply is not None:  # a repeat of a message-only reply: that message alone
                 queue.hold = True
                 queue.put_nowait({"message": live.reply})
+            elif live.quiet and not now:
+                queue.hold = True
             if now:
                 queue.put_nowait(None)
             return queue
@@ -569,6 +579,8 @@ class A2ATaskManager(TaskManager):
             waiter.set_result(None)
         else:
             live.settle_waiters.append(waiter)
+        if immediate and live.quiet and not now:
+            self.registry.name(live)
         return waiter
 
     async def _existing(self, task_id: Any, owner: str, message: dict[str, Any]) -> LiveTask:

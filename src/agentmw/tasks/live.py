@@ -41,6 +41,7 @@ class LiveTask(Handle):
     young: bool = False  # running, to be published if it still runs after Timing.publish_after_seconds
     face: Any = None  # what the face keeps here for the task (an MCP task's parked questions)
     bytes: int = 0  # its messages, as the face measured them (the handle table's budget, docs/limits.md)
+    named: bool = False  # a quiet task whose id was given out (an immediate repeat): kept if it replies
 
     def holds(self) -> bool:
         """This process runs the coroutine, or it is parked here on a question."""

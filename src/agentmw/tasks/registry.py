@@ -541,8 +541,18 @@ class TaskRegistry:
             else None,
         )
 
+    def name(self, live: LiveTask) -> None:
+        """A quiet task's id is given out before it is shown (an immediate repeat of its message): it is
+        written now, and kept if it answers with a message alone, so that the id names a task."""
+        if live.named or live.superseded:
+            return
+        live.named = True
+        live.dirty = True
+        self.commits.schedule(live)
+
     def reply(self, live: LiveTask, message: Message) -> None:
-        """A message-only answer: no task is kept; the waiting request answers with the message."""
+        """A message-only answer: no task is kept (unless its id was given out: :meth:`name`); the waiting
+        request answers with the message."""
         record = live.record
         reply = self.shapes.message_to_wire(message, None, record.context_id)
         live.reply = reply
@@ -551,6 +561,8 @@ class TaskRegistry:
             live.on_reply(reply)
         live.subscribers.end({"message": reply})
         release_waiters(live)
+        if live.named:  # completed, with the message as its status (its followers have had the message)
+            self.status(live, TaskState.COMPLETED, reply["parts"])
         self.live.pop(record.id, None)
 
     def emit(self, live: LiveTask, event: dict[str, Any] | None) -> None:
