@@ -27,6 +27,10 @@ from tests.regressions.test_a2a_hostile_review import (  # noqa: F401  (fixtures
 )
 from tests.waiting import eventually
 
+ADA = {
+    "authorization": "Bearer ada"
+}  # a caller of its own: anonymous callers' repeats are never de-duplicated
+
 
 async def test_after_an_unreadable_answer_on_b_a_readable_answer_on_a_completes_once(tmp_path: Path) -> None:
     """Parked on A; an answer B cannot read is asked again on B without un-parking the task or taking it from A
@@ -116,7 +120,7 @@ async def test_a_streaming_repeat_of_a_quiet_task_is_the_same_message() -> None:
     with serve(app) as url:
         label = f"quiet-{uuid.uuid4().hex[:6]}"
         same = msg([{"text": label}], metadata={"skill": "ponder"})
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, headers=ADA) as http:
             first = asyncio.ensure_future(result(http, url, "SendMessage", {"message": same}))
             await eventually(lambda: label in gates, "the skill to run")
             repeat = asyncio.ensure_future(sse(http, url, "SendStreamingMessage", {"message": same}))
@@ -142,7 +146,7 @@ async def test_a_0_3_streaming_repeat_of_a_quiet_task_is_the_same_message() -> N
             "metadata": {"skill": "ponder"},
         }
         headers = {"a2a-version": "0.3"}
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, headers=ADA) as http:
             sent = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": v03}}
             first = asyncio.ensure_future(http.post(f"{url}/a2a", json=sent, headers=headers))
             await eventually(lambda: label in gates, "the skill to run")
@@ -175,7 +179,7 @@ async def test_a_return_immediately_repeat_of_a_quiet_message_names_a_task_that_
     with serve(app) as url:
         label = f"quiet-{uuid.uuid4().hex[:6]}"
         same = msg([{"text": label}], metadata={"skill": "ponder"})
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, headers=ADA) as http:
             first = asyncio.ensure_future(result(http, url, "SendMessage", {"message": same}))
             await eventually(lambda: label in gates, "the skill to run")
             now = await result(
