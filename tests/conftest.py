@@ -69,6 +69,8 @@ TIERS: dict[str, frozenset[str]] = {
             "test_a2a_text_clients.py",
             "regressions/test_a2a_answers.py",
             "regressions/test_a2a_hostile_review.py",
+            "regressions/test_a2a_review_fixes.py",
+            "regressions/test_a2a_answer_fixes.py",
             "regressions/test_a2a_answers_replicas.py",
             "test_a2a_third_party.py",
             "regressions/test_a2a_streams.py",

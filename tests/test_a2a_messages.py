@@ -396,7 +396,7 @@ async def test_a_follow_up_that_names_its_task(conformance, binding: str) -> Non
 
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_a_repeated_message_id_never_answers_with_another_task(deduping, binding: str, caplog) -> None:
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer repeater"}) as http:
         client = await client_for(http, deduping, binding)
         first = await last_task(client, message("status", message_id=f"m-same-{binding}"))
         again = await last_task(client, message("status", message_id=f"m-same-{binding}"))
@@ -434,7 +434,7 @@ async def test_the_conformance_agent_runs_a_repeated_message_id_again(conformanc
 
 
 async def test_a_repeated_message_only_reply_is_the_same_reply(deduping) -> None:
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer repeater"}) as http:
         client = await client_for(http, deduping)
         one = (await send(client, message("message once", message_id="m-reply")))[0].message
         two = (await send(client, message("message once", message_id="m-reply")))[0].message
@@ -443,7 +443,7 @@ async def test_a_repeated_message_only_reply_is_the_same_reply(deduping) -> None
 
 async def test_an_inline_push_config_on_a_repeat_is_kept(second) -> None:
     _, url = second
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer repeater"}) as http:
         client = await client_for(http, url)
         msg = message("x", skill="inspect_message", message_id="m-push")
         task = await last_task(client, msg)

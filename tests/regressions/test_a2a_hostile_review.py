@@ -394,7 +394,7 @@ async def test_a_repeat_of_a_parked_message_answers_at_once_on_1_0_and_0_3(serve
         "parts": [{"kind": "data", "data": {"item": "p"}}],
         "metadata": {"skill": "approve"},
     }
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with httpx.AsyncClient(timeout=10, headers={"authorization": "Bearer repeater"}) as http:
         task = (await result(http, url, "SendMessage", {"message": first}))["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         if streaming:

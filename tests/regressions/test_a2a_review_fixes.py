@@ -193,3 +193,15 @@ async def test_a_return_immediately_repeat_of_a_quiet_message_names_a_task_that_
     assert while_running["id"] == now["task"]["id"]
     assert looked["status"]["state"] == "TASK_STATE_COMPLETED", looked
     assert looked["status"]["message"]["parts"] == one["message"]["parts"]
+
+
+async def test_an_anonymous_repeat_never_hands_over_another_anonymous_callers_task(server) -> None:  # noqa: F811
+    """Anonymous callers share one identity: the same messageId and content from two of them (the TCK's fixed
+    or counter ids) are two messages, two tasks; neither can answer the other's question."""
+    _, url = server
+    same = msg([{"data": {"item": "payroll"}}], message_id="1", metadata={"skill": "approve"})
+    async with httpx.AsyncClient(timeout=30) as first, httpx.AsyncClient(timeout=30) as second:
+        mine = (await result(first, url, "SendMessage", {"message": same}))["task"]
+        theirs = (await result(second, url, "SendMessage", {"message": same}))["task"]
+    assert mine["status"]["state"] == theirs["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert theirs["id"] != mine["id"], "another anonymous caller got this caller's task"

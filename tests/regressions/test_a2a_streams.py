@@ -386,7 +386,7 @@ def test_a_snapshot_shares_no_list_with_the_record() -> None:
 async def test_a_repeat_of_a_parked_message_answers_at_once_with_its_state() -> None:
     _, app = build(dedupe=True)
     with serve(app) as url:
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer repeater"}) as http:
             client = await a2a_client(http, url)
             ask = message(data={"item": "y"}, skill="approve", message_id="m-parked")
             first = [e async for e in client.send_message(SendMessageRequest(message=ask))][-1].task
@@ -415,7 +415,7 @@ async def test_a_raw_streaming_repeat_of_an_input_required_task_ends(server) -> 
         "parts": [{"data": {"item": "z"}}],
         "metadata": {"skill": "confirm"},  # side effects behind the question: repeats are de-duplicated
     }
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer repeater"}) as http:
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": msg}}
         task = (await http.post(f"{url}/a2a", json=body, headers=V1)).json()["result"]["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
@@ -442,7 +442,7 @@ async def test_a_raw_streaming_repeat_of_an_input_required_task_ends(server) -> 
 async def test_repeated_message_ids_make_new_tasks_for_a_read_only_skill_only(server, binding: str) -> None:
     _, url = server
     same = f"tck-complete-task-{binding}"
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer repeater"}) as http:
         client = await a2a_client(http, url, binding)
 
         async def send(skill: str) -> Any:
@@ -487,7 +487,7 @@ async def test_dedupe_message_ids_true_and_false_mean_every_repeat_and_none(
 ) -> None:
     _, app = build(dedupe=dedupe)
     with serve(app) as url:
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer repeater"}) as http:
             client = await a2a_client(http, url)
 
             async def send(skill: str) -> str:

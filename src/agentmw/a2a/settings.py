@@ -42,7 +42,8 @@ class A2ASettings:
             follow-up on a task; a repeat to a read-only or idempotent skill is a new message, with a task
             of its own (what the A2A TCK expects). ``True``: every repeat; ``False``: none (every message
             runs). A reused ``messageId`` with anything different is always a new message, with a warning
-            in the log. Separate from idempotency keys.
+            in the log. Anonymous callers' messages are never de-duplicated (they share one identity, and
+            one must never get another's task). Separate from idempotency keys.
         message_id_ttl_seconds: how long a ``messageId`` is remembered for that (``Limits.max_message_ids`` caps
             how many are).
         max_parts: the parts one message may hold (``SendMessage``, ``SendStreamingMessage`` and their 0.3 names);

@@ -25,6 +25,7 @@ from ..journal import Journal
 from ..lifecycle import INTERRUPTED, TERMINAL, TaskRecord
 from ..state import State
 from ..tasks.manager import TaskManager, spawn
+from ..tasks.registry import ANONYMOUS
 from ..tasks.runner import LOST_REASON
 from .push import PushSender, with_config
 from .registry import (
@@ -269,7 +270,8 @@ class A2ATaskManager(TaskManager):
         if registry.backlog > MAX_BACKLOG:  # the writer is far behind: this send waits for it (bounded)
             await registry.flush()
         incoming = message_from_wire(message)  # a part that cannot be read is -32602, before anything runs
-        dedupe = self.agent.a2a.dedupe_message_ids
+        # every anonymous caller is the same owner: a repeat could hand one another's task (and its question)
+        dedupe = self.agent.a2a.dedupe_message_ids if owner != ANONYMOUS else False
         key = (owner, message["messageId"])
         fingerprint, size = _fingerprint(message, metadata)
         cap = self.agent.budgets.a2a_task_bytes
