@@ -134,8 +134,12 @@ async def agui_run(client: httpx.AsyncClient, skill: str, thread: str | None = N
 
 
 def http(app: Starlette) -> httpx.AsyncClient:
+    # a caller of its own: anonymous callers share one identity, so their repeats are never de-duplicated
     return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000", timeout=10
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://127.0.0.1:8000",
+        headers={"authorization": "Bearer repeater"},
+        timeout=10,
     )
 
 

@@ -396,7 +396,8 @@ async def test_idempotency_over_mcp(built) -> None:
 
 async def test_idempotency_over_a2a_and_agui(built) -> None:
     _agent, app = built
-    async with http(app) as client:
+    # a caller of its own: anonymous callers share one identity, so their messageIds are never de-duplicated
+    async with http(app, authorization="Bearer repeater") as client:
         key = {"idempotencyKey": "k-a2a"}
         one = await a2a(client, "charge", {"account": "globex", "amount": 9}, metadata=key)
         two = await a2a(client, "charge", {"account": "globex", "amount": 9}, metadata=key)

@@ -28,6 +28,9 @@ from agentmw.tasks.registry import LiveTask, TaskRegistry
 from agentmw.testing import A2ATestClient
 from tests.waiting import eventually
 
+# a caller of its own: anonymous callers share one identity, so their repeats are never de-duplicated
+CALLER = {"authorization": "Bearer repeater"}
+
 
 @pytest.fixture(params=["memory", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Any) -> str:
@@ -78,7 +81,7 @@ def handles_of(task_id: str) -> list[LiveTask]:
 
 async def test_a_settled_task_waits_for_its_write_as_bytes_alone(store: str, slow_writer: None) -> None:
     app, agent = app_of(store)
-    async with A2ATestClient(app) as a2a:
+    async with A2ATestClient(app, headers=CALLER) as a2a:
         task = (await a2a.send("hi", skill="echo"))["task"]
         registry = registry_of(agent)
         raw = encoded_bytes(registry.unwritten[task["id"]])
@@ -100,7 +103,7 @@ async def test_a_repeat_while_the_write_is_pending_gets_the_same_task_written_on
     store: str, slow_writer: None
 ) -> None:
     app, agent = app_of(store)
-    async with A2ATestClient(app) as a2a:
+    async with A2ATestClient(app, headers=CALLER) as a2a:
         message = a2a.message("hi", skill="echo")
         first = (await a2a.send(message=message))["task"]
         again = (await a2a.send(message=message))["task"]
@@ -116,7 +119,7 @@ async def test_a_handle_made_before_the_write_is_written_in_its_place(
     store: str, slow_writer: None, publish: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     app, agent = app_of(store)
-    async with A2ATestClient(app) as a2a:
+    async with A2ATestClient(app, headers=CALLER) as a2a:
         task, registry = await sent(a2a, agent)
         handle = registry.local(task["id"])
         assert handle is not None and handle is registry.local(task["id"])  # made once
@@ -136,7 +139,7 @@ async def test_a_handle_made_while_the_write_is_on_its_way_follows_it(
     store: str, slow_writer: None, publish: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     app, agent = app_of(store)
-    async with A2ATestClient(app) as a2a:
+    async with A2ATestClient(app, headers=CALLER) as a2a:
         task, registry = await sent(a2a, agent)
         handles: list[LiveTask] = []
         put_many = agent.state.put_many
@@ -164,7 +167,7 @@ async def test_a_handle_made_while_the_write_is_on_its_way_follows_it(
 
 async def test_an_answer_waits_for_the_write_without_write_behind(store: str, slow_writer: None) -> None:
     app, agent = app_of(store, write_behind=False)
-    async with A2ATestClient(app) as a2a:
+    async with A2ATestClient(app, headers=CALLER) as a2a:
         task = (await a2a.send("hi", skill="echo"))["task"]
         stored = await agent.state.get("a2a.tasks", task["id"])
         assert stored is not None and stored.value["state"] == "TASK_STATE_COMPLETED"
@@ -174,7 +177,7 @@ async def test_a_record_that_cannot_be_encoded_takes_the_handle_path(
     store: str, slow_writer: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     app, agent = app_of(store)
-    async with A2ATestClient(app):
+    async with A2ATestClient(app, headers=CALLER):
         registry, live = await completed_here(
             agent, TaskRecord(id="bad-1", context_id="c", owner="o", metadata={"tags": {"a", "b"}})
         )
@@ -214,7 +217,7 @@ async def test_an_encoded_value_is_checked_when_encoded_and_stored_as_it_is(tmp_
 async def test_the_message_id_table_holds_nothing_the_collector_walks(store: str) -> None:
     """Remembered for an hour, a2a_max_message_ids of them: plain tuples, which the collector stops tracking."""
     app, agent = app_of(store)
-    async with A2ATestClient(app) as a2a:
+    async with A2ATestClient(app, headers=CALLER) as a2a:
         for i in range(3):
             await a2a.send(f"hi {i}", skill="echo")
         table = agent.a2a_app.ops.tasks._messages
@@ -261,7 +264,7 @@ async def test_the_registry_asks_its_state_of_the_moment(store: str, slow_writer
             assert all(type(value) is dict for _, _, value, _ in items), items
             return await super().put_many(items)
 
-    async with A2ATestClient(app) as a2a:
+    async with A2ATestClient(app, headers=CALLER) as a2a:
         registry = registry_of(agent)
         await registry.ready()
         registry.state = DictsOnly()
@@ -276,7 +279,7 @@ async def test_a_handle_made_while_a_final_write_conflicts_or_fails_is_not_kept(
     store: str, slow_writer: None, how: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     app, agent = app_of(store)
-    async with A2ATestClient(app) as a2a:
+    async with A2ATestClient(app, headers=CALLER) as a2a:
         task, registry = await sent(a2a, agent)
         state = agent.state
         put_many, put = state.put_many, state.put
@@ -316,7 +319,7 @@ async def test_the_writer_outlives_a_record_it_cannot_read_after_a_conflict(
     store: str, slow_writer: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     app, agent = app_of(store)
-    async with A2ATestClient(app) as a2a:
+    async with A2ATestClient(app, headers=CALLER) as a2a:
         task, registry = await sent(a2a, agent)
         other = (await a2a.send("again", skill="echo"))["task"]
         other_handle = registry.local(other["id"])  # written in the same round as the final
@@ -353,7 +356,7 @@ async def test_the_handle_of_a_final_write_is_never_written_again(
 ) -> None:
     """As a blocking send whose caller left does (settled: publish), once the write has landed too."""
     app, agent = app_of(store)
-    async with A2ATestClient(app):
+    async with A2ATestClient(app, headers=CALLER):
         registry, live = await completed_here(agent, TaskRecord(id="once-1", context_id="c", owner="o"))
         assert live.handed_over and encoded_bytes(registry.unwritten["once-1"]) is not None
         with caplog.at_level(logging.INFO, logger="agentmw"):
@@ -386,7 +389,7 @@ async def test_a_reply_is_recorded_on_its_own_task_s_entry_only() -> None:
 
     app = Starlette()
     app.add_middleware(AgentMiddleware, agent=agent)
-    async with A2ATestClient(app) as a2a:
+    async with A2ATestClient(app, headers=CALLER) as a2a:
         message = a2a.message("hi", skill="answer")
         first = asyncio.create_task(a2a.send(message=message))
         await started(1)
