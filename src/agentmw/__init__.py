@@ -14,7 +14,7 @@ from .capability import Capability
 from .content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text
 from .context import Answer, Ask, ClientCapabilityMissing, Context, ListRoots, Root, Sample, Sampled
 from .decorators import prompt, resource, skill, tool
-from .errors import NeedsInput, Permanent, RegistrationError, Rejected, Retryable
+from .errors import NeedsInput, Permanent, RegistrationError, Rejected, Retryable, StoreUnavailable
 from .mcp.settings import McpSettings
 from .messages import Artifact, Data, File, Message
 from .middleware import AgentMiddleware
@@ -51,6 +51,7 @@ __all__ = [
     "Rejected",
     "ResourceLink",
     "Retryable",
+    "StoreUnavailable",
     "Root",
     "RouteSelection",
     "Sample",

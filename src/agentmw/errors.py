@@ -35,6 +35,7 @@ __all__ = [
     "Rejected",
     "Retryable",
     "SafetyViolation",
+    "StoreUnavailable",
     "Unauthenticated",
     "retry_after_header",
 ]
@@ -76,6 +77,22 @@ class Retryable(AgentError):
     ) -> None:
         super().__init__(message, data=data)
         self.retry_after = retry_after
+
+
+class StoreUnavailable(Retryable):
+    """The shared state cannot be used right now (Redis unreachable, paused or full; SQLite locked, full or
+    read-only; Postgres down): nothing was acknowledged, and the same request may succeed once the store is back.
+    Every backend raises it for its own transient faults, within a bounded time, so that every face answers its
+    protocol's retryable error (HTTP 503 with ``Retry-After``) instead of an internal one."""
+
+    def __init__(
+        self,
+        message: str = "the agent's store is unavailable; try again shortly",
+        *,
+        retry_after: float | None = 1.0,
+        data: Any = None,
+    ) -> None:
+        super().__init__(message, retry_after=retry_after, data=data)
 
 
 class Permanent(AgentError):
