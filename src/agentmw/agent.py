@@ -108,6 +108,10 @@ class Agent:
             ``identify`` or the host's authenticated ``scope["user"]``; with neither, out-of-band approval
             is off ("no approver configured").
         approvals_path: where out-of-band approvals are decided (``<approvals_path>/<id>``).
+        code_version: this deploy's version stamp (a release tag, a git commit, an image digest): the journal
+            records it on each execution it starts, so an execution parked on version N replays on N's path
+            and a changed or removed parked function can be told apart from a lost one. Default
+            ``$AGENTMW_CODE_VERSION``, else None (no stamp).
         See ``docs/limits.md`` for every limit and its default.
     """
 
@@ -137,9 +141,12 @@ class Agent:
         secret: bytes | str | None = None,
         approver: Callable[[str, Any], bool] | None = None,
         approvals_path: str = "/approvals",
+        code_version: str | None = None,
     ) -> None:
         self.name = name
         self.version = version
+        # the deploy's version stamp, recorded on each execution by the journal (None: not stamped)
+        self.code_version: str | None = code_version or os.environ.get("AGENTMW_CODE_VERSION") or None
         self.instructions = instructions
         self.mcp_settings = mcp
         self.a2a = a2a or A2ASettings()
