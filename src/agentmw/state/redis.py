@@ -17,6 +17,15 @@ client, imported when a :class:`RedisState` is made, never on ``import agentmw``
   replicas' clocks do not matter; only ``read`` compares entry times with this machine's clock to hide
   entries past their age before the next append trims them.
 
+**Faults.** Every call that meets a transient fault of the server raises
+:class:`agentmw.errors.StoreUnavailable` (a ``Retryable``), translated in one place (:func:`_fault`): a
+connection refused or reset, a timeout (``socket_timeout`` and ``socket_connect_timeout`` are 2 s unless the
+URL sets them, so a paused Redis fails a call within about 2 s instead of hanging it), a server still loading
+its data (``LOADING``), out of memory under ``maxmemory`` with ``noeviction`` (``OOM``), a read-only replica
+(``READONLY``), ``MASTERDOWN``, ``TRYAGAIN``, ``BUSY``. A dropped connection is retried once at once (a pooled
+connection that died with a restarted server); nothing else is retried here, so a call fails fast and the
+caller is told when to retry. The pool reconnects by itself once the server is back.
+
 Every key starts with ``{prefix:namespace}``: two agents with different prefixes share one Redis, and the
 keys of one namespace share a Redis Cluster hash slot (the scripts touch only one namespace).
 """
@@ -24,12 +33,14 @@ keys of one namespace share a Redis Cluster hash slot (the scripts touch only on
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from .._transport import loads
+from ..errors import StoreUnavailable
 from . import base
 from ._fanout import Hub
 from .base import ANY, Conflict, Item, Json, Page, State, StoreLimits, Versioned
@@ -209,6 +220,78 @@ return ids
 )
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+SOCKET_TIMEOUT = 2.0
+"""Seconds a call waits for Redis to answer (and to accept a connection) before it fails as unavailable, unless
+the URL sets ``socket_timeout`` / ``socket_connect_timeout``: above the 1 s slices of a blocked ``read``."""
+
+# Error replies that mean "not now" rather than "not this": the server is loading, full, a replica, failing over.
+_TRANSIENT_REPLIES = (
+    ("LOADING", "Redis is loading its data"),
+    ("OOM ", "Redis is out of memory (maxmemory)"),
+    ("READONLY", "Redis is a read-only replica"),
+    ("MASTERDOWN", "Redis lost its primary"),
+    ("TRYAGAIN", "Redis asked to try again"),
+    ("CLUSTERDOWN", "the Redis cluster is down"),
+    ("BUSY ", "Redis is busy running a script"),
+    ("NOREPLICAS", "Redis has too few replicas"),
+)
+
+
+def _fault(exc: BaseException) -> StoreUnavailable | None:
+    """The :class:`StoreUnavailable` a redis-py exception means, or None for one that is not a fault of the
+    server (a bad reply, a programming error: raised as it is)."""
+    from redis import exceptions as rx
+
+    if isinstance(exc, StoreUnavailable):
+        return exc
+    why: str | None
+    if isinstance(exc, rx.BusyLoadingError):
+        why = "Redis is loading its data"
+    elif isinstance(exc, (rx.TimeoutError, TimeoutError)):
+        why = "Redis did not answer in time"
+    elif isinstance(exc, (rx.ConnectionError, OSError)):
+        why = "Redis cannot be reached"
+    elif isinstance(exc, rx.OutOfMemoryError):
+        why = "Redis is out of memory (maxmemory)"
+    elif isinstance(exc, rx.ReadOnlyError):
+        why = "Redis is a read-only replica"
+    elif isinstance(exc, rx.ClusterDownError):
+        why = "Redis lost its primary"
+    elif isinstance(exc, rx.TryAgainError):
+        why = "Redis asked to try again"
+    elif isinstance(exc, rx.ResponseError):
+        text = str(exc)
+        why = next(
+            (w for marker, w in _TRANSIENT_REPLIES if text.startswith(marker) or f": {marker}" in text), None
+        )
+        if why is None:
+            return None
+    else:
+        return None
+    return StoreUnavailable(f"the agent's store is unavailable ({why}); try again shortly")
+
+
+def _guarded(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """``method`` with the server's transient faults raised as :class:`StoreUnavailable` (module doc)."""
+
+    @functools.wraps(method)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(*args, **kwargs)
+        except (StoreUnavailable, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            fault = _fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
+
+    return call
+
+
 def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
@@ -227,6 +310,24 @@ def _event_id(stream_id: bytes | str) -> int:
     if int(seq) >= _SEQ:
         raise OverflowError(f"stream id {text}: more than {_SEQ} events in one millisecond")
     return int(ms) * _SEQ + int(seq)
+
+
+def _connect(url: str) -> redis.asyncio.Redis:
+    """A client for ``url`` that fails fast: timeouts of :data:`SOCKET_TIMEOUT` (the URL's own win), and one
+    immediate retry of a dropped connection only (redis-py's default retries with backoff would hold a call for
+    many seconds while Redis is down)."""
+    import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    return aioredis.Redis.from_url(
+        url,
+        socket_timeout=SOCKET_TIMEOUT,
+        socket_connect_timeout=SOCKET_TIMEOUT,
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        retry_on_timeout=False,
+    )
 
 
 class RedisState(State):
@@ -254,14 +355,14 @@ class RedisState(State):
         if not _PREFIX.fullmatch(prefix):
             raise ValueError(f"a prefix is 1-64 letters, digits, '_', '.' or '-': {prefix!r}")
         try:
-            import redis.asyncio as aioredis
+            import redis.asyncio  # noqa: F401  (the extra is installed)
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError(
                 "the Redis state store needs the redis package: pip install 'agentmw[redis]'"
             ) from exc
         self.prefix = prefix
         self._owns_client = client is None
-        self._client: redis.asyncio.Redis = client if client is not None else aioredis.Redis.from_url(url)
+        self._client: redis.asyncio.Redis = client if client is not None else _connect(url)
         register = self._client.register_script
         self._put, self._delete, self._set = register(_PUT), register(_DELETE), register(_SET)
         self._delete_key, self._lease, self._append = (
@@ -590,8 +691,10 @@ class RedisState(State):
     async def publish(self, channel: str, message: Json) -> None:
         await self._client.publish(self._channel(base.check_key(channel, "channel")), base.encode(message))
 
+    @_guarded
     async def _listen(self, channels: list[str]) -> None:
-        """The first local subscribers of these channels: subscribe, and wait until Redis confirms."""
+        """The first local subscribers of these channels: subscribe, and wait until Redis confirms (within
+        :data:`SOCKET_TIMEOUT` and a second: StoreUnavailable past it)."""
         if self._pubsub is None:
             self._pubsub = self._client.pubsub()
         loop = asyncio.get_running_loop()
@@ -600,7 +703,12 @@ class RedisState(State):
         await self._pubsub.subscribe(*names)
         if self._reader is None or self._reader.done():
             self._reader = loop.create_task(self._read_bus(), name="agentmw-redis-bus")
-        await asyncio.wait_for(asyncio.gather(*waits), 10)
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), SOCKET_TIMEOUT + 1)
+        except TimeoutError:
+            raise StoreUnavailable(
+                "the agent's store is unavailable (Redis did not confirm a subscription); try again shortly"
+            ) from None
 
     async def _unlisten(self, channels: list[str]) -> None:
         if self._pubsub is not None and not self._closed:
@@ -608,15 +716,24 @@ class RedisState(State):
 
     async def _read_bus(self) -> None:
         skip = len(self._channel(""))
+        pause = 0.0  # seconds between attempts while the bus connection fails: 0.1 s, doubling up to 1 s
         while not self._closed:
             try:
                 message = await self._pubsub.get_message(timeout=1.0)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a dropped connection: redis-py reconnects and subscribes again
-                logger.exception("agentmw state: reading the Redis bus failed")
-                await asyncio.sleep(0.1)
+            except Exception as exc:  # a dropped connection: redis-py reconnects and subscribes again
+                if not pause:  # once per outage, not once per attempt
+                    if _fault(exc) is not None:
+                        logger.warning("agentmw state: the Redis bus is unavailable (%s); reconnecting", exc)
+                    else:
+                        logger.exception("agentmw state: reading the Redis bus failed")
+                pause = min(1.0, pause * 2 or 0.1)
+                await asyncio.sleep(pause)
                 continue
+            if pause:
+                logger.warning("agentmw state: the Redis bus is back")
+                pause = 0.0
             if message is None:
                 continue
             kind = message["type"]
@@ -626,3 +743,24 @@ class RedisState(State):
                 waiter = self._confirm.pop(message["channel"], None)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(None)
+
+
+for _name in (
+    "get",
+    "put",
+    "put_many",
+    "delete",
+    "scan",
+    "set_if_absent",
+    "get_key",
+    "set_key",
+    "delete_key",
+    "renew",
+    "release",
+    "append",
+    "append_many",
+    "read",
+    "publish",
+):  # the one boundary where redis-py's faults become StoreUnavailable
+    setattr(RedisState, _name, _guarded(getattr(RedisState, _name)))
+del _name
