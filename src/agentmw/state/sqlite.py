@@ -23,8 +23,16 @@
 - **Bounds.** Reads skip what is past its age at once. Deleting it, and what is past a namespace's count, is
   done by the writes: a full prune of a namespace every ``max_count // 20`` writes to it in this process,
   or after a second, whichever comes first; so a table can exceed its count by that batch, per process.
-- **Durability.** ``synchronous=NORMAL``: a committed write survives a crash of the process; a power loss
-  may undo the last ones (``synchronous="FULL"`` makes every commit wait for the disk).
+- **Durability.** ``synchronous=FULL`` by default: a commit returns once the WAL is on the disk, so whatever
+  was acknowledged survives a crash of the process, of the OS, or a power loss. ``synchronous="NORMAL"``
+  (``sqlite://x.db?synchronous=normal``) skips that wait: it survives a crash of the process, not a power loss.
+  When the file is first opened and a ``-wal`` file is there (the last process did not close cleanly), it is
+  walked before SQLite recovers it (``_wal.py``): a damaged frame, which makes SQLite drop every transaction
+  after it, is logged as a WARNING saying how many committed transactions are lost and from when.
+- **Faults.** A transient fault of the file or the disk (locked past ``busy_timeout``, full, read-only, an I/O
+  error, a file that cannot be opened) raises :class:`agentmw.errors.StoreUnavailable`, translated where an
+  operation runs (``_read``, ``_write``, ``_run``); a transaction that failed is rolled back (its COMMIT
+  included), so the same connections serve again once the fault is gone.
 """
 
 from __future__ import annotations
@@ -46,8 +54,10 @@ from typing import Any, Literal, TypeVar
 import anyio.to_thread
 
 from .._transport import loads
+from ..errors import StoreUnavailable
 from . import base
 from ._fanout import Hub
+from ._wal import check_wal
 from .base import ANY, Conflict, Item, Json, Page, State, StoreLimits, Versioned
 
 __all__ = ["SQLiteState"]
@@ -86,6 +96,28 @@ _LOOP_READ = 100  # reads of more events run on the thread
 _CHECKPOINT_WRITES = 256  # rows written on the loop's connection between two passive checkpoints
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
+# Result codes (primary, the low byte) that mean "not now" rather than "not this": the file is locked beyond the
+# busy timeout, the disk or the database is full, the file or its folder is read-only, the disk failed a read or
+# a write, the file cannot be opened. Anything else (a constraint, a malformed file, a closed store) is raised as
+# it is.
+_TRANSIENT = {
+    _SQLITE_BUSY: "SQLite is locked by another connection",
+    _SQLITE_LOCKED: "SQLite is locked by another connection",
+    7: "SQLite is out of memory",
+    8: "SQLite is read-only",
+    10: "SQLite met a disk I/O error",
+    13: "SQLite's disk or database is full",
+    14: "SQLite cannot open its file",
+    15: "SQLite's file lock failed",
+}
+_TRANSIENT_TEXT = (  # Python < 3.11 has no sqlite_errorcode: the messages SQLite gives these codes
+    ("locked", "SQLite is locked by another connection"),
+    ("busy", "SQLite is locked by another connection"),
+    ("readonly", "SQLite is read-only"),
+    ("disk i/o error", "SQLite met a disk I/O error"),
+    ("full", "SQLite's disk or database is full"),
+    ("unable to open", "SQLite cannot open its file"),
+)
 
 
 def _busy(exc: BaseException) -> bool:
@@ -96,6 +128,30 @@ def _busy(exc: BaseException) -> bool:
     if code is not None:
         return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
     return "locked" in str(exc) or "busy" in str(exc)  # pragma: no cover - Python < 3.11
+
+
+def _fault(exc: BaseException) -> StoreUnavailable | None:
+    """The :class:`StoreUnavailable` a sqlite3 error means, or None when it is not a fault of the file or disk."""
+    if isinstance(exc, StoreUnavailable):
+        return exc
+    if not isinstance(exc, sqlite3.OperationalError):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        why = _TRANSIENT.get(code & 0xFF)
+    else:  # pragma: no cover - Python < 3.11
+        text = str(exc).lower()
+        why = next((w for marker, w in _TRANSIENT_TEXT if marker in text), None)
+    if why is None:
+        return None
+    return StoreUnavailable(f"the agent's store is unavailable ({why}); try again shortly")
+
+
+def _raise_fault(exc: BaseException) -> None:
+    """Raise ``exc`` as StoreUnavailable when it is a transient fault; return otherwise (the caller re-raises)."""
+    fault = _fault(exc)
+    if fault is not None and fault is not exc:
+        raise fault from exc
 
 
 @dataclass(slots=True)
@@ -110,10 +166,16 @@ def _tx(db: sqlite3.Connection, fn: Callable[[], T]) -> T:
     db.execute("BEGIN IMMEDIATE")
     try:
         result = fn()
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        # A COMMIT that failed (the disk full, busy) leaves the transaction open: rolled back here, or the
+        # connection's next BEGIN would fail for good ("cannot start a transaction within a transaction").
+        if db.in_transaction:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                logger.debug("agentmw state: a rollback failed", exc_info=True)
         raise
-    db.execute("COMMIT")
     return result
 
 
@@ -136,7 +198,9 @@ class SQLiteState(State):
         path: the database file (created if absent). Other agentmw tables may live in the same file.
         poll: seconds between two checks for other processes' publishes and appends.
         busy_timeout: seconds a write waits for another process's transaction before failing.
-        synchronous: ``"NORMAL"`` (the WAL default) or ``"FULL"``.
+        synchronous: ``"FULL"`` (the default: a commit, and so an acknowledged answer, waits for the disk and
+            survives a power loss) or ``"NORMAL"`` (a commit survives a crash of the process, but a power loss or
+            an OS crash may undo the last ones); either case.
         executor: ``"thread"``, one dedicated thread and connection; or ``"anyio"``, anyio's threads.
         bus_retention: seconds a bus message stays in the table for slow watchers.
     """
@@ -151,24 +215,27 @@ class SQLiteState(State):
         default: StoreLimits = base.DEFAULT_LIMITS,
         poll: float = 0.05,
         busy_timeout: float = 10.0,
-        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        synchronous: Literal["NORMAL", "FULL", "normal", "full"] = "FULL",
         executor: Literal["thread", "anyio"] = "thread",
         bus_retention: float = 30.0,
     ) -> None:
         super().__init__(limits=limits, default=default)
-        if synchronous not in ("NORMAL", "FULL") or executor not in ("thread", "anyio"):
-            raise ValueError("synchronous is NORMAL or FULL; executor is thread or anyio")
+        level = synchronous.upper() if isinstance(synchronous, str) else synchronous
+        if level not in ("NORMAL", "FULL") or executor not in ("thread", "anyio"):
+            raise ValueError("synchronous is FULL or NORMAL; executor is thread or anyio")
         self.path = str(path)
         self.poll = poll
         self.busy_timeout = busy_timeout
-        self.synchronous = synchronous
+        self.synchronous: Literal["NORMAL", "FULL"] = "FULL" if level == "FULL" else "NORMAL"
+        self.wal_report: Any = None  # what the WAL check found when this store first opened the file
         self.executor = executor
         self.bus_retention = bus_retention
         self.fallbacks = 0  # on-loop attempts that found the write lock taken and went to the thread
         self._db: sqlite3.Connection | None = None
         self._ldb: sqlite3.Connection | None = None  # the loop's connection, made by the thread
         self._ldb_thread: int | None = None  # the thread of the event loop that uses it
-        self._loop_writes = synchronous == "NORMAL"
+        self._loop_writes = self.synchronous == "NORMAL"
+        self._wal_checked = False
         self._loop_rows = 0
         self._checkpointer: asyncio.Task[None] | None = None
         self._closing = False
@@ -187,6 +254,9 @@ class SQLiteState(State):
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
+            if not self._wal_checked:  # before SQLite's recovery replays the -wal file (_wal.py)
+                self._wal_checked = True
+                self.wal_report = check_wal(self.path)
             db = sqlite3.connect(
                 self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
             )
@@ -225,11 +295,15 @@ class SQLiteState(State):
             raise RuntimeError("the state store is closed")
         if self._ldb_thread is None:
             self._ldb_thread = threading.get_ident()  # the loop's connection is for this loop's thread only
-        if self.executor == "anyio":
-            return await anyio.to_thread.run_sync(self._locked, fn)
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentmw-sqlite")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self._call, fn)
+        try:
+            if self.executor == "anyio":
+                return await anyio.to_thread.run_sync(self._locked, fn)
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentmw-sqlite")
+            return await asyncio.get_running_loop().run_in_executor(self._pool, self._call, fn)
+        except sqlite3.OperationalError as exc:  # the one boundary of the thread: faults are StoreUnavailable
+            _raise_fault(exc)
+            raise
 
     def _loop_db(self) -> sqlite3.Connection | None:
         """The loop's connection, when there is one and this is the thread of the loop that uses it."""
@@ -251,6 +325,7 @@ class SQLiteState(State):
                 return fn(db)
             except sqlite3.OperationalError as exc:
                 if not _busy(exc):
+                    _raise_fault(exc)
                     raise
                 self.fallbacks += 1
         return await self._run(fn)
@@ -267,8 +342,12 @@ class SQLiteState(State):
                 result = fn(db)
             except BaseException as exc:
                 if db.in_transaction:
-                    db.execute("ROLLBACK")
+                    try:
+                        db.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        logger.debug("agentmw state: a rollback failed", exc_info=True)
                 if not _busy(exc):
+                    _raise_fault(exc)
                     raise
                 self.fallbacks += 1
             else:
