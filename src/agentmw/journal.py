@@ -4,8 +4,10 @@ A :class:`Journal` records what one execution learned from outside its own code:
 questions (``ctx.ask``, ``ctx.confirm``, a gate's approval, keyed by the question key), the results of its
 ``ctx.call`` sub-calls (keyed by call order, tool name and a hash of the arguments), the results of its
 one-time steps (``await ctx.once(name, fn, *args)``), and how many of its events were already delivered.
-It lives in the agent's shared state (``agent.state``) as one versioned record, written with
-compare-and-set at each step, so whichever replica holds the execution's lease can replay it:
+It lives in the agent's shared state (``agent.state``): a small versioned *header* (status, lease owner,
+counters, code version) in ``journal``, written with compare-and-set at each step, and the steps themselves in
+an append-only log (``journal.steps``, one per execution), so that a step costs the same however many came
+before it. Whichever replica holds the execution's lease can replay it:
 ``invoke(..., journal=journal)`` runs the function from the start; every recorded step returns its
 recorded value, in order; the first step that is not recorded runs for real and is recorded. A replay that
 asks another question, or calls another step, where the journal records something else fails with
@@ -26,8 +28,10 @@ import os
 import socket
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Self
 
 from ._codec import from_json, to_json
 from ._executor import run_step
@@ -44,37 +48,62 @@ from .context import (
     needed_capability,
     recorded_json,
 )
-from .errors import Permanent
+from .errors import NeedsInput, Permanent
 from .events import CoreEvent, ToolCallFinished, ToolCallStarted
 from .outcomes import PERMANENT, Code, InputsPending, Outcome, Status
 from .pipeline import journaled_approval
 from .runtime import invoke
-from .state import Conflict
+from .state import Conflict, State, StoreLimits
+from .state.base import MAX_PAGE, encode
 
 if TYPE_CHECKING:
     from .capability import Capability
-    from .state import State
+    from .retries import RetryPolicy
 
 __all__ = [
+    "DEAD",
     "FORMAT",
     "JOURNAL_NS",
     "LEASE_NS",
+    "STATS",
+    "STEPS_NS",
+    "ExecutionDetail",
+    "ExecutionInfo",
     "Journal",
+    "JournalFull",
+    "Orphan",
     "ReplayDiverged",
     "TakenOver",
     "cancel",
+    "cancel_execution",
     "journaled_approval",
+    "list_executions",
     "orphaned",
     "resume",
+    "resume_now",
+    "retry",
+    "show_execution",
 ]
 
 logger = logging.getLogger("agentmw")
 
-FORMAT = 1
-"""The version of the record's layout (``"format"``); a replica refuses a journal of a newer one."""
+FORMAT = 2
+"""The version of the record's layout (``"format"``); a replica refuses a journal of a newer one. Format 1
+kept the steps in the record itself; such a record is read, and moved to the step log at its next write."""
 
 JOURNAL_NS = "journal"
 LEASE_NS = "journal.lease"
+STEPS_NS = "journal.steps"
+DEAD = "dead"
+"""The status of a dead letter: an execution given up after ``Limits.max_recovery_attempts`` take-overs."""
+RECOVERY_EXHAUSTED = "recovery_exhausted"  # the code of a dead letter's outcome
+CAPABILITY_GONE = "capability_gone"  # the code of an execution whose function this deploy no longer serves
+JOURNAL_FULL = "journal_full"  # the code of an execution past its step or size cap
+DEFAULT_MAX_RECOVERY_ATTEMPTS = 100  # as DBOS's max_recovery_attempts
+STATS: dict[str, int] = {"takeovers": 0, "dead_letters": 0}
+"""What this process did, for the metrics: take-overs that went on (recoveries), executions dead-lettered."""
+DEFAULT_MAX_STEPS = 10_000
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_LEASE_SECONDS = 30.0
 _CAPABILITIES = ("elicitation", "sampling", "roots")
 _PROCESS = f"{socket.gethostname()}-{os.getpid()}"
@@ -100,6 +129,34 @@ class ReplayDiverged(Permanent):
         self.position = position
         self.recorded = recorded
         self.found = found
+
+
+class JournalFull(Permanent):
+    """The execution reached its cap (``Limits.max_steps_per_execution`` or ``Limits.max_journal_bytes``):
+    it fails for good (code ``journal_full``); the step that would pass the cap does not run."""
+
+    code = JOURNAL_FULL
+
+    def __init__(self, execution_id: str, what: str) -> None:
+        message = (
+            f"Execution {execution_id!r} reached its cap of {what}; it was stopped. Raise the cap "
+            "(agentmw.Limits), or split the work into several executions."
+        )
+        super().__init__(message, data={"execution": execution_id, "cap": what})
+        self.execution_id = execution_id
+
+
+class Orphan(str):
+    """An execution id found by :func:`orphaned`, with the version of its record the sweep saw: a take-over
+    (``Journal.load(state, orphan)``, then :func:`resume`) goes on only if the execution is still running at
+    that version once its lease is taken, so an execution that parked or ended meanwhile is left alone."""
+
+    version: int
+
+    def __new__(cls, execution_id: str, version: int) -> Self:
+        made = super().__new__(cls, execution_id)
+        made.version = version
+        return made
 
 
 class TakenOver(BaseException):
@@ -163,6 +220,20 @@ class Journal:
         self.version = 0  # of the stored record; 0: not written
         self.status = "running"
         self.outcome: dict[str, Any] | None = None
+        self.attempts = 0  # take-overs so far (a recovery after its replica died, or lost it)
+        self.code_version: str | None = None  # the deploy's version when the execution started
+        self.reason: str | None = None  # why it is a dead letter (or failed for good), for operators
+        self.updated_at = 0.0
+        self.max_recovery_attempts = DEFAULT_MAX_RECOVERY_ATTEMPTS
+        self.max_steps = DEFAULT_MAX_STEPS
+        self.max_bytes = DEFAULT_MAX_BYTES
+        self._expected: int | None = None  # a take-over: the version the orphan sweep saw
+        self._last = 0  # the id of the last step-log entry the header names (0: none)
+        self._bytes = 0  # of the step log's accepted entries
+        self._unlogged: list[dict[str, Any]] = []  # steps and answers not yet in the step log
+        self._legacy = False  # read from a format-1 record: its steps go to the log at the next write
+        self._patches: dict[tuple[str, str], bool] = {}
+        self.retried = False  # made runnable again by an operator (a dead letter: ``retry``)
         self.delivered = 0  # events 1..delivered reached the face
         self.seq = 0  # the number of the last event emitted in this run
         self._stored_delivered = 0
@@ -175,7 +246,7 @@ class Journal:
         self._renewer: asyncio.Task[None] | None = None
         self._lock_: asyncio.Lock | None = None
         self._start: tuple[Any, ...] | None = None
-        self._failure: ReplayDiverged | None = None
+        self._failure: ReplayDiverged | JournalFull | None = None
         self._in_once = 0
         self._by_scope: dict[str, list[int]] = {}
         self._cursor: dict[str, int] = {}
@@ -214,24 +285,46 @@ class Journal:
         owner: str | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> Journal | None:
-        """The stored journal of the execution, or None."""
+        """The stored journal of the execution (its header, then its steps from the step log), or None.
+
+        ``execution_id`` may be an :class:`Orphan` (from :func:`orphaned`): :func:`resume` then takes the
+        execution over only if it is still running at the version the sweep saw."""
+        expected = execution_id.version if isinstance(execution_id, Orphan) else None
+        execution_id = str(execution_id)
         found = await state.get(JOURNAL_NS, execution_id)
         if found is None:
             return None
-        value, version = found
+        journal = cls(state, execution_id, owner=owner, lease_seconds=lease_seconds)
+        await journal._read(found.value, found.version)
+        journal._expected = expected
+        return journal
+
+    async def _read(self, value: Mapping[str, Any], version: int) -> None:
+        execution_id = self.id
         if int(value.get("format", 0)) > FORMAT:
             raise ValueError(
                 f"the journal of {execution_id!r} has format {value.get('format')}, newer than "
                 f"this agentmw reads ({FORMAT})"
             )
-        journal = cls(state, execution_id, owner=owner, lease_seconds=lease_seconds)
-        journal.run = value.get("run")
-        journal.steps = list(value.get("steps") or [])
-        journal.version = version
-        journal.status = journal._stored_status = value.get("status") or "running"
-        journal.outcome = value.get("outcome")
-        journal.delivered = journal._stored_delivered = int(value.get("delivered") or 0)
-        return journal
+        self.version = version
+        self.status = self._stored_status = value.get("status") or "running"
+        self.outcome = value.get("outcome")
+        self.delivered = self._stored_delivered = int(value.get("delivered") or 0)
+        self.attempts = int(value.get("attempts") or 0)
+        self.code_version = value.get("codeVersion")
+        self.reason = value.get("reason")
+        self.retried = bool(value.get("retried"))
+        self.updated_at = float(value.get("updatedAt") or 0.0)
+        if "steps" in value:  # format 1: the steps are in the record
+            self.run = value.get("run")
+            self.steps = list(value.get("steps") or [])
+            self._legacy = True
+            return
+        self._last = int(value.get("last") or 0)
+        self._bytes = int(value.get("logBytes") or 0)
+        self.run, self.steps = await _read_log(self.state, execution_id, self._last)
+        if self.run is None:
+            self.run = value.get("run")
 
     # -- what the faces read ----------------------------------------------------------------------------
 
@@ -356,15 +449,55 @@ class Journal:
         value: dict[str, Any] = {
             "format": FORMAT,
             "status": self.status,
-            "run": self.run,
-            "steps": self.steps,
             "delivered": self.delivered,
             "owner": self.owner,
             "updatedAt": time.time(),
+            "attempts": self.attempts,
+            "stepCount": len(self.steps),
+            "last": self._last,
+            "logBytes": self._bytes,
+            "codeVersion": self.code_version,
         }
+        if run is not None:  # what an operator reads without the log (the log holds the whole of it)
+            value["kind"], value["name"], value["face"] = run.get("kind"), run.get("name"), run.get("face")
         if self.outcome is not None:
             value["outcome"] = self.outcome
+        if self.reason is not None:
+            value["reason"] = self.reason
+        if self.retried:
+            value["retried"] = True
         return value
+
+    async def _log(self) -> tuple[int, int]:
+        """Append what the step log lacks (the run, at the first write; new steps and answers) as one entry
+        naming the entry before it; returns the header's new ``last`` and ``logBytes``. Nothing is accepted
+        until the header names the entry: one appended by a writer whose header write then fails is never
+        read (:func:`_read_log` follows the chain from the header)."""
+        first = self.version == 0 or self._legacy
+        events = self._unlogged
+        if self._legacy:
+            events = list(self.steps)  # a format-1 record's steps, answers and all, move to the log
+        if not events and not first:
+            return self._last, self._bytes
+        entry: dict[str, Any] = {"p": 0 if self._legacy else self._last, "e": events}
+        if first:
+            entry["run"] = self.run
+        size = len(encode(entry))
+        _bound_log(self.state, self.max_steps)
+        if self._bytes + size > self.max_bytes:
+            dropped = {id(event) for event in events}  # the steps past the cap are not recorded
+            self.steps[:] = [step for step in self.steps if id(step) not in dropped]
+            self._unlogged.clear()
+            raise self._full(f"{self.max_bytes} journal bytes (Limits.max_journal_bytes)")
+        last = await self.state.append(STEPS_NS, self.id, entry)
+        return last, self._bytes + size
+
+    def _full(self, what: str) -> JournalFull:
+        failure = JournalFull(self.id, what)
+        if self._failure is None:
+            self._failure = failure  # the execution fails even if the function catches it
+        logger.error("%s", failure.message)
+        return failure
 
     async def _write(self, *, lease: bool = True) -> None:
         """Write the record (compare-and-set on the version this journal read or wrote last).
@@ -379,16 +512,27 @@ class Journal:
             raise TakenOver(f"execution {self.id} is held by another replica")
         async with self._lock:
             delivered = self.delivered
+            unlogged = len(self._unlogged)
+            if self.run is None:
+                self._value()  # fills in the run from the execution's start
+            before = self._last, self._bytes
+            self._last, self._bytes = await self._log()
             try:
                 self.version = await self.state.put(
                     JOURNAL_NS, self.id, self._value(), expected_version=self.version or None
                 )
             except Conflict as exc:
+                self._last, self._bytes = before
                 self._lost = True
                 self._stop_renewer()
                 raise TakenOver(
                     f"execution {self.id} was moved on elsewhere (version {exc.actual})"
                 ) from None
+            except BaseException:
+                self._last, self._bytes = before
+                raise
+            del self._unlogged[:unlogged]
+            self._legacy = False
             self._stored_delivered = delivered
             self._stored_status = self.status
 
@@ -402,15 +546,18 @@ class Journal:
         True if any was recorded. Compare-and-set: of two replicas answering one question, one wins, and
         the other gets :class:`TakenOver`."""
         changed = False
-        for step in self.steps:
+        for index, step in enumerate(self.steps):
             if step.get("t") != "ask":
                 continue
             recorded = step.setdefault("a", {})
+            given: dict[str, Any] = {}
             for key, request in (step.get("q") or {}).items():
                 if key in recorded or key not in answers:
                     continue
-                recorded[key] = to_json(_parsed(answers[key], from_json(request)))
+                recorded[key] = given[key] = to_json(_parsed(answers[key], from_json(request)))
                 changed = True
+            if given:
+                self._unlogged.append({"t": "ans", "i": index, "a": given})
         if changed:
             self.status = "running"
             await self._write(lease=False)
@@ -462,6 +609,15 @@ class Journal:
         self._done = {}
         self._inflight = {}
         self._failure = None
+        self._patches = {}
+        agent = ctx.agent
+        limits = getattr(agent, "limits", None)
+        if limits is not None:
+            self.max_recovery_attempts = getattr(limits, "max_recovery_attempts", self.max_recovery_attempts)
+            self.max_steps = getattr(limits, "max_steps_per_execution", self.max_steps)
+            self.max_bytes = getattr(limits, "max_journal_bytes", self.max_bytes)
+        if not self.stored and self.code_version is None:
+            self.code_version = getattr(agent, "code_version", None)
         self.seq = 0
         self._skip_through = self.delivered
         self._replay_end = len(self.steps)
@@ -529,14 +685,21 @@ class Journal:
         logger.error("%s", self._failure.message)
         raise self._failure
 
-    async def _record(self, scope: str, step: dict[str, Any], *, lease: bool = True) -> None:
+    def _add(self, scope: str, step: dict[str, Any]) -> None:
+        """Add a step to the journal (written, and logged, with the next write)."""
+        if len(self.steps) >= self.max_steps:
+            raise self._full(f"{self.max_steps} journaled steps (Limits.max_steps_per_execution)")
         if scope:
             step["s"] = scope
         index = len(self.steps)
         self.steps.append(step)
+        self._unlogged.append(step)
         self._by_scope.setdefault(scope, []).append(index)
         self._consumed.add(index)
         self._done[(scope, step["t"], json.dumps(step["k"]))] = step
+
+    async def _record(self, scope: str, step: dict[str, Any], *, lease: bool = True) -> None:
+        self._add(scope, step)
         await self._write(lease=lease)
 
     async def _settle(self, outcome: Outcome) -> None:
@@ -570,9 +733,15 @@ class _Scope:
         return bool(self.journal._inflight.get(self.name, 0))
 
     async def call(
-        self, ctx: Context, name: str, capability: Capability, arguments: Mapping[str, Any]
+        self,
+        ctx: Context,
+        name: str,
+        capability: Capability,
+        arguments: Mapping[str, Any],
+        *,
+        retry: RetryPolicy | None = None,
     ) -> Any:
-        return await _journaled_call(ctx, self, name, capability, arguments)
+        return await _journaled_call(ctx, self, name, capability, arguments, retry)
 
     async def once(
         self,
@@ -581,8 +750,42 @@ class _Scope:
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        *,
+        retry: RetryPolicy | None = None,
     ) -> Any:
-        return await _once(self, name, fn, args, kwargs)
+        return await _once(self, name, fn, args, kwargs, retry)
+
+    def patched(self, ctx: Context, patch_id: str) -> bool:
+        """Whether this execution takes the code path of patch ``patch_id`` (as Temporal's ``patched``): True
+        for an execution that reaches this point fresh (a marker is recorded, so its replays say True too);
+        False for a replay of one recorded before the patch existed (it went past this point without a
+        marker), which goes on on the old path. The first answer holds for the rest of the run."""
+        journal = self.journal
+        journal._check()
+        known = journal._patches.get((self.name, patch_id))
+        if known is not None:
+            return known
+        indexes = journal._by_scope.get(self.name, ())
+        cursor = journal._cursor.get(self.name, 0)
+        while cursor < len(indexes) and indexes[cursor] in journal._consumed:
+            cursor += 1
+        journal._cursor[self.name] = cursor
+        if cursor < len(indexes):  # replaying: the run recorded here has the marker, or predates the patch
+            candidates = [indexes[cursor]]
+            if journal._inflight.get(self.name, 0) > 0:
+                candidates = [i for i in indexes[cursor:] if i not in journal._consumed]
+            found = False
+            for index in candidates:
+                step = journal.steps[index]
+                if step.get("t") == "patch" and step.get("k") == patch_id:
+                    journal._consumed.add(index)
+                    found = True
+                    break
+        else:  # fresh: the marker goes to the journal with its next write
+            journal._add(self.name, {"t": "patch", "k": patch_id})
+            found = True
+        journal._patches[(self.name, patch_id)] = found
+        return found
 
     async def inputs(self, ctx: Context, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
         journal = self.journal
@@ -639,9 +842,13 @@ class _Scope:
             journal._lost = True
             raise TakenOver(f"execution {journal.id} was resumed elsewhere")
         answers = step.setdefault("a", {})
+        logged: dict[str, Any] = {}
         for key, value in given.items():
             if key in missing:
-                answers[key] = to_json(value)
+                answers[key] = logged[key] = to_json(value)
+        index = next((i for i, s in enumerate(journal.steps) if s is step), None)
+        if logged and index is not None:
+            journal._unlogged.append({"t": "ans", "i": index, "a": logged})
         journal.status = "running"
         await journal._write()
         return {k: from_json(answers[k]) if k in answers else given.get(k) for k in requests}
@@ -662,6 +869,71 @@ async def _moved_on(journal: Journal) -> bool:
     return found is not None and found.version != journal.version
 
 
+_bounded: weakref.WeakKeyDictionary[State, int] = weakref.WeakKeyDictionary()
+
+
+def _bound_log(state: State, max_steps: int) -> None:
+    """The step log's bounds: as many logs as journals, entries kept longer than a journal's header (whose
+    age counts from its last write), and room for every entry of an execution at its step cap."""
+    if _bounded.get(state) == max_steps:
+        return
+    journals = state.limits(JOURNAL_NS)
+    state.limit(
+        STEPS_NS,
+        StoreLimits(
+            max_count=journals.max_count,
+            max_age=4 * journals.max_age,
+            max_len=2 * max_steps + 1_000,
+        ),
+    )
+    _bounded[state] = max_steps
+
+
+async def _read_log(
+    state: State, execution_id: str, last: int
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The run and the steps (answers merged into their questions) of the log's entries the header accepts:
+    the chain from ``last`` back through each entry's ``p``; entries off the chain (of a writer whose header
+    write failed) are ignored."""
+    if not last:
+        return None, []
+    entries: dict[int, dict[str, Any]] = {}
+    after = 0
+    while after < last:
+        page = await state.read(STEPS_NS, execution_id, after, MAX_PAGE)
+        if not page:
+            break
+        for entry_id, entry in page:
+            if entry_id > last:
+                break
+            entries[entry_id] = entry
+        after = page[-1][0]
+    chain: list[dict[str, Any]] = []
+    at = last
+    while at:
+        link = entries.get(at)
+        if link is None:
+            raise ValueError(
+                f"the step log of execution {execution_id!r} lost its entry {at} (expired or trimmed): "
+                "the execution cannot be replayed"
+            )
+        chain.append(link)
+        at = int(link.get("p") or 0)
+    run: dict[str, Any] | None = None
+    steps: list[dict[str, Any]] = []
+    for entry in reversed(chain):
+        if entry.get("run") is not None:
+            run = entry["run"]
+        for event in entry.get("e") or ():
+            if event.get("t") == "ans":
+                index = int(event.get("i", -1))
+                if 0 <= index < len(steps):
+                    steps[index].setdefault("a", {}).update(event.get("a") or {})
+            else:
+                steps.append(event)
+    return run, steps
+
+
 def _registry_key(capability: Capability) -> str:
     if capability.kind == "resource":
         return capability.uri_template or capability.uri or capability.name
@@ -672,7 +944,12 @@ def _registry_key(capability: Capability) -> str:
 
 
 async def _journaled_call(
-    ctx: Context, scope: _Scope, name: str, capability: Capability, arguments: Mapping[str, Any]
+    ctx: Context,
+    scope: _Scope,
+    name: str,
+    capability: Capability,
+    arguments: Mapping[str, Any],
+    retry: RetryPolicy | None = None,
 ) -> Any:
     """``ctx.call`` in a journaled execution: a recorded sub-call returns its recorded value (its events are
     emitted again, numbered, so delivered ones are skipped); another runs with its own scope of the journal."""
@@ -694,8 +971,29 @@ async def _journaled_call(
     child = ctx.child(capability)
     child.attach(_Scope(journal, f"{scope.name}/{key}" if scope.name else key))
     journal._inflight[scope.name] = journal._inflight.get(scope.name, 0) + 1
+    tries = 0
     try:
-        outcome = await invoke(capability, arguments, child)
+        if retry is None:
+            outcome = await invoke(capability, arguments, child)
+            tries = 1
+        else:
+            last: list[Outcome] = []
+
+            async def one() -> Outcome:
+                nonlocal tries
+                tries += 1
+                made = await invoke(capability, arguments, ctx.child(capability) if tries > 1 else child)
+                last[:] = [made]
+                if made.status == Status.FAILED and made.retryable:
+                    raise _RetryableOutcome(made)
+                return made
+
+            from . import retries  # the policy's module, for a step with one
+
+            try:
+                outcome = await retries.attempt(retry, one)
+            except _RetryableOutcome:
+                outcome = last[0]
     finally:
         journal._inflight[scope.name] -= 1
     journal._check()
@@ -709,6 +1007,8 @@ async def _journaled_call(
         "ok": ok,
         "x": text if ok else (text or str(outcome.status)),
     }
+    if tries > 1:
+        record["n"] = tries
     if ok:
         record["v"] = to_json(outcome.value)
     else:
@@ -733,25 +1033,84 @@ def _restored(capability: Capability, value: Any) -> Any:
 
 
 async def _once(
-    scope: _Scope, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    scope: _Scope,
+    name: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    retry: RetryPolicy | None = None,
 ) -> Any:
-    """``ctx.once`` in a journaled execution: run ``fn`` once and journal its JSON result; a replay returns it."""
+    """``ctx.once`` in a journaled execution: run ``fn`` once and journal its JSON result; a replay returns it.
+
+    With ``retry``, ``fn`` runs through the policy (``agentmw.retries``) before anything is recorded: only its
+    final result is, with the number of attempts; a final failure is recorded too, and raised again, as
+    :class:`~agentmw.retries.StepFailed`, by every replay (the step is not run again)."""
     journal = scope.journal
     if journal._in_once:
         raise RuntimeError("one-time steps do not nest: ctx.once cannot run inside another")
     step = journal._lookup(scope.name, "once", name)
     if step is not None:
+        if "err" in step:
+            raise _step_failed(name, step)
         return from_json(step.get("v"))
     journal._inflight[scope.name] = journal._inflight.get(scope.name, 0) + 1
     journal._in_once += 1
+    tries = 0
+    failure: BaseException | None = None
     try:
-        value = await run_step(fn, args, kwargs)
+        if retry is None:
+            value = await run_step(fn, args, kwargs)
+        else:
+
+            async def one() -> Any:
+                nonlocal tries
+                tries += 1
+                return await run_step(fn, args, kwargs)
+
+            from . import retries  # the policy's module, for a step with one
+
+            try:
+                value = await retries.attempt(retry, one)
+            except NeedsInput:
+                raise  # a question is not a failure: it propagates, unrecorded
+            except Exception as exc:  # noqa: BLE001 (the final failure is the step's result)
+                failure = exc
     finally:
         journal._in_once -= 1
         journal._inflight[scope.name] -= 1
+    if failure is not None:
+        record: dict[str, Any] = {
+            "t": "once",
+            "k": name,
+            "err": {"type": type(failure).__qualname__, "message": str(failure)},
+            "n": tries,
+        }
+        await journal._record(scope.name, record)
+        raise _step_failed(name, record) from failure
     encoded = recorded_json(value, f"ctx.once({name!r})")
-    await journal._record(scope.name, {"t": "once", "k": name, "v": encoded})
+    record = {"t": "once", "k": name, "v": encoded}
+    if tries > 1:
+        record["n"] = tries
+    await journal._record(scope.name, record)
     return value
+
+
+class _RetryableOutcome(Exception):
+    """A sub-call's retryable failure, raised so that its retry policy tries the call again."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
+def _step_failed(name: str, step: Mapping[str, Any]) -> Exception:
+    from . import retries
+
+    err = step.get("err") or {}
+    failed: Exception = retries.StepFailed(
+        name, int(step.get("n") or 1), str(err.get("message", "")), str(err.get("type", "Exception"))
+    )
+    return failed
 
 
 # -- invoke with a journal ---------------------------------------------------------------------------------
@@ -780,7 +1139,7 @@ async def run_journaled(
                 status=Status.FAILED,
                 content=[Text(f"{failure.message} {PERMANENT}")],
                 message=failure.message,
-                code=Code.REPLAY_DIVERGED,
+                code=Code.REPLAY_DIVERGED if isinstance(failure, ReplayDiverged) else JOURNAL_FULL,
                 data=failure.data,
             )
         await journal._settle(outcome)
@@ -844,6 +1203,7 @@ async def resume(
     wait: float = 0.0,
     journal: Journal | None = None,
     state: dict[str, Any] | None = None,
+    expected_version: int | None = None,
 ) -> Outcome:
     """Resume a stored execution on this replica: take its lease, record ``answers`` to its pending
     questions, and replay it (docs/durability.md).
@@ -859,6 +1219,15 @@ async def resume(
             execution started, so that the replay makes the same changes, in the same order, as the first run.
         wait: how long to wait for a lease held elsewhere (to expire, or be given up).
         journal: a journal already loaded (``Journal.load``); default: read it now.
+        expected_version: a take-over of an orphan (default: the version of an :class:`Orphan` the journal
+            was loaded with): it goes on only if, once this call holds the lease, the execution is still
+            running at that version; otherwise it is left as it is (``taken_over``): it parked, ended or was
+            resumed since the sweep saw it.
+
+    A resume that finds the execution running (its holder died, or lost it) is a recovery: the journal counts
+    it, and past ``Limits.max_recovery_attempts`` the execution ends as a dead letter (status ``dead``,
+    outcome ``failed`` with code ``recovery_exhausted``) instead of being replayed again; :func:`retry` makes
+    it runnable again.
 
     Returns the outcome: that of the replay; the recorded one when the execution already ended;
     ``failed`` with code ``execution_busy`` (retryable) when another replica holds its lease;
@@ -867,6 +1236,13 @@ async def resume(
     replay_state, store = state, agent.state
     if journal is None:
         journal = await Journal.load(store, execution_id, owner=owner, lease_seconds=lease_seconds)
+    execution_id = str(execution_id)
+    if expected_version is None and journal is not None:
+        expected_version = journal._expected
+    if expected_version is not None and (
+        journal is None or journal.version != expected_version or journal.status != "running"
+    ):
+        return _left_alone(execution_id)
     if journal is None or journal.run is None:
         return Outcome(
             status=Status.REJECTED,
@@ -906,6 +1282,11 @@ async def resume(
                 code=Code.UNKNOWN_EXECUTION,
                 message=f"No stored execution {execution_id!r}.",
             )
+        if expected_version is not None and (
+            fresh.version != expected_version or fresh.value.get("status") != "running"
+        ):
+            await journal.release()
+            return _left_alone(execution_id)
         if fresh.version != journal.version:
             moved = await Journal.load(
                 store, execution_id, owner=journal.owner, lease_seconds=journal.lease_seconds
@@ -922,13 +1303,15 @@ async def resume(
         assert run is not None
         capability = _find(agent, run)
         if capability is None:
-            await journal.release()
-            return Outcome(
-                status=Status.FAILED,
-                code=Code.UNKNOWN_CAPABILITY,
-                message=f"This replica does not serve {run.get('kind')} {run.get('name')!r}, which "
-                f"execution {execution_id!r} runs.",
-            )
+            return await _gone(agent, journal, run)
+        if journal.status == "running":  # its holder died (or lost it): a recovery, counted
+            limits = getattr(agent, "limits", None)
+            limit = getattr(limits, "max_recovery_attempts", journal.max_recovery_attempts)
+            if journal.attempts >= limit:
+                return await _dead_letter(journal, limit)
+            journal.attempts += 1
+            await journal._write()
+            STATS["takeovers"] += 1
         if answers:
             await journal.answer(answers)
         ctx = Context(
@@ -962,11 +1345,89 @@ async def resume(
         raise
 
 
-async def cancel(agent: Services, execution_id: str, message: str = "The execution was canceled.") -> bool:
+def _left_alone(execution_id: str) -> Outcome:
+    return Outcome(
+        status=Status.CANCELED,
+        code=Code.TAKEN_OVER,
+        message=f"Execution {execution_id!r} moved on since the orphan sweep saw it (it parked, ended or was "
+        "resumed): it is not taken over.",
+    )
+
+
+async def _gone(agent: Services, journal: Journal, run: Mapping[str, Any]) -> Outcome:
+    """An execution whose function this deploy does not serve (it was removed or renamed): it fails for good,
+    saying so (a caller waiting on it is told, and a later resume finds the same)."""
+    now = getattr(agent, "code_version", None)
+    then = journal.code_version
+    versions = ""
+    if then or now:
+        versions = f" (code version {then or 'unknown'} → {now or 'unknown'})"
+    message = (
+        f"Execution {journal.id!r} cannot go on: its function {run.get('name')!r} ({run.get('kind')}) is no "
+        f"longer served by this deploy{versions}. Start it again."
+    )
+    journal.status = "failed"
+    journal.reason = message
+    journal.outcome = Outcome(
+        status=Status.FAILED,
+        content=[Text(f"{message} {PERMANENT}")],
+        message=message,
+        code=CAPABILITY_GONE,
+        data={"execution": journal.id, "function": run.get("name"), "from": then, "to": now},
+    ).to_dict()
+    try:
+        await journal._write()
+    finally:
+        await journal.release()
+    logger.warning("%s", message)
+    return Outcome.from_dict(journal.outcome)
+
+
+async def _dead_letter(journal: Journal, limit: int) -> Outcome:
+    """Give the execution up: past ``limit`` take-overs it is a dead letter, told to its caller, kept for an
+    operator (:func:`retry`)."""
+    message = (
+        f"Execution {journal.id!r} was given up after {journal.attempts} recoveries: each time it was taken "
+        f"over, it did not end (its replica died or lost it), past the limit of {limit} "
+        "(Limits.max_recovery_attempts). It is kept as a dead letter; an operator can retry it "
+        f"(agentmw executions retry {journal.id})."
+    )
+    journal.status = DEAD
+    journal.reason = message
+    journal.outcome = Outcome(
+        status=Status.FAILED,
+        content=[Text(message)],
+        message=message,
+        code=RECOVERY_EXHAUSTED,
+        data={"execution": journal.id, "attempts": journal.attempts, "limit": limit},
+    ).to_dict()
+    try:
+        await journal._write()
+    finally:
+        await journal.release()
+    STATS["dead_letters"] += 1
+    logger.error("%s", message)
+    return Outcome.from_dict(journal.outcome)
+
+
+async def cancel(
+    agent: Services,
+    execution_id: str,
+    message: str = "The execution was canceled.",
+    *,
+    expected_version: int | None = None,
+) -> bool:
     """Record that a stored execution was canceled (A2A ``CancelTask``, AG-UI abort); False if none is stored
-    or it already ended. The coroutine running it, if any, is the face's to cancel."""
-    journal = await Journal.load(agent.state, execution_id)
+    or it already ended. The coroutine running it, if any, is the face's to cancel.
+
+    ``expected_version`` (default: that of an :class:`Orphan`): only if its record is still at that version
+    (a sweep that found it orphaned; one that parked or moved on since is left alone)."""
+    if expected_version is None and isinstance(execution_id, Orphan):
+        expected_version = execution_id.version
+    journal = await Journal.load(_state_of(agent), str(execution_id))
     if journal is None or journal.finished:
+        return False
+    if expected_version is not None and journal.version != expected_version:
         return False
     try:
         await journal.cancel(message)
@@ -975,18 +1436,175 @@ async def cancel(agent: Services, execution_id: str, message: str = "The executi
     return True
 
 
-async def orphaned(agent: Services, *, limit: int = 100) -> list[str]:
-    """Executions stored as running whose lease has expired: their replica died. Resume each with
-    :func:`resume` (which takes the lease, so of several replicas sweeping at once, one takes each)."""
+async def orphaned(agent: Services, *, limit: int = 100) -> list[Orphan]:
+    """Executions stored as running whose lease has expired: their replica died. Each is an :class:`Orphan`
+    (its id, and the version of its record the scan saw); resume each with :func:`resume` (which takes the
+    lease, so of several replicas sweeping at once, one takes each, and only while it is still running at
+    that version: one that parked or ended since the scan is not taken over)."""
     state = agent.state
-    found: list[str] = []
+    found: list[Orphan] = []
     cursor = None
     while len(found) < limit:
         page = await state.scan(JOURNAL_NS, where={"status": "running"}, cursor=cursor, limit=min(limit, 100))
         for item in page.items:
             if await state.get_key(LEASE_NS, item.key) is None:
-                found.append(item.key)
+                found.append(Orphan(item.key, item.version))
         if page.next is None:
             break
         cursor = page.next
     return found[:limit]
+
+
+# -- what operators see and do (``agentmw executions ...``) ---------------------------------------------------
+
+
+def _state_of(where: Any) -> State:
+    """The state of an agent (``agent.state``), or ``where`` itself when it is a state."""
+    return where if isinstance(where, State) else where.state
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionInfo:
+    """One stored execution as an operator sees it (``agentmw executions list``).
+
+    ``status``: ``running``, ``parked`` (waiting on an answer), ``completed``, ``failed``, ``canceled``, or
+    ``dead`` (a dead letter: given up after ``attempts`` take-overs; ``reason`` says why). ``holder``: who holds
+    its lease now (None: nobody; a running execution without one is taken over by the next sweep)."""
+
+    id: str
+    status: str
+    attempts: int
+    code_version: str | None
+    steps: int
+    updated_at: float
+    holder: str | None
+    name: str | None
+    kind: str | None
+    face: str | None
+    reason: str | None
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionDetail:
+    """One execution with its journal (``agentmw executions show``): each step as recorded (``t``: ``ask``,
+    ``call``, ``once`` or ``patch``; ``k``: its key; ``s``: the scope of a sub-call's own steps; ``n``: the
+    attempts of a step with a retry policy; an ask's answers in ``a``), what it runs, and its outcome."""
+
+    info: ExecutionInfo
+    steps: list[dict[str, Any]]
+    run: dict[str, Any] | None
+    outcome: dict[str, Any] | None
+
+
+def _info(key: str, value: Mapping[str, Any], version: int, holder: str | None) -> ExecutionInfo:
+    run = value.get("run") or {}
+    steps = value.get("stepCount")
+    if steps is None:  # format 1
+        steps = len(value.get("steps") or ())
+    outcome = value.get("outcome") or {}
+    reason = value.get("reason")
+    if reason is None and value.get("status") == "failed":
+        reason = outcome.get("message") or None
+    return ExecutionInfo(
+        id=key,
+        status=str(value.get("status") or "running"),
+        attempts=int(value.get("attempts") or 0),
+        code_version=value.get("codeVersion"),
+        steps=int(steps),
+        updated_at=float(value.get("updatedAt") or 0.0),
+        holder=holder,
+        name=value.get("name") or run.get("name"),
+        kind=value.get("kind") or run.get("kind"),
+        face=value.get("face") or run.get("face"),
+        reason=reason,
+        version=version,
+    )
+
+
+async def _holder(state: State, execution_id: str) -> str | None:
+    found = await state.get_key(LEASE_NS, execution_id)
+    return None if found is None else str(found.get("owner"))
+
+
+async def list_executions(
+    where: Any, *, status: str | None = None, limit: int = 100, cursor: str | None = None
+) -> tuple[list[ExecutionInfo], str | None]:
+    """One page of the stored executions, the most recently written first, optionally of one ``status``;
+    returns them and the cursor of the next page (None: the last). ``where``: an agent, or a state."""
+    state = _state_of(where)
+    page = await state.scan(
+        JOURNAL_NS,
+        where={"status": status} if status else None,
+        cursor=cursor,
+        limit=max(1, min(limit, MAX_PAGE)),
+    )
+    infos = [_info(item.key, item.value, item.version, await _holder(state, item.key)) for item in page.items]
+    return infos, page.next
+
+
+async def show_execution(where: Any, execution_id: str) -> ExecutionDetail | None:
+    """The execution with its steps, or None when none is stored under that id."""
+    state = _state_of(where)
+    found = await state.get(JOURNAL_NS, execution_id)
+    if found is None:
+        return None
+    journal = Journal(state, execution_id)
+    await journal._read(found.value, found.version)
+    info = _info(execution_id, found.value, found.version, await _holder(state, execution_id))
+    return ExecutionDetail(info, [dict(step) for step in journal.steps], journal.run, journal.outcome)
+
+
+async def cancel_execution(
+    where: Any, execution_id: str, message: str = "The execution was canceled by an operator."
+) -> bool:
+    """End a stored execution for good (as :func:`cancel`): a resume or a take-over finds it canceled. The
+    coroutine running it, if any, stops at its next journaled step (its write finds the record moved on)."""
+    journal = await Journal.load(_state_of(where), execution_id)
+    if journal is None or journal.finished and journal.status != DEAD:
+        return False
+    try:
+        await journal.cancel(message)
+    except TakenOver:
+        return False
+    return True
+
+
+async def retry(where: Any, execution_id: str) -> bool:
+    """Make a dead letter runnable again: its take-over count starts over, and the next orphan sweep of a
+    replica that serves its function takes it over (replaying its journal). False when it is not a dead
+    letter (or another writer moved it on meanwhile)."""
+    state = _state_of(where)
+    journal = await Journal.load(state, execution_id)
+    if journal is None or journal.status != DEAD:
+        return False
+    journal.status = "running"
+    journal.attempts = 0
+    journal.outcome = None
+    journal.reason = None
+    journal.retried = True
+    try:
+        await journal._write(lease=False)
+    except TakenOver:
+        return False
+    await state.delete_key(LEASE_NS, execution_id)
+    logger.warning("execution %s: retried by an operator; the next sweep takes it over", execution_id)
+    return True
+
+
+async def resume_now(where: Any, execution_id: str) -> bool:
+    """Have a running execution taken over at the next orphan sweep of any replica, even if a holder still
+    names itself in its lease (a stuck one: a replica that stalls; if it lives on, its next journaled write
+    finds the record moved on and it stops, so two replicas never both record); a dead letter is retried
+    (:func:`retry`). False for one that is parked, or ended."""
+    state = _state_of(where)
+    journal = await Journal.load(state, execution_id)
+    if journal is None:
+        return False
+    if journal.status == DEAD:
+        return await retry(state, execution_id)
+    if journal.status != "running":
+        return False
+    await state.delete_key(LEASE_NS, execution_id)
+    logger.warning("execution %s: its lease was dropped by an operator, for a take-over", execution_id)
+    return True

@@ -40,6 +40,13 @@ class Limits:
         max_idempotency_keys: idempotency records kept (each for ``Timing.idempotency_ttl_seconds``).
         max_approvals: out-of-band approvals kept (each until its gate's ``ttl_seconds``).
         max_untrusted_chars: text of an ``untrusted`` capability beyond this is truncated, with a marker.
+        max_recovery_attempts: how many times one journaled execution is taken over (its replica died, or
+            lost it) before it is given up as a dead letter (status ``dead``; its caller gets a failure saying
+            so; ``agentmw executions retry`` makes it runnable again); DBOS's default.
+        max_steps_per_execution: journaled steps (questions, ``ctx.call``, ``ctx.once``, patch markers) one
+            execution may record; past it, it fails for good (code ``journal_full``).
+        max_journal_bytes: bytes of journal (its steps' recorded values, encoded) one execution may record;
+            past it, it fails for good (code ``journal_full``).
     """
 
     max_body_bytes: int = 4 * MIB
@@ -55,6 +62,9 @@ class Limits:
     max_idempotency_keys: int = 100_000
     max_approvals: int = 10_000
     max_untrusted_chars: int = 20_000
+    max_recovery_attempts: int = 100
+    max_steps_per_execution: int = 10_000
+    max_journal_bytes: int = 16 * MIB
 
 
 @dataclass(frozen=True, slots=True)

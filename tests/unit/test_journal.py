@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from agentmw import Agent, Context
 from agentmw.events import TextDelta, ToolCallFinished, ToolCallStarted
-from agentmw.journal import JOURNAL_NS, LEASE_NS, Journal, ReplayDiverged, cancel, orphaned, resume
+from agentmw.journal import FORMAT, JOURNAL_NS, LEASE_NS, Journal, ReplayDiverged, cancel, orphaned, resume
 from agentmw.runtime import invoke
 from agentmw.state import MemoryState
 from tests.helpers.channels import Parking, Waiting
@@ -130,9 +130,11 @@ async def test_answers_and_once_steps_replay_without_running_again(agent: Agent,
     assert first.status == "needs_input" and list(first.pending) == ["ask-1"]
     assert counters == {"charge": 1}
     stored, _ = await state.get(JOURNAL_NS, "e1")
-    assert stored["status"] == "parked" and stored["format"] == 1
-    assert [(s["t"], s["k"]) for s in stored["steps"]] == [("once", "charge"), ("ask", "ask-1")]
-    assert stored["run"]["name"] == "order" and stored["run"]["caller"] == "alice"
+    assert stored["status"] == "parked" and stored["format"] == FORMAT == 2
+    journal = await Journal.load(state, "e1")  # the record is the header; the steps are in the step log
+    assert journal is not None and journal.run is not None
+    assert [(s["t"], s["k"]) for s in journal.steps] == [("once", "charge"), ("ask", "ask-1")]
+    assert journal.run["name"] == "order" and journal.run["caller"] == "alice"
     assert await state.get_key(LEASE_NS, "e1") is None  # a parked execution holds no lease
 
     done = await resume(agent, "e1", answers={"ask-1": {"city": "Lyon"}})
@@ -141,7 +143,9 @@ async def test_answers_and_once_steps_replay_without_running_again(agent: Agent,
     assert counters == {"charge": 1, "ship": 1}
     stored, _ = await state.get(JOURNAL_NS, "e1")
     assert stored["status"] == "completed"
-    assert stored["steps"][1]["a"]["ask-1"]["v"] == {"action": "accept", "content": {"city": "Lyon"}}
+    journal = await Journal.load(state, "e1")
+    assert journal is not None
+    assert journal.steps[1]["a"]["ask-1"]["v"] == {"action": "accept", "content": {"city": "Lyon"}}
     assert await state.get_key(LEASE_NS, "e1") is None
 
     repeat = await resume(agent, "e1", answers={"ask-1": {"city": "Paris"}})  # ended: the recorded outcome
@@ -160,8 +164,9 @@ async def test_sub_calls_are_recorded_with_their_value(agent: Agent, state: Memo
     first = await start(agent, "buy", {"item": "lamp"}, "e3")
     assert first.status == "needs_input" and list(first.pending) == ["confirm-1"]
     assert counters == {"quote": 1}
-    stored, _ = await state.get(JOURNAL_NS, "e3")
-    call = stored["steps"][0]
+    journal = await Journal.load(state, "e3")
+    assert journal is not None
+    call = journal.steps[0]
     assert call["t"] == "call" and call["ok"] is True and call["k"].startswith("1:quote:")
     assert call["v"] == {"item": "lamp", "price": 9.5}
     done = await resume(agent, "e3", answers={"confirm-1": True})
@@ -224,7 +229,9 @@ async def test_the_in_memory_fast_path_records_the_answer(agent: Agent, state: M
     outcome = await asyncio.wait_for(run, 5)
     assert outcome.status == "completed" and outcome.value["shipped"] == "shipped to Rome #1"
     stored, _ = await state.get(JOURNAL_NS, "e8")
-    assert stored["status"] == "completed" and stored["steps"][1]["a"]["ask-1"]["v"]["content"] == {
+    journal = await Journal.load(state, "e8")
+    assert journal is not None
+    assert stored["status"] == "completed" and journal.steps[1]["a"]["ask-1"]["v"]["content"] == {
         "city": "Rome"
     }
 
