@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from . import _memory
 from ._types import Receive, Scope, Send
-from .errors import AccessRefused, AgentmwError
+from .errors import AccessRefused, AgentmwError, StoreUnavailable, retry_after_header
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -42,11 +42,14 @@ __all__ = [
     "read_body",
     "read_json",
     "request_id_of",
+    "retryable_data",
     "send_bytes",
     "send_json",
     "shutting_down",
     "sse_comment",
     "sse_data",
+    "store_fault",
+    "store_unavailable",
     "stream_sse",
     "to_json_text",
     "wait_for_exit",
@@ -112,6 +115,42 @@ def identity_error(exc: Exception) -> ProtocolError:
             INVALID_REQUEST, str(exc) or exc.default_message, status=exc.status, headers=exc.headers
         )
     return ProtocolError(INVALID_REQUEST, str(exc) or "Forbidden", status=403)  # not a refusal: a 403
+
+
+# --- store faults: every face's retryable answer ---------------------------------------------------
+
+
+def store_fault(exc: BaseException | None) -> StoreUnavailable | None:
+    """The :class:`~agentmw.errors.StoreUnavailable` behind ``exc``: itself, its cause or context, or one in an
+    exception group (a task group's), searched a few levels deep; None when the failure is something else."""
+    seen = 0
+    todo: list[BaseException] = [exc] if exc is not None else []
+    while todo and seen < 32:
+        current = todo.pop()
+        seen += 1
+        if isinstance(current, StoreUnavailable):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            todo.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                todo.append(linked)
+    return None
+
+
+def retryable_data(fault: StoreUnavailable) -> dict[str, Any]:
+    """The mark a JSON-RPC error carries when the same request may succeed later: ``{"retryable": true,
+    "retryAfter": seconds}`` (MCP; A2A puts the same in google.rpc details)."""
+    return {"retryable": True, "retryAfter": fault.retry_after if fault.retry_after is not None else 1.0}
+
+
+def store_unavailable(fault: StoreUnavailable) -> ProtocolError:
+    """A store fault as a face's error: HTTP 503 with ``Retry-After``, JSON-RPC ``-32603`` (the code the
+    specifications allow for a server-side failure) marked retryable in its data."""
+    seconds = fault.retry_after if fault.retry_after is not None else 1.0
+    return ProtocolError(
+        INTERNAL_ERROR, fault.message, retryable_data(fault), status=503, headers=[retry_after_header(seconds)]
+    )
 
 
 # --- bodies ----------------------------------------------------------------------------------------

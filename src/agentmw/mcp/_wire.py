@@ -15,11 +15,14 @@ from .._transport import (
     SSE_HEADERS,
     ProtocolError,
     dumps,
+    retryable_data,
     send_bytes,
     send_json,
     sse_data,
+    store_fault,
 )
 from .._types import Scope, Send
+from ..errors import retry_after_header
 
 if TYPE_CHECKING:
     from .resume import StreamLog
@@ -40,6 +43,7 @@ __all__ = [
     "dumps",
     "encode_or_error",
     "error_body",
+    "fault_body",
     "header_map",
     "json_response",
     "plain_response",
@@ -88,6 +92,28 @@ def error_body(request_id: Any, code: int, message: str, data: Any = None) -> di
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def fault_body(request_id: Any, exc: BaseException, method: str) -> dict[str, Any]:
+    """The answer to a request that failed with ``exc``: a store fault (``StoreUnavailable`` anywhere in it) is
+    ``-32603`` marked retryable (``data: {"retryable": true, "retryAfter": s}``), which :meth:`Exchange.finish`
+    sends as HTTP 503 with ``Retry-After``; anything else is a logged internal error. Both carry the request's
+    id, so the client can match it (an answer with ``id: null`` leaves the official client waiting)."""
+    fault = store_fault(exc)
+    if fault is not None:
+        logger.warning("agentmw MCP %s: %s", method, fault.message)
+        return error_body(request_id, INTERNAL_ERROR, fault.message, retryable_data(fault))
+    logger.error("agentmw MCP %s failed", method, exc_info=exc)
+    return error_body(request_id, INTERNAL_ERROR, "Internal error")
+
+
+def _retry_after(payload: dict[str, Any]) -> float | None:
+    """The seconds of a retryable error's mark (:func:`fault_body`), None for any other payload."""
+    error = payload.get("error")
+    data = error.get("data") if isinstance(error, dict) else None
+    if isinstance(data, dict) and data.get("retryable") is True and isinstance(data.get("retryAfter"), (int, float)):
+        return float(data["retryAfter"])
+    return None
 
 
 async def plain_response(
@@ -195,7 +221,14 @@ class Exchange:
         body, code = encode_or_error(payload)
         if self.streaming:
             if self.log is not None:  # kept before it is sent: from here on any replica can send it again
-                framed = await self.log.close(body)
+                try:
+                    framed = await self.log.close(body)
+                except Exception as exc:
+                    if store_fault(exc) is None:
+                        raise
+                    # the store cannot keep it: sent as it is (no resumption can replay it, but this one is owed)
+                    logger.warning("agentmw MCP: the answer could not be kept for resumption: %s", exc)
+                    framed = b"event: message\ndata: " + body + b"\n\n"
                 await self._deliver(framed or b"", more=False)
                 return
             await self._send(
@@ -207,7 +240,12 @@ class Exchange:
             )
             return
         status = 200 if code is None else status_for(code, self.stateless)
-        await send_bytes(self._send, status, body, [(b"content-type", b"application/json"), *self._headers])
+        headers = [(b"content-type", b"application/json"), *self._headers]
+        seconds = _retry_after(payload) if code == INTERNAL_ERROR else None
+        if seconds is not None:  # a store fault: 503 with Retry-After, which proxies and clients understand
+            status = 503
+            headers.append(retry_after_header(seconds))
+        await send_bytes(self._send, status, body, headers)
 
     async def abandon(self) -> None:
         """No response is owed (the call was cancelled): the stream ends, and so does its log."""

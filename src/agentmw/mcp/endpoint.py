@@ -12,7 +12,15 @@ from typing import Any
 
 from .._edge import Refusal
 from .._shape import BodyShape, check_shape
-from .._transport import ClientDisconnected, ProtocolError, identity_error, loads, read_body
+from .._transport import (
+    ClientDisconnected,
+    ProtocolError,
+    identity_error,
+    loads,
+    read_body,
+    store_fault,
+    store_unavailable,
+)
 from .._types import Receive, Scope, Send
 from ..auth.refusals import PEEK_LIMIT, peek_body, request_id_of
 from ..errors import AccessRefused
@@ -110,14 +118,26 @@ class McpEndpoint:
             await json_response(
                 send, exc.status or 400, exc.body(exc.request_id), exc.headers
             )  # null if unknown
-        except Exception:
-            # A bug of ours must still get a protocol answer, never a traceback. If the response had already
-            # started, the server refuses a second start; the client then sees the stream end.
-            logger.exception("agentmw MCP endpoint failed on %s %s", scope.get("method"), scope.get("path"))
+        except Exception as exc:
+            # The store failing (a session, a requestState check, ...): 503 with Retry-After and -32603 marked
+            # retryable. A bug of ours must still get a protocol answer, never a traceback. Either carries the
+            # request's id when the body was read. If the response had already started, the server refuses a
+            # second start; the client then sees the stream end.
+            request_id = request_id_of(incoming.body if incoming is not None else None)
+            fault = store_fault(exc)
+            if fault is not None:
+                logger.warning("agentmw MCP endpoint: %s", fault.message)
+                error = store_unavailable(fault)
+                status, payload, headers = 503, error.body(request_id), error.headers
+            else:
+                logger.exception(
+                    "agentmw MCP endpoint failed on %s %s", scope.get("method"), scope.get("path")
+                )
+                status, payload, headers = 200, error_body(request_id, INTERNAL_ERROR, "Internal error"), None
             try:
-                await json_response(send, 200, error_body(None, INTERNAL_ERROR, "Internal error"))
+                await json_response(send, status, payload, headers)
             except Exception:  # noqa: BLE001  (the response had started: nothing more can be said)
-                logger.debug("could not send the internal error: the response had started")
+                logger.debug("could not send the error: the response had started")
 
     async def _serve(self, incoming: Incoming, scope: Scope, receive: Receive, send: Send) -> None:
         # Host, Origin, Content-Type and the declared size were checked at the edge (_edge.py)

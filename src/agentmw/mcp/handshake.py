@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .._bounded import BoundedTable
 from .._transport import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     classify_rpc,
@@ -51,6 +50,7 @@ from ._wire import (
     Exchange,
     JsonRpcError,
     error_body,
+    fault_body,
     json_response,
     plain_response,
 )
@@ -803,9 +803,8 @@ async def _request(
             await exchange.finish({"jsonrpc": "2.0", "id": request_id, "result": result})
         except JsonRpcError as exc:
             await exchange.finish(exc.body(request_id))
-        except Exception:  # a bug of ours (or the store failing): the answer still carries the request's id
-            logger.exception("agentmw MCP %s failed", method)
-            await exchange.finish(error_body(request_id, INTERNAL_ERROR, "Internal error"))
+        except Exception as exc:  # noqa: BLE001  (a store fault is retryable; a bug is logged: both with its id)
+            await exchange.finish(fault_body(request_id, exc, method))
         return
 
     async def gather(call: Call, requests: Mapping[str, InputRequest], target: str) -> dict[str, Any]:
@@ -842,9 +841,8 @@ async def _request(
         payload = exc.body(request_id)
     except AccessRefused:
         raise  # the identity boundary answers 401/403 at the HTTP level (endpoint.py)
-    except Exception:  # a bug of ours: the answer still carries the request's id
-        logger.exception("agentmw MCP %s failed", method)
-        payload = error_body(request_id, INTERNAL_ERROR, "Internal error")
+    except Exception as exc:  # noqa: BLE001  (a store fault is retryable; a bug is logged: both with its id)
+        payload = fault_body(request_id, exc, method)
     except asyncio.CancelledError:
         if not guard.absorb():
             raise

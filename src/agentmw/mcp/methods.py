@@ -341,6 +341,11 @@ def _outcome_error(outcome: Outcome) -> JsonRpcError:
         )
     if outcome.status == Status.REJECTED:
         return JsonRpcError(INVALID_PARAMS, outcome.message or "Invalid params")
+    if outcome.retryable:  # a prompt or resource that may work later (the store was unavailable, ...)
+        after = outcome.retry_after if outcome.retry_after is not None else 1.0
+        return JsonRpcError(
+            INTERNAL_ERROR, outcome.message or "Try again later", {"retryable": True, "retryAfter": after}
+        )
     return JsonRpcError(INTERNAL_ERROR, outcome.message or "Internal error")
 
 

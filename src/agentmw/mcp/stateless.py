@@ -33,7 +33,6 @@ from ._cancel import CallGuard
 from ._host import McpHost
 from ._wire import (
     HEADER_MISMATCH,
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     META_CAPABILITIES,
     META_LOG_LEVEL,
@@ -46,6 +45,7 @@ from ._wire import (
     Exchange,
     JsonRpcError,
     error_body,
+    fault_body,
     json_response,
     plain_response,
     sse_frame,
@@ -458,9 +458,8 @@ async def _serve(
     except AccessRefused:
         guard.finish()  # its watcher must not outlive this call: on a reused task it would cancel the next one
         raise  # the identity boundary answers 401/403 at the HTTP level (endpoint.py)
-    except Exception:  # a bug of ours: the answer still carries the request's id
-        logger.exception("agentmw MCP %s failed", method)
-        payload = error_body(request_id, INTERNAL_ERROR, "Internal error")
+    except Exception as exc:  # noqa: BLE001  (a store fault is retryable; a bug is logged: both with its id)
+        payload = fault_body(request_id, exc, method)
     except asyncio.CancelledError:
         if guard.absorb():
             return None
