@@ -22,6 +22,7 @@ from .._transport import (
     send_bytes,
     send_json,
     sse_data,
+    store_fault,
     stream_sse,
 )
 from .._types import Receive, Scope, Send
@@ -52,6 +53,7 @@ from .wire import (
     METHOD_NOT_FOUND,
     VERSION_NOT_SUPPORTED,
     A2AError,
+    StoreUnavailableError,
     event_to_v03,
     limit_parts,
     message_from_v03,
@@ -302,9 +304,17 @@ class A2AEndpoint:
             await send_a2a_refusal(send, exc, jsonrpc=True, request_id=request_id)
         except ClientDisconnected:
             raise
-        except Exception:
-            logger.exception("A2A JSON-RPC request failed")
-            await send_json(send, 200, A2AError(INTERNAL_ERROR, "Internal error").jsonrpc(request_id))
+        except Exception as exc:
+            fault = store_fault(exc)
+            if fault is None:
+                logger.exception("A2A JSON-RPC request failed")
+                await send_json(send, 200, A2AError(INTERNAL_ERROR, "Internal error").jsonrpc(request_id))
+                return
+            # 200 as every JSON-RPC error here (the SDK client reads no error body at another status), with the
+            # request's id, the retryable details and Retry-After
+            logger.warning("A2A JSON-RPC request: %s", fault.message)
+            error = StoreUnavailableError(fault)
+            await send_json(send, 200, error.jsonrpc(request_id), error.headers)
 
     async def _rpc(
         self,
@@ -457,9 +467,15 @@ class A2AEndpoint:
             await send_json(send, error.http_status, error.rest())
         except (AccessRefused, ClientDisconnected):
             raise
-        except Exception:
-            logger.exception("A2A HTTP+JSON request failed")
-            await send_json(send, 500, A2AError(INTERNAL_ERROR, "Internal error").rest())
+        except Exception as exc:
+            fault = store_fault(exc)
+            if fault is None:
+                logger.exception("A2A HTTP+JSON request failed")
+                await send_json(send, 500, A2AError(INTERNAL_ERROR, "Internal error").rest())
+                return
+            logger.warning("A2A HTTP+JSON request: %s", fault.message)
+            error = StoreUnavailableError(fault)
+            await send_json(send, 503, error.rest(), error.headers)
 
 
 _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
@@ -566,6 +582,15 @@ async def _sse(
                 yield frame
         except A2AError as exc:
             yield sse_data(exc.rest() if request_id is HTTP_JSON else exc.jsonrpc(request_id), event="error")
+        except Exception as exc:  # the store failing mid-stream: a retryable error event, then the end
+            fault = store_fault(exc)
+            if fault is None:
+                raise
+            logger.warning("A2A stream: %s", fault.message)
+            error = StoreUnavailableError(fault)
+            yield sse_data(
+                error.rest() if request_id is HTTP_JSON else error.jsonrpc(request_id), event="error"
+            )
         finally:
             await events.aclose()  # type: ignore[attr-defined]
 

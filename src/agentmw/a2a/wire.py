@@ -9,11 +9,13 @@ from typing import Any, Final, Literal
 
 from .._transport import ProtocolError
 from ..content import Audio, EmbeddedResource, Image, ResourceLink, Text
+from ..errors import StoreUnavailable, retry_after_header
 from ..messages import Artifact, Data, File, Message, decode_base64
 
 __all__ = [
     "STATE_TO_V03",
     "A2AError",
+    "StoreUnavailableError",
     "artifact_to_wire",
     "event_to_v03",
     "limit_parts",
@@ -108,6 +110,49 @@ class A2AError(ProtocolError):
             "error": {
                 "code": self.http_status,
                 "status": status,
+                "message": self.message,
+                "details": self.details(),
+            }
+        }
+
+
+RETRY_INFO: Final = "type.googleapis.com/google.rpc.RetryInfo"
+
+
+class StoreUnavailableError(A2AError):
+    """The agent's store is unavailable (:class:`~agentmw.errors.StoreUnavailable`): the same request may
+    succeed later. JSON-RPC: ``-32603`` (the code the spec allows for a server-side failure) whose
+    ``google.rpc`` details say so: an ``ErrorInfo`` (reason ``STORE_UNAVAILABLE``, metadata ``retryable:
+    "true"`` and ``retryAfterSeconds``) and a ``RetryInfo`` (``retryDelay``); HTTP+JSON: 503 ``UNAVAILABLE``
+    with the same details. Both with ``Retry-After``."""
+
+    def __init__(self, fault: StoreUnavailable) -> None:
+        super().__init__(INTERNAL_ERROR, fault.message)
+        self.retry_after = fault.retry_after if fault.retry_after is not None else 1.0
+        self.status = 503
+        self.headers = [retry_after_header(self.retry_after)]
+
+    @property
+    def reason(self) -> str:
+        return "STORE_UNAVAILABLE"
+
+    def details(self) -> list[dict[str, Any]]:
+        seconds = f"{self.retry_after:g}"
+        return [
+            {
+                "@type": ERROR_INFO,
+                "reason": self.reason,
+                "domain": "agentmw",
+                "metadata": {"retryable": "true", "retryAfterSeconds": seconds},
+            },
+            {"@type": RETRY_INFO, "retryDelay": f"{seconds}s"},
+        ]
+
+    def rest(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "code": 503,
+                "status": "UNAVAILABLE",
                 "message": self.message,
                 "details": self.details(),
             }

@@ -24,6 +24,8 @@ from .._transport import (
     loads,
     read_body,
     send_json,
+    store_fault,
+    store_unavailable,
     stream_sse,
 )
 from .._types import Receive, Scope, Send
@@ -62,11 +64,29 @@ class AguiEndpoint:
 
     # --- routing ---------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def sending(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
         try:
-            await self._route(scope, receive, send)
+            await self._route(scope, receive, sending)
         except AccessRefused as exc:  # from identify(), before any response started
             error = identity_error(exc)
             await send_json(send, error.status or 403, {"detail": error.message}, error.headers)
+        except Exception as exc:
+            # The store failing before the run's stream started (the thread's record, the run id's claim, a
+            # reconnection's log): 503 with Retry-After, which a client and a proxy retry; never a 500, whose
+            # resets take the replica out of a proxy's rotation. Inside a stream the run ends with RUN_ERROR.
+            fault = store_fault(exc)
+            if fault is None or started:
+                raise
+            logger.warning("AG-UI request: %s", fault.message)
+            error = store_unavailable(fault)
+            await send_json(send, 503, {"detail": fault.message}, error.headers)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.lifecycle.sweep()  # runs whose replica died: the first request of a process, then every few seconds
