@@ -19,6 +19,8 @@ The rules (docs/fastapi-migration.md, "CORS, Origin and middleware order"):
   MCP: every POST names JSON, otherwise 400, as the MCP SDK answers.
 - a declared ``Content-Length`` over the face's limit is 413 before anything is read; a body without one is
   counted as it is read (``_transport.read_body``), against the same limit.
+- a :class:`~agentmw.errors.StoreUnavailable` that a face let through before its response started is 503 with
+  ``Retry-After`` (``{"detail": ...}``), never a 500: the last line behind each face's own retryable answer.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, NamedTuple
 
-from ._transport import INVALID_REQUEST, send_json
+from ._transport import INVALID_REQUEST, send_json, store_fault, store_unavailable
 from ._types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
@@ -266,12 +268,25 @@ class Edge:
         return getattr(self.app, name)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            refusal = self.check(scope)
-            if refusal is not None:
-                await self.render(scope, receive, send, refusal)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self.check(scope)
+        if refusal is not None:
+            await self.render(scope, receive, send, refusal)
+            return
+        try:
+            await self.app(scope, receive, send)
+        except Exception as exc:
+            fault = store_fault(exc)
+            if fault is None:
+                raise
+            logger.warning("agentmw: %s %s: %s", scope.get("method"), scope.get("path"), fault.message)
+            try:  # refused by the server when the response had started: the original error goes on then
+                await send_json(send, 503, {"detail": fault.message}, store_unavailable(fault).headers)
+            except Exception:  # noqa: BLE001  (the response had started)
+                raise exc from None
+            return
 
     def check(self, scope: Scope) -> Refusal | None:
         """The first rule ``scope`` breaks, or None."""
