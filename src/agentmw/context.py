@@ -1,4 +1,5 @@
-"""What a running function may ask of agentmw: progress, logs, roots, questions, sampling.
+"""What a running function may ask of agentmw: progress, logs, roots, questions, sampling, and the durable
+toolkit (one-time steps with retries, sub-calls, durable sleep, a recorded clock and uuid, patches).
 
 A function declares ``ctx: agentmw.Context`` to get one. The context knows no protocol: each face
 hands it a :class:`Channel` that carries these requests onto its own wire.
@@ -6,15 +7,21 @@ hands it a :class:`Channel` that carries these requests onto its own wire.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
+import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+from uuid import UUID, uuid4
 
 from ._codec import from_json, storable, to_json
 from ._executor import run_step
 from .answers import Unreadable, read_data, read_text, read_value
+from .errors import NeedsInput
 from .events import (
     ArtifactUpdate,
     CoreEvent,
@@ -27,6 +34,7 @@ from .events import (
     ToolCallStarted,
 )
 from .messages import Artifact, Message, framed
+from .retries import RetryPolicy, StepFailed, attempt
 from .safety.framing import FrameStream
 from .settings import Limits
 
@@ -42,6 +50,7 @@ else:
 
 
 __all__ = [
+    "RESERVED_STEP_PREFIX",
     "Answer",
     "Ask",
     "Channel",
@@ -212,6 +221,10 @@ class ToolCallFailed(Exception):
 
 _CAPABILITY_OF = {Ask: "elicitation", Sample: "sampling", ListRoots: "roots"}
 
+RESERVED_STEP_PREFIX = "agentmw."
+"""Step names that begin so are agentmw's own (``ctx.now``, ``ctx.uuid``, ``ctx.sleep``: ``agentmw.now:1``, ...);
+``ctx.once`` refuses them."""
+
 
 def needed_capability(request: InputRequest) -> str:
     """The client capability that answers ``request``: ``elicitation``, ``sampling`` or ``roots``."""
@@ -246,6 +259,20 @@ class _Result(Protocol):
     def message(self) -> str: ...
     @property
     def value(self) -> Any: ...
+    @property
+    def retryable(self) -> bool: ...
+    @property
+    def retry_after(self) -> float | None: ...
+
+
+class _RetryableOutcome(Exception):
+    """A sub-call's retryable failure, raised so that ``ctx.call``'s retry policy tries it again, after the
+    outcome's ``retry_after`` when it has one."""
+
+    def __init__(self, outcome: _Result) -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+        self.retry_after = outcome.retry_after
 
 
 Invoke = Callable[["Capability", "Mapping[str, Any] | None", "Context"], Awaitable[Any]]
@@ -292,8 +319,17 @@ class Recorder(Protocol):
     async def inputs(self, ctx: Context, requests: Mapping[str, InputRequest]) -> dict[str, Any]: ...
 
     async def call(
-        self, ctx: Context, name: str, capability: Capability, arguments: Mapping[str, Any]
-    ) -> Any: ...
+        self,
+        ctx: Context,
+        name: str,
+        capability: Capability,
+        arguments: Mapping[str, Any],
+        *,
+        retry: RetryPolicy | None = None,
+    ) -> Any:
+        """A sub-call, recorded; with ``retry``, a retryable failure is tried again (``agentmw.retries``) and only
+        the final outcome is recorded."""
+        ...
 
     async def once(
         self,
@@ -302,7 +338,17 @@ class Recorder(Protocol):
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> Any: ...
+        *,
+        retry: RetryPolicy | None = None,
+    ) -> Any:
+        """A one-time step, recorded; with ``retry``, tried as the policy allows, the final result (or the final
+        failure, raised as :class:`~agentmw.retries.StepFailed` by every replay) recorded."""
+        ...
+
+    def patched(self, ctx: Context, patch_id: str) -> bool:
+        """Whether the execution takes patch ``patch_id``'s new code path: True when it reaches this point
+        fresh (and recorded so), False for a replay of one recorded before the patch."""
+        ...
 
 
 class Channel(Protocol):
@@ -350,6 +396,7 @@ class Context:
         "_calls",
         "_channel",
         "_counter",
+        "_durable",
         "_emit",
         "_published",
         "_recorder",
@@ -384,6 +431,7 @@ class Context:
         self._emit = getattr(self._channel, "emit", None)
         self._counter = 0
         self._calls = 0
+        self._durable: dict[str, int] = {}  # per kind, the number of ctx.now/uuid/sleep steps taken so far
         self._recorder: Recorder | None = None  # the execution's journal, when it has one (journal.py)
         self.invoker: Invoke | None = None
         """How :meth:`call` runs its sub-calls: ``runtime.invoke`` sets itself on every context it runs."""
@@ -556,11 +604,22 @@ class Context:
         self._published = copy.deepcopy(self.state)
         await self._emit(StateChanged(patch, self._published))
 
-    async def call(self, tool: str | Callable[..., Any], arguments: Mapping[str, Any] | None = None) -> Any:
+    async def call(
+        self,
+        tool: str | Callable[..., Any],
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+    ) -> Any:
         """Call one of the agent's tools through the full pipeline, visibly (AG-UI tool-call events).
 
-        Returns the tool's value; raises :class:`ToolCallFailed` when the call does not complete.
+        Returns the tool's value; raises :class:`ToolCallFailed` when the call does not complete. With
+        ``retry`` (an :class:`agentmw.retries.RetryPolicy`), a call that fails retryably (the tool raised
+        :class:`~agentmw.errors.Retryable`, or its outcome says it may be retried) runs again as the policy
+        allows, after the outcome's ``retry_after`` when it gives one; a permanent failure, a rejection or a
+        question is not retried. In a journaled execution only the final outcome is recorded.
         """
+        _check_policy(retry, "ctx.call")
         invoke = self.invoker
         if self.agent is None or invoke is None:
             raise RuntimeError("ctx.call needs a context created by an agent")
@@ -569,10 +628,20 @@ class Context:
         if capability is None:
             raise ToolCallFailed(name, f"unknown tool {name!r}")
         if self._recorder is not None:  # a recorded sub-call returns its recorded value (docs/durability.md)
-            return await self._recorder.call(self, name, capability, arguments or {})
+            return await self._recorder.call(self, name, capability, arguments or {}, retry=retry)
         call_id = f"call-{id(self):x}-{self.next_call()}"
         await self.emit(ToolCallStarted(call_id, name, dict(arguments or {})))
-        outcome: _Result = await invoke(capability, arguments or {}, self.child(capability))
+
+        async def one() -> _Result:
+            made: _Result = await invoke(capability, arguments or {}, self.child(capability))
+            if retry is not None and made.status == "failed" and made.retryable:
+                raise _RetryableOutcome(made)
+            return made
+
+        try:
+            outcome = await attempt(retry, one)
+        except _RetryableOutcome as exc:  # the policy's last try failed retryably: that is the outcome
+            outcome = exc.outcome
         text = "".join(getattr(part, "text", "") for part in outcome.content) or outcome.message
         if outcome.status != "completed":
             await self.emit(ToolCallFinished(call_id, name, text or outcome.status, True))
@@ -580,7 +649,15 @@ class Context:
         await self.emit(ToolCallFinished(call_id, name, text, False))
         return outcome.value
 
-    async def once(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    async def once(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        retry: RetryPolicy | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """Run ``fn(*args, **kwargs)`` (sync or async) once per execution, as the step ``name``.
 
         In an execution with a journal (an A2A task, an AG-UI run), the result is recorded; when the
@@ -588,14 +665,123 @@ class Context:
         result without running ``fn`` again. The result must be JSON (dict, list, str, numbers, bool,
         None; bytes and tuples also work). Put each side effect in a step, with a name unique in the
         execution: a second step with the same name returns the first one's result (docs/durability.md).
+
+        ``retry`` is ctx.once's own keyword, never passed to ``fn`` (give ``fn`` an argument of that name
+        with ``functools.partial``): an :class:`agentmw.retries.RetryPolicy` that tries ``fn`` again after a
+        failure. Only the final result is recorded; a step that fails for good raises
+        :class:`agentmw.retries.StepFailed` (``from`` the last error), and so does every replay of it, without
+        running ``fn`` again. Step names beginning ``agentmw.`` are reserved.
         """
         if not isinstance(name, str) or not name:
             raise ValueError("ctx.once needs a non-empty step name")
+        if name.startswith(RESERVED_STEP_PREFIX):
+            raise ValueError(
+                f"step names beginning {RESERVED_STEP_PREFIX!r} are agentmw's own (ctx.now, ctx.uuid, "
+                f"ctx.sleep); choose another name than {name!r}"
+            )
+        _check_policy(retry, "ctx.once")
+        return await self._once(name, fn, args, kwargs, retry)
+
+    async def _once(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        retry: RetryPolicy | None = None,
+    ) -> Any:
         if self._recorder is not None:
-            return await self._recorder.once(self, name, fn, args, kwargs)
-        value = await run_step(fn, args, kwargs)  # nothing to replay against: it simply runs, checked alike
+            if retry is None:
+                return await self._recorder.once(self, name, fn, args, kwargs)
+            return await self._recorder.once(self, name, fn, args, kwargs, retry=retry)
+        if retry is None:
+            value = await run_step(
+                fn, args, kwargs
+            )  # nothing to replay against: it simply runs, checked alike
+        else:
+            tries = 0
+
+            async def one() -> Any:
+                nonlocal tries
+                tries += 1
+                return await run_step(fn, args, kwargs)
+
+            try:
+                value = await attempt(retry, one)
+            except NeedsInput:
+                raise
+            except Exception as exc:  # the final failure, raised as a replay would raise it
+                raise StepFailed.from_error(name, tries, exc) from exc
         recorded_json(value, f"ctx.once({name!r})")
         return value
+
+    # --- deterministic time, randomness and waits: recorded, so that a replay sees the same ----------------
+    def _durable_name(self, kind: str) -> str:
+        number = self._durable.get(kind, 0) + 1
+        self._durable[kind] = number
+        return f"{RESERVED_STEP_PREFIX}{kind}:{number}"
+
+    async def now(self) -> datetime:
+        """The current time (UTC, timezone-aware), recorded: a replay of the execution gets the same time here
+        again. Each call is a step (``agentmw.now:1``, ``agentmw.now:2``, ... in call order); without a journal
+        it is simply the time now."""
+        if self._recorder is None:
+            return datetime.now(UTC)
+        stamp = await self._once(self._durable_name("now"), time.time, (), {})
+        return datetime.fromtimestamp(float(stamp), UTC)
+
+    async def uuid(self) -> UUID:
+        """A random UUID (version 4), recorded: a replay gets the same one here again (``agentmw.uuid:1``,
+        ...)."""
+        if self._recorder is None:
+            return uuid4()
+        return UUID(await self._once(self._durable_name("uuid"), _new_uuid, (), {}))
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, durably: the wake-up time is recorded (``agentmw.sleep:1``, ...), so a replay (the
+        execution taken over after its replica died, or resumed after a restart) waits only what is left of it,
+        and not at all once it has passed. Without a journal it is ``asyncio.sleep``."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+            raise ValueError(f"ctx.sleep takes a number of seconds, not {seconds!r}")
+        if seconds < 0:
+            raise ValueError(f"ctx.sleep cannot wait a negative time ({seconds!r} s)")
+        if self._recorder is None:
+            await asyncio.sleep(seconds)
+            return
+        wake = await self._once(self._durable_name("sleep"), _wake_after, (float(seconds),), {})
+        await _sleep_until(float(wake))
+
+    async def sleep_until(self, when: datetime | float) -> None:
+        """Wait until ``when`` (a timezone-aware ``datetime``, or seconds since the epoch), durably, like
+        :meth:`sleep`: the wake-up time is recorded, so a replay wakes at the same moment. A time already past
+        returns at once."""
+        if isinstance(when, datetime):
+            if when.tzinfo is None or when.utcoffset() is None:
+                raise ValueError(
+                    "ctx.sleep_until needs a timezone-aware datetime (datetime.now(UTC) + ..., or ctx.now())"
+                )
+            wake = when.timestamp()
+        elif isinstance(when, (int, float)) and not isinstance(when, bool) and math.isfinite(when):
+            wake = float(when)
+        else:
+            raise ValueError(f"ctx.sleep_until takes a datetime or seconds since the epoch, not {when!r}")
+        if self._recorder is not None:
+            wake = float(await self._once(self._durable_name("sleep"), _given, (wake,), {}))
+        await _sleep_until(wake)
+
+    def patched(self, patch_id: str) -> bool:
+        """Whether this execution takes the new code path of patch ``patch_id`` (as Temporal's ``patched``).
+
+        ``if ctx.patched("fee-v2"): new() else: old()``: an execution that reaches this point after the deploy
+        that added it takes the new path, recorded so that its replays do too; one that was recorded past this
+        point before the patch existed replays on the old path. Without a journal it is always True. Once no
+        execution of the old code is left (``agentmw executions list``), remove the old path; keep the call.
+        """
+        if not isinstance(patch_id, str) or not patch_id:
+            raise ValueError("ctx.patched needs a non-empty patch id")
+        if self._recorder is None:
+            return True
+        return self._recorder.patched(self, patch_id)
 
     async def log(self, level: LogLevel, data: Any, *, logger: str | None = None) -> None:
         if level not in LOG_LEVELS:
@@ -681,3 +867,32 @@ class Context:
         detach = getattr(self._channel, "detach", None)
         if detach is not None:
             await detach()
+
+
+def _check_policy(retry: object, where: str) -> None:
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise TypeError(
+            f"{where}'s keyword 'retry' is its own: an agentmw.retries.RetryPolicy, not {retry!r} "
+            "(to pass an argument named 'retry' to the function, use functools.partial)"
+        )
+
+
+def _new_uuid() -> str:
+    return str(uuid4())
+
+
+def _wake_after(seconds: float) -> float:
+    return time.time() + seconds
+
+
+def _given(value: float) -> float:
+    return value
+
+
+async def _sleep_until(wake: float) -> None:
+    """Sleep until the wall-clock time ``wake``, re-reading the clock on waking (a long sleep may drift)."""
+    while True:
+        left = wake - time.time()
+        if left <= 0:
+            return
+        await asyncio.sleep(min(left, 60.0))
