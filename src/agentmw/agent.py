@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
+import time
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,7 +26,7 @@ from .auth.access import Access
 from .auth.wellknown import JWKS_PATH, WellKnown
 from .capability import Capability, CapabilityKind, _where, build_capability
 from .decorators import CapabilitySpec, specs_of
-from .errors import RegistrationError
+from .errors import RegistrationError, StoreUnavailable
 from .identity import IdentifyFn, as_identify
 from .mcp.settings import McpSettings
 from .middleware import AgentMiddleware
@@ -50,8 +52,12 @@ __all__ = ["Agent"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+logger = logging.getLogger("agentmw")
+
 _SECRET_NS = "agent.secret"
-_SECRET_TTL = 10 * 365 * 24 * 3600.0  # kept for good: a replica keeps the secret it read for its lifetime
+_SECRET_TTL = 10 * 365 * 24 * 3600.0  # kept for good (a wipe is repaired by the replicas holding it)
+_SECRET_RECHECK = 10.0  # seconds between two reads of the state's secret by a replica that signs
+_PREVIOUS_SECRETS = 2  # secrets replaced lately that still check a requestState
 _MCP, _AGUI, _LIMITS, _TIMING = McpSettings(), AguiSettings(), Limits(), Timing()
 
 
@@ -158,6 +164,9 @@ class Agent:
         if isinstance(secret, str):
             secret = secret.encode()
         self._secret: bytes | None = secret or None
+        self._secret_given = self._secret is not None  # given: never read from the state
+        self._secret_read = 0.0  # when the state's secret was last read (time.monotonic)
+        self._previous_secrets: tuple[bytes, ...] = ()  # replaced lately, still accepted for checks
         self._store_spec = store
         self._state: State | None = None
         self._check_store()
@@ -581,31 +590,77 @@ class Agent:
     @secret.setter
     def secret(self, value: bytes | str) -> None:
         self._secret = value.encode() if isinstance(value, str) else value
+        self._secret_given = True
+        self._previous_secrets = ()
 
     @property
     def secret_known(self) -> bool:
         """Whether :attr:`secret` can be read without the state."""
         return self._secret is not None
 
+    @property
+    def verification_secrets(self) -> tuple[bytes, ...]:
+        """The keys a ``requestState`` may be signed with: :attr:`secret`, then the ones it replaced lately (the
+        state's secret changed after a store wipe: what was signed before still checks, for a while)."""
+        return (self.secret, *self._previous_secrets)
+
     async def signing_secret(self) -> bytes:
         """The secret, reading it from the state the first time when none was given: one random secret per
         store, made by whichever process asks first (``set_if_absent``), so every replica sharing the store
-        signs and checks with the same one."""
-        if self._secret is None:
-            state = self.state
-            state.limit(_SECRET_NS, StoreLimits(max_count=16, max_age=_SECRET_TTL))
-            while True:
-                found = await state.get_key(_SECRET_NS, "requestState")
-                if found is None:
-                    made = {"secret": secrets.token_hex(32)}
-                    if await state.set_if_absent(_SECRET_NS, "requestState", made, _SECRET_TTL):
-                        found = made
-                    else:
-                        continue  # another process made it first: read theirs
+        signs and checks with the same one.
+
+        Read again every ``_SECRET_RECHECK`` seconds (and by :meth:`refresh_secret`), so replicas converge on
+        one secret after the store lost it (a Redis ``FLUSHALL``, a new file): a replica that finds the key gone
+        writes the secret it holds back (``set_if_absent``; every replica holding the same one, whichever wins
+        changes nothing), and one that finds another adopts it, still accepting its old one for checks. A store
+        that cannot be read then keeps the secret held."""
+        if self._secret is None or (
+            not self._secret_given and time.monotonic() - self._secret_read > _SECRET_RECHECK
+        ):
+            try:
+                await self._agree_secret()
+            except StoreUnavailable:
                 if self._secret is None:
-                    self._secret = bytes.fromhex(found["secret"])
-                break
+                    raise
+                logger.debug(
+                    "agentmw: the requestState secret could not be checked now; the one held is kept"
+                )
+        assert self._secret is not None
         return self._secret
+
+    async def refresh_secret(self) -> bool:
+        """Read the state's secret again now (at most once a second), as :meth:`signing_secret` does from time
+        to time; True when it changed (a ``requestState`` that failed its check may pass now)."""
+        if self._secret_given or time.monotonic() - self._secret_read < 1.0:
+            return False
+        held = self._secret
+        await self._agree_secret()
+        return self._secret != held
+
+    async def _agree_secret(self) -> None:
+        state = self.state
+        state.limit(_SECRET_NS, StoreLimits(max_count=16, max_age=_SECRET_TTL))
+        held = self._secret
+        while True:
+            found = await state.get_key(_SECRET_NS, "requestState")
+            if found is None:
+                made = {"secret": held.hex() if held is not None else secrets.token_hex(32)}
+                if await state.set_if_absent(_SECRET_NS, "requestState", made, _SECRET_TTL):
+                    found = made
+                    if held is not None:
+                        logger.warning(
+                            "agentmw: the requestState secret was gone from the store (wiped?); "
+                            "this replica wrote back the one it holds"
+                        )
+                else:
+                    continue  # another process made it first: read theirs
+            break
+        current = bytes.fromhex(found["secret"])
+        self._secret_read = time.monotonic()
+        if held is not None and current != held:
+            logger.warning("agentmw: the requestState secret in the store changed; this replica adopts it")
+            self._previous_secrets = (held, *self._previous_secrets)[:_PREVIOUS_SECRETS]
+        self._secret = current
 
     def host_allowed(self, host: str) -> bool:
         """Whether a ``Host`` value is served here (the port compared as ``_edge.py`` documents)."""

@@ -219,10 +219,17 @@ async def handle(
     caller = caller_from_headers(scope, headers.get("authorization"), agent.identify) or await resolve_caller(
         HTTPConnection(scope), agent.identify
     )
-    if params.get("requestState") is not None and not agent.secret_known:
-        await agent.signing_secret()  # kept in the shared state: read once, and only to check a requestState
+    if params.get("requestState") is not None:
+        await agent.signing_secret()  # kept in the shared state: read then, and again from time to time
     try:
-        gather = _replay_gather(agent, method, params, caller)
+        try:
+            gather = _replay_gather(agent, method, params, caller)
+        except JsonRpcError as exc:
+            # signed with a secret this replica does not hold yet (the store's changed, after a wipe): read it
+            # again, and check once more
+            if not isinstance(exc.__cause__, _state.Unverified) or not await agent.refresh_secret():
+                raise
+            gather = _replay_gather(agent, method, params, caller)
     except JsonRpcError as exc:
         await exchange.finish(exc.body(request_id))
         return
