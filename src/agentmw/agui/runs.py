@@ -53,7 +53,16 @@ from .._bounded import BoundedTable
 from ..context import Ask, Context, InputRequest, Services, answer_from
 from ..errors import Permanent
 from ..events import ArtifactUpdate, CoreEvent, Progress, StateChanged, TextDelta
-from ..journal import DEFAULT_LEASE_SECONDS, Journal, orphaned
+from ..journal import (
+    CAPABILITY_GONE,
+    DEFAULT_LEASE_SECONDS,
+    JOURNAL_FULL,
+    JOURNAL_NS,
+    RECOVERY_EXHAUSTED,
+    Journal,
+    Orphan,
+    orphaned,
+)
 from ..journal import cancel as cancel_execution
 from ..journal import resume as resume_execution
 from ..lifecycle import Background, Canceller, EventLog, LogWriter, Records, Sweeper, Watch, limit
@@ -108,7 +117,10 @@ NOT_REPLAYED = (
     Code.EXECUTION_BUSY,
     Code.UNKNOWN_EXECUTION,
     Code.UNKNOWN_CAPABILITY,
+    CAPABILITY_GONE,
+    RECOVERY_EXHAUSTED,
 )  # the state is as before
+GIVEN_UP = (RECOVERY_EXHAUSTED, CAPABILITY_GONE, JOURNAL_FULL)  # RUN_ERROR says which, in its code
 MOVED = (Code.TAKEN_OVER, Code.EXECUTION_BUSY)  # an execution that goes on (or ends) on another replica
 
 
@@ -438,6 +450,8 @@ class Runs:
         self.lease_seconds = DEFAULT_LEASE_SECONDS  # of a running execution's journal (agentmw.journal)
         self._sweeper = Sweeper(SWEEP_SECONDS, 0.0)  # the first request of the process sweeps
         self._shared: _Shared | None = None
+        self._following = 0  # clients following, here, runs another replica carries (replay_log)
+        self._timer: asyncio.Task[None] | None = None
 
     @property
     def sweep_seconds(self) -> float:
@@ -1014,6 +1028,29 @@ class Runs:
         run.finished.set()
 
     # --- runs whose replica died ---------------------------------------------------------------------
+    def _follow_begins(self) -> None:
+        """A client follows here a run another replica carries: while any does, a timer sweeps every
+        ``sweep_seconds``, so that when that replica dies its run is taken over (and the followers see it go
+        on) even if no other AG-UI request comes (keep-alives keep the client from giving up)."""
+        self._following += 1
+        if self._timer is None or self._timer.done():
+            self._timer = self._spawn(self._sweep_while_followed(), "agui-follow-sweep")
+
+    def _follow_ends(self) -> None:
+        self._following = max(0, self._following - 1)
+
+    async def _sweep_while_followed(self) -> None:
+        while self._following > 0:
+            await asyncio.sleep(self.sweep_seconds)
+            if self._following > 0:
+                self.sweep()
+
+    async def close(self) -> None:
+        """Stop this process's background work (the follow timer, sweeps, take-overs, log writers)."""
+        self._following = 0
+        await self.background.close(self._timer)
+        self._timer = None
+
     def sweep(self) -> None:
         """Look for executions whose replica died (in the background), at most every ``sweep_seconds``.
 
@@ -1028,7 +1065,15 @@ class Runs:
 
     async def _take_over(self, execution_id: str) -> None:
         """Go on with a run whose replica died (its journal is running, its lease expired): replay it here,
-        numbering its events after those its log holds, so the thread does not stay in progress forever."""
+        numbering its events after those its log holds, so the thread does not stay in progress forever.
+
+        ``execution_id``: an :class:`~agentmw.journal.Orphan` from the sweep: nothing is done (neither a
+        replay nor an end) unless its journal is still running at the version the sweep saw (an execution
+        that parked or ended meanwhile is left alone); the replay checks it again once it holds the lease."""
+        if isinstance(execution_id, Orphan):
+            now = await self.state.get(JOURNAL_NS, execution_id)
+            if now is None or now.version != execution_id.version or now.value.get("status") != "running":
+                return
         thread_id = execution_id.split(":", 2)[2]
         found = await self.shared.records.get(thread_id)
         record = found.value if found is not None else None
@@ -1040,7 +1085,8 @@ class Runs:
             or journaled.get("id") != execution_id
             or not run_id
         ):
-            # No run carries it any more (it ended, was cancelled or superseded, or the thread expired).
+            # No run carries it any more (it ended, was cancelled or superseded, or the thread expired): end it,
+            # unless it moved on since the sweep saw it (journal.cancel checks the Orphan's version)
             await self._end_execution(execution_id, "The AG-UI run of this execution ended.")
             return
         local = self.runs.get(run_id)
@@ -1142,6 +1188,8 @@ class Runs:
                 if outcome.retryable
                 else ("REJECTED" if outcome.status == Status.REJECTED else "FAILED")
             )
+            if outcome.code in GIVEN_UP:  # a dead letter, a function gone, a journal full: say which
+                code = str(outcome.code).upper()
             message = outcome.message or outcome.status
             if outcome.retryable and outcome.retry_after is not None:
                 message = f"{message} Retry after {outcome.retry_after:g} seconds."
@@ -1277,20 +1325,24 @@ class Runs:
         async def quiet() -> list[Any] | None:  # nothing new for a while: is the run still known?
             return None if await self.state.get_key(RUNS, run_id) is not None else []
 
-        async for entry in self.shared.events.follow(
-            run_id, 0, is_final=_is_end, when_quiet=quiet, block=TAIL_WAIT
-        ):
-            out: list[bytes] = []
-            frames, first = entry.get("frames") or [], entry.get("first", expected)
-            if first > expected:  # trimmed away: the snapshots stand for what was lost
-                out.extend(await self._snapshot(thread_id))
-                expected = first
-            for index, frame in enumerate(frames):
-                if first + index >= expected:
-                    out.append(frame.encode("utf-8"))
-            expected = max(expected, first + len(frames))
-            if out:
-                yield b"".join(out)
+        self._follow_begins()
+        try:
+            async for entry in self.shared.events.follow(
+                run_id, 0, is_final=_is_end, when_quiet=quiet, block=TAIL_WAIT
+            ):
+                out: list[bytes] = []
+                frames, first = entry.get("frames") or [], entry.get("first", expected)
+                if first > expected:  # trimmed away: the snapshots stand for what was lost
+                    out.extend(await self._snapshot(thread_id))
+                    expected = first
+                for index, frame in enumerate(frames):
+                    if first + index >= expected:
+                        out.append(frame.encode("utf-8"))
+                expected = max(expected, first + len(frames))
+                if out:
+                    yield b"".join(out)
+        finally:
+            self._follow_ends()
 
     async def _snapshot(self, thread_id: str) -> list[bytes]:
         found = await self.shared.records.get(thread_id)

@@ -1,0 +1,161 @@
+"""AG-UI take-overs are safe, and reach their followers by themselves (docs/durability.md, docs/agui.md).
+
+- An execution that parks while the orphan sweep reads leases (the reads slowed, so it happens every time) is not
+  taken for an orphan: its interrupt is still answered, rather than "The AG-UI run of this execution ended".
+- A client following, on replica B, a run of replica A that dies gets the rest of the run from B's take-over
+  with no other AG-UI request reaching B (the follow timer sweeps; keep-alives alone would wait forever).
+Two apps on a shared SQLite file (Redis when installed) on loopback; one in-process app for the race.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from agentmw import Context
+from agentmw.state import Json, MemoryState
+from tests import agui_app
+from tests.state.conftest import redis_url  # noqa: F401  (the session's redis-server fixture)
+from tests.test_agui_replicas import (
+    EFFECTS,
+    LEASE,
+    LOOPS,
+    events,
+    frames,
+    frames_at_least,
+    gate,
+    read_journal,
+    read_record,
+    replicas,
+    run_body,
+    store_url,  # noqa: F401  (the fixture: a SQLite file, or a real redis-server)
+)
+from tests.test_recovery import SlowLeases
+from tests.waiting import eventually
+
+
+def racing_app(state: SlowLeases, opened: asyncio.Event) -> tuple[Any, Any]:
+    agent, app = agui_app.build(store=state)
+
+    @agent.skill
+    async def parcel(item: str, ctx: Context) -> str:
+        """A step, a slow step, then a question."""
+        await ctx.once("weigh", EFFECTS.update, [f"weigh {item}"])
+        await ctx.once("wrap", _after, opened, f"wrap {item}")
+        answer = await ctx.ask("Where to?", {"type": "object", "properties": {"to": {"type": "string"}}})
+        await ctx.once("send", EFFECTS.update, [f"send {answer.content['to']}"])
+        return f"{item} to {answer.content['to']}"
+
+    return agent, app
+
+
+async def _after(opened: asyncio.Event, what: str) -> None:
+    await opened.wait()
+    EFFECTS.update([what])
+
+
+async def _journal(state: MemoryState, agent: Any) -> tuple[str, Json, int] | None:
+    record = await state.get("agui.threads", "t-race")
+    execution = (record.value.get("execution") or {}) if record is not None else {}
+    if not execution.get("id"):
+        return None
+    found = await state.get("journal", execution["id"])
+    return None if found is None else (execution["id"], found.value, found.version)
+
+
+async def test_a_run_that_parks_while_the_sweep_reads_leases_keeps_its_interrupt() -> None:
+    EFFECTS.clear()
+    state = SlowLeases()
+    opened = asyncio.Event()
+    agent, app = racing_app(state, opened)
+    runs = agent.agui_app.lifecycle
+    runs.sweep_seconds = 0.0  # every request sweeps (in the background)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=20) as http:
+        body = run_body("t-race", "run-1", None, arguments={"item": "lamp"})
+        asking = asyncio.create_task(http.post("/agui/parcel", json=body))
+        running = await eventually(lambda: _journal(state, agent), "the first step to be recorded")
+        execution_id, value, seen = running
+        assert value["status"] == "running" and value["stepCount"] == 1
+
+        state.hold.clear()  # the next sweep's scan sees it running; its lease read waits
+        assert (await http.get("/agui/parcel/capabilities")).status_code == 200  # this request sweeps
+        await asyncio.wait_for(state.held.wait(), 5)
+        opened.set()  # the step ends; the run asks, and parks (its lease given up) before the lease read
+        asked = frames((await asyncio.wait_for(asking, 10)).text)
+        assert asked[-1]["type"] == "RUN_FINISHED" and asked[-1]["outcome"]["type"] == "interrupt", asked[-1]
+        parked = await _journal(state, agent)
+        assert parked is not None and parked[1]["status"] == "parked" and parked[2] > seen
+        runs.sweep_seconds = 3600.0
+        state.hold.set()  # the sweep goes on: it found the execution without a lease, at the version it saw
+        await eventually(
+            lambda: not any(t.get_name() == "agui-sweep" for t in runs.background.tasks), "the sweep"
+        )
+        after = await _journal(state, agent)
+        assert after is not None and after[1]["status"] == "parked" and after[2] == parked[2]  # left alone
+
+        [interrupt] = asked[-1]["outcome"]["interrupts"]
+        resume = {
+            **run_body("t-race", "run-2", None),
+            "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"to": "Oslo"}}],
+        }
+        done = frames((await http.post("/agui/parcel", json=resume)).text)
+        assert done[-1]["type"] == "RUN_FINISHED" and done[-1]["outcome"] == {"type": "success"}, done[-1]
+        assert EFFECTS == {"weigh lamp": 1, "wrap lamp": 1, "send Oslo": 1}
+        final = await state.get("journal", execution_id)
+        assert final is not None and final.value["status"] == "completed" and final.value["attempts"] == 0
+
+
+async def test_a_follower_of_a_dead_replicas_run_gets_its_end_without_other_traffic(store_url: str) -> None:  # noqa: F811
+    EFFECTS.clear()
+    agui_app.log.clear()
+    gate("lone:b").set()
+    gate("lone:a")  # A never passes its gate: it dies there
+    frozen = threading.Event()
+    with replicas(store_url) as r:
+        a, b = (agent.agui_app.lifecycle for agent in r.agents)
+        a.lease_seconds = b.lease_seconds = LEASE
+        b.sweep_seconds = 0.2
+        async with httpx.AsyncClient(timeout=30) as http:
+            body = run_body("t-lone", "r-lone", None, detached=True, arguments={"label": "lone"})
+            async with http.stream("POST", f"{r.a}/agui/steps", json=body) as response:
+                async for _, event in events(response.aiter_lines()):
+                    if event["type"] == "TEXT_MESSAGE_CONTENT":
+                        break  # then leave: the run is detached
+            await eventually(lambda: "steps:lone:a:waiting" in agui_app.log, "the run to wait at A's gate")
+            await eventually(
+                lambda: frames_at_least(store_url, "r-lone", 4), "A to log the run's first events", timeout=10
+            )
+            got: list[dict] = []
+            async with http.stream(
+                "GET", f"{r.b}/agui/steps/runs/r-lone/events", params={"after": 0}
+            ) as tail:
+                assert tail.status_code == 200
+                lines = events(tail.aiter_lines())
+                async for _, event in lines:  # B follows A's run from the shared log
+                    got.append(event)
+                    if event["type"] == "TEXT_MESSAGE_CONTENT":
+                        break
+                LOOPS["a"].call_soon_threadsafe(frozen.wait)  # A stops dead: no renewal, no write, ever
+                started = time.monotonic()
+                try:
+                    # the only request B gets is this follow: its timer sweeps, finds A's lease expired, takes
+                    # the run over, and the events reach this stream from the log
+                    async for _, event in lines:
+                        got.append(event)
+                        if event["type"] in ("RUN_FINISHED", "RUN_ERROR"):
+                            break
+                finally:
+                    frozen.set()
+            assert time.monotonic() - started >= LEASE / 3
+            kinds = [e["type"] for e in got]
+            assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED", kinds
+            assert got[-1]["result"] == {"result": ["lone:one@a", "lone:two@a", "lone:three@b"]}
+            assert EFFECTS == {"lone:one": 1, "lone:two": 1, "lone:three": 1}
+            record = await read_record(store_url, "t-lone")
+            journal = await read_journal(store_url, record["execution"]["id"])
+            assert journal["status"] == "completed" and journal["attempts"] == 1
