@@ -4,6 +4,7 @@
 ``agentmw lint module:app [--json]``         the safety and usability rules; exit 1 on an error
 ``agentmw call module:app NAME '{...}'``     run one capability in-process, through the real pipeline
 ``agentmw serve module:app [--workers N]``   uvicorn
+``agentmw executions list|show|cancel|retry|resume [ID] --store URL``   the journaled executions in a store
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from .._version import __version__
+from . import executions
 from .call import call
 from .lint import baseline_names, lint_agent
 from .progress import Progress
@@ -31,7 +33,8 @@ EXIT_USAGE = 2  # bad arguments, or a target that cannot be imported or carries 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="agentmw", description="Inspect, lint, call and serve an agentmw agent."
+        prog="agentmw",
+        description="Inspect, lint, call and serve an agentmw agent; see and act on its executions.",
     )
     parser.add_argument("--version", action="version", version=f"agentmw {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -103,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
     )
+    executions.add_parser(commands)
     return parser
 
 
@@ -239,7 +243,13 @@ def _serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script: ``agentmw COMMAND ...``; returns the exit status."""
     args = _parser().parse_args(argv)
-    handler = {"inspect": _inspect, "lint": _lint, "call": _call, "serve": _serve}[args.command]
+    handler = {
+        "inspect": _inspect,
+        "lint": _lint,
+        "call": _call,
+        "serve": _serve,
+        "executions": executions.run,
+    }[args.command]
     if args.command in ("inspect", "lint"):
         os.environ.setdefault("AGENTMW_STORE", "memory://")  # they read the registry; nothing is stored
     try:
