@@ -6,7 +6,7 @@ name.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -56,6 +56,41 @@ class Instruments:
             description="A2A push notifications given up on",
         )
         meter.create_observable_gauge(
+            "agentmw.executions",
+            [self._executions],
+            unit="{execution}",
+            description="Journaled executions in the store by status: running, parked, dead",
+        )
+        for name, field, unit, description in (
+            (
+                "agentmw.execution.takeovers",
+                "takeovers",
+                "{execution}",
+                "Executions taken over after their replica died",
+            ),
+            (
+                "agentmw.execution.dead_letters",
+                "dead_letters",
+                "{execution}",
+                "Executions given up as dead letters",
+            ),
+            (
+                "agentmw.step.retries",
+                "retries",
+                "{try}",
+                "Tries of a step with a retry policy beyond its first",
+            ),
+            (
+                "agentmw.step.given_up",
+                "gave_up",
+                "{step}",
+                "Steps with a retry policy that failed after their tries",
+            ),
+        ):
+            meter.create_observable_counter(
+                name, [self._durability(field)], unit=unit, description=description
+            )
+        meter.create_observable_gauge(
             "agentmw.bridge.breaker.state",
             [self._breakers],
             unit="1",
@@ -92,6 +127,20 @@ class Instruments:
     def _push_failures(self, options: CallbackOptions) -> Iterator[Observation]:
         for _, value in self.telemetry.pushes("failed"):
             yield Observation(value)
+
+    def _executions(self, options: CallbackOptions) -> Iterator[Observation]:
+        for (
+            status,
+            count,
+        ) in self.telemetry.executions.items():  # as last counted (an invocation's end, a scrape)
+            yield Observation(count, {"agentmw.execution.status": status})
+
+    def _durability(self, field: Any) -> Callable[[CallbackOptions], Iterator[Observation]]:
+        def read(options: CallbackOptions) -> Iterator[Observation]:
+            for _, value in self.telemetry.durability(field):
+                yield Observation(value)
+
+        return read
 
     def _breakers(self, options: CallbackOptions) -> Iterator[Observation]:
         for (peer, protocol), value in self.telemetry.breakers():

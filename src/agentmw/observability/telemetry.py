@@ -8,8 +8,10 @@ tracer: the one given, or the global one once an SDK is installed; the Prometheu
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -31,6 +33,10 @@ logger = logging.getLogger("agentmw.observability")
 
 _UNSET: Any = object()
 _BREAKER = {"closed": 0.0, "half-open": 1.0, "open": 2.0}
+EXECUTION_STATUSES = ("running", "parked", "dead")
+"""The journaled executions counted by ``agentmw_executions`` (the unfinished ones, and the dead letters)."""
+EXECUTIONS_REFRESH = 5.0
+"""Seconds between two counts of the executions made by an invocation's end (a scrape always counts anew)."""
 _A2A_SEND = frozenset(
     {"SendMessage", "SendStreamingMessage", "message/send", "message/stream", "send", "stream"}
 )
@@ -181,6 +187,9 @@ class Telemetry(Hook):
         self.in_flight = 0
         self.parked = 0
         self.approvals_pending = 0
+        self.executions: dict[str, int] = dict.fromkeys(EXECUTION_STATUSES, 0)  # as last counted
+        self._executions_counted = 0.0  # time.monotonic() of that count
+        self._counting: asyncio.Task[None] | None = None  # a count under way, beside the invocations
         registry = self.registry = Registry()
         self.duration = registry.add(
             Histogram(
@@ -250,6 +259,50 @@ class Telemetry(Hook):
                 "A2A push notifications delivered (this process)",
                 (),
                 lambda: self.pushes("delivered"),
+                kind="counter",
+            )
+        )
+        registry.add(
+            Gauge(
+                "agentmw_executions",
+                "Journaled executions in the store by status (all replicas): running, parked, dead (dead letters)",
+                ("status",),
+                self._executions_now,
+            )
+        )
+        registry.add(
+            Gauge(
+                "agentmw_execution_takeovers",
+                "Executions taken over by this process after their replica died or lost them",
+                (),
+                lambda: self.durability("takeovers"),
+                kind="counter",
+            )
+        )
+        registry.add(
+            Gauge(
+                "agentmw_execution_dead_letters",
+                "Executions this process gave up as dead letters (past Limits.max_recovery_attempts)",
+                (),
+                lambda: self.durability("dead_letters"),
+                kind="counter",
+            )
+        )
+        registry.add(
+            Gauge(
+                "agentmw_step_retries",
+                "Tries of a step (ctx.once, ctx.call with retry=) beyond its first, in this process",
+                (),
+                lambda: self.durability("retries"),
+                kind="counter",
+            )
+        )
+        registry.add(
+            Gauge(
+                "agentmw_steps_given_up",
+                "Steps with a retry policy that still failed after more than one try, in this process",
+                (),
+                lambda: self.durability("gave_up"),
                 kind="counter",
             )
         )
@@ -372,7 +425,22 @@ class Telemetry(Hook):
             self.log.record(invocation, outcome, elapsed, self._trace_ids(invocation))
         if "span" in invocation.data:
             self.tracing.end_invocation(invocation, outcome)
+        if time.monotonic() - self._executions_counted >= EXECUTIONS_REFRESH and self._counting is None:
+            self._count_in_background()
         return self._refresh_approvals() if capability.gate is not None else None
+
+    def _count_in_background(self) -> None:
+        """Recount the executions (for the OpenTelemetry gauge) beside the invocations, never in their way."""
+        self._executions_counted = time.monotonic()
+        try:
+            task = asyncio.get_running_loop().create_task(self.refresh_executions())
+        except RuntimeError:  # no loop: a scrape counts them
+            return
+        self._counting = task
+        task.add_done_callback(self._counted)
+
+    def _counted(self, task: asyncio.Task[None]) -> None:
+        self._counting = None
 
     def caller_hash(self, caller: str) -> str:
         found = self._caller_hashes.get(caller)
@@ -581,6 +649,41 @@ class Telemetry(Hook):
             logger.exception("the pending approvals could not be counted")
             return
         self.approvals_pending = page.total or 0
+
+    async def _executions_now(self) -> list[tuple[tuple[str, ...], float]]:
+        await self.refresh_executions()
+        return [((status,), float(count)) for status, count in self.executions.items()]
+
+    async def refresh_executions(self) -> None:
+        """Count the journaled executions in the agent's store by status (:data:`EXECUTION_STATUSES`), for
+        ``agentmw_executions`` and ``agentmw.executions``; a store that cannot be read keeps the last count."""
+        self._executions_counted = time.monotonic()
+        agent = self.agent
+        state = getattr(agent, "state", None) if agent is not None else None
+        if state is None:
+            return
+        from ..journal import JOURNAL_NS  # the journal only once executions are counted
+
+        try:
+            for status in EXECUTION_STATUSES:
+                page = await state.scan(JOURNAL_NS, where={"status": status}, limit=1, total=True)
+                self.executions[status] = page.total or 0
+        except Exception:
+            logger.exception("the journaled executions could not be counted")
+
+    @staticmethod
+    def durability(
+        field: Literal["takeovers", "dead_letters", "retries", "gave_up"],
+    ) -> list[tuple[tuple[str, ...], float]]:
+        """This process's take-overs and dead letters (``agentmw.journal.STATS``) and step retries
+        (``agentmw.retries.STATS``), as a counter gauge reads them."""
+        if field in ("takeovers", "dead_letters"):
+            from ..journal import STATS
+
+            return [((), float(STATS.get(field, 0)))]
+        from ..retries import STATS as RETRIES
+
+        return [((), float(RETRIES.retries if field == "retries" else RETRIES.gave_up))]
 
     def pushes(self, field: Literal["delivered", "failed"]) -> list[tuple[tuple[str, ...], float]]:
         """The A2A push notifications this process ``"delivered"`` or gave up on (``"failed"``), as a gauge reads."""
