@@ -659,12 +659,14 @@ class Telemetry(Hook):
         ``agentmw_executions`` and ``agentmw.executions``; a store that cannot be read keeps the last count."""
         self._executions_counted = time.monotonic()
         agent = self.agent
-        state = getattr(agent, "state", None) if agent is not None else None
-        if state is None:
+        if agent is None:
             return
         from ..journal import JOURNAL_NS  # the journal only once executions are counted
 
         try:
+            state = getattr(agent, "state", None)
+            if state is None:
+                return
             for status in EXECUTION_STATUSES:
                 page = await state.scan(JOURNAL_NS, where={"status": status}, limit=1, total=True)
                 self.executions[status] = page.total or 0
