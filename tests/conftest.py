@@ -30,6 +30,10 @@ TIERS: dict[str, frozenset[str]] = {
     "replicas": frozenset(
         {
             "state/test_shared.py",
+            "faults/",
+            "test_agui_recovery.py",
+            "test_cli_executions.py",
+            "test_durable_sleep_restart.py",
             "test_a2a_replicas.py",
             "test_agui_replicas.py",
             "test_auth_faces.py",

@@ -19,6 +19,7 @@ from .mcp.settings import McpSettings
 from .messages import Artifact, Data, File, Message
 from .middleware import AgentMiddleware
 from .outcomes import Outcome
+from .retries import RetryPolicy, StepFailed
 from .safety.gate import human_gate
 from .selection import RouteSelection
 from .settings import Limits, Timing
@@ -50,11 +51,13 @@ __all__ = [
     "RegistrationError",
     "Rejected",
     "ResourceLink",
+    "RetryPolicy",
     "Retryable",
     "Root",
     "RouteSelection",
     "Sample",
     "Sampled",
+    "StepFailed",
     "StoreUnavailable",
     "Text",
     "Timing",
