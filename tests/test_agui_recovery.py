@@ -15,8 +15,9 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
-from agentmw import Context
+from agentmw import Context, Limits
 from agentmw.state import Json, MemoryState
 from tests import agui_app
 from tests.state.conftest import redis_url  # noqa: F401  (the session's redis-server fixture)
@@ -110,13 +111,19 @@ async def test_a_run_that_parks_while_the_sweep_reads_leases_keeps_its_interrupt
         assert final is not None and final.value["status"] == "completed" and final.value["attempts"] == 0
 
 
-async def test_a_follower_of_a_dead_replicas_run_gets_its_end_without_other_traffic(store_url: str) -> None:  # noqa: F811
+@pytest.mark.parametrize("limit", [100, 0], ids=["taken-over", "dead-letter"])
+async def test_a_follower_of_a_dead_replicas_run_gets_its_end_without_other_traffic(
+    store_url: str,  # noqa: F811
+    limit: int,
+) -> None:
+    """With ``Limits(max_recovery_attempts=0)`` the take-over gives the execution up at once: the follower gets
+    ``RUN_ERROR`` (``RECOVERY_EXHAUSTED``) instead, and nothing runs again."""
     EFFECTS.clear()
     agui_app.log.clear()
     gate("lone:b").set()
     gate("lone:a")  # A never passes its gate: it dies there
     frozen = threading.Event()
-    with replicas(store_url) as r:
+    with replicas(store_url, limits=Limits(max_recovery_attempts=limit)) as r:
         a, b = (agent.agui_app.lifecycle for agent in r.agents)
         a.lease_seconds = b.lease_seconds = LEASE
         b.sweep_seconds = 0.2
@@ -153,9 +160,16 @@ async def test_a_follower_of_a_dead_replicas_run_gets_its_end_without_other_traf
                     frozen.set()
             assert time.monotonic() - started >= LEASE / 3
             kinds = [e["type"] for e in got]
-            assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED", kinds
-            assert got[-1]["result"] == {"result": ["lone:one@a", "lone:two@a", "lone:three@b"]}
-            assert EFFECTS == {"lone:one": 1, "lone:two": 1, "lone:three": 1}
             record = await read_record(store_url, "t-lone")
             journal = await read_journal(store_url, record["execution"]["id"])
-            assert journal["status"] == "completed" and journal["attempts"] == 1
+            assert kinds[0] == "RUN_STARTED", kinds
+            if limit:
+                assert kinds[-1] == "RUN_FINISHED", kinds
+                assert got[-1]["result"] == {"result": ["lone:one@a", "lone:two@a", "lone:three@b"]}
+                assert EFFECTS == {"lone:one": 1, "lone:two": 1, "lone:three": 1}
+                assert journal["status"] == "completed" and journal["attempts"] == 1
+            else:
+                assert kinds[-1] == "RUN_ERROR" and got[-1]["code"] == "RECOVERY_EXHAUSTED", got[-1]
+                assert "given up after 0 recoveries" in got[-1]["message"]
+                assert EFFECTS == {"lone:one": 1, "lone:two": 1}  # nothing ran again
+                assert journal["status"] == "dead" and "given up" in journal["reason"]
