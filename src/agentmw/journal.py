@@ -48,7 +48,7 @@ from .context import (
     needed_capability,
     recorded_json,
 )
-from .errors import NeedsInput, Permanent
+from .errors import NeedsInput, Permanent, Retryable
 from .events import CoreEvent, ToolCallFinished, ToolCallStarted
 from .outcomes import PERMANENT, Code, InputsPending, Outcome, Status
 from .pipeline import journaled_approval
@@ -982,7 +982,12 @@ async def _journaled_call(
             async def one() -> Outcome:
                 nonlocal tries
                 tries += 1
-                made = await invoke(capability, arguments, ctx.child(capability) if tries > 1 else child)
+                current = child
+                if tries > 1:  # a try of its own: its steps are journaled apart from the failed tries'
+                    current = ctx.child(capability)
+                    scoped = f"{key}#{tries}"
+                    current.attach(_Scope(journal, f"{scope.name}/{scoped}" if scope.name else scoped))
+                made = await invoke(capability, arguments, current)
                 last[:] = [made]
                 if made.status == Status.FAILED and made.retryable:
                     raise _RetryableOutcome(made)
@@ -1095,11 +1100,12 @@ async def _once(
     return value
 
 
-class _RetryableOutcome(Exception):
-    """A sub-call's retryable failure, raised so that its retry policy tries the call again."""
+class _RetryableOutcome(Retryable):
+    """A sub-call's retryable failure, raised so that its retry policy tries the call again (after the
+    outcome's ``retry_after``, when it has one)."""
 
     def __init__(self, outcome: Outcome) -> None:
-        super().__init__(outcome.message)
+        super().__init__(outcome.message, retry_after=outcome.retry_after)
         self.outcome = outcome
 
 

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from pydantic import ValidationError
 
 from .._bounded import BoundedTable
+from .._transport import store_fault
 from ..context import Ask, Context, InputRequest, Services, answer_from
 from ..errors import Permanent
 from ..events import ArtifactUpdate, CoreEvent, Progress, StateChanged, TextDelta
@@ -536,10 +537,11 @@ class Runs:
         try:
             run._watcher = await self._watch(run)  # live before the record names this run as running
             await self._begin(run, run_input, messages, skill, connection, props)
-        except Exception:
-            logger.exception("AG-UI run %s failed to start", run.id)
-            if not run.ended:
-                run.sequencer.error("The agent failed to start this run.", "INTERNAL_ERROR")
+        except Exception as exc:
+            if not _store_fault(run, exc):
+                logger.exception("AG-UI run %s failed to start", run.id)
+                if not run.ended:
+                    run.sequencer.error("The agent failed to start this run.", "INTERNAL_ERROR")
         if run.ended and run._watcher is not None:
             run._watcher.close()
         run.publish()
@@ -966,10 +968,11 @@ class Runs:
                 run.sequencer.finish({"type": "cancelled"})
                 run.publish()
             return
-        except Exception:
-            logger.exception("AG-UI execution failed inside agentmw")
+        except Exception as exc:
             run = execution.run
-            run.sequencer.error("The agent failed while running.", "INTERNAL_ERROR")
+            if not _store_fault(run, exc):
+                logger.exception("AG-UI execution failed inside agentmw")
+                run.sequencer.error("The agent failed while running.", "INTERNAL_ERROR")
             run.publish()
             return
         finally:
@@ -1000,9 +1003,10 @@ class Runs:
                 )
             else:
                 self._render(execution, outcome)
-        except Exception:  # whatever the function returned, the run ends with a terminal event
-            logger.exception("AG-UI run %s could not render its outcome", run.id)
-            run.sequencer.error("The agent failed while sending this run's result.", "INTERNAL_ERROR")
+        except Exception as exc:  # whatever the function returned, the run ends with a terminal event
+            if not _store_fault(run, exc):
+                logger.exception("AG-UI run %s could not render its outcome", run.id)
+                run.sequencer.error("The agent failed while sending this run's result.", "INTERNAL_ERROR")
         run.publish()
 
     async def _end_execution(self, execution_id: str | None, message: str) -> None:
@@ -1348,6 +1352,17 @@ class Runs:
         found = await self.shared.records.get(thread_id)
         value = found.value if found is not None else {}
         return Sequencer.reconnect_snapshot(value.get("state") or {}, value.get("messages") or [])
+
+
+def _store_fault(run: Run, exc: BaseException) -> bool:
+    """End the run with a retryable ``RUN_ERROR`` when ``exc`` is (or wraps) a store fault; False otherwise."""
+    fault = store_fault(exc)
+    if fault is None:
+        return False
+    logger.warning("AG-UI run %s: %s", run.id, fault.message)
+    if not run.ended:
+        run.sequencer.error(f"{fault.message} Retry after {fault.retry_after or 1:g} seconds.", "RETRYABLE")
+    return True
 
 
 def _is_end(entry: Any) -> bool:
