@@ -129,11 +129,28 @@ def body(i: int, round_: int = -1) -> bytes:
     ).encode()
 
 
+async def concurrent_rate(driver: Driver, bodies: list[bytes], clients: int) -> float:
+    """Requests per second of ``bodies`` posted by ``clients`` concurrent callers, each posting its next
+    request as soon as the last one answered (a server under concurrent load, where group commit can batch
+    the writes of requests in flight together)."""
+    pending = iter(bodies)
+
+    async def client() -> None:
+        for request in pending:
+            status, _, _ = await driver.post(request, HEADERS)
+            assert status == 200, status
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return len(bodies) / (time.perf_counter() - start)
+
+
 class Target:
     """One server under measurement: set up once, then driven one batch per round, in turn with the others."""
 
-    def __init__(self, name: str, factory: Any, n: int) -> None:
+    def __init__(self, name: str, factory: Any, n: int, clients: int = 1) -> None:
         self.name, self.factory, self.n = name, factory, n
+        self.clients = clients
         self.best = 0.0
         self.sent = 0
 
@@ -147,9 +164,13 @@ class Target:
         assert task["artifacts"][0]["parts"][0]["text"] == "echo: hello 0", reply
 
     async def round(self, round_: int) -> None:
-        self.best = max(
-            self.best, await best_rate(self.driver, [[body(i, round_) for i in range(self.n)]], HEADERS)
+        bodies = [body(i, round_) for i in range(self.n)]
+        rate = (
+            await best_rate(self.driver, [bodies], HEADERS)
+            if self.clients == 1
+            else await concurrent_rate(self.driver, bodies, self.clients)
         )
+        self.best = max(self.best, rate)
         self.sent += self.n
 
     async def finish(self) -> None:
@@ -186,6 +207,12 @@ async def main() -> None:
     )
     parser.add_argument("--redis", default=os.environ.get("AGENTMW_BENCH_REDIS"), help="a Redis URL to use")
     parser.add_argument("--no-sdk", action="store_true", help="leave out a2a-sdk's server (slow to measure)")
+    parser.add_argument(
+        "--clients",
+        type=int,
+        default=1,
+        help="concurrent callers (1, the default: one request at a time, each waiting for the last)",
+    )
     args = parser.parse_args()
     stores = [name.strip() for name in args.store.split(",") if name.strip()]
     unknown = set(stores) - {"memory", "sqlite", "redis"}
@@ -194,7 +221,8 @@ async def main() -> None:
     n, rounds = (1000, 4) if args.quick else (5000, 6)
     folder = tempfile.mkdtemp()
     with redis_server(args.redis if "redis" in stores else "unused") as redis_url:
-        targets = [Target("bare Starlette floor", floor_app, n)]
+        clients = max(1, args.clients)
+        targets = [Target("bare Starlette floor", floor_app, n, clients)]
         for name in stores:
             if name == "memory":
                 url = "memory://"
@@ -207,14 +235,15 @@ async def main() -> None:
                 continue
             else:
                 url = f"{redis_url}?prefix=bench{uuid.uuid4().hex[:8]}"
-            targets.append(Target(f"agentmw, {name} state", lambda url=url: agentmw_app(url), n))
+            targets.append(Target(f"agentmw, {name} state", lambda url=url: agentmw_app(url), n, clients))
         if not args.no_sdk:
-            targets.append(Target("a2a-sdk 1.3.0", sdk_app, max(n // 5, 500)))
+            targets.append(Target("a2a-sdk 1.3.0", sdk_app, max(n // 5, 500), clients))
         await measure(targets, rounds)
         results = [(target.name, target.best) for target in targets]
     floor = results[0][1]
     print(
-        f"Blocking `SendMessage` to an echo skill, requests per second, in-process ASGI, best of {rounds} rounds taken in turn\n"
+        f"Blocking `SendMessage` to an echo skill, requests per second, in-process ASGI, {max(1, args.clients)} "
+        f"concurrent caller(s), best of {rounds} rounds taken in turn\n"
     )
     print("| server | req/s | ratio to floor |")
     print("|---|---:|---:|")

@@ -99,7 +99,7 @@ class _Shapes:
 SHAPES = _Shapes()
 
 
-def a2a_registry(agent: A2AHost, state: State, *, write_behind: bool = True) -> TaskRegistry:
+def a2a_registry(agent: A2AHost, state: State, *, write_behind: bool = False) -> TaskRegistry:
     """The core registry, configured for A2A tasks."""
     return registry_for(
         agent, state, spaces=SPACES, shapes=SHAPES, timing=timing(), label="A2A", write_behind=write_behind

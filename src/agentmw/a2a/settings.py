@@ -28,9 +28,14 @@ class A2ASettings:
         security_requirements: e.g. ``[{"bearer": []}]``.
         extended_card: ``identity -> extra card fields``, or None when that caller may not see it (403).
             Needs ``Agent(identify=...)`` to tell who the caller is.
-        write_behind: a blocking ``SendMessage`` answers as soon as its task settles, and the task's one write
-            follows at once, off the request path (docs/a2a.md, "Stores, restarts and replicas"). False: the
-            answer waits for the write, so another replica can read the task as soon as the caller has it.
+        write_behind: False (the default, write-through): every answer (a result, a state such as
+            ``INPUT_REQUIRED``, an accepted follow-up) goes out only once the task's record is committed to the
+            store, the records of concurrent requests committed together (group commit); a store that refuses
+            the write makes the answer a retryable error after ``commit_wait_seconds`` (the record stays
+            queued and is written once the store takes it). True (opt-in): a blocking ``SendMessage`` answers
+            as soon as its task settles and the write follows within about 5 ms; a process that dies in that
+            window loses the record of a task already answered (docs/durability.md, "What is acknowledged
+            when").
         push: the push policy (:class:`~agentmw.a2a.PushPolicy`: where pushes may go, its allowlist, configs
             per task and token length, retries; docs/a2a.md); ``None`` turns push notifications off (and
             says so on the card).
@@ -60,7 +65,7 @@ class A2ASettings:
     security_schemes: Mapping[str, Any] | None = None
     security_requirements: Sequence[Mapping[str, Sequence[str]]] | None = None
     extended_card: Callable[[str], Mapping[str, Any] | None] | None = None
-    write_behind: bool = True
+    write_behind: bool = False
     push: PushPolicy | None = field(default_factory=PushPolicy)
     dedupe_message_ids: bool | Literal["side-effects"] = "side-effects"
     message_id_ttl_seconds: float = 3600.0

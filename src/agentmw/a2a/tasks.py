@@ -267,8 +267,8 @@ class A2ATaskManager(TaskManager):
         """
         await self.ready()
         registry = self.registry
-        if registry.backlog > MAX_BACKLOG:  # the writer is far behind: this send waits for it (bounded)
-            await registry.flush()
+        if registry.backlog > MAX_BACKLOG:  # the writer is far behind: wait for it (bounded), or fail at once
+            await registry.room()  # while the store refuses writes (StoreUnavailable, retryable)
         incoming = message_from_wire(message)  # a part that cannot be read is -32602, before anything runs
         # every anonymous caller is the same owner: a repeat could hand one another's task (and its question)
         dedupe = self.agent.a2a.dedupe_message_ids if owner != ANONYMOUS else False
@@ -427,9 +427,10 @@ class A2ATaskManager(TaskManager):
         return queue
 
     async def settled(self, live: LiveTask, waiter: asyncio.Future[None]) -> None:
-        """Block until the task is terminal or interrupted (the blocking ``SendMessage``); with
-        ``write_behind=False``, until its record is written too. A caller that leaves before then leaves the
-        task running, written for others to see."""
+        """Block until the task is terminal or interrupted (the blocking ``SendMessage``) and, write-through
+        (the default), until its record is committed too (StoreUnavailable past
+        ``Cadence.commit_wait_seconds``). A caller that leaves before then leaves the task running, written
+        for others to see."""
         try:
             await waiter  # a waiter cancelled with its caller is never set (status() checks)
         except asyncio.CancelledError:
@@ -656,7 +657,10 @@ class A2ATaskManager(TaskManager):
     async def events(
         self, live: LiveTask, queue: asyncio.Queue[Any], *, stop_on_interrupt: bool
     ) -> AsyncIterator[dict[str, Any]]:
-        """The task's events from ``queue`` until it is terminal (or interrupted, when asked)."""
+        """The task's events from ``queue`` until it is terminal (or interrupted, when asked). Write-through,
+        an event that settles the task (terminal, or interrupted) is sent once the record holding it is
+        committed, as a blocking answer is."""
+        through = not self.registry.write_behind
         try:
             while True:
                 if live.record.terminal and queue.empty():  # events queued before the end are still owed
@@ -664,6 +668,8 @@ class A2ATaskManager(TaskManager):
                 event = await queue.get()
                 if event is None:
                     return
+                if through and is_final(event, True) and not live.superseded:
+                    await self.registry.committed(live.record.id)
                 yield event
                 if is_final(event, stop_on_interrupt):
                     return

@@ -18,3 +18,5 @@ class Cadence:
     sweep_seconds: float = 5.0  # a process looks for orphaned tasks on first use, then at most this often
     retry_take_over_seconds: float = 2.0  # a take-over that found the task busy is not tried again sooner
     cancel_wait_seconds: float = 5.0  # how long a cancel waits for the holder to confirm
+    commit_wait_seconds: float = 5.0  # how long an answer waits for its record to be committed before the
+    # caller is told StoreUnavailable (retryable; the record stays queued and is written once the store takes it)

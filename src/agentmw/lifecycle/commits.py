@@ -9,28 +9,48 @@ and what is not written yet. :class:`Commits` writes handles behind the requests
   of the last of them (``log_id``), so a follower misses nothing and repeats nothing;
 - **one write for a fast task**: a task that settled for good before anything of it was written is encoded
   at once and only those bytes wait for the writer (:meth:`Commits.schedule`), not its handle and messages;
-- the records alone go in batches of ``put_many`` (one transaction on SQLite, one round trip on Redis).
+- the records alone go in batches of ``put_many`` (one transaction on SQLite, one round trip on Redis);
+- **group commit**: with no batching delay (write-through, the default of the task registries), the writer
+  writes what is queued as soon as it is idle, and what is queued meanwhile goes in the next batch; a request
+  that must not answer before its record is stored awaits :meth:`Commits.committed`, woken when the batch
+  holding its task's last change has committed;
+- **a failed write is kept**: a write the store refused (``StoreUnavailable``, or any other store error) stays
+  queued and is tried again, with a backoff from ``RETRY_FIRST_SECONDS`` to ``RETRY_MAX_SECONDS``, until the
+  store takes it; only a record that cannot be encoded at all (``TypeError``/``ValueError``) is given up
+  (logged). A waiter does not wait for that without bound: past its timeout it gets ``StoreUnavailable``
+  (not acknowledged) while the write stays queued.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from ..errors import StoreUnavailable
 from ..state import Conflict, Encoded, State, encoded, encoded_bytes
 from .events import Followers
 from .records import TaskRecord, retry
 from .writer import WriteBehind
 
-__all__ = ["WRITE_BATCH", "Commits", "Handle"]
+__all__ = ["RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "WRITE_BATCH", "Commits", "Handle", "permanent"]
 
 logger = logging.getLogger("agentmw")
 
 WRITE_BATCH = 64  # records per put_many: SQLite writes a batch this small on the event loop, a larger one on
 # its thread, where the loop's work keeps taking the GIL from it (a lagging writer makes ever larger batches)
+RETRY_FIRST_SECONDS = 0.05  # a batch the store refused is tried again after this, then twice as long each time
+RETRY_MAX_SECONDS = 2.0  # ... up to this
+
+
+def permanent(exc: BaseException) -> bool:
+    """Whether a failed write can never succeed as it is: its record cannot be encoded (``TypeError``,
+    ``ValueError``). Every other failure (``StoreUnavailable``, a lost connection, a full disk) is the
+    store's, and the write is tried again."""
+    return isinstance(exc, (TypeError, ValueError)) and not isinstance(exc, StoreUnavailable)
 
 
 @dataclass(eq=False, slots=True)
@@ -100,13 +120,74 @@ class Commits(Generic[H]):
             self._write_batch, delay, f"{label.lower()}-task-writer"
         )
         self.writes = 0  # records written by this process (tests and benchmarks read it)
+        self.failures = 0  # batches refused in a row (0: the last write went through)
+        self.failing_since: float | None = None  # when the store began refusing writes (monotonic); None: it is not
+        self._again: list[H | str] = []  # the items of the batch being written that are to be tried again
+        self._last_error: BaseException | None = None
+        self._given_up: dict[str, BaseException] = {}  # tasks whose record can never be written, and why
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}  # who awaits each task's commit
 
     @property
     def pending(self) -> int:
         return self.writer.pending
 
-    async def flush(self) -> None:
-        await self.writer.flush()
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until everything queued so far is written; past ``timeout`` seconds (None: no bound),
+        :class:`~agentmw.errors.StoreUnavailable` (what is queued stays queued)."""
+        if timeout is None:
+            await self.writer.flush()
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                await self.writer.flush()
+        except TimeoutError:
+            raise self.unavailable() from None
+
+    def unavailable(self) -> StoreUnavailable:
+        """The error of a request that cannot be acknowledged: the store does not take the writes now."""
+        return StoreUnavailable(
+            f"the agent's store is not taking {self.label} task records now "
+            f"({self.pending} waiting to be written); try again shortly",
+            retry_after=1.0,
+        )
+
+    async def committed(self, task_id: str, timeout: float) -> None:
+        """Return once every change of the task queued so far is in the store (at once when none is
+        pending); the group commit wakes each waiter with the batch that wrote its task. Past ``timeout``
+        seconds: :class:`~agentmw.errors.StoreUnavailable` (the task's write stays queued and is written once
+        the store takes it). A record that cannot be encoded at all raises what its encoding raised."""
+        if task_id not in self.unwritten:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(task_id, []).append(waiter)
+        try:
+            async with asyncio.timeout(timeout):
+                await waiter
+        except TimeoutError:
+            raise self.unavailable() from None
+        finally:
+            waiters = self._waiters.get(task_id)
+            if waiters is not None and waiter in waiters:
+                waiters.remove(waiter)
+                if not waiters:
+                    del self._waiters[task_id]
+
+    def _wake(self) -> None:
+        """Wake the waiters of every task that has nothing left to write (or never will have)."""
+        given_up, self._given_up = self._given_up, {}
+        if not self._waiters:
+            return
+        for task_id in [t for t in self._waiters if t not in self.unwritten or t in given_up]:
+            failure = given_up.get(task_id)
+            for waiter in self._waiters.pop(task_id):
+                if waiter.done():
+                    continue
+                if failure is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(
+                        RuntimeError(f"the record of {self.label} task {task_id} cannot be stored: {failure}")
+                    )
 
     def schedule(self, handle: H) -> None:
         """Queue the handle's changes for the writer (a task that settled for good, never written: its
@@ -155,6 +236,56 @@ class Commits(Generic[H]):
             return None
 
     async def _write_batch(self, items: list[H | str]) -> None:
+        try:
+            await self._write_items(items)
+        finally:
+            again, self._again = self._again, []
+            self._wake()
+        if again:
+            await self._refused(again)
+        elif self.failures:
+            logger.warning(
+                "the store takes %s task records again, after %d refused batches", self.label, self.failures
+            )
+            self.failures = 0
+            self.failing_since = None
+
+    async def _refused(self, again: list[H | str]) -> None:
+        """The store refused some of the batch: they are queued again, and the writer waits a little longer
+        each time before it tries."""
+        self.failures += 1
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
+        if self.failures % 20 == 1:  # the first refusal of a streak, then every 20th
+            exc = self._last_error
+            logger.warning(
+                "the store refused %d %s task records (%s: %s); they stay queued and are tried again until "
+                "the store takes them (%d refused batches in a row)",
+                len(again),
+                self.label,
+                type(exc).__name__,
+                exc,
+                self.failures,
+            )
+        kept: list[H | str] = []
+        for item in again:
+            if not isinstance(item, str):
+                if item.queued:  # scheduled again while its write was on its way: queued once already
+                    self.writer.done()
+                    continue
+                item.queued = True
+            kept.append(item)
+        self.writer.again(kept)
+        if self._stop():
+            return
+        await asyncio.sleep(min(RETRY_MAX_SECONDS, RETRY_FIRST_SECONDS * 2 ** min(self.failures - 1, 10)))
+
+    def _keep(self, item: H | str, exc: BaseException) -> None:
+        """A write the store refused: tried again with the next batch."""
+        self._again.append(item)
+        self._last_error = exc
+
+    async def _write_items(self, items: list[H | str]) -> None:
         finals: list[tuple[str, Encoded]] = []
         batch: list[H] = []
         for item in items:
@@ -200,13 +331,10 @@ class Commits(Generic[H]):
                 results = list(
                     await self.state.put_many([(ns, task_id, body, 0) for task_id, body in chunk])  # type: ignore[misc]  # an Encoded is written as its bytes (accepts_encoded)
                 )
-            except Exception:
-                logger.exception(
-                    "a batch of %d %s task records could not be written; writing them one by one",
-                    len(chunk),
-                    self.label,
-                )
-                results = [await self._put_final(task_id, body) for task_id, body in chunk]
+            except Exception as exc:  # noqa: BLE001  (kept and retried) encoded already: the store's failure
+                for task_id, _ in chunk:
+                    self._keep(task_id, exc)  # still in `unwritten`: the next batch writes it (or its handle)
+                continue
             for (task_id, body), result in zip(chunk, results, strict=True):
                 self.writer.done()
                 pending = self.unwritten.get(task_id)
@@ -236,18 +364,6 @@ class Commits(Generic[H]):
                         pending.dirty = False
                         del self.unwritten[task_id]
 
-    async def _put_final(self, task_id: str, body: Encoded) -> int | Conflict | None:
-        try:
-            return await retry(
-                lambda: self.state.put(self.tasks, task_id, body, expected_version=0),  # type: ignore[arg-type]  # as above
-                stop=self._stop,
-            )
-        except Conflict as conflict:
-            return conflict
-        except Exception:
-            logger.exception("%s task %s could not be written to the state", self.label, task_id)
-            return None
-
     def _holder(self, handle: H) -> str | None:
         """The replica a record names as its holder: this one, while its coroutine runs or is parked here."""
         return self.replica if not handle.record.terminal and handle.holds() else None
@@ -275,15 +391,14 @@ class Commits(Generic[H]):
                         for h, body in zip(chunk, bodies, strict=True)
                     ]
                 )
-            except Exception:
-                logger.exception(
-                    "a batch of %d %s task records could not be written; writing them one by one",
-                    len(chunk),
-                    self.label,
-                )
+            except Exception as exc:  # noqa: BLE001  (kept and retried, or written one by one)
                 for handle in chunk:
                     handle.dirty = True
-                again.extend(chunk)
+                if permanent(exc):  # one of them cannot be encoded: one by one, the others are written
+                    again.extend(chunk)
+                else:  # the store refused the batch: all of it is tried again
+                    for handle in chunk:
+                        self._keep(handle, exc)
                 continue
             for handle, holder, result in zip(chunk, holders, results, strict=True):
                 if isinstance(result, Conflict):
@@ -306,11 +421,14 @@ class Commits(Generic[H]):
     async def _write_one(self, handle: H) -> None:
         try:
             await self.write(handle)
-        except Exception:
+        except Exception as exc:
+            if not permanent(exc):
+                self._keep(handle, exc)  # still pending, and in `unwritten`: tried again with the next batch
+                return
             logger.exception("%s task %s could not be written to the state", self.label, handle.record.id)
-        finally:
-            self.writer.done()
-            self._written(handle)
+            self._given_up[handle.record.id] = exc
+        self.writer.done()
+        self._written(handle)
 
     async def write(self, handle: H) -> None:
         """Append the handle's pending events, then write its record as it was when they were taken."""
@@ -324,11 +442,17 @@ class Commits(Generic[H]):
             body = record.to_stored(holder) if dirty else None  # the record as it is with these events
             if holder is not None:
                 await self._present()
-            for event in events:
-                record.log_id = await retry(
-                    lambda event=event: self.state.append(self.events, record.id, event),  # type: ignore[misc]
-                    stop=self._stop,
-                )
+            for index, event in enumerate(events):
+                try:
+                    record.log_id = await retry(
+                        lambda event=event: self.state.append(self.events, record.id, event),  # type: ignore[misc]
+                        stop=self._stop,
+                    )
+                except BaseException:
+                    # not appended: these events, and the record, are still to write (the next try does)
+                    handle.events[:0] = events[index:]
+                    handle.dirty = handle.dirty or dirty
+                    raise
             if handle.has_push and events:
                 self._pushed(record.id)
             if body is None:
@@ -347,3 +471,6 @@ class Commits(Generic[H]):
             except Conflict:
                 await self._adopt(handle)
                 return
+            except BaseException:
+                handle.dirty = True  # its events are in the log (log_id says so); the record is still to write
+                raise

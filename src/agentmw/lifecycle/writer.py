@@ -5,6 +5,11 @@ hands it to the client's ``write`` (which writes each item with a compare-and-se
 :meth:`WriteBehind.done` for every item it is finished with). An item that is not urgent waits up to
 ``delay()`` seconds so that the changes made meanwhile are written with it (one hand-off to the store for
 many writes); an urgent one, or a :meth:`WriteBehind.flush`, writes at once.
+
+With no delay it is a *group commit*: the writer writes what is queued as soon as it is idle, and whatever is
+queued while that batch is on its way goes in the next one, so concurrent writers share one hand-off to the
+store (one transaction, one ``fsync``) without waiting for company. A batch whose write failed is queued
+again (:meth:`WriteBehind.again`), never dropped by the writer.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class WriteBehind(Generic[T]):
         self._wake: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
         self._urgent: asyncio.Event | None = None
+        self._flushes = 0  # flushes waiting: no batch waits for company meanwhile (nor a batch tried again)
 
     def stopped(self) -> bool:
         """Whether no writer may start any more: closed, or the event loop is ending (it cancelled the
@@ -70,12 +76,23 @@ class WriteBehind(Generic[T]):
         """``count`` items are finished with."""
         self.pending -= count
 
+    def again(self, items: list[T]) -> None:
+        """Queue ``items`` of the batch being written once more (their write failed: they are still pending,
+        and the next batch writes them); nothing is counted twice."""
+        self.queue.extend(items)
+        if self._wake is not None:
+            self._wake.set()
+
     async def flush(self) -> None:
         """Wait until everything queued so far is written (at once: no batching delay)."""
         if self.pending and self._idle is not None:
             if self._urgent is not None:
                 self._urgent.set()
-            await self._idle.wait()
+            self._flushes += 1
+            try:
+                await self._idle.wait()
+            finally:
+                self._flushes -= 1
 
     def close(self) -> None:
         """No more batches: the writer ends (its task is the caller's to cancel or await)."""
@@ -94,7 +111,7 @@ class WriteBehind(Generic[T]):
                 await wake.wait()
                 continue
             delay = self._delay()
-            if not urgent.is_set() and delay > 0:
+            if not urgent.is_set() and delay > 0 and not self._flushes:
                 # asyncio.timeout, not wait_for: no inner task to cancel, so a cancellation (close, or the loop
                 # ending) reaches this task at once; with 3.11's wait_for, one that landed as the wait ended
                 # could leave the writer waiting on a future nobody completes, and the loop's end hanging

@@ -445,6 +445,8 @@ class McpTasks(TaskManager):
             finally:
                 if waiter in live.settle_waiters:
                     live.settle_waiters.remove(waiter)
+        if not self.registry.write_behind:  # the result goes out once its record is committed
+            await self.registry.committed(record.id)
         meta = record.metadata
         if record.state == TaskState.COMPLETED and isinstance(meta.get("result"), dict):
             result = dict(meta["result"])

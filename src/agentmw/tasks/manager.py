@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from .._bounded import BoundedTable
@@ -43,11 +44,11 @@ def registry_for(
     shapes: RecordShapes,
     timing: Cadence,
     label: str,
-    write_behind: bool = True,
+    write_behind: bool = False,
 ) -> TaskRegistry:
     """A face's task registry, bounded by the agent's limits, its journals in the agent's state."""
 
-    async def orphans() -> list[str]:
+    async def orphans() -> Sequence[str]:
         return await orphaned(agent)
 
     bounds = Bounds(

@@ -14,8 +14,14 @@ What the engine does for it (docs/durability.md; docs/a2a.md, "Stores, restarts 
   another replica failed or canceled is never overwritten (the local handle adopts the other's terminal
   record instead: :meth:`_adopt`).
 - **One write for a fast task.** A task's intermediate states stay in memory for the process that runs it;
-  its record is written once, when it settles, behind the request (write-behind: at most ``MAX_BACKLOG``
-  writes behind; a send waits when it is further behind). A task is *published* (written at once and on
+  its record is written once, when it settles. **Write-through** (the default): an answer that names a state
+  (a result, INPUT_REQUIRED, an accepted answer) waits until the record holding it is committed
+  (:meth:`persist`); the single writer commits the records of concurrent requests together (group commit,
+  ``lifecycle.Commits``), and a write the store refuses stays queued and is retried; the answer then gets
+  ``StoreUnavailable`` after ``Cadence.commit_wait_seconds``. With ``write_behind=True`` (opt-in) the answer
+  goes out before its write (batched for ``WRITE_DELAY_SECONDS``). Either way at most ``MAX_BACKLOG``
+  writes wait: past that a send waits for the writer, or, while the store refuses writes, fails at once
+  with ``StoreUnavailable``. A task is *published* (written at once and on
   every change, each event appended to its log) when it still runs after ``Cadence.publish_after_seconds``,
   or when its face asks (it streams, is returned immediately, has push notifications, stays interrupted, is
   an MCP task handle).
@@ -23,8 +29,9 @@ What the engine does for it (docs/durability.md; docs/a2a.md, "Stores, restarts 
   the record, then the log after the record's ``log_id`` (:meth:`follow`).
 - **Which process holds the coroutine**: ``record.replica``, with a heartbeat (``lifecycle.Heartbeat``). A
   task whose holder is gone goes on from its journal (parked: an answer on any replica resumes it; running: a
-  replica takes it over, :meth:`_orphan` and the lazy sweep of :meth:`ready`); one with no journal is failed
-  by whoever reads it (:meth:`load`).
+  replica takes it over, :meth:`_orphan`, the sweep of :meth:`ready` and its timer, which from the first use
+  on sweeps every ``Cadence.sweep_seconds`` with no request needed); one with no journal is failed by whoever
+  reads it (:meth:`load`).
 - **Cancel** goes over the bus (``<face>.cancel``, ``lifecycle.BusListener``) to the process that holds it.
 """
 
@@ -35,7 +42,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -58,6 +65,7 @@ from ..lifecycle import (
     Sweeper,
     TaskRecord,
     TaskState,
+    every,
     limit,
 )
 from ..messages import Artifact, Message
@@ -86,7 +94,7 @@ logger = logging.getLogger("agentmw")
 
 ANONYMOUS = "anonymous"  # the identity of every caller without authentication (agentmw.identity)
 
-MAX_BACKLOG = 256  # writes the writer may be behind before a send waits for it
+MAX_BACKLOG = 256  # writes the writer may be behind before a send waits for it (or fails, the store refusing)
 WRITE_DELAY_SECONDS = 0.005  # a settled task's write waits this long for others to share the hand-off
 LOOK_AGAIN_SECONDS = 0.025  # a lookup that misses looks again once after this (another replica's write)
 _EMPTY_PUSH: dict[str, Any] = {"configs": [], "delivered": 0, "done": False}
@@ -133,8 +141,8 @@ class TaskRegistry:
         shapes: how the face's messages and artifacts are kept in a record.
         timing: heartbeats, leases, sweeps (the face's own).
         label: the face, as logs name it ("A2A", "MCP").
-        write_behind: a blocking send answers before its task's one write lands (see the module doc);
-            False makes it wait for the write.
+        write_behind: a blocking send answers before its task's one write lands (opt-in; see the module
+            doc); False (the default): every answer waits until its record is committed.
     """
 
     def __init__(
@@ -143,12 +151,12 @@ class TaskRegistry:
         *,
         bounds: Bounds,
         journal: State,
-        orphans: Callable[[], Awaitable[list[str]]],
+        orphans: Callable[[], Awaitable[Sequence[str]]],
         spaces: Spaces,
         shapes: RecordShapes,
         timing: Cadence = _DEFAULT_TIMING,
         label: str = "A2A",
-        write_behind: bool = True,
+        write_behind: bool = False,
     ) -> None:
         self.journal = journal  # where the tasks' journals are (agentmw.journal), read to resume or take over
         self._orphans = orphans  # executions whose replica died while they ran (agentmw.journal.orphaned)
@@ -195,7 +203,7 @@ class TaskRegistry:
             present=self._present,
             adopt=self._adopt,
             pushed=self._pushed,
-            delay=lambda: WRITE_DELAY_SECONDS,
+            delay=self._write_delay,
             stop=lambda: self.closed,
         )
         self.log = EventLog(state, spaces.events)
@@ -204,6 +212,7 @@ class TaskRegistry:
         self._state = state
         self._recovery: asyncio.Future[int] | None = None
         self._ticker: asyncio.Task[None] | None = None
+        self._sweeping: asyncio.Task[None] | None = None  # the orphan sweep's timer, from the first use on
         self.take_over: Callable[[str], None] | None = None  # set by the TaskManager: resume a task here
         self.closing = False  # close() is cancelling this process's coroutines (a shutdown, not a cancel)
         self.closed = False
@@ -218,6 +227,11 @@ class TaskRegistry:
         self._state = state
         for part in (self.heartbeat, self.listener, self.commits, self.log, self.pushes):
             part.state = state
+
+    def _write_delay(self) -> float:
+        """Write-behind waits for company; write-through writes at once (group commit: what is queued while a
+        batch is on its way goes in the next)."""
+        return WRITE_DELAY_SECONDS if self.write_behind else 0.0
 
     @property
     def unwritten(self) -> dict[str, LiveTask | Any]:
@@ -266,11 +280,24 @@ class TaskRegistry:
                 )
         elif not self._recovery.done():
             await asyncio.shield(self._recovery)
-        if self.take_over is not None and not self.closed and self.sweeper.due():
+        if self.take_over is None or self.closed:
+            return
+        if self._sweeping is None:
+            # from the first use on, a timer sweeps too: a follower of a task whose holder died (a stream,
+            # SubscribeToTask, a blocking send) gets the take-over or the failure with no other request
+            self._sweeping = self.background.spawn(
+                every(lambda: self.timing.sweep_seconds, self._sweep_if_due, label=f"{self.label} orphan sweep"),
+                f"{self._name}-orphan-sweep-timer",
+            )
+        if self.sweeper.due():
             self.background.spawn(
                 self.sweeper.sweep(self._orphans, self.take_over, label=self.label),
                 f"{self._name}-orphan-sweep",
             )
+
+    async def _sweep_if_due(self) -> None:
+        if self.take_over is not None and not (self.closed or self.closing) and self.sweeper.due():
+            await self.sweeper.sweep(self._orphans, self.take_over, label=self.label)
 
     async def _orphan(self, record: TaskRecord) -> bool:
         """A task whose holder is gone: True when its journal lets it go on (parked: a follow-up resumes it;
@@ -399,7 +426,7 @@ class TaskRegistry:
         for live in self.live.values():
             if not live.published and not live.quiet and live.record.owner == owner and live.holds():
                 self.publish(live)
-        await self.flush()
+        await self.flush(self.timing.commit_wait_seconds)
         where: dict[str, Any] = {"owner": owner}
         if context_id is not None:
             where["context_id"] = context_id
@@ -632,20 +659,36 @@ class TaskRegistry:
                 return
 
     async def persist(self, live: LiveTask) -> None:
-        """Wait until the task's changes so far are written."""
+        """Wait until the task's changes so far are committed (group commit: with the other tasks' changes
+        queued meanwhile). Past ``Cadence.commit_wait_seconds``, :class:`~agentmw.errors.StoreUnavailable`: the
+        caller is told nothing was acknowledged, while the write stays queued until the store takes it."""
         if live.dirty or live.queued:
             self.commits.schedule(live)
-            await self.flush()
-        elif live.record.id in self.commits.unwritten:  # its final write (or a handle made of it) is pending
-            await self.flush()
+        await self.commits.committed(live.record.id, self.timing.commit_wait_seconds)
+
+    async def committed(self, task_id: str) -> None:
+        """Wait until what is pending of the task (its handle's changes, or its one final write) is committed;
+        StoreUnavailable past ``Cadence.commit_wait_seconds``, as :meth:`persist`."""
+        await self.commits.committed(task_id, self.timing.commit_wait_seconds)
 
     @property
     def backlog(self) -> int:
         return self.commits.pending
 
-    async def flush(self) -> None:
-        """Wait until every change this process made so far is written (at once: no batching delay)."""
-        await self.commits.flush()
+    async def room(self) -> None:
+        """Before a new send: when ``MAX_BACKLOG`` writes wait already, wait for the writer (bounded by
+        ``Cadence.commit_wait_seconds``), or fail at once with StoreUnavailable while the store refuses writes:
+        a send never waits without bound behind writes the store does not take."""
+        if self.commits.pending <= MAX_BACKLOG:
+            return
+        if self.commits.failures:
+            raise self.commits.unavailable()
+        await self.commits.flush(self.timing.commit_wait_seconds)
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every change this process made so far is written (at once: no batching delay); past
+        ``timeout`` seconds (None: no bound), StoreUnavailable."""
+        await self.commits.flush(timeout)
 
     def _pushed(self, task_id: str) -> None:
         if self.push is not None:
@@ -718,6 +761,13 @@ class TaskRegistry:
         if self.commits.pending:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.flush(), 2.0)
+            if self.commits.pending:
+                logger.error(
+                    "%d %s task record writes were still unwritten at shutdown (the store did not take them); "
+                    "they are lost",
+                    self.commits.pending,
+                    self.label,
+                )
         self.closed = True
         self.listener.closed = True
         self.heartbeat.closed = True
