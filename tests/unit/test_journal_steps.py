@@ -157,3 +157,32 @@ async def test_a_patch_keeps_old_executions_on_the_old_path() -> None:
     assert fresh.status == "completed" and fresh.value == "new"  # its replay takes the new path again
     journal = await Journal.load(state, "new-1")
     assert journal is not None and journal.code_version == "v2"
+
+
+async def test_a_format_1_record_is_read_and_moved_to_the_step_log() -> None:
+    """A journal an older agentmw wrote (its steps in the record) replays, and its next write moves them."""
+    from agentmw.journal import JOURNAL_NS, STEPS_NS
+
+    state = MemoryState()
+    agent = make_agent(state)
+    run = {"kind": "tool", "name": "fee", "arguments": {}, "caller": "alice", "face": "test", "supports": []}
+    steps = await steps_of_fresh(agent)  # the steps as this agentmw records them: charge, then the question
+    assert [s["k"] for s in steps] == ["charge", "ship"]
+    value = {"format": 1, "status": "parked", "run": run, "steps": steps, "delivered": 0, "owner": "old"}
+    await state.put(JOURNAL_NS, "legacy-1", value, expected_version=None)
+    journal = await Journal.load(state, "legacy-1")
+    assert journal is not None and journal.steps == steps and journal.run == run
+    done = await resume(agent, "legacy-1", answers={"ship": {}})
+    assert done.status == "completed" and done.value == "old"
+    found = await state.get(JOURNAL_NS, "legacy-1")
+    assert found is not None and found.value["format"] == 2 and "steps" not in found.value
+    assert found.value["stepCount"] == 3 and found.value["status"] == "completed"
+    assert len(await state.read(STEPS_NS, "legacy-1", 0, 100)) >= 1
+    again = await Journal.load(state, "legacy-1")
+    assert again is not None and [s["k"] for s in again.steps] == ["charge", "ship", "ship"]
+    assert again.run is not None and again.run["name"] == "fee"
+
+
+async def steps_of_fresh(agent: Agent) -> list[dict[str, Any]]:
+    assert (await start(agent, "fee", "fresh-for-legacy")).status == "needs_input"
+    return await steps(agent.state, "fresh-for-legacy")  # type: ignore[arg-type]
