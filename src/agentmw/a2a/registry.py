@@ -73,6 +73,7 @@ LEASE_SECONDS = 10.0  # a running task's journal lease (docs/durability.md), ren
 SWEEP_SECONDS = 5.0  # a process looks for orphaned tasks on first use, then at most this often (on use)
 RETRY_TAKE_OVER_SECONDS = 2.0  # a take-over that found the task busy is not tried again sooner
 CANCEL_WAIT_SECONDS = 5.0  # how long CancelTask waits for the holder to confirm
+COMMIT_WAIT_SECONDS = 5.0  # how long an answer waits for its record's commit before it is a retryable error
 
 
 def timing() -> Cadence:
@@ -84,6 +85,7 @@ def timing() -> Cadence:
         sweep_seconds=SWEEP_SECONDS,
         retry_take_over_seconds=RETRY_TAKE_OVER_SECONDS,
         cancel_wait_seconds=CANCEL_WAIT_SECONDS,
+        commit_wait_seconds=COMMIT_WAIT_SECONDS,
     )
 
 

@@ -29,7 +29,6 @@ from ..tasks.registry import ANONYMOUS
 from ..tasks.runner import LOST_REASON
 from .push import PushSender, with_config
 from .registry import (
-    MAX_BACKLOG,
     A2AHost,
     LiveTask,
     a2a_registry,
@@ -267,8 +266,8 @@ class A2ATaskManager(TaskManager):
         """
         await self.ready()
         registry = self.registry
-        if registry.backlog > MAX_BACKLOG:  # the writer is far behind: wait for it (bounded), or fail at once
-            await registry.room()  # while the store refuses writes (StoreUnavailable, retryable)
+        # the writer far behind (MAX_BACKLOG): wait for it (bounded), or fail at once while the store refuses
+        await registry.room()  # writes (StoreUnavailable, retryable)
         incoming = message_from_wire(message)  # a part that cannot be read is -32602, before anything runs
         # every anonymous caller is the same owner: a repeat could hand one another's task (and its question)
         dedupe = self.agent.a2a.dedupe_message_ids if owner != ANONYMOUS else False

@@ -42,7 +42,9 @@ logger = logging.getLogger("agentmw")
 
 WRITE_BATCH = 64  # records per put_many: SQLite writes a batch this small on the event loop, a larger one on
 # its thread, where the loop's work keeps taking the GIL from it (a lagging writer makes ever larger batches)
-RETRY_FIRST_SECONDS = 0.05  # a batch the store refused is tried again after this, then twice as long each time
+RETRY_FIRST_SECONDS = (
+    0.05  # a batch the store refused is tried again after this, then twice as long each time
+)
 RETRY_MAX_SECONDS = 2.0  # ... up to this
 
 
@@ -121,7 +123,9 @@ class Commits(Generic[H]):
         )
         self.writes = 0  # records written by this process (tests and benchmarks read it)
         self.failures = 0  # batches refused in a row (0: the last write went through)
-        self.failing_since: float | None = None  # when the store began refusing writes (monotonic); None: it is not
+        self.failing_since: float | None = (
+            None  # when the store began refusing writes (monotonic); None: it is not
+        )
         self._again: list[H | str] = []  # the items of the batch being written that are to be tried again
         self._last_error: BaseException | None = None
         self._given_up: dict[str, BaseException] = {}  # tasks whose record can never be written, and why
@@ -472,5 +476,7 @@ class Commits(Generic[H]):
                 await self._adopt(handle)
                 return
             except BaseException:
-                handle.dirty = True  # its events are in the log (log_id says so); the record is still to write
+                handle.dirty = (
+                    True  # its events are in the log (log_id says so); the record is still to write
+                )
                 raise

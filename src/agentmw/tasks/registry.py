@@ -286,7 +286,9 @@ class TaskRegistry:
             # from the first use on, a timer sweeps too: a follower of a task whose holder died (a stream,
             # SubscribeToTask, a blocking send) gets the take-over or the failure with no other request
             self._sweeping = self.background.spawn(
-                every(lambda: self.timing.sweep_seconds, self._sweep_if_due, label=f"{self.label} orphan sweep"),
+                every(
+                    lambda: self.timing.sweep_seconds, self._sweep_if_due, label=f"{self.label} orphan sweep"
+                ),
                 f"{self._name}-orphan-sweep-timer",
             )
         if self.sweeper.due():
