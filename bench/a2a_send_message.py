@@ -208,6 +208,9 @@ async def main() -> None:
     parser.add_argument("--redis", default=os.environ.get("AGENTMW_BENCH_REDIS"), help="a Redis URL to use")
     parser.add_argument("--no-sdk", action="store_true", help="leave out a2a-sdk's server (slow to measure)")
     parser.add_argument(
+        "--sqlite-options", default="", help='appended to the SQLite URL, e.g. "?synchronous=normal"'
+    )
+    parser.add_argument(
         "--clients",
         type=int,
         default=1,
@@ -227,7 +230,7 @@ async def main() -> None:
             if name == "memory":
                 url = "memory://"
             elif name == "sqlite":
-                url = f"sqlite:///{folder}/bench-{uuid.uuid4().hex[:8]}.db"
+                url = f"sqlite:///{folder}/bench-{uuid.uuid4().hex[:8]}.db{args.sqlite_options}"
             elif redis_url is None:
                 print(
                     "redis-server is not installed: no Redis row (scripts/setup installs it)", file=sys.stderr
