@@ -31,6 +31,7 @@ TIERS: dict[str, frozenset[str]] = {
         {
             "state/test_shared.py",
             "faults/",
+            "test_durable_acks.py",
             "test_agui_recovery.py",
             "test_cli_executions.py",
             "test_durable_sleep_restart.py",
