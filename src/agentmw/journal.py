@@ -29,7 +29,7 @@ import socket
 import time
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -104,6 +104,8 @@ STATS: dict[str, int] = {"takeovers": 0, "dead_letters": 0}
 """What this process did, for the metrics: take-overs that went on (recoveries), executions dead-lettered."""
 DEFAULT_MAX_STEPS = 10_000
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+TAIL_STEPS = 32  # the newest steps the header carries before they go to the step log in one entry
+TAIL_BYTES = 16 * 1024  # ... and their encoded size at most (a large step goes to the log at once)
 DEFAULT_LEASE_SECONDS = 30.0
 _CAPABILITIES = ("elicitation", "sampling", "roots")
 _PROCESS = f"{socket.gethostname()}-{os.getpid()}"
@@ -230,7 +232,9 @@ class Journal:
         self._expected: int | None = None  # a take-over: the version the orphan sweep saw
         self._last = 0  # the id of the last step-log entry the header names (0: none)
         self._bytes = 0  # of the step log's accepted entries
-        self._unlogged: list[dict[str, Any]] = []  # steps and answers not yet in the step log
+        self._unlogged: list[dict[str, Any]] = []  # steps and answers not yet written
+        self._tail: list[dict[str, Any]] = []  # steps and answers the header carries (not yet in the log)
+        self._tail_bytes = 0
         self._legacy = False  # read from a format-1 record: its steps go to the log at the next write
         self._patches: dict[tuple[str, str], bool] = {}
         self.retried = False  # made runnable again by an operator (a dead letter: ``retry``)
@@ -322,7 +326,10 @@ class Journal:
             return
         self._last = int(value.get("last") or 0)
         self._bytes = int(value.get("logBytes") or 0)
+        self._tail = list(value.get("tail") or [])
+        self._tail_bytes = len(encode({"e": self._tail})) if self._tail else 0
         self.run, self.steps = await _read_log(self.state, execution_id, self._last)
+        _apply(self.steps, self._tail)
         if self.run is None:
             self.run = value.get("run")
 
@@ -456,6 +463,7 @@ class Journal:
             "stepCount": len(self.steps),
             "last": self._last,
             "logBytes": self._bytes,
+            "tail": self._tail,
             "codeVersion": self.code_version,
         }
         if run is not None:  # what an operator reads without the log (the log holds the whole of it)
@@ -468,29 +476,34 @@ class Journal:
             value["retried"] = True
         return value
 
-    async def _log(self) -> tuple[int, int]:
-        """Append what the step log lacks (the run, at the first write; new steps and answers) as one entry
-        naming the entry before it; returns the header's new ``last`` and ``logBytes``. Nothing is accepted
-        until the header names the entry: one appended by a writer whose header write then fails is never
-        read (:func:`_read_log` follows the chain from the header)."""
+    async def _log(self) -> tuple[int, int, list[dict[str, Any]], int]:
+        """Place the new steps and answers: in the header's tail while it stays small (``TAIL_STEPS``,
+        ``TAIL_BYTES``: one write a step), else the tail and them in one step-log entry naming the entry before
+        it (the run goes there at the first write). Returns the header's new ``last``, ``logBytes``, ``tail``
+        and the tail's size. Nothing is accepted until the header is written: an entry appended by a writer
+        whose header write then fails is never read (:func:`_read_log` follows the chain from the header)."""
         first = self.version == 0 or self._legacy
         events = self._unlogged
         if self._legacy:
             events = list(self.steps)  # a format-1 record's steps, answers and all, move to the log
         if not events and not first:
-            return self._last, self._bytes
-        entry: dict[str, Any] = {"p": 0 if self._legacy else self._last, "e": events}
-        if first:
-            entry["run"] = self.run
-        size = len(encode(entry))
+            return self._last, self._bytes, self._tail, self._tail_bytes
+        size = len(encode({"e": events}))
         _bound_log(self.state, self.max_steps)
         if self._bytes + size > self.max_bytes:
             dropped = {id(event) for event in events}  # the steps past the cap are not recorded
             self.steps[:] = [step for step in self.steps if id(step) not in dropped]
             self._unlogged.clear()
             raise self._full(f"{self.max_bytes} journal bytes (Limits.max_journal_bytes)")
+        tail = [*self._tail, *events] if not self._legacy else list(events)
+        tail_bytes = self._tail_bytes + size
+        if not first and len(tail) <= TAIL_STEPS and tail_bytes <= TAIL_BYTES:
+            return self._last, self._bytes + size, tail, tail_bytes
+        entry: dict[str, Any] = {"p": 0 if self._legacy else self._last, "e": tail}
+        if first:
+            entry["run"] = self.run
         last = await self.state.append(STEPS_NS, self.id, entry)
-        return last, self._bytes + size
+        return last, self._bytes + size, [], 0
 
     def _full(self, what: str) -> JournalFull:
         failure = JournalFull(self.id, what)
@@ -515,21 +528,21 @@ class Journal:
             unlogged = len(self._unlogged)
             if self.run is None:
                 self._value()  # fills in the run from the execution's start
-            before = self._last, self._bytes
-            self._last, self._bytes = await self._log()
+            before = self._last, self._bytes, self._tail, self._tail_bytes
+            self._last, self._bytes, self._tail, self._tail_bytes = await self._log()
             try:
                 self.version = await self.state.put(
                     JOURNAL_NS, self.id, self._value(), expected_version=self.version or None
                 )
             except Conflict as exc:
-                self._last, self._bytes = before
+                self._last, self._bytes, self._tail, self._tail_bytes = before
                 self._lost = True
                 self._stop_renewer()
                 raise TakenOver(
                     f"execution {self.id} was moved on elsewhere (version {exc.actual})"
                 ) from None
             except BaseException:
-                self._last, self._bytes = before
+                self._last, self._bytes, self._tail, self._tail_bytes = before
                 raise
             del self._unlogged[:unlogged]
             self._legacy = False
@@ -924,14 +937,19 @@ async def _read_log(
     for entry in reversed(chain):
         if entry.get("run") is not None:
             run = entry["run"]
-        for event in entry.get("e") or ():
-            if event.get("t") == "ans":
-                index = int(event.get("i", -1))
-                if 0 <= index < len(steps):
-                    steps[index].setdefault("a", {}).update(event.get("a") or {})
-            else:
-                steps.append(event)
+        _apply(steps, entry.get("e") or ())
     return run, steps
+
+
+def _apply(steps: list[dict[str, Any]], events: Iterable[Mapping[str, Any]]) -> None:
+    """Add recorded events to the steps: a step, or the answers to an earlier question (``ans``)."""
+    for event in events:
+        if event.get("t") == "ans":
+            index = int(event.get("i", -1))
+            if 0 <= index < len(steps):
+                steps[index].setdefault("a", {}).update(event.get("a") or {})
+        else:
+            steps.append(dict(event))
 
 
 def _registry_key(capability: Capability) -> str:
