@@ -57,10 +57,11 @@ def floor_app() -> Any:
     return Starlette(routes=[Route("/a2a", floor_endpoint, methods=["POST"])])
 
 
-def agentmw_app(store: str = "memory://") -> Any:
+def agentmw_app(store: str = "memory://", write_behind: bool = False) -> Any:
     from agentmw import Agent, AgentMiddleware
+    from agentmw.a2a import A2ASettings
 
-    agent = Agent("bench", store=store)
+    agent = Agent("bench", store=store, a2a=A2ASettings(write_behind=write_behind))
 
     @agent.skill
     async def echo(text: str) -> str:
@@ -208,6 +209,9 @@ async def main() -> None:
     parser.add_argument("--redis", default=os.environ.get("AGENTMW_BENCH_REDIS"), help="a Redis URL to use")
     parser.add_argument("--no-sdk", action="store_true", help="leave out a2a-sdk's server (slow to measure)")
     parser.add_argument(
+        "--write-behind", action="store_true", help="also each backend with the opt-in write-behind"
+    )
+    parser.add_argument(
         "--sqlite-options", default="", help='appended to the SQLite URL, e.g. "?synchronous=normal"'
     )
     parser.add_argument(
@@ -239,6 +243,15 @@ async def main() -> None:
             else:
                 url = f"{redis_url}?prefix=bench{uuid.uuid4().hex[:8]}"
             targets.append(Target(f"agentmw, {name} state", lambda url=url: agentmw_app(url), n, clients))
+            if args.write_behind:
+                targets.append(
+                    Target(
+                        f"agentmw, {name} state, write-behind",
+                        lambda url=url: agentmw_app(url, write_behind=True),
+                        n,
+                        clients,
+                    )
+                )
         if not args.no_sdk:
             targets.append(Target("a2a-sdk 1.3.0", sdk_app, max(n // 5, 500), clients))
         await measure(targets, rounds)

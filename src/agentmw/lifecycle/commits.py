@@ -46,6 +46,7 @@ RETRY_FIRST_SECONDS = (
     0.05  # a batch the store refused is tried again after this, then twice as long each time
 )
 RETRY_MAX_SECONDS = 2.0  # ... up to this
+WATCH_SECONDS = 0.1  # how often the watchdog looks for waiters past their deadline (while any waits)
 
 
 def permanent(exc: BaseException) -> bool:
@@ -130,6 +131,8 @@ class Commits(Generic[H]):
         self._last_error: BaseException | None = None
         self._given_up: dict[str, BaseException] = {}  # tasks whose record can never be written, and why
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}  # who awaits each task's commit
+        self._watched: list[tuple[float, asyncio.Future[None]]] = []  # the waiters and their deadlines
+        self._watch: asyncio.TimerHandle | None = None  # the watchdog's next look
 
     @property
     def pending(self) -> int:
@@ -158,23 +161,43 @@ class Commits(Generic[H]):
     async def committed(self, task_id: str, timeout: float) -> None:
         """Return once every change of the task queued so far is in the store (at once when none is
         pending); the group commit wakes each waiter with the batch that wrote its task. Past ``timeout``
-        seconds: :class:`~agentmw.errors.StoreUnavailable` (the task's write stays queued and is written once
-        the store takes it). A record that cannot be encoded at all raises what its encoding raised."""
+        seconds (give or take ``WATCH_SECONDS``): :class:`~agentmw.errors.StoreUnavailable` (the task's write
+        stays queued and is written once the store takes it). A record that cannot be encoded at all raises
+        what its encoding raised."""
         if task_id not in self.unwritten:
             return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.setdefault(task_id, []).append(waiter)
+        # one watchdog for every waiter, not a timer each: a commit is waited for on every answer
+        self._watched.append((loop.time() + timeout, waiter))
+        if self._watch is None:
+            self._watch = loop.call_later(WATCH_SECONDS, self._expire)
         try:
-            async with asyncio.timeout(timeout):
-                await waiter
-        except TimeoutError:
-            raise self.unavailable() from None
-        finally:
+            await waiter
+        except BaseException:  # given up (the store refused), or the caller left: not waited for any more
             waiters = self._waiters.get(task_id)
             if waiters is not None and waiter in waiters:
                 waiters.remove(waiter)
                 if not waiters:
                     del self._waiters[task_id]
+            raise
+
+    def _expire(self) -> None:
+        """The watchdog: waiters past their deadline get StoreUnavailable; it looks again while any waits."""
+        self._watch = None
+        now = asyncio.get_running_loop().time()
+        watched: list[tuple[float, asyncio.Future[None]]] = []
+        for deadline, waiter in self._watched:
+            if waiter.done():
+                continue
+            if deadline <= now:
+                waiter.set_exception(self.unavailable())
+            else:
+                watched.append((deadline, waiter))
+        self._watched = watched
+        if watched:
+            self._watch = asyncio.get_running_loop().call_later(WATCH_SECONDS, self._expire)
 
     def _wake(self) -> None:
         """Wake the waiters of every task that has nothing left to write (or never will have)."""
