@@ -162,13 +162,17 @@ class TaskManager:
             )
             if journal is None:
                 return
-            if record.terminal:  # the task ended, its journal did not: nothing to resume
+            reopen = record.terminal and journal.retried and journal.status == "running"
+            if record.terminal and not reopen:  # the task ended, its journal did not: nothing to resume
                 if not journal.finished:
                     await cancel_execution(self.agent, task_id)
                 return
             if registry.local(task_id) is not None or registry.closing:
                 return
             live = await self.adopt(record, found.version)
+            if reopen:  # a dead letter an operator retried (agentmw executions retry): the task runs again
+                live.published = True
+                registry.status(live, TaskState.WORKING, None)
             live.runner = asyncio.get_running_loop().create_task(
                 self.runner.replay(live, journal, None, None), name=f"{registry._name}-resume-{task_id}"
             )
