@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agentmw import Agent, Context, Limits
+from agentmw import Agent, Context, Limits, StoreUnavailable
 from agentmw.journal import (
     DEAD,
     JOURNAL_NS,
@@ -30,7 +30,7 @@ from agentmw.journal import (
     show_execution,
 )
 from agentmw.runtime import invoke
-from agentmw.state import Json, MemoryState, SQLiteState, State
+from agentmw.state import Conflict, Json, MemoryState, SQLiteState, State
 from tests.helpers.channels import Parking, Waiting
 from tests.waiting import eventually
 
@@ -330,3 +330,48 @@ async def test_a_write_that_loses_its_race_leaves_nothing_a_replay_reads(store: 
         await stale._write(lease=False)  # its log entry was appended, its header write refused
     journal = await Journal.load(store, "split-1")
     assert journal is not None and [s["k"] for s in journal.steps] == ["first", "second"]
+
+
+class LostAnswers(MemoryState):
+    """A store that writes a journal header and then loses its answer, once when armed: as a timeout does
+    (``StoreUnavailable``), or as a client that sends the write again after a dropped connection (then the second
+    send conflicts with the first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arm: str | None = None
+
+    async def put(self, ns: str, key: str, value: Json, *, expected_version: int | None) -> int:
+        version = await super().put(ns, key, value, expected_version=expected_version)
+        mode, self.arm = (self.arm, None) if ns == JOURNAL_NS else (None, self.arm)
+        if mode == "timeout":
+            raise StoreUnavailable("the store did not answer in time")
+        if mode == "resent":
+            raise Conflict(ns, key, expected_version or 0, version)
+        return version
+
+
+@pytest.mark.parametrize("mode", ["timeout", "resent"])
+async def test_a_write_that_landed_but_lost_its_answer_is_not_a_take_over(mode: str) -> None:
+    state = LostAnswers()
+    effects: list[str] = []
+    agent = Agent("recovery", store=state)
+
+    @agent.tool
+    async def steps(ctx: Context) -> list[str]:
+        """Three steps; the second one's write lands, but its answer is lost."""
+        await ctx.once("one", effects.append, "one")
+        state.arm = mode
+        try:
+            await ctx.once("two", effects.append, "two")
+        except StoreUnavailable:
+            effects.append("told")  # a timeout reaches the step; what it wrote is not lost
+        await ctx.once("three", effects.append, "three")
+        return effects
+
+    outcome = await asyncio.wait_for(start(agent, "steps", {}, "lost-1", Parking()), 5)
+    assert outcome.status == "completed", outcome
+    assert effects == (["one", "two", "told", "three"] if mode == "timeout" else ["one", "two", "three"])
+    journal = await Journal.load(state, "lost-1")
+    assert journal is not None and journal.status == "completed"
+    assert [s["k"] for s in journal.steps] == ["one", "two", "three"]

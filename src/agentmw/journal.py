@@ -235,6 +235,7 @@ class Journal:
         self._unlogged: list[dict[str, Any]] = []  # steps and answers not yet written
         self._tail: list[dict[str, Any]] = []  # steps and answers the header carries (not yet in the log)
         self._tail_bytes = 0
+        self._unsure: list[str] = []  # the names of writes (and a lease take) that failed with no answer
         self._legacy = False  # read from a format-1 record: its steps go to the log at the next write
         self._patches: dict[tuple[str, str], bool] = {}
         self.retried = False  # made runnable again by an operator (a dead letter: ``retry``)
@@ -376,11 +377,22 @@ class Journal:
         taken = await self.state.set_if_absent(
             LEASE_NS, self.id, {"owner": self.owner, "execution": self.id}, self.lease_seconds
         )
+        if not taken and self._unsure:  # an earlier take that failed (a store timeout) may have landed
+            found = await self.state.get_key(LEASE_NS, self.id)
+            taken = found is not None and found.get("owner") == self.owner
         if taken:
             self._leased = True
             self._lost = False
             self._start_renewer()
         return taken
+
+    async def _take(self) -> bool:
+        """:meth:`acquire`, remembering a failed take (its answer lost) so that a retry recognizes it."""
+        try:
+            return await self.acquire()
+        except Exception:
+            self._unsure = [*self._unsure[-7:], "lease"]
+            raise
 
     async def renew(self) -> bool:
         """Extend the lease; False when it was lost (expired, or taken by another)."""
@@ -520,7 +532,7 @@ class Journal:
         """
         if self._lost:
             raise TakenOver(f"execution {self.id} lost its lease")
-        if lease and not self._leased and not await self.acquire():
+        if lease and not self._leased and not await self._take():
             self._lost = True
             raise TakenOver(f"execution {self.id} is held by another replica")
         async with self._lock:
@@ -530,10 +542,25 @@ class Journal:
                 self._value()  # fills in the run from the execution's start
             before = self._last, self._bytes, self._tail, self._tail_bytes
             self._last, self._bytes, self._tail, self._tail_bytes = await self._log()
+            value = self._value()
+            value["w"] = nonce = uuid.uuid4().hex[:16]  # names this write, if its answer is lost
             try:
-                self.version = await self.state.put(
-                    JOURNAL_NS, self.id, self._value(), expected_version=self.version or None
-                )
+                try:
+                    self.version = await self.state.put(
+                        JOURNAL_NS, self.id, value, expected_version=self.version or None
+                    )
+                except Conflict:
+                    found = await self.state.get(JOURNAL_NS, self.id)
+                    mark = None if found is None else found.value.get("w")
+                    if found is not None and mark == nonce:
+                        self.version = found.version  # this very write landed, then was sent again
+                    elif found is not None and mark in self._unsure:
+                        # an earlier write of ours whose answer was lost (a store timeout) landed: go on from it
+                        self.version = await self.state.put(
+                            JOURNAL_NS, self.id, value, expected_version=found.version
+                        )
+                    else:
+                        raise
             except Conflict as exc:
                 self._last, self._bytes, self._tail, self._tail_bytes = before
                 self._lost = True
@@ -543,7 +570,9 @@ class Journal:
                 ) from None
             except BaseException:
                 self._last, self._bytes, self._tail, self._tail_bytes = before
+                self._unsure = [*self._unsure[-7:], nonce]
                 raise
+            self._unsure = []
             del self._unlogged[:unlogged]
             self._legacy = False
             self._stored_delivered = delivered
