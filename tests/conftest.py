@@ -32,6 +32,8 @@ TIERS: dict[str, frozenset[str]] = {
             "state/test_shared.py",
             "faults/",
             "test_durable_acks.py",
+            "test_durable_acks_workers.py",
+            "test_a2a_recovery.py",
             "test_agui_recovery.py",
             "test_cli_executions.py",
             "test_durable_sleep_restart.py",
