@@ -12,11 +12,12 @@ It keeps everything in ``$AGENTMW_STORE`` (a redis-server, an SQLite file) and s
 
 Callers are told apart by their bearer token (anonymous callers are never de-duplicated). With
 ``$AGENTMW_FAULTS_FAST`` set, the A2A heartbeats, leases and sweeps are short (seconds), so a take-over happens in
-a test's time; ``$AGENTMW_FAULTS_REPLICA`` names the process in the ``x-faults-replica`` header of every answer.
+a test's time; ``$AGENTMW_FAULTS_MAX_RECOVERIES`` sets ``Limits.max_recovery_attempts``; ``$AGENTMW_FAULTS_REPLICA`` names the process in the ``x-faults-replica`` header of every answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -27,6 +28,7 @@ from starlette.routing import Route
 
 from agentmw import Agent, AgentMiddleware, Context
 from agentmw.a2a import A2ASettings
+from agentmw.settings import Limits
 
 REPLICA = os.environ.get("AGENTMW_FAULTS_REPLICA", "0")
 VERSION = os.environ.get("AGENTMW_FAULTS_VERSION", "v1")
@@ -50,7 +52,8 @@ def _stamp(label: str) -> dict[str, str]:
     return {"label": label, "by": REPLICA}
 
 
-def _die(label: str) -> None:
+async def _die(label: str) -> None:
+    await asyncio.sleep(0.5)  # the caller's answer (returnImmediately) goes out first
     os._exit(17)  # the poison pill: no shutdown code runs, as with a segfault or an OOM kill
 
 
@@ -59,6 +62,7 @@ agent = Agent(
     "0.1",
     identify=identify,
     a2a=A2ASettings(description="The fault tests' agent"),
+    limits=Limits(max_recovery_attempts=int(os.environ.get("AGENTMW_FAULTS_MAX_RECOVERIES", "100"))),
 )
 
 
@@ -103,6 +107,7 @@ async def poison(label: str, ctx: Context) -> str:
     Summary:
         Never finishes.
     """
+    await ctx.once("start", _stamp, label)  # the journal exists: a take-over replays it
     await ctx.once("die", _die, label)
     return "unreachable"
 
