@@ -1,4 +1,5 @@
-"""Fixtures for the state contract: every backend, on real components (a SQLite file, a redis-server)."""
+"""Fixtures for the state contract: every backend, on real components (a SQLite file, a redis-server, a
+PostgreSQL server of the tests' own, tests/state/_postgres.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import pytest
 
 from agentmw.state import MemoryState, SQLiteState, State
 from tests.conftest import free_port, require_tool
+from tests.state._postgres import SETUP as POSTGRES_SETUP
+from tests.state._postgres import PostgresServer, binaries
 from tests.waiting import wait_until
 
-BACKENDS = ["memory", "sqlite", "redis"]
-SHARED = ["sqlite", "redis"]  # backends where two instances share one store (two processes, two replicas)
+BACKENDS = ["memory", "sqlite", "redis", "postgres"]
+SHARED = ["sqlite", "redis", "postgres"]  # backends where two instances share one store (processes, replicas)
 SETUP = "run scripts/setup (as root it installs Debian's redis-server)"
 
 Open = Callable[..., Awaitable[State]]
@@ -80,6 +83,30 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             process.wait()
 
 
+def postgres_binaries() -> Path:
+    """The folder of Debian's PostgreSQL server binaries (skipped, or failed under CI=true, without them)."""
+    found = binaries()
+    require_tool("postgres", found / "postgres" if found else None, POSTGRES_SETUP)
+    assert found is not None
+    return found
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server on a free port (its own data folder, default durability), for the session."""
+    server = PostgresServer(postgres_binaries())
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """``postgresql://agentmw@127.0.0.1:<port>/agentmw``: give each test a ``?schema=`` of its own."""
+    return postgres_server.url
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -87,12 +114,13 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def open_store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Open]:
-    """``await open_store(**options)``: a store of the backend under test. Every call on SQLite or Redis
-    gives another instance (its own connection) on the same file or prefix; memory gives the same one."""
+    """``await open_store(**options)``: a store of the backend under test. Every call on SQLite, Redis or
+    Postgres gives another instance (its own connections) on the same file, prefix or schema; memory gives the
+    same one."""
     made: list[State] = []
     prefix = f"t{uuid.uuid4().hex[:12]}"
     memory: list[MemoryState] = []
-    url = request.getfixturevalue("redis_url") if backend == "redis" else ""
+    url = request.getfixturevalue(f"{backend}_url") if backend in ("redis", "postgres") else ""
 
     async def make(**options: Any) -> State:
         store: State
@@ -103,6 +131,10 @@ async def open_store(backend: str, request: pytest.FixtureRequest, tmp_path: Pat
             memory.append(store)
         elif backend == "sqlite":
             store = SQLiteState(tmp_path / "state.db", **options)
+        elif backend == "postgres":
+            from agentmw.state.postgres import PostgresState
+
+            store = PostgresState(url, schema=prefix, **options)
         else:
             from agentmw.state.redis import RedisState
 

@@ -24,7 +24,7 @@ async def test_urls_and_instances(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     await relative.put("ns", "k", {"x": 1}, expected_version=None)
     assert (tmp_path / "data" / "b.db").exists()
     await relative.close()
-    for bad in ("sqlite://", "sqlite:///", "postgres://host/db", "nothing"):
+    for bad in ("sqlite://", "sqlite:///", "mysql://host/db", "nothing"):
         with pytest.raises(ValueError):
             open_state(bad)
     with pytest.raises(TypeError):

@@ -2,8 +2,9 @@
 
 ``open_state`` turns a URL into a store: ``memory://``, ``sqlite:///absolute/path.db`` (or
 ``sqlite://relative/path.db``), ``redis://host:port/db`` (``?prefix=name`` sets the key prefix; the
-``agentmw[redis]`` extra); ``check_store`` tells whether one can be opened, opening nothing (``urls.py``).
-Nothing is imported from redis until a Redis store is made.
+``agentmw[redis]`` extra), ``postgresql://user@host/database`` (``?schema=name``; the ``agentmw[postgres]``
+extra); ``check_store`` tells whether one can be opened, opening nothing (``urls.py``). Nothing is imported
+from redis or asyncpg until such a store is made.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .sqlite import SQLiteState
 from .urls import DEFAULT_STORE, StoreURL, check_store, parse_store_url
 
 if TYPE_CHECKING:
+    from .postgres import PostgresState
     from .redis import RedisState
 
 
@@ -45,6 +47,7 @@ __all__ = [
     "Json",
     "MemoryState",
     "Page",
+    "PostgresState",
     "RedisState",
     "SQLiteState",
     "State",
@@ -88,7 +91,11 @@ def open_state(target: str | State, **options: Any) -> State:
     if found.kind == "memory":
         return MemoryState(**options)
     if found.kind == "sqlite":
-        return SQLiteState(found.path, **options)
+        return SQLiteState(found.path, **{**found.options, **options})
+    if found.kind == "postgres":
+        from .postgres import PostgresState
+
+        return PostgresState(found.client_url, **{**found.options, **options})
     from .redis import RedisState
 
     if found.prefix is not None:
@@ -101,4 +108,8 @@ def __getattr__(name: str) -> Any:
         from .redis import RedisState
 
         return RedisState
+    if name == "PostgresState":  # and so does asyncpg
+        from .postgres import PostgresState
+
+        return PostgresState
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Store URLs: the forms ``Agent(store=...)``, ``$AGENTMW_STORE`` and ``open_state`` accept (``docs/state.md``).
 
 :func:`parse_store_url` reads a URL's form alone. :func:`check_store` also asks the machine what opening it
-would need (the SQLite file's folder exists and is writable, the Redis client is installed) without creating,
+would need (the SQLite file's folder exists and is writable, the Redis or Postgres client is installed) without creating,
 opening or connecting to anything, so that an ``Agent`` whose store cannot work fails when it is built, with
 the URL in the message, instead of every call failing later as an internal error.
 """
@@ -9,9 +9,11 @@ the URL in the message, instead of every call failing later as an internal error
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
@@ -19,31 +21,48 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 from ..errors import ConfigurationError
 from .base import State
 
-__all__ = ["ACCEPTED", "DEFAULT_STORE", "PREFIX_PATTERN", "StoreURL", "check_store", "parse_store_url"]
+__all__ = [
+    "ACCEPTED",
+    "DEFAULT_STORE",
+    "PREFIX_PATTERN",
+    "SCHEMA_PATTERN",
+    "StoreURL",
+    "check_store",
+    "parse_store_url",
+]
 
 DEFAULT_STORE = "sqlite://agentmw.db"
 """The store of an agent that names none and runs with no ``$AGENTMW_STORE``: a file in the working directory."""
 
 ACCEPTED = (
     "memory://, sqlite://relative/path.db, sqlite:///absolute/path.db, "
-    "redis://host:port/db (also rediss://, unix:///path/to/socket)"
+    "redis://host:port/db (also rediss://, unix:///path/to/socket), "
+    "postgresql://user@host:port/database (also postgres://)"
 )
 PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 """A Redis store's key prefix (``?prefix=name``)."""
+SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,31}")
+"""A Postgres store's schema (``?schema=name``)."""
 
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
+_POSTGRES_SCHEMES = ("postgresql", "postgres")
+_SYNCHRONOUS = ("FULL", "NORMAL")
 
 
 @dataclass(frozen=True)
 class StoreURL:
     """A store URL, read: which backend, and what it is given."""
 
-    kind: Literal["memory", "sqlite", "redis"]
+    kind: Literal["memory", "sqlite", "redis", "postgres"]
     path: str = ""
     """The SQLite file as ``SQLiteState`` opens it: absolute, or relative to the working directory."""
     client_url: str = ""
-    """The URL redis-py is given: the one written, without agentmw's own ``prefix`` parameter."""
+    """The URL redis-py or asyncpg is given: the one written, without agentmw's own parameters (``prefix``;
+    ``schema``, ``pool_size``, ``command_timeout``)."""
     prefix: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The backend's settings the URL gave: SQLite's ``synchronous``; Postgres's ``schema``, ``pool_size`` and
+    ``command_timeout`` (the keyword arguments of ``SQLiteState`` / ``PostgresState``)."""
 
 
 def parse_store_url(url: str, *, label: str = "store URL") -> StoreURL:
@@ -66,9 +85,14 @@ def parse_store_url(url: str, *, label: str = "store URL") -> StoreURL:
             raise _refused(label, url, "the in-memory store is written memory:// with nothing after it")
         return StoreURL("memory")
     if scheme == "sqlite":
-        return StoreURL("sqlite", path=_sqlite_path(after, label, url))
+        body, _, query = after.partition("?")
+        return StoreURL(
+            "sqlite", path=_sqlite_path(body, label, url), options=_sqlite_options(query, label, url)
+        )
     if scheme in _REDIS_SCHEMES:
         return _redis(parts, label, url)
+    if scheme in _POSTGRES_SCHEMES:
+        return _postgres(parts, label, url)
     if not scheme:
         raise _refused(label, url, _unschemed(url))
     raise _refused(
@@ -97,6 +121,10 @@ def check_store(store: Any, *, label: str = "store URL") -> None:
             raise _refused(label, store, problem)
     elif found.kind == "redis" and not _installed("redis"):
         raise _refused(label, store, "the Redis store needs the redis package: pip install 'agentmw[redis]'")
+    elif found.kind == "postgres" and not _installed("asyncpg"):
+        raise _refused(
+            label, store, "the Postgres store needs the asyncpg package: pip install 'agentmw[postgres]'"
+        )
 
 
 def _sqlite_path(after: str, label: str, url: str) -> str:
@@ -109,13 +137,8 @@ def _sqlite_path(after: str, label: str, url: str) -> str:
             f"working directory, sqlite:///var/lib/app/{named} for an absolute path",
         )
     body = after[2:]
-    if "?" in body or "#" in body:
-        raise _refused(
-            label,
-            url,
-            "a SQLite URL takes no options: pass agentmw.state.SQLiteState(path, ...) "
-            "as the store to set them",
-        )
+    if "#" in body:
+        raise _refused(label, url, "a SQLite URL has no fragment (#): the file's name cannot hold one")
     path = (
         "/" + body.lstrip("/") if body.startswith("/") else body
     )  # sqlite:////abs (SQLAlchemy's) is absolute too
@@ -143,6 +166,26 @@ def _sqlite_path(after: str, label: str, url: str) -> str:
             "absolute path",
         )
     return path
+
+
+def _sqlite_options(query: str, label: str, url: str) -> dict[str, Any]:
+    """``?synchronous=full`` (or ``normal``, any case): the one option a SQLite URL takes."""
+    if not query:
+        return {}
+    try:
+        given = parse_qs(query, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        given = {}
+    unknown = sorted(set(given) - {"synchronous"})
+    values = given.get("synchronous", [])
+    if unknown or not given or len(values) != 1 or values[0].upper() not in _SYNCHRONOUS:
+        raise _refused(
+            label,
+            url,
+            "a SQLite URL takes no options but synchronous (?synchronous=full or ?synchronous=normal): "
+            "pass agentmw.state.SQLiteState(path, ...) as the store to set the others",
+        )
+    return {"synchronous": values[0].upper()}
 
 
 def _sqlite_problem(path: str) -> str | None:
@@ -187,9 +230,48 @@ def _redis(parts: Any, label: str, url: str) -> StoreURL:
     )
 
 
+def _postgres(parts: Any, label: str, url: str) -> StoreURL:
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+    except ValueError:
+        raise _refused(
+            label, url, "the port is a number from 0 to 65535: postgresql://user@host:5432/database"
+        ) from None
+    if parts.fragment:
+        raise _refused(label, url, "a Postgres URL has no fragment (#)")
+    query = parse_qs(parts.query, keep_blank_values=True)
+    options: dict[str, Any] = {}
+    schemas = query.pop("schema", [])
+    if schemas:
+        if not SCHEMA_PATTERN.fullmatch(schemas[-1]):
+            raise _refused(
+                label,
+                url,
+                f"a schema is 1-32 lower-case letters, digits or '_', not starting with a digit, not {schemas[-1]!r}",
+            )
+        options["schema"] = schemas[-1]
+    for name, kind in (("pool_size", int), ("command_timeout", float)):
+        given = query.pop(name, [])
+        if not given:
+            continue
+        try:
+            value: float | None = kind(given[-1])
+        except ValueError:
+            value = None
+        if value is None or not 0 < value < math.inf:
+            what = "an integer" if kind is int else "a number of seconds"
+            raise _refused(label, url, f"{name} is {what} above 0, not {given[-1]!r}")
+        options[name] = value
+    if not options:
+        return StoreURL("postgres", client_url=url)
+    return StoreURL(
+        "postgres", client_url=urlunsplit(parts._replace(query=urlencode(query, doseq=True))), options=options
+    )
+
+
 def _unschemed(url: str) -> str:
     word = url.strip().lower().rstrip(":/")
-    if word in ("memory", "sqlite", "redis"):
+    if word in ("memory", "sqlite", "redis", "postgres", "postgresql"):
         return f"a store URL has a scheme: did you mean {'sqlite://agentmw.db' if word == 'sqlite' else word + '://'}?"
     if not url.strip():
         return f"empty; use {ACCEPTED}"
@@ -211,7 +293,8 @@ def _refused(label: str, url: str, problem: str) -> ConfigurationError:
 
 
 def _shown(url: str) -> str:
-    """``url`` with any password replaced: the message of a refused Redis URL must not carry its secret."""
+    """``url`` with any password replaced: the message of a refused Redis or Postgres URL must not carry its
+    secret."""
     try:
         parts = urlsplit(url)
         password = parts.password
