@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,7 +40,11 @@ import pytest
 
 from tests.conftest import free_port, require_tool
 from tests.state.conftest import SETUP as REDIS_SETUP
-from tests.state.conftest import redis_url  # noqa: F401  (a fixture: a real redis-server for the session)
+from tests.state.conftest import (  # noqa: F401  (fixtures: a real PostgreSQL server)
+    postgres_server,
+    postgres_url,
+    redis_url,
+)
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -576,6 +581,32 @@ def workers_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
 def single_replica(tmp_path: Path) -> Iterator[Cluster]:
     """One replica with an SQLite store file, to stop and start again (the restart test)."""
     cluster = start_cluster(tmp_path, replicas=1, store=f"sqlite:///{tmp_path}/state.db", proxy=False)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="module")
+def postgres_cluster(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:  # noqa: F811
+    """Three replicas sharing one PostgreSQL database (a schema of its own per module), behind nginx."""
+    cluster = start_cluster(
+        tmp_path_factory.mktemp("scale-postgres"),
+        replicas=3,
+        store=f"{postgres_url}?schema=scale{os.getpid()}",
+    )
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def single_postgres_replica(postgres_url: str, tmp_path: Path) -> Iterator[Cluster]:  # noqa: F811
+    """One replica on a Postgres schema of its own, to stop and start again (the restart tests)."""
+    cluster = start_cluster(
+        tmp_path, replicas=1, store=f"{postgres_url}?schema=restart{uuid.uuid4().hex[:12]}", proxy=False
+    )
     try:
         yield cluster
     finally:
