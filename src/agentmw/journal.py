@@ -30,6 +30,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -111,6 +112,15 @@ _CAPABILITIES = ("elicitation", "sampling", "roots")
 _PROCESS = f"{socket.gethostname()}-{os.getpid()}"
 
 
+_IN_STEP: ContextVar[Journal | None] = ContextVar("agentmw_journal_step", default=None)
+"""The journal whose one-time step (``ctx.once``) the current task runs in: per task (and the worker thread of a
+step's blocking function), so that concurrent steps (``asyncio.gather``) are not taken for nested ones."""
+
+
+def _in_step(journal: Journal) -> bool:
+    return _IN_STEP.get() is journal
+
+
 class ReplayDiverged(Permanent):
     """A replay took another path than the run it replays: the function is not deterministic.
 
@@ -179,6 +189,8 @@ def _describe(step: Mapping[str, Any]) -> str:
         )
     if kind == "call":
         return f"the sub-call {key!r}"
+    if kind == "patch":
+        return f"the patch marker {key!r} (ctx.patched)"
     return f"the one-time step {key!r}"
 
 
@@ -252,7 +264,6 @@ class Journal:
         self._lock_: asyncio.Lock | None = None
         self._start: tuple[Any, ...] | None = None
         self._failure: ReplayDiverged | JournalFull | None = None
-        self._in_once = 0
         self._by_scope: dict[str, list[int]] = {}
         self._cursor: dict[str, int] = {}
         self._consumed: set[int] = set()
@@ -532,9 +543,11 @@ class Journal:
         """
         if self._lost:
             raise TakenOver(f"execution {self.id} lost its lease")
-        if lease and not self._leased and not await self._take():
-            self._lost = True
-            raise TakenOver(f"execution {self.id} is held by another replica")
+        if lease and not self._leased:
+            async with self._lock:  # concurrent first steps (asyncio.gather): one of them takes the lease
+                if not self._leased and not await self._take():
+                    self._lost = True
+                    raise TakenOver(f"execution {self.id} is held by another replica")
         async with self._lock:
             delivered = self.delivered
             unlogged = len(self._unlogged)
@@ -586,8 +599,9 @@ class Journal:
     async def answer(self, answers: Mapping[str, Any]) -> bool:
         """Record answers to pending questions (raw payloads as a face received them, or parsed answers);
         True if any was recorded. Compare-and-set: of two replicas answering one question, one wins, and
-        the other gets :class:`TakenOver`."""
-        changed = False
+        the other gets :class:`TakenOver`. Answers that would pass the journal's cap
+        (``Limits.max_journal_bytes``) are not recorded: :class:`JournalFull` is raised."""
+        changed: list[tuple[dict[str, Any], str]] = []
         for index, step in enumerate(self.steps):
             if step.get("t") != "ask":
                 continue
@@ -597,13 +611,19 @@ class Journal:
                 if key in recorded or key not in answers:
                     continue
                 recorded[key] = given[key] = to_json(_parsed(answers[key], from_json(request)))
-                changed = True
+                changed.append((recorded, key))
             if given:
                 self._unlogged.append({"t": "ans", "i": index, "a": given})
         if changed:
-            self.status = "running"
-            await self._write(lease=False)
-        return changed
+            status, self.status = self.status, "running"
+            try:
+                await self._write(lease=False)
+            except JournalFull:
+                for recorded, key in changed:  # not recorded: the journal stays as it is stored
+                    recorded.pop(key, None)
+                self.status = status
+                raise
+        return bool(changed)
 
     async def cancel(self, message: str = "The execution was canceled.") -> None:
         """Record that the execution was canceled (a face's cancel request): a later resume returns this."""
@@ -653,11 +673,7 @@ class Journal:
         self._failure = None
         self._patches = {}
         agent = ctx.agent
-        limits = getattr(agent, "limits", None)
-        if limits is not None:
-            self.max_recovery_attempts = getattr(limits, "max_recovery_attempts", self.max_recovery_attempts)
-            self.max_steps = getattr(limits, "max_steps_per_execution", self.max_steps)
-            self.max_bytes = getattr(limits, "max_journal_bytes", self.max_bytes)
+        self._limit(agent)
         if not self.stored and self.code_version is None:
             self.code_version = getattr(agent, "code_version", None)
         self.seq = 0
@@ -667,6 +683,14 @@ class Journal:
         ctx.attach(_Scope(self, ""), numbering=self._counting)
         if self._leased:
             self._start_renewer()
+
+    def _limit(self, agent: Any) -> None:
+        """Take the agent's caps (``Limits``): before a run, and before a resume records its answers."""
+        limits = getattr(agent, "limits", None)
+        if limits is not None:
+            self.max_recovery_attempts = getattr(limits, "max_recovery_attempts", self.max_recovery_attempts)
+            self.max_steps = getattr(limits, "max_steps_per_execution", self.max_steps)
+            self.max_bytes = getattr(limits, "max_journal_bytes", self.max_bytes)
 
     def _counting(
         self, emit: Callable[[CoreEvent], Awaitable[None]]
@@ -801,9 +825,14 @@ class _Scope:
         """Whether this execution takes the code path of patch ``patch_id`` (as Temporal's ``patched``): True
         for an execution that reaches this point fresh (a marker is recorded, so its replays say True too);
         False for a replay of one recorded before the patch existed (it went past this point without a
-        marker), which goes on on the old path. The first answer holds for the rest of the run."""
+        marker), which goes on on the old path. The first answer holds for the rest of the run. Inside a
+        one-time step's function it is always True, unrecorded: the function runs only fresh."""
         journal = self.journal
         journal._check()
+        if _in_step(journal):
+            # inside a one-time step's function: it runs only fresh (a replay returns the step's recorded
+            # result without running it), so it is on the new path; no marker, which would land before the step
+            return True
         known = journal._patches.get((self.name, patch_id))
         if known is not None:
             return known
@@ -831,7 +860,7 @@ class _Scope:
 
     async def inputs(self, ctx: Context, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
         journal = self.journal
-        if journal._in_once:
+        if _in_step(journal):
             raise RuntimeError("a one-time step (ctx.once) cannot ask questions; ask before or after it")
         keys = list(requests)
         key: Any = keys[0] if len(keys) == 1 else keys
@@ -1001,7 +1030,7 @@ async def _journaled_call(
     """``ctx.call`` in a journaled execution: a recorded sub-call returns its recorded value (its events are
     emitted again, numbered, so delivered ones are skipped); another runs with its own scope of the journal."""
     journal = scope.journal
-    if journal._in_once:
+    if _in_step(journal):
         raise RuntimeError("a one-time step (ctx.once) cannot call tools; call them before or after it")
     number = ctx.next_call()
     key = f"{number}:{name}:{_args_hash(arguments)}"
@@ -1098,7 +1127,7 @@ async def _once(
     final result is, with the number of attempts; a final failure is recorded too, and raised again, as
     :class:`~agentmw.retries.StepFailed`, by every replay (the step is not run again)."""
     journal = scope.journal
-    if journal._in_once:
+    if _in_step(journal):
         raise RuntimeError("one-time steps do not nest: ctx.once cannot run inside another")
     step = journal._lookup(scope.name, "once", name)
     if step is not None:
@@ -1106,7 +1135,7 @@ async def _once(
             raise _step_failed(name, step)
         return from_json(step.get("v"))
     journal._inflight[scope.name] = journal._inflight.get(scope.name, 0) + 1
-    journal._in_once += 1
+    inside = _IN_STEP.set(journal)
     tries = 0
     failure: BaseException | None = None
     try:
@@ -1128,7 +1157,7 @@ async def _once(
             except Exception as exc:  # noqa: BLE001 (the final failure is the step's result)
                 failure = exc
     finally:
-        journal._in_once -= 1
+        _IN_STEP.reset(inside)
         journal._inflight[scope.name] -= 1
     if failure is not None:
         record: dict[str, Any] = {
@@ -1354,6 +1383,7 @@ async def resume(
                 return await resume(agent, execution_id, journal=journal)
         run = journal.run
         assert run is not None
+        journal._limit(agent)  # the caps hold for the answers recorded below too
         capability = _find(agent, run)
         if capability is None:
             return await _gone(agent, journal, run)
@@ -1366,7 +1396,18 @@ async def resume(
             await journal._write()
             STATS["takeovers"] += 1
         if answers:
-            await journal.answer(answers)
+            try:
+                await journal.answer(answers)
+            except JournalFull as full:
+                outcome = Outcome(
+                    status=Status.FAILED,
+                    content=[Text(f"{full.message} {PERMANENT}")],
+                    message=full.message,
+                    code=JOURNAL_FULL,
+                    data=full.data,
+                )
+                await journal._settle(outcome)  # ends it (failed) and gives the lease up
+                return outcome
         ctx = Context(
             capability,
             channel or _ReplayChannel(list(run.get("supports") or [])),
@@ -1631,6 +1672,9 @@ async def retry(where: Any, execution_id: str) -> bool:
     journal = await Journal.load(state, execution_id)
     if journal is None or journal.status != DEAD:
         return False
+    # a stale lease goes before the record says running again: once it does, a sweep may take the execution
+    # over, and a delete then would drop that take-over's live lease (a second sweep would replay it again)
+    await state.delete_key(LEASE_NS, execution_id)
     journal.status = "running"
     journal.attempts = 0
     journal.outcome = None
@@ -1640,7 +1684,6 @@ async def retry(where: Any, execution_id: str) -> bool:
         await journal._write(lease=False)
     except TakenOver:
         return False
-    await state.delete_key(LEASE_NS, execution_id)
     logger.warning("execution %s: retried by an operator; the next sweep takes it over", execution_id)
     return True
 

@@ -1,0 +1,203 @@
+"""Journal edge cases found in review (docs/durability.md): ``ctx.patched`` inside a one-time step's function,
+concurrent one-time steps, the byte cap applied to answers a resume records, and an operator's retry racing a
+sweep's take-over. In-process, on the memory state and SQLite files."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentmw import Agent, Context, Limits
+from agentmw.journal import DEAD, JOURNAL_NS, LEASE_NS, Journal, orphaned, resume, retry
+from agentmw.retries import RetryPolicy
+from agentmw.runtime import invoke
+from agentmw.state import MemoryState, SQLiteState
+from tests.helpers.channels import Parking
+from tests.waiting import eventually
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteState]:
+    made = SQLiteState(tmp_path / "edges.db")
+    yield made
+    await made.close()
+
+
+async def start(agent: Agent, tool: str, execution_id: str, args: dict[str, Any] | None = None) -> Any:
+    cap = agent.tools[tool]
+    ctx = Context(cap, Parking(), caller="alice", agent=agent, face="test")
+    return await invoke(cap, args or {}, ctx, journal=Journal.for_agent(agent, execution_id))
+
+
+@pytest.mark.parametrize("retried", [False, True])
+async def test_patched_inside_a_step_function_replays_on_the_new_path(
+    store: SQLiteState, retried: bool
+) -> None:
+    agent = Agent("edges", store=store)
+    runs: list[str] = []
+
+    @agent.tool
+    async def fee(ctx: Context) -> str:
+        """ctx.patched inside the step's own function."""
+
+        def compute() -> str:
+            runs.append("fee")
+            return "new" if ctx.patched("fee-v2") else "old"
+
+        policy = RetryPolicy(attempts=2, initial_interval=0.0) if retried else None
+        value = await ctx.once("fee", compute, retry=policy)
+        await ctx.ask("ok?")
+        return f"{value}/{'patched' if ctx.patched('after') else 'unpatched'}"
+
+    first = await start(agent, "fee", "p1")
+    assert first.status == "needs_input"
+    found = await store.get(JOURNAL_NS, "p1")
+    assert found is not None and found.value["stepCount"] == 2  # the step and the question, no marker
+    again = await resume(agent, "p1", answers={"ask-1": {}})
+    assert again.status == "completed", (again.code, again.message)
+    assert again.value == "new/patched"
+    assert runs == ["fee"]  # the replay returned the recorded step
+
+
+async def test_concurrent_one_time_steps_are_not_taken_for_nested_ones(store: SQLiteState) -> None:
+    agent = Agent("edges", store=store)
+    both = asyncio.Barrier(2)
+
+    @agent.tool
+    async def pair(ctx: Context) -> list[str]:
+        """Two async steps at once, then two blocking ones."""
+
+        async def meet(name: str) -> str:
+            await both.wait()  # each step is in flight while the other starts
+            return name
+
+        first = await asyncio.gather(ctx.once("a", meet, "a"), ctx.once("b", meet, "b"))
+        second = await asyncio.gather(ctx.once("c", str, "c"), ctx.once("d", str, "d"))
+        return [*first, *second]
+
+    outcome = await start(agent, "pair", "g1")
+    assert outcome.status == "completed", (outcome.code, outcome.message)
+    assert outcome.value == ["a", "b", "c", "d"]
+
+
+def capped(store: SQLiteState) -> Agent:
+    agent = Agent("caps", store=store, limits=Limits(max_journal_bytes=2_000))
+
+    @agent.tool
+    async def asks(ctx: Context) -> str:
+        """One step, then a question."""
+        await ctx.once("s", str, 1)
+        answer = await ctx.ask("say", {"type": "object", "properties": {"t": {"type": "string"}}})
+        return str(answer.content["t"])[:10]
+
+    return agent
+
+
+async def test_an_answer_past_the_byte_cap_fails_the_execution_and_frees_its_lease(
+    store: SQLiteState,
+) -> None:
+    agent = capped(store)
+    assert (await start(agent, "asks", "big")).status == "needs_input"
+    outcome = await resume(agent, "big", answers={"ask-1": {"t": "x" * 5_000}})
+    assert outcome.status == "failed" and outcome.code == "journal_full", (outcome.status, outcome.code)
+    assert "max_journal_bytes" in (outcome.message or "")
+    assert await store.get_key(LEASE_NS, "big") is None
+    found = await store.get(JOURNAL_NS, "big")
+    assert found is not None and found.value["status"] == "failed"
+    loaded = await Journal.load(store, "big")
+    assert loaded is not None and loaded.steps[-1].get("a") == {}  # the answer was not recorded
+    later = await resume(agent, "big", answers={"ask-1": {"t": "short"}})
+    assert later.code == "journal_full"  # the recorded end, every time
+
+
+async def test_an_answer_within_the_byte_cap_completes(store: SQLiteState) -> None:
+    agent = capped(store)
+    assert (await start(agent, "asks", "small")).status == "needs_input"
+    outcome = await resume(agent, "small", answers={"ask-1": {"t": "fine"}})
+    assert outcome.status == "completed" and outcome.value == "fine"
+
+
+class SlowLeaseDelete(MemoryState):
+    """A store whose lease deletes wait for ``go``: what a slow network does between two of retry's writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = asyncio.Event()
+        self.deleting = asyncio.Event()
+        self.slow = False
+
+    async def delete_key(self, ns: str, key: str) -> Any:
+        if ns == LEASE_NS and self.slow:
+            self.deleting.set()
+            await self.go.wait()
+        return await super().delete_key(ns, key)
+
+
+async def _held_by(store: MemoryState, owner: str) -> bool:
+    found = await store.get_key(LEASE_NS, "r1")
+    return found is not None and found.get("owner") == owner
+
+
+async def test_an_operator_retry_never_drops_the_lease_of_a_take_over() -> None:
+    store = SlowLeaseDelete()
+    gate = asyncio.Event()
+    agent = Agent("rr", store=store, limits=Limits(max_recovery_attempts=0))
+
+    @agent.tool
+    async def pill(ctx: Context) -> str:
+        """One step, then one that waits."""
+        await ctx.once("first", str, 1)
+        await ctx.once("second", gate.wait)
+        return "done"
+
+    cap = agent.tools["pill"]
+    ctx = Context(cap, Parking(), caller="alice", agent=agent, face="test")
+    run = asyncio.create_task(invoke(cap, {}, ctx, journal=Journal(store, "r1", lease_seconds=0.3)))
+
+    async def stepped() -> bool:
+        found = await store.get(JOURNAL_NS, "r1")
+        return found is not None and found.value.get("stepCount", 0) >= 1
+
+    await eventually(stepped, "the first step")
+    run.cancel()  # the replica dies mid-step
+    await asyncio.gather(run, return_exceptions=True)
+    found = await eventually(lambda: orphaned(agent), "the orphan", timeout=10)
+    dead = await resume(agent, found[0], journal=await Journal.load(store, found[0]))
+    assert dead.code == "recovery_exhausted"
+    record = await store.get(JOURNAL_NS, "r1")
+    assert record is not None and record.value["status"] == DEAD
+
+    agent.limits = Limits(max_recovery_attempts=5)
+    store.slow = True
+    retrying = asyncio.create_task(retry(agent, "r1"))
+    taker: asyncio.Task[Any] | None = None
+    try:
+        # a retry may drop a stale lease, but only before the record says running again
+        await asyncio.wait(
+            [retrying, asyncio.create_task(store.deleting.wait())], return_when=asyncio.FIRST_COMPLETED
+        )
+        record = await store.get(JOURNAL_NS, "r1")
+        assert record is not None
+        if store.deleting.is_set() and not retrying.done():
+            assert record.value["status"] == DEAD, (
+                "the record said running while a lease delete was in flight"
+            )
+        store.go.set()
+        assert await retrying
+        orphan = await eventually(lambda: orphaned(agent), "the retried execution, for the sweep")
+        assert orphan == ["r1"]
+        taker = asyncio.create_task(
+            resume(agent, orphan[0], journal=await Journal.load(store, orphan[0]), owner="B")
+        )
+        await eventually(lambda: _held_by(store, "B"), "replica B to hold the execution")
+        assert await orphaned(agent) == []
+    finally:
+        store.go.set()
+        gate.set()
+        if taker is not None:
+            outcome = await asyncio.wait_for(taker, 5)
+            assert outcome.status == "completed", (outcome.code, outcome.message)
