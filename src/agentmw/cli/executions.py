@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 from ..errors import ConfigurationError
 from ..journal import (
@@ -91,17 +91,45 @@ def run(args: argparse.Namespace) -> int:
     try:
         state = _open(url)
     except _Refused as exc:
-        return _fail(str(exc), exc.code)
+        return _fail(str(exc), exc.code, url)
     try:
         output = asyncio.run(_act(state, args, _shown(url or "")))
     except _Refused as exc:
-        return _fail(str(exc), exc.code)
+        return _fail(str(exc), exc.code, url)
     sys.stdout.write(output)
     return 0
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"agentmw: {message}", file=sys.stderr)
+_SECRET_PARAMS = frozenset({"password", "passwd", "pwd", "pass", "sslpassword", "secret", "token"})
+
+
+def _secrets(url: str) -> list[str]:
+    """What in ``url`` must never be printed: the password of its user part, and every query parameter that
+    carries one (libpq's ``?password=``, redis-py's ``?password=``), found even in a URL that does not parse."""
+    found: list[str] = []
+    head = url.split("?", 1)[0].split("#", 1)[0]
+    netloc = head.split("://", 1)[-1].split("/", 1)[0]
+    if "@" in netloc:
+        user = netloc.rpartition("@")[0]
+        if ":" in user:
+            found.append(user.split(":", 1)[1])
+    if "?" in url:
+        for key, value in parse_qsl(url.split("?", 1)[1].split("#", 1)[0], keep_blank_values=True):
+            if key.lower() in _SECRET_PARAMS:
+                found.append(value)
+    return sorted({secret for secret in found if secret}, key=len, reverse=True)
+
+
+def _scrubbed(message: str, url: str | None) -> str:
+    """``message`` without any secret of ``url`` in it, in whatever form (raw or quoted) it was written."""
+    for secret in _secrets(url or ""):
+        for form in {secret, quote(secret, safe=""), repr(secret)[1:-1]}:
+            message = message.replace(form, "***")
+    return message
+
+
+def _fail(message: str, code: int, url: str | None = None) -> int:
+    print(f"agentmw: {_scrubbed(message, url)}", file=sys.stderr)
     return code
 
 
@@ -126,6 +154,8 @@ def _open(url: str | None) -> State:
         return open_state(url)
     except ConfigurationError as exc:
         raise _Refused(str(exc), EXIT_USAGE) from None
+    except (TypeError, ValueError) as exc:  # an option the store's client refuses (rediss://...?foo=bar)
+        raise _Refused(f"--store: the store's client refuses this URL: {exc}", EXIT_USAGE) from None
 
 
 async def _act(state: State, args: argparse.Namespace, where: str) -> str:
@@ -138,7 +168,7 @@ async def _act(state: State, args: argparse.Namespace, where: str) -> str:
             return await _change(state, args, where)
         except _Refused:
             raise
-        except (ConfigurationError, ImportError) as exc:
+        except (ConfigurationError, ImportError, TypeError) as exc:  # TypeError: an option its client refuses
             raise _Refused(f"--store {where!r}: {exc}", EXIT_USAGE) from None
         except Exception as exc:  # noqa: BLE001 (a store down, refusing, or holding what it should not: one line)
             raise _Refused(
@@ -397,8 +427,8 @@ def _shown(url: str) -> str:
         parts = urlsplit(url)
         password = parts.password
     except ValueError:
-        return url
+        return _scrubbed(url, url)
     if not password:
-        return url
+        return _scrubbed(url, url)
     host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    return _scrubbed(urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}")), url)
