@@ -249,6 +249,7 @@ class Journal:
         self._tail_bytes = 0
         self._unsure: list[str] = []  # the names of writes (and a lease take) that failed with no answer
         self._legacy = False  # read from a format-1 record: its steps go to the log at the next write
+        self._log_since = 0.0  # when the step log's chain began (its oldest entry): see _refresh
         self._patches: dict[tuple[str, str], bool] = {}
         self.retried = False  # made runnable again by an operator (a dead letter: ``retry``)
         self.delivered = 0  # events 1..delivered reached the face
@@ -331,6 +332,7 @@ class Journal:
         self.reason = value.get("reason")
         self.retried = bool(value.get("retried"))
         self.updated_at = float(value.get("updatedAt") or 0.0)
+        self._log_since = float(value.get("logSince") or self.updated_at)
         if "steps" in value:  # format 1: the steps are in the record
             self.run = value.get("run")
             self.steps = list(value.get("steps") or [])
@@ -451,12 +453,28 @@ class Journal:
                     return
                 if self.delivered != self._stored_delivered and self.stored and not self._lock.locked():
                     await self.flush()
+                await self._refresh()
             except asyncio.CancelledError:
                 raise
             except TakenOver:
                 return
             except Exception:
                 logger.exception("renewing the lease of execution %s failed", self.id)
+
+    async def _refresh(self) -> None:
+        """Keep a held execution's record within the store's retention while it writes nothing (a durable
+        sleep, a long step): the header is written again past half of the journal namespace's ``max_age``,
+        and the whole step log again, as one new chain, before its oldest entry nears the log's retention
+        (four times the header's: :func:`_bound_log`)."""
+        if not self.stored or self.finished or self._lock.locked():
+            return
+        retention = self.state.limits(JOURNAL_NS).max_age
+        now = time.time()
+        if now - self._log_since > retention and not self._legacy:
+            self._legacy, self._bytes = True, 0  # what a format-1 record does: every step to one new entry
+            await self._write(lease=False)
+        elif now - self.updated_at > retention / 2:
+            await self._write(lease=False)
 
     # -- writing ------------------------------------------------------------------------------------------
 
@@ -488,6 +506,7 @@ class Journal:
             "logBytes": self._bytes,
             "tail": self._tail,
             "codeVersion": self.code_version,
+            "logSince": self._log_since,
         }
         if run is not None:  # what an operator reads without the log (the log holds the whole of it)
             value["kind"], value["name"], value["face"] = run.get("kind"), run.get("name"), run.get("face")
@@ -554,8 +573,10 @@ class Journal:
             if self.run is None:
                 self._value()  # fills in the run from the execution's start
             before = self._last, self._bytes, self._tail, self._tail_bytes
+            since = time.time() if self.version == 0 or self._legacy else self._log_since
             self._last, self._bytes, self._tail, self._tail_bytes = await self._log()
             value = self._value()
+            value["logSince"] = since  # a new chain starts now
             value["w"] = nonce = uuid.uuid4().hex[:16]  # names this write, if its answer is lost
             try:
                 try:
@@ -588,6 +609,8 @@ class Journal:
             self._unsure = []
             del self._unlogged[:unlogged]
             self._legacy = False
+            self._log_since = since
+            self.updated_at = value["updatedAt"]
             self._stored_delivered = delivered
             self._stored_status = self.status
 

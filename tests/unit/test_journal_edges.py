@@ -15,7 +15,7 @@ from agentmw import Agent, Context, Limits
 from agentmw.journal import DEAD, JOURNAL_NS, LEASE_NS, Journal, orphaned, resume, retry
 from agentmw.retries import RetryPolicy
 from agentmw.runtime import invoke
-from agentmw.state import MemoryState, SQLiteState
+from agentmw.state import MemoryState, SQLiteState, StoreLimits
 from tests.helpers.channels import Parking
 from tests.waiting import eventually
 
@@ -201,3 +201,30 @@ async def test_an_operator_retry_never_drops_the_lease_of_a_take_over() -> None:
         if taker is not None:
             outcome = await asyncio.wait_for(taker, 5)
             assert outcome.status == "completed", (outcome.code, outcome.message)
+
+
+async def test_a_sleep_longer_than_the_stores_retention_keeps_its_journal(store: SQLiteState) -> None:
+    """The header is kept for StoreLimits.max_age of "journal" after its last write, the step log's entries four
+    times that after they were appended: a held execution that writes nothing for longer (a durable sleep) is
+    written again in time, its header and then its whole log, and wakes up to go on."""
+    store.limit(JOURNAL_NS, StoreLimits(max_age=0.5))  # the step log keeps its entries 2 s
+    agent = Agent("sleepy", store=store)
+    ran: list[str] = []
+
+    @agent.tool
+    async def nap(ctx: Context) -> str:
+        """A step, a sleep past both retentions, a question."""
+        await ctx.once("before", ran.append, "before")
+        await ctx.sleep(3.0)
+        await ctx.ask("still there?")
+        return "woke"
+
+    cap = agent.tools["nap"]
+    ctx = Context(cap, Parking(), caller="alice", agent=agent, face="test")
+    outcome = await invoke(cap, {}, ctx, journal=Journal(store, "n1", lease_seconds=0.3))
+    assert outcome.status == "needs_input", (outcome.status, outcome.code, outcome.message)
+    loaded = await Journal.load(store, "n1")
+    assert loaded is not None and len(loaded.steps) == 3  # the step, the wake-up time, the question
+    again = await resume(agent, "n1", answers={"ask-1": {}})
+    assert again.status == "completed" and again.value == "woke", (again.code, again.message)
+    assert ran == ["before"]
