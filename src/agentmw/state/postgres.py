@@ -253,6 +253,12 @@ ON CONFLICT (name) DO UPDATE SET value = excluded.value;
 """
 
 
+async def _keep(conn: asyncpg.Connection) -> None:
+    """The pool's reset between two uses of a connection: none. asyncpg's default (``RESET ALL``, ``UNLISTEN *``,
+    ...) costs a round trip per call, and this store leaves no session state behind: it listens on a connection
+    of its own, takes transaction-scoped locks only, and closes a connection that failed mid-statement."""
+
+
 async def _execute(sql: str, args: tuple[Any, ...], conn: asyncpg.Connection) -> None:
     await conn.execute(sql, *args)
 
@@ -308,11 +314,19 @@ def _fault(exc: BaseException) -> StoreUnavailable | None:
         why = "Postgres did not answer in time"
     elif isinstance(exc, OSError):
         why = "Postgres cannot be reached"
-    elif isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc):
+    elif (isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)) or _unused(exc):
         why = "the connection to Postgres was lost"
     if why is None:
         return None
     return StoreUnavailable(f"the agent's store is unavailable ({why}); try again shortly")
+
+
+def _unused(exc: BaseException) -> bool:
+    """A pooled connection whose protocol was left mid-operation (by a fault during its last use): asyncpg
+    refuses it before sending anything, so the call is run again on another."""
+    import asyncpg
+
+    return isinstance(exc, asyncpg.InternalClientError) and "another operation" in str(exc)
 
 
 def _lost(exc: BaseException) -> bool:
@@ -470,7 +484,7 @@ class PostgresState(State):
                 command_timeout=self.command_timeout + 1.0,
                 timeout=self.connect_timeout,
                 max_inactive_connection_lifetime=300.0,
-                **options,
+                **{"reset": _keep, **options},
             )
         except Exception as exc:
             fault = _fault(exc)
@@ -519,7 +533,7 @@ class PostgresState(State):
                 raise
             except Exception as exc:
                 state = _sqlstate(exc)
-                if state in _RETRYABLE and attempt < _RETRIES:
+                if (state in _RETRYABLE or _unused(exc)) and attempt < _RETRIES:
                     continue
                 fault = _fault(exc)
                 if fault is None:
