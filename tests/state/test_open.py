@@ -51,3 +51,21 @@ def test_redis_is_imported_lazily() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+async def test_sqlite_synchronous_from_the_url(tmp_path: Path) -> None:
+    for written, meant in (("full", "FULL"), ("NORMAL", "NORMAL"), ("Full", "FULL")):
+        store = open_state(f"sqlite://{tmp_path}/s.db?synchronous={written}")
+        assert isinstance(store, SQLiteState) and store.synchronous == meant
+        await store.put("ns", "k", {"x": written}, expected_version=-1)
+        await store.close()
+    explicit = open_state(f"sqlite://{tmp_path}/s.db?synchronous=full", synchronous="NORMAL")
+    assert isinstance(explicit, SQLiteState) and explicit.synchronous == "NORMAL"  # an explicit option wins
+    for bad in (
+        "?synchronous=off",
+        "?synchronous=full&mode=ro",
+        "?mode=ro",
+        "?synchronous=full&synchronous=normal",
+    ):
+        with pytest.raises(ValueError, match="takes no options but synchronous"):
+            open_state(f"sqlite://{tmp_path}/s.db{bad}")
