@@ -18,7 +18,9 @@ import httpx
 import pytest
 
 from agentmw import Context, Limits
-from agentmw.state import Json, MemoryState
+from agentmw.cli import main
+from agentmw.journal import RetryRefused, retry
+from agentmw.state import Json, MemoryState, open_state
 from tests import agui_app
 from tests.state.conftest import redis_url  # noqa: F401  (the session's redis-server fixture)
 from tests.test_agui_replicas import (
@@ -173,3 +175,20 @@ async def test_a_follower_of_a_dead_replicas_run_gets_its_end_without_other_traf
                 assert "given up after 0 recoveries" in got[-1]["message"]
                 assert EFFECTS == {"lone:one": 1, "lone:two": 1}  # nothing ran again
                 assert journal["status"] == "dead" and "given up" in journal["reason"]
+                await _retry_is_refused(store_url, record["execution"]["id"])
+
+
+async def _retry_is_refused(url: str, execution_id: str) -> None:
+    """An operator's retry of an AG-UI dead letter is refused, saying why, rather than revived and then ended by
+    the next sweep (no run carries it): the journal stays dead, through the API and the command line."""
+    state = open_state(url)
+    try:
+        with pytest.raises(RetryRefused, match="AG-UI run's") as refused:
+            await retry(state, execution_id)
+        assert "start a new run" in str(refused.value)
+    finally:
+        await state.close()
+    code = await asyncio.to_thread(main, ["executions", "retry", execution_id, "--store", url])
+    assert code == 1
+    journal = await read_journal(url, execution_id)
+    assert journal["status"] == "dead" and not journal.get("retried"), journal

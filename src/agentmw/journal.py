@@ -74,6 +74,7 @@ __all__ = [
     "JournalFull",
     "Orphan",
     "ReplayDiverged",
+    "RetryRefused",
     "TakenOver",
     "cancel",
     "cancel_execution",
@@ -156,6 +157,27 @@ class JournalFull(Permanent):
         )
         super().__init__(message, data={"execution": execution_id, "cap": what})
         self.execution_id = execution_id
+
+
+class RetryRefused(Exception):
+    """An operator's retry (:func:`retry`, ``agentmw executions retry``) of a dead letter that cannot go on
+    where its callers would see it: the message says why and what to do instead. The execution stays dead."""
+
+    def __init__(self, execution_id: str, message: str) -> None:
+        super().__init__(message)
+        self.execution_id = execution_id
+        self.message = message
+
+
+_NOT_RETRIED = {
+    # face: why an operator's retry cannot be right for its dead letters (docs/agui.md, "A replica that dies")
+    "agui": (
+        "it is an AG-UI run's, and AG-UI has no run to go on in: its run already ended with RUN_ERROR "
+        "RECOVERY_EXHAUSTED, after which the protocol sends nothing more; a client follows or reconnects only "
+        "to a run whose id it knows, so a replay in a new run would reach no one; and its thread may have "
+        "moved on since. Have the client start a new run on the thread instead (its steps are done again)"
+    ),
+}
 
 
 class Orphan(str):
@@ -1690,11 +1712,17 @@ async def cancel_execution(
 async def retry(where: Any, execution_id: str) -> bool:
     """Make a dead letter runnable again: its take-over count starts over, and the next orphan sweep of a
     replica that serves its function takes it over (replaying its journal). False when it is not a dead
-    letter (or another writer moved it on meanwhile)."""
+    letter (or another writer moved it on meanwhile).
+
+    Raises :class:`RetryRefused` for a dead letter of a face where no caller could see it go on (an AG-UI
+    run's, whose run ended for good); it stays dead."""
     state = _state_of(where)
     journal = await Journal.load(state, execution_id)
     if journal is None or journal.status != DEAD:
         return False
+    why = _NOT_RETRIED.get(str((journal.run or {}).get("face")))
+    if why is not None:
+        raise RetryRefused(journal.id, f"execution {journal.id!r} cannot be retried: {why}.")
     # a stale lease goes before the record says running again: once it does, a sweep may take the execution
     # over, and a delete then would drop that take-over's live lease (a second sweep would replay it again)
     await state.delete_key(LEASE_NS, execution_id)
@@ -1715,7 +1743,7 @@ async def resume_now(where: Any, execution_id: str) -> bool:
     """Have a running execution taken over at the next orphan sweep of any replica, even if a holder still
     names itself in its lease (a stuck one: a replica that stalls; if it lives on, its next journaled write
     finds the record moved on and it stops, so two replicas never both record); a dead letter is retried
-    (:func:`retry`). False for one that is parked, or ended."""
+    (:func:`retry`, which may raise :class:`RetryRefused`). False for one that is parked, or ended."""
     state = _state_of(where)
     journal = await Journal.load(state, execution_id)
     if journal is None:
