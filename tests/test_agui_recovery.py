@@ -192,3 +192,51 @@ async def _retry_is_refused(url: str, execution_id: str) -> None:
     assert code == 1
     journal = await read_journal(url, execution_id)
     assert journal["status"] == "dead" and not journal.get("retried"), journal
+
+
+async def test_a_replica_that_closes_hands_its_runs_over_at_once(store_url: str) -> None:  # noqa: F811
+    """``Runs.close()`` on A (a replica shutting down) while its detached run waits mid-execution: the run is not
+    ended, its lease is given up, and B's follow timer takes it over long before the lease would have expired;
+    the follower on B gets the rest of the same run, each step done once."""
+    EFFECTS.clear()
+    agui_app.log.clear()
+    gate("shut:b").set()
+    gate("shut:a")  # A never passes its gate: it is closed while waiting there
+    with replicas(store_url) as r:
+        a, b = (agent.agui_app.lifecycle for agent in r.agents)
+        a.lease_seconds = b.lease_seconds = 600.0  # a take-over can only come from A giving the lease up
+        b.sweep_seconds = 0.2
+        async with httpx.AsyncClient(timeout=60) as http:
+            body = run_body("t-shut", "r-shut", None, detached=True, arguments={"label": "shut"})
+            async with http.stream("POST", f"{r.a}/agui/steps", json=body) as response:
+                async for _, event in events(response.aiter_lines()):
+                    if event["type"] == "TEXT_MESSAGE_CONTENT":
+                        break  # then leave: the run is detached
+            await eventually(lambda: "steps:shut:a:waiting" in agui_app.log, "the run to wait at A's gate")
+            await eventually(
+                lambda: frames_at_least(store_url, "r-shut", 4), "A to log the run's first events", timeout=10
+            )
+            got: list[dict] = []
+            async with http.stream(
+                "GET", f"{r.b}/agui/steps/runs/r-shut/events", params={"after": 0}
+            ) as tail:
+                assert tail.status_code == 200
+                lines = events(tail.aiter_lines())
+                async for _, event in lines:
+                    got.append(event)
+                    if event["type"] == "TEXT_MESSAGE_CONTENT":
+                        break
+                closing = asyncio.run_coroutine_threadsafe(a.close(), LOOPS["a"])
+                await asyncio.wait_for(asyncio.wrap_future(closing), 30)
+                async for _, event in lines:
+                    got.append(event)
+                    if event["type"] in ("RUN_FINISHED", "RUN_ERROR"):
+                        break
+        kinds = [e["type"] for e in got]
+        assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED", kinds
+        assert "RUN_FINISHED" not in kinds[:-1] and "RUN_ERROR" not in kinds, kinds
+        assert got[-1]["result"] == {"result": ["shut:one@a", "shut:two@a", "shut:three@b"]}
+        assert EFFECTS == {"shut:one": 1, "shut:two": 1, "shut:three": 1}
+        record = await read_record(store_url, "t-shut")
+        journal = await read_journal(store_url, record["execution"]["id"])
+        assert journal["status"] == "completed" and journal["attempts"] == 1

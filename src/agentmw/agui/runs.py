@@ -111,6 +111,7 @@ CANCELLED = "agui.cancelled."  # + run id: the answer of the replica that runs i
 CANCEL_WAIT = 10.0  # seconds a cancel requested on another replica waits for its answer
 TAIL_WAIT = 5.0  # seconds a remote reconnect waits for new events before it checks the run still exists
 SAVE_ATTEMPTS = 20
+CLOSE_GRACE_SECONDS = 5.0  # what Runs.close() waits for log writers and saves before cancelling them
 EXECUTION = "agui:"  # + random + ":" + thread id: an execution's journal id (agentmw.journal)
 SWEEP_SECONDS = 10.0  # at most this often, a request looks for runs whose replica died (Runs.sweep)
 RESUME_WAIT = 5.0  # seconds a resume waits for an execution's lease held elsewhere
@@ -453,6 +454,7 @@ class Runs:
         self._shared: _Shared | None = None
         self._following = 0  # clients following, here, runs another replica carries (replay_log)
         self._timer: asyncio.Task[None] | None = None
+        self._closing = False  # closed (close()): no more sweeps from this process
 
     @property
     def sweep_seconds(self) -> float:
@@ -1037,7 +1039,7 @@ class Runs:
         ``sweep_seconds``, so that when that replica dies its run is taken over (and the followers see it go
         on) even if no other AG-UI request comes (keep-alives keep the client from giving up)."""
         self._following += 1
-        if self._timer is None or self._timer.done():
+        if not self._closing and (self._timer is None or self._timer.done()):
             self._timer = self._spawn(self._sweep_while_followed(), "agui-follow-sweep")
 
     def _follow_ends(self) -> None:
@@ -1049,10 +1051,42 @@ class Runs:
             if self._following > 0:
                 self.sweep()
 
-    async def close(self) -> None:
-        """Stop this process's background work (the follow timer, sweeps, take-overs, log writers)."""
+    async def close(self, grace: float = CLOSE_GRACE_SECONDS) -> None:
+        """Stop this process's AG-UI work, as a replica that shuts down (the agent's own close calls this).
+
+        The follow timer and sweeps stop. A run whose execution is journaled is handed over, not ended: its
+        coroutine stops, what it made goes to the run's log, and its lease is given up, so that the next sweep
+        of another replica goes on with the same run at once (its followers reconnect there) rather than after
+        the lease expires. A run with no journal ends ``cancelled``. Other work (log writers, saves) gets up to
+        ``grace`` seconds to finish, then is cancelled."""
         self._following = 0
-        await self.background.close(self._timer)
+        self._closing = True
+        handed: list[Journal] = []
+        stopping: list[asyncio.Task[Any]] = []
+        for run in list(self.runs.values()):
+            execution = run.execution
+            if execution is None or execution.task is None or execution.task.done():
+                continue
+            journal = execution.journal
+            if journal is not None and journal.stored:
+                journal._lost = True  # its task abandons the run (_carry) rather than ending it
+                handed.append(journal)
+            execution.task.cancel()
+            stopping.append(execution.task)
+        if self._timer is not None:
+            self._timer.cancel()
+            stopping.append(self._timer)
+        if stopping:
+            await asyncio.gather(*stopping, return_exceptions=True)
+        for journal in handed:
+            try:
+                await journal.release()
+            except Exception:  # noqa: BLE001 (the lease then expires: a take-over comes later)
+                logger.warning("AG-UI: execution %s: its lease could not be given up", journal.id)
+        rest = list(self.background.tasks)
+        if rest:
+            await asyncio.wait(rest, timeout=grace)
+        await self.background.close()
         self._timer = None
 
     def sweep(self) -> None:
@@ -1060,7 +1094,7 @@ class Runs:
 
         Called by each AG-UI request, so the first request of a process sweeps and nothing runs at import or
         start-up; costs one clock read otherwise."""
-        if self._sweeper.due():
+        if not self._closing and self._sweeper.due():
             self._spawn(self._sweeper.sweep(self._orphans, self._take_over, label="AG-UI"), "agui-sweep")
 
     async def _orphans(self) -> list[str]:
