@@ -395,3 +395,23 @@ async def test_a_server_down_at_the_first_call(server: PostgresServer) -> None:
         assert await store.put("tasks", "t", {"n": 0}, expected_version=None) == 1
     finally:
         await store.close()
+
+
+async def test_many_subscriptions_and_blocked_reads_start_at_once(
+    postgres_url: str, stores: list[PostgresState]
+) -> None:
+    """Their LISTENs share one connection, which runs one statement at a time: none may collide."""
+    name = schema()
+    store, other = PostgresState(postgres_url, schema=name), PostgresState(postgres_url, schema=name)
+    stores += [store, other]
+
+    async def one(i: int) -> tuple[object, object]:
+        async with store.subscribe(f"c{i}") as sub:
+            reader = asyncio.ensure_future(store.read("runs", f"l{i}", block=5))
+            await eventually(lambda: f"c{i}" in store._hub.channels, "the subscription to be live")
+            await other.publish(f"c{i}", {"i": i})
+            appended = await other.append("runs", f"l{i}", {"i": i})
+            return await sub.get(timeout=5), (await reader) == [(appended, {"i": i})]
+
+    results = await asyncio.gather(*(one(i) for i in range(30)))
+    assert results == [((f"c{i}", {"i": i}), True) for i in range(30)]

@@ -406,6 +406,9 @@ class PostgresState(State):
         self._hub = Hub(on_first=self._listen, on_last=self._unlisten)
         self._listener: asyncpg.Connection | None = None
         self._listener_lock: asyncio.Lock | None = None
+        self._listen_ops: asyncio.Lock | None = (
+            None  # one LISTEN/UNLISTEN at a time on the listening connection
+        )
         self._listened: set[str] = set()  # Postgres channels the listener has LISTENed to
         self._bus_names: dict[str, str] = {}  # Postgres channel -> bus channel, for the hub's channels
         self._log_waiters: dict[str, list[asyncio.Event]] = {}  # Postgres channel -> blocked readers
@@ -940,29 +943,44 @@ class PostgresState(State):
             self._listener = conn
             return conn
 
+    def _ops(self) -> asyncio.Lock:
+        if self._listen_ops is None:
+            self._listen_ops = asyncio.Lock()
+        return self._listen_ops
+
     async def _listen_channels(self, channels: list[str]) -> None:
-        conn = await self._connection()
-        for channel in channels:
-            if channel not in self._listened:
-                try:
-                    await conn.add_listener(channel, self._notified)
-                except Exception as exc:
-                    fault = _fault(exc)
-                    if fault is None:
-                        raise
-                    raise fault from exc
-                self._listened.add(channel)
+        async with self._ops():
+            conn = await self._connection()
+            for channel in channels:
+                if channel not in self._listened:
+                    try:
+                        await asyncio.wait_for(
+                            conn.add_listener(channel, self._notified), self.command_timeout
+                        )
+                    except Exception as exc:
+                        if isinstance(exc, TimeoutError):  # the connection is mid-statement: start afresh
+                            conn.terminate()
+                        fault = _fault(exc)
+                        if fault is None:
+                            raise
+                        raise fault from exc
+                    self._listened.add(channel)
 
     async def _unlisten_channels(self, channels: list[str]) -> None:
-        conn = self._listener
-        for channel in channels:
-            if channel in self._listened and channel not in self._wanted():
-                self._listened.discard(channel)
-                if conn is not None and not conn.is_closed():
-                    try:
-                        await conn.remove_listener(channel, self._notified)
-                    except Exception:
-                        logger.debug("agentmw state: UNLISTEN %s failed", channel, exc_info=True)
+        async with self._ops():
+            conn = self._listener
+            for channel in channels:
+                if channel in self._listened and channel not in self._wanted():
+                    self._listened.discard(channel)
+                    if conn is not None and not conn.is_closed():
+                        try:
+                            await asyncio.wait_for(
+                                conn.remove_listener(channel, self._notified), self.command_timeout
+                            )
+                        except Exception:  # a lost connection listens to nothing anyway
+                            if not conn.is_closed():
+                                conn.terminate()  # mid-statement: the listener reconnects and listens again
+                            logger.debug("agentmw state: UNLISTEN %s failed", channel, exc_info=True)
 
     async def _listen(self, channels: list[str]) -> None:
         """The hub's first local subscribers of these channels: LISTEN (live once the server has run it)."""
