@@ -331,7 +331,7 @@ def marked_retryable(value: Any) -> bool:
     """Whether a JSON value says, anywhere in it, that what failed may be retried."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if key in ("retryable", "agentmw/retryable") and item is True:
+            if key in ("retryable", "agentmw/retryable") and item in (True, "true"):  # ErrorInfo: strings
                 return True
             if key == "code" and item == "RETRYABLE":
                 return True
@@ -576,11 +576,14 @@ async def one(http: httpx.AsyncClient, tally: Tally, name: str, face: Face, url:
     """Sends one request of ``face`` and sorts its answer into ``tally``; whether it succeeded."""
     tally.sent += 1
     try:
-        ack = await face(http, url, label)
+        async with asyncio.timeout(
+            CLIENT_TIMEOUT
+        ):  # in all: an SSE stream's pings reset httpx's read timeout
+            ack = await face(http, url, label)
     except Refused as refused:
         tally.problems.append(Problem(refused.kind, name, refused.detail, time.monotonic()))
         return False
-    except httpx.TimeoutException as exc:
+    except (httpx.TimeoutException, TimeoutError) as exc:
         tally.problems.append(
             Problem("hang", name, f"no answer in {CLIENT_TIMEOUT} s: {exc!r}", time.monotonic())
         )
@@ -664,11 +667,16 @@ async def recovered(urls: list[str], timeout: float = 30.0) -> float:
 
 
 async def _read(read: Callable[[], Awaitable[Any]], tries: float = 20.0) -> Any:
-    """A read after the fault: retried while the answer is a retryable error (for at most ``tries`` s)."""
+    """A read after the fault: retried while the answer is a retryable error (for at most ``tries`` s), each
+    attempt bounded by :data:`CLIENT_TIMEOUT` in all."""
     deadline = time.monotonic() + tries
     while True:
         try:
-            return await read()
+            try:
+                async with asyncio.timeout(CLIENT_TIMEOUT):
+                    return await read()
+            except TimeoutError:
+                raise Refused("hang", f"no answer in {CLIENT_TIMEOUT} s") from None
         except Refused as refused:
             if refused.kind != "retryable" or time.monotonic() > deadline:
                 raise
