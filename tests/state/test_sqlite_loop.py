@@ -20,7 +20,9 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[SQLiteState]:
-    state = SQLiteState(tmp_path / "loop.db")
+    state = SQLiteState(
+        tmp_path / "loop.db", synchronous="NORMAL"
+    )  # the loop path: FULL writes on the thread
     await state.get("warm", "up")  # the first call opens both connections, on the thread
     yield state
     await state.close()
@@ -93,8 +95,8 @@ async def test_long_operations_go_to_the_thread(store: SQLiteState) -> None:
 
 async def test_prunes_go_to_the_thread(tmp_path: Path) -> None:
     state = SQLiteState(
-        tmp_path / "prune.db", limits={"few": StoreLimits(max_count=40)}
-    )  # a prune every 2 writes
+        tmp_path / "prune.db", limits={"few": StoreLimits(max_count=40)}, synchronous="NORMAL"
+    )  # a prune every 2 writes; NORMAL: the others stay on the loop
     try:
         await state.get("warm", "up")
         calls = count_thread_calls(state)

@@ -92,6 +92,16 @@ def test_redis_urls(url: str, client_url: str, prefix: str | None) -> None:
     Agent("ok", store=url)  # nothing connects: there is no server at these addresses
 
 
+def test_postgres_urls_are_read_and_connect_to_nothing() -> None:
+    found = parse_store_url(
+        "postgresql://app:s3cret@db.invalid:5433/app?schema=procure&pool_size=4&sslmode=require"
+    )
+    assert (found.kind, dict(found.options)) == ("postgres", {"schema": "procure", "pool_size": 4})
+    assert found.client_url == "postgresql://app:s3cret@db.invalid:5433/app?sslmode=require"
+    Agent("ok", store="postgres://app@db.invalid/app")  # no server there: checked, not connected to
+    check_store("postgresql:///app?host=/var/run/postgresql")
+
+
 def test_memory_and_instances() -> None:
     assert parse_store_url("memory://").kind == "memory"
     assert isinstance(open_state("Memory://"), MemoryState)
@@ -113,8 +123,12 @@ def test_an_empty_store_means_the_default(workdir: Path, monkeypatch: pytest.Mon
 
 AT_ROOT = Path("/agentmw.db").exists()
 FORMS = [  # (url, what the message says): refused from the URL alone
-    ("postgres://app:s3cret@db.internal/app", "agentmw has no postgres:// store"),
-    ("postgresql://db/app", "agentmw has no postgresql:// store"),
+    ("mysql://app:s3cret@db.internal/app", "agentmw has no mysql:// store"),
+    ("postgresql://app:s3cret@db.internal:five/app", "the port is a number from 0 to 65535"),
+    ("postgres://db/app?schema=Has-Caps", "a schema is 1-32 lower-case letters"),
+    ("postgresql://db/app?pool_size=0", "pool_size is an integer above 0"),
+    ("postgresql://app@db/app?password=s3cret&pool_size=x", "pool_size is an integer above 0"),
+    ("redis://:s3cret@[::1/0", "not a URL"),
     ("memory", "did you mean memory://?"),
     ("memory:", "written memory:// with nothing after it"),
     ("memory://shared", "written memory:// with nothing after it"),
@@ -172,6 +186,7 @@ def test_the_supported_schemes_are_named() -> None:
         "sqlite://relative/path.db",
         "sqlite:///absolute/path.db",
         "redis://host:port/db",
+        "postgresql://user@host:port/database",
     ):
         assert form in str(refused.value)
 

@@ -292,16 +292,21 @@ def _refused(label: str, url: str, problem: str) -> ConfigurationError:
     return ConfigurationError(f"{label} {_shown(url)!r}: {problem}")
 
 
+_SECRET_QUERY = re.compile(r"(?i)([?&](?:password|passwd|pass)=)[^&#]*")
+_SECRET_NETLOC = re.compile(r"(//[^/@:?#]*:)[^/@?#]*@")
+
+
 def _shown(url: str) -> str:
-    """``url`` with any password replaced: the message of a refused Redis or Postgres URL must not carry its
-    secret."""
+    """``url`` with any password replaced (``user:***@``, ``?password=***``): the message of a refused Redis or
+    Postgres URL must not carry its secret, even when the URL is malformed."""
+    shown = _SECRET_QUERY.sub(r"\1***", url)
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(shown)
         password = parts.password
-    except ValueError:
-        return url
+    except ValueError:  # not a URL urlsplit reads: hide what looks like user:password@ anyway
+        return _SECRET_NETLOC.sub(r"\1***@", shown)
     if not password:
-        return url
+        return shown
     user = parts.username or ""
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
