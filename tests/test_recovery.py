@@ -304,7 +304,7 @@ async def test_an_execution_past_its_step_cap_fails_for_good(store: State) -> No
     outcome = await asyncio.wait_for(start(agent, "many", {"n": 8}, "capped-1", Parking()), 10)
     assert outcome.status == "failed" and outcome.code == "journal_full" and not outcome.retryable
     assert "cap of 5 journaled steps" in outcome.message and "max_steps_per_execution" in outcome.message
-    assert effects == ["s0", "s1", "s2", "s3", "s4", "s5"]  # the sixth ran, but was not recorded
+    assert effects == ["s0", "s1", "s2", "s3", "s4"]  # the sixth, past the cap, never ran
     journal = await Journal.load(store, "capped-1")
     assert journal is not None and journal.status == "failed" and len(journal.steps) == 5
 

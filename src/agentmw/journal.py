@@ -493,7 +493,7 @@ class Journal:
         retention = self.state.limits(JOURNAL_NS).max_age
         now = time.time()
         if now - self._log_since > retention and not self._legacy:
-            self._legacy, self._bytes = True, 0  # what a format-1 record does: every step to one new entry
+            self._legacy = True  # what a format-1 record does: every step to one new entry
             await self._write(lease=False)
         elif now - self.updated_at > retention / 2:
             await self._write(lease=False)
@@ -553,21 +553,25 @@ class Journal:
         if not events and not first:
             return self._last, self._bytes, self._tail, self._tail_bytes
         size = len(encode({"e": events}))
+        # against the cap count only what is new: a moved history (format 1, or a log written again by
+        # _refresh) was counted, or predates the cap, and is never dropped
+        new = self._unlogged if self._legacy else events
+        counted = (len(encode({"e": new})) if new else 0) if self._legacy else size
         _bound_log(self.state, self.max_steps)
-        if self._bytes + size > self.max_bytes:
-            dropped = {id(event) for event in events}  # the steps past the cap are not recorded
+        if self._bytes + counted > self.max_bytes:
+            dropped = {id(event) for event in new}  # the steps past the cap are not recorded
             self.steps[:] = [step for step in self.steps if id(step) not in dropped]
             self._unlogged.clear()
             raise self._full(f"{self.max_bytes} journal bytes (Limits.max_journal_bytes)")
         tail = [*self._tail, *events] if not self._legacy else list(events)
-        tail_bytes = self._tail_bytes + size
+        tail_bytes = self._tail_bytes + size if not self._legacy else size
         if not first and len(tail) <= TAIL_STEPS and tail_bytes <= TAIL_BYTES:
-            return self._last, self._bytes + size, tail, tail_bytes
+            return self._last, self._bytes + counted, tail, tail_bytes
         entry: dict[str, Any] = {"p": 0 if self._legacy else self._last, "e": tail}
         if first:
             entry["run"] = self.run
         last = await self.state.append(STEPS_NS, self.id, entry)
-        return last, self._bytes + size, [], 0
+        return last, self._bytes + counted, [], 0
 
     def _full(self, what: str) -> JournalFull:
         failure = JournalFull(self.id, what)
@@ -770,6 +774,8 @@ class Journal:
             cursor += 1
         self._cursor[scope] = cursor
         if cursor >= len(indexes):
+            if len(self.steps) >= self.max_steps:  # a new step past the cap does not run
+                raise self._full(f"{self.max_steps} journaled steps (Limits.max_steps_per_execution)")
             return None
         candidates = [indexes[cursor]]
         if self._inflight.get(scope, 0) > 0:  # concurrent steps (asyncio.gather): they may come in any order
@@ -1274,6 +1280,9 @@ async def run_journaled(
     except TakenOver as exc:
         journal._stop_renewer()
         journal._leased = False
+        ended = await _ended_elsewhere(journal)
+        if ended is not None:  # canceled meanwhile (an operator): that is this caller's answer
+            return ended
         return Outcome(
             status=Status.CANCELED,
             message=f"{exc} The execution goes on where it was resumed.",
@@ -1285,6 +1294,25 @@ async def run_journaled(
         # calls Journal.cancel().
         journal._stop_renewer()
         raise
+
+
+async def _ended_elsewhere(journal: Journal) -> Outcome | None:
+    """The recorded cancel of an execution that another writer canceled while this run held it (an operator's
+    ``agentmw executions cancel``), or None when it goes on elsewhere (a take-over) or cannot be read."""
+    try:
+        found = await journal.state.get(JOURNAL_NS, journal.id)
+    except Exception:  # noqa: BLE001 (unknown: it is reported as moved on, as before)
+        return None
+    if found is None:
+        return None
+    value = found.value
+    # only a cancel: an end a take-over recorded (a dead letter, a function gone) was told by that replica
+    if value.get("status") != "canceled" or not value.get("outcome"):
+        return None
+    try:
+        return Outcome.from_dict(value["outcome"])
+    except Exception:  # noqa: BLE001
+        return None
 
 
 # -- resuming on any replica --------------------------------------------------------------------------------

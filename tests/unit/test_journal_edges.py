@@ -12,11 +12,22 @@ from typing import Any
 import pytest
 
 from agentmw import Agent, Context, Limits
-from agentmw.journal import DEAD, JOURNAL_NS, LEASE_NS, Journal, orphaned, resume, retry
+from agentmw.journal import (
+    DEAD,
+    JOURNAL_NS,
+    LEASE_NS,
+    Journal,
+    cancel_execution,
+    orphaned,
+    resume,
+    retry,
+    show_execution,
+)
 from agentmw.retries import RetryPolicy
 from agentmw.runtime import invoke
 from agentmw.state import MemoryState, SQLiteState, StoreLimits
 from tests.helpers.channels import Parking
+from tests.regressions.test_journal_review import FORMAT_1_PARKED, shop
 from tests.waiting import eventually
 
 
@@ -228,3 +239,71 @@ async def test_a_sleep_longer_than_the_stores_retention_keeps_its_journal(store:
     again = await resume(agent, "n1", answers={"ask-1": {}})
     assert again.status == "completed" and again.value == "woke", (again.code, again.message)
     assert ran == ["before"]
+
+
+async def test_the_step_past_the_cap_does_not_run(store: SQLiteState) -> None:
+    agent = Agent("caps", store=store, limits=Limits(max_steps_per_execution=2))
+    ran: list[int] = []
+
+    @agent.tool
+    async def many(ctx: Context) -> int:
+        """Three steps, past a cap of two."""
+        for i in range(3):
+            await ctx.once(f"s{i}", ran.append, i)
+        return 3
+
+    outcome = await start(agent, "many", "over")
+    assert outcome.status == "failed" and outcome.code == "journal_full", (outcome.status, outcome.code)
+    assert ran == [0, 1]  # the third step's side effect never happened
+    found = await store.get(JOURNAL_NS, "over")
+    assert found is not None and found.value["status"] == "failed" and found.value["stepCount"] == 2
+
+
+async def test_the_byte_cap_counts_only_new_steps_of_a_format_1_record() -> None:
+    """A format-1 journal (steps in the record) moves its history to the step log at its first write; that
+    history predates the cap and is never dropped by it."""
+    memory = MemoryState()
+    await memory.put(JOURNAL_NS, "old", FORMAT_1_PARKED, expected_version=None)
+    agent = shop(memory)
+    agent.limits = Limits(max_journal_bytes=300)
+    outcome = await resume(agent, "old", answers={"ask-1": {"city": "Oslo"}})
+    detail = await show_execution(memory, "old")
+    assert detail is not None and len(detail.steps) >= 3, detail
+    assert outcome.status == "completed", (outcome.code, outcome.message)
+
+
+async def test_an_operator_cancel_of_a_running_execution_reaches_its_holders_caller(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    replica, operator = SQLiteState(db), SQLiteState(db)
+    gate = asyncio.Event()
+    agent = Agent("c", store=replica)
+    ran: list[str] = []
+
+    @agent.tool
+    async def work(ctx: Context) -> str:
+        """A step, a slow step, a step."""
+        await ctx.once("one", str, 1)
+        await ctx.once("slow", gate.wait)
+        await ctx.once("three", ran.append, "three")
+        return "done"
+
+    cap = agent.tools["work"]
+    ctx = Context(cap, Parking(), caller="alice", agent=agent, face="test")
+    run = asyncio.create_task(invoke(cap, {}, ctx, journal=Journal(replica, "w1")))
+
+    async def first() -> bool:
+        found = await operator.get(JOURNAL_NS, "w1")
+        return found is not None and found.value.get("stepCount", 0) >= 1
+
+    try:
+        await eventually(first, "the first step")
+        assert await cancel_execution(operator, "w1", "Canceled by an operator.")
+        gate.set()
+        outcome = await asyncio.wait_for(run, 5)
+        assert outcome.status == "canceled" and outcome.code == "canceled", (outcome.code, outcome.message)
+        assert outcome.message == "Canceled by an operator."
+        assert ran == []  # it stopped at its next journaled step
+    finally:
+        gate.set()
+        await replica.close()
+        await operator.close()
