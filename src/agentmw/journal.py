@@ -780,15 +780,16 @@ class Journal:
         candidates = [indexes[cursor]]
         if self._inflight.get(scope, 0) > 0:  # concurrent steps (asyncio.gather): they may come in any order
             candidates = [i for i in indexes[cursor:] if i not in self._consumed]
-        elif kind == "call":
-            # sub-calls started together are recorded as they finish, so the first of them to start again may
-            # be recorded after the others: look through the run of calls here (their keys carry the order
-            # they started in, so a key matches one call only)
+        elif kind in ("call", "once"):
+            # steps started together (asyncio.gather) are recorded as they finish, so the first of them to start
+            # again may be recorded after the others, and a replay has none in flight (a recorded step returns
+            # at once): look through the run of sub-calls and one-time steps here (a one-time step's key is
+            # unique in its scope, a sub-call's carries the order it started in: a key matches one step only)
             candidates = []
             for i in indexes[cursor:]:
                 if i in self._consumed:
                     continue
-                if self.steps[i].get("t") != "call":
+                if self.steps[i].get("t") not in ("call", "once"):
                     break
                 candidates.append(i)
         for index in candidates:

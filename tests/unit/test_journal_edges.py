@@ -307,3 +307,45 @@ async def test_an_operator_cancel_of_a_running_execution_reaches_its_holders_cal
         gate.set()
         await replica.close()
         await operator.close()
+
+
+async def test_steps_gathered_that_finish_out_of_order_replay(store: SQLiteState) -> None:
+    """Steps started together are recorded as they finish (b, then a); the replay, where every recorded step
+    returns at once, finds each by its key. A step the function no longer runs still diverges."""
+    agent = Agent("edges", store=store)
+    ran: list[str] = []
+    b_done = asyncio.Event()
+
+    async def step(name: str) -> str:
+        if name == "a":
+            await b_done.wait()  # a finishes after b
+        ran.append(name)
+        if name == "b":
+            b_done.set()
+        return name
+
+    @agent.tool
+    async def fan(ctx: Context) -> list[str]:
+        """Two steps and a clock read at once, then a question."""
+        got = await asyncio.gather(ctx.once("a", step, "a"), ctx.once("b", step, "b"))
+        await ctx.ask("ok?")
+        return list(got)
+
+    assert (await start(agent, "fan", "f1")).status == "needs_input"
+    loaded = await Journal.load(store, "f1")
+    assert loaded is not None and [s.get("k") for s in loaded.steps[:2]] == ["b", "a"]
+    done = await resume(agent, "f1", answers={"ask-1": {}})
+    assert done.status == "completed", (done.code, done.message)
+    assert done.value == ["a", "b"] and ran == ["b", "a"]  # nothing ran again
+
+    assert (await start(agent, "fan", "f2")).status == "needs_input"
+    changed = Agent("edges", store=store)  # a deploy whose fan runs a step the first run never recorded
+
+    @changed.tool(name="fan")
+    async def fan_now(ctx: Context) -> list[str]:
+        """Another body under the same name."""
+        got = await asyncio.gather(ctx.once("a", step, "a"), ctx.once("c", step, "c"))
+        return list(got)
+
+    diverged = await resume(changed, "f2", answers={"ask-1": {}})
+    assert diverged.code == "replay_diverged", (diverged.code, diverged.message)
