@@ -272,6 +272,7 @@ class Journal:
         self._unsure: list[str] = []  # the names of writes (and a lease take) that failed with no answer
         self._legacy = False  # read from a format-1 record: its steps go to the log at the next write
         self._log_since = 0.0  # when the step log's chain began (its oldest entry): see _refresh
+        self._appended = False  # whether this run appended to the step log yet (see _log)
         self._patches: dict[tuple[str, str], bool] = {}
         self.retried = False  # made runnable again by an operator (a dead letter: ``retry``)
         self.delivered = 0  # events 1..delivered reached the face
@@ -565,7 +566,10 @@ class Journal:
             raise self._full(f"{self.max_bytes} journal bytes (Limits.max_journal_bytes)")
         tail = [*self._tail, *events] if not self._legacy else list(events)
         tail_bytes = self._tail_bytes + size if not self._legacy else size
-        if not first and len(tail) <= TAIL_STEPS and tail_bytes <= TAIL_BYTES:
+        # the first step of each run (a resume's answers, a take-over's first step) goes to the log even when
+        # it would fit in the header: logs are kept by their last append, headers by their last write, so a
+        # long-lived execution whose header stays fresh keeps its log among the newest too (_bound_log)
+        if not first and self._appended and len(tail) <= TAIL_STEPS and tail_bytes <= TAIL_BYTES:
             return self._last, self._bytes + counted, tail, tail_bytes
         entry: dict[str, Any] = {"p": 0 if self._legacy else self._last, "e": tail}
         if first:
@@ -635,6 +639,7 @@ class Journal:
             self._unsure = []
             del self._unlogged[:unlogged]
             self._legacy = False
+            self._appended = self._appended or self._last != before[0]
             self._log_since = since
             self.updated_at = value["updatedAt"]
             self._stored_delivered = delivered
@@ -996,15 +1001,16 @@ _bounded: weakref.WeakKeyDictionary[State, int] = weakref.WeakKeyDictionary()
 
 
 def _bound_log(state: State, max_steps: int) -> None:
-    """The step log's bounds: as many logs as journals, entries kept longer than a journal's header (whose
-    age counts from its last write), and room for every entry of an execution at its step cap."""
+    """The step log's bounds: four times as many logs as journals and entries kept four times as long as a
+    journal's header (whose age and rank count from its last write, a log's from its last append; each run
+    of an execution appends, see _log), and room for every entry of an execution at its step cap."""
     if _bounded.get(state) == max_steps:
         return
     journals = state.limits(JOURNAL_NS)
     state.limit(
         STEPS_NS,
         StoreLimits(
-            max_count=journals.max_count,
+            max_count=4 * journals.max_count,
             max_age=4 * journals.max_age,
             max_len=2 * max_steps + 1_000,
         ),

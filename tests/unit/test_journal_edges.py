@@ -349,3 +349,41 @@ async def test_steps_gathered_that_finish_out_of_order_replay(store: SQLiteState
 
     diverged = await resume(changed, "f2", answers={"ask-1": {}})
     assert diverged.code == "replay_diverged", (diverged.code, diverged.message)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_long_lived_executions_step_log_outlives_the_executions_around_it(
+    kind: str, tmp_path: Path
+) -> None:
+    """Logs are kept by their last append, headers by their last write: an execution whose later steps ride in
+    its header (no append) while many others come and go must not lose its log (its run, its first steps)."""
+    held: Any = MemoryState() if kind == "memory" else SQLiteState(tmp_path / "evict.db")
+    held.limit(JOURNAL_NS, StoreLimits(max_count=3))
+    agent = Agent("evict", store=held)
+    rounds = 8
+
+    @agent.tool
+    async def long(ctx: Context) -> int:
+        """A step, then a question a round."""
+        await ctx.once("one", str, 1)
+        for i in range(rounds):
+            await ctx.ask(f"round {i}?")
+        return rounds
+
+    @agent.tool
+    async def short(ctx: Context) -> str:
+        """One step."""
+        await ctx.once("s", str, 1)
+        return "ok"
+
+    try:
+        assert (await start(agent, "long", "L")).status == "needs_input"
+        outcome: Any = None
+        for i in range(rounds):
+            for j in range(2):  # 16 others in all: more logs than the log namespace keeps (4 x 3)
+                assert (await start(agent, "short", f"E{i}-{j}")).status == "completed"
+            outcome = await resume(agent, "L", answers={f"ask-{i + 1}": {}})
+            assert outcome.status in ("needs_input", "completed"), (i, outcome.code, outcome.message)
+        assert outcome.status == "completed" and outcome.value == rounds
+    finally:
+        await held.close()
