@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -394,3 +395,59 @@ async def test_the_step_cap_allows_exactly_its_count_and_ends_the_one_past_it_cl
     assert found is not None and found.value["status"] == "failed" and found.value["stepCount"] == 3
     assert await sqlite.get_key(LEASE_NS, "over") is None
     assert await orphaned(agent) == []
+
+
+# --- concurrent steps -------------------------------------------------------------------------------------------
+
+
+def fanning(store: State) -> Agent:
+    agent = Agent("fan", store=store)
+
+    @agent.tool
+    def price(item: str) -> int:
+        """A sub-call."""
+        effects.append(f"price {item}")
+        return len(item)
+
+    async def slow(name: str, delay: float) -> str:
+        await asyncio.sleep(delay)
+        effects.append(name)
+        return name
+
+    @agent.tool
+    async def fan(ctx: Context) -> dict[str, Any]:
+        """Steps at once (finishing in another order than they start), then a question."""
+        a, b, now, uid, p = await asyncio.gather(
+            ctx.once("a", slow, "a", 0.05, retry=RetryPolicy(attempts=2, initial_interval=0)),
+            ctx.once("b", slow, "b", 0.0),
+            ctx.now(),
+            ctx.uuid(),
+            ctx.call("price", {"item": "lamp"}),
+        )
+        await ctx.ask("ok?")
+        return {"a": a, "b": b, "now": now.timestamp(), "uuid": str(uid), "p": p}
+
+    return agent
+
+
+async def test_gathered_steps_replay_on_another_replica_with_the_same_values(tmp_path: Path) -> None:
+    db = tmp_path / "fan.db"
+    s1, s2 = SQLiteState(db), SQLiteState(db)
+    try:
+        one = fanning(s1)
+        parked = await start(one, "fan", {}, Journal.for_agent(one, "f1"))
+        assert parked.status == "needs_input", parked.message
+        first = await Journal.load(s1, "f1")
+        assert first is not None
+        recorded = {s["k"]: s.get("v") for s in first.steps if s["t"] == "once"}
+        assert sorted(effects) == ["a", "b", "price lamp"]
+        effects.clear()
+        done = await resume(fanning(s2), "f1", answers={"ask-1": {}})
+        assert done.status == "completed", done.message
+        assert effects == []  # nothing ran again
+        assert done.value["uuid"] == recorded["agentmw.uuid:1"]
+        assert done.value["now"] == datetime.fromtimestamp(recorded["agentmw.now:1"], UTC).timestamp()
+        assert (done.value["a"], done.value["b"], done.value["p"]) == ("a", "b", 4)
+    finally:
+        await s1.close()
+        await s2.close()
