@@ -628,13 +628,19 @@ class Agent:
         assert self._secret is not None
         return self._secret
 
-    async def refresh_secret(self) -> bool:
-        """Read the state's secret again now (at most once a second), as :meth:`signing_secret` does from time
-        to time; True when it changed (a ``requestState`` that failed its check may pass now)."""
-        if self._secret_given or time.monotonic() - self._secret_read < 1.0:
+    async def refresh_secret(self, min_age: float = 1.0) -> bool:
+        """Read the state's secret again now (unless it was read less than ``min_age`` seconds ago), as
+        :meth:`signing_secret` does from time to time; True when it changed (a ``requestState`` that failed its
+        check may pass now)."""
+        if self._secret_given or time.monotonic() - self._secret_read < min_age:
             return False
         held = self._secret
-        await self._agree_secret()
+        try:
+            await self._agree_secret()
+        except StoreUnavailable:
+            if held is None:
+                raise
+            return False  # the store cannot be read now: the secret held stays
         return self._secret != held
 
     async def _agree_secret(self) -> None:

@@ -83,7 +83,12 @@ async def seal_round(
     caller: str | None = None,
 ) -> str:
     """The ``requestState`` that ends an ``input_required`` round of ``target`` called with ``arguments``
-    (signed with the agent's secret, read from the shared state the first time when none was given)."""
+    (signed with the agent's secret, read from the shared state the first time when none was given, and read
+    again before signing: after a store wipe, every replica signs with the one secret
+    the store holds now, which is the one the others check with)."""
+    refresh = getattr(agent, "refresh_secret", None)  # a host of its own (a test's) may have none
+    if refresh is not None and agent.secret_known:
+        await refresh(0.0)
     return seal(
         await agent.signing_secret(),
         target=target,

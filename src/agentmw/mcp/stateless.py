@@ -227,7 +227,7 @@ async def handle(
         except JsonRpcError as exc:
             # signed with a secret this replica does not hold yet (the store's changed, after a wipe): read it
             # again, and check once more
-            if not isinstance(exc.__cause__, _state.Unverified) or not await agent.refresh_secret():
+            if not isinstance(exc.__cause__, _state.Unverified) or not await agent.refresh_secret(0.0):
                 raise
             gather = _replay_gather(agent, method, params, caller)
     except JsonRpcError as exc:
