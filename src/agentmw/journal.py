@@ -101,6 +101,7 @@ DEAD = "dead"
 RECOVERY_EXHAUSTED = "recovery_exhausted"  # the code of a dead letter's outcome
 CAPABILITY_GONE = "capability_gone"  # the code of an execution whose function this deploy no longer serves
 JOURNAL_FULL = "journal_full"  # the code of an execution past its step or size cap
+JOURNAL_LOST = "journal_lost"  # the code of an execution whose step log lost entries (it cannot be replayed)
 DEFAULT_MAX_RECOVERY_ATTEMPTS = 100  # as DBOS's max_recovery_attempts
 STATS: dict[str, int] = {"takeovers": 0, "dead_letters": 0}
 """What this process did, for the metrics: take-overs that went on (recoveries), executions dead-lettered."""
@@ -273,6 +274,7 @@ class Journal:
         self._legacy = False  # read from a format-1 record: its steps go to the log at the next write
         self._log_since = 0.0  # when the step log's chain began (its oldest entry): see _refresh
         self._appended = False  # whether this run appended to the step log yet (see _log)
+        self.log_lost: str | None = None  # why its step log cannot be read (an entry expired or was evicted)
         self._patches: dict[tuple[str, str], bool] = {}
         self.retried = False  # made runnable again by an operator (a dead letter: ``retry``)
         self.delivered = 0  # events 1..delivered reached the face
@@ -365,8 +367,13 @@ class Journal:
         self._bytes = int(value.get("logBytes") or 0)
         self._tail = list(value.get("tail") or [])
         self._tail_bytes = len(encode({"e": self._tail})) if self._tail else 0
-        self.run, self.steps = await _read_log(self.state, execution_id, self._last)
-        _apply(self.steps, self._tail)
+        try:
+            self.run, self.steps = await _read_log(self.state, execution_id, self._last)
+        except _LogLost as lost:  # readable still (an operator sees it), not replayable: resume() ends it
+            self.run, self.steps, self.log_lost = None, [], str(lost)
+            logger.error("%s", lost)
+        else:
+            _apply(self.steps, self._tail)
         if self.run is None:
             self.run = value.get("run")
 
@@ -1042,7 +1049,7 @@ async def _read_log(
     while at:
         link = entries.get(at)
         if link is None:
-            raise ValueError(
+            raise _LogLost(
                 f"the step log of execution {execution_id!r} lost its entry {at} (expired or trimmed): "
                 "the execution cannot be replayed"
             )
@@ -1055,6 +1062,10 @@ async def _read_log(
             run = entry["run"]
         _apply(steps, entry.get("e") or ())
     return run, steps
+
+
+class _LogLost(ValueError):
+    """The step log of a journal lost an entry its header names (expired, or evicted past its bounds)."""
 
 
 def _apply(steps: list[dict[str, Any]], events: Iterable[Mapping[str, Any]]) -> None:
@@ -1405,6 +1416,10 @@ async def resume(
         journal is None or journal.version != expected_version or journal.status != "running"
     ):
         return _left_alone(execution_id)
+    if journal is not None and journal.log_lost is not None:  # it cannot be replayed: it ends, or ended
+        if journal.finished and journal.outcome:
+            return Outcome.from_dict(journal.outcome)
+        return await _log_lost(journal)
     if journal is None or journal.run is None:
         return Outcome(
             status=Status.REJECTED,
@@ -1554,6 +1569,29 @@ async def _gone(agent: Services, journal: Journal, run: Mapping[str, Any]) -> Ou
     finally:
         await journal.release()
     logger.warning("%s", message)
+    return Outcome.from_dict(journal.outcome)
+
+
+async def _log_lost(journal: Journal) -> Outcome:
+    """An execution whose step log lost entries: it cannot be replayed, so it fails for good, saying so (its
+    callers are told; no sweep takes it over again)."""
+    message = (
+        f"Execution {journal.id!r} cannot go on: {journal.log_lost} (past the store's retention or bounds for "
+        "the journal, StoreLimits of 'journal'). Start it again."
+    )
+    journal.status = "failed"
+    journal.reason = message
+    journal.outcome = Outcome(
+        status=Status.FAILED,
+        content=[Text(f"{message} {PERMANENT}")],
+        message=message,
+        code=JOURNAL_LOST,
+        data={"execution": journal.id},
+    ).to_dict()
+    try:
+        await journal._write(lease=False)
+    except TakenOver:
+        pass  # another writer moved it on: what it recorded stands
     return Outcome.from_dict(journal.outcome)
 
 

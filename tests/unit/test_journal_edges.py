@@ -16,6 +16,7 @@ from agentmw.journal import (
     DEAD,
     JOURNAL_NS,
     LEASE_NS,
+    STEPS_NS,
     Journal,
     cancel_execution,
     orphaned,
@@ -387,3 +388,27 @@ async def test_a_long_lived_executions_step_log_outlives_the_executions_around_i
         assert outcome.status == "completed" and outcome.value == rounds
     finally:
         await held.close()
+
+
+async def test_an_execution_whose_step_log_is_gone_fails_cleanly_for_good() -> None:
+    held = MemoryState()
+    agent = Agent("lost", store=held)
+
+    @agent.tool
+    async def asks(ctx: Context) -> str:
+        """A step, then a question."""
+        await ctx.once("one", str, 1)
+        await ctx.ask("go on?")
+        return "done"
+
+    assert (await start(agent, "asks", "gone")).status == "needs_input"
+    held.limit(STEPS_NS, StoreLimits(max_count=1))  # the log's bounds shrink: the next append evicts its log
+    await held.append(STEPS_NS, "someone-else", {"p": 0, "e": []})
+    outcome = await resume(agent, "gone", answers={"ask-1": {}})  # must not raise
+    assert outcome.status == "failed" and outcome.code == "journal_lost", (outcome.code, outcome.message)
+    assert "lost its entry" in (outcome.message or "") and not outcome.retryable
+    found = await held.get(JOURNAL_NS, "gone")
+    assert found is not None and found.value["status"] == "failed"
+    assert await orphaned(agent) == []  # no sweep takes it over again
+    again = await resume(agent, "gone")
+    assert again.code == "journal_lost"
