@@ -668,6 +668,21 @@ class Agent:
             self._previous_secrets = (held, *self._previous_secrets)[:_PREVIOUS_SECRETS]
         self._secret = current
 
+    async def aclose(self) -> None:
+        """Stop this process's face work, as a replica that shuts down: its AG-UI runs are handed over (their
+        leases given up, the runs not ended, so another replica goes on at once) and its A2A tasks' background
+        work stops. Each failure is logged; the state store stays open (it may be the app's)."""
+        lifecycle = getattr(self._agui, "lifecycle", None) if self._agui is not None else None
+        tasks = getattr(self._a2a_ops, "tasks", None) if self._a2a_ops is not None else None
+        for part in (lifecycle, tasks):
+            close = getattr(part, "close", None)
+            if close is None:
+                continue
+            try:
+                await close()
+            except Exception:
+                logger.exception("agentmw: closing %s failed", type(part).__name__)
+
     def host_allowed(self, host: str) -> bool:
         """Whether a ``Host`` value is served here (the port compared as ``_edge.py`` documents)."""
 
