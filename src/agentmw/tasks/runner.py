@@ -17,12 +17,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._transport import store_fault
 from ..capability import Capability
 from ..context import Context, InputRequest
 from ..journal import Journal
 from ..journal import cancel as cancel_execution
 from ..journal import resume as resume_execution
 from ..lifecycle import RESTART_REASON, TaskState
+from ..outcomes import raised_outcome
 from ..runtime import Outcome, invoke
 from .host import TaskHost
 from .registry import LiveTask, TaskRegistry
@@ -272,6 +274,13 @@ class TaskRunner(ABC):
             return
         if not isinstance(exc, Exception):
             raise exc
+        fault = store_fault(exc)
+        if fault is not None:  # the store refused the journal's write: not acknowledged, and worth a retry
+            logger.warning("%s task %s%s: %s", self.registry.label, live.record.id, doing, fault.message)
+            outcome = raised_outcome(fault)
+            assert outcome is not None  # a StoreUnavailable is a Retryable
+            self.settle(live, outcome)
+            return
         logger.exception(
             "%s task %s failed inside agentmw%s", self.registry.label, live.record.id, doing, exc_info=exc
         )
