@@ -240,3 +240,44 @@ async def test_a_replica_that_closes_hands_its_runs_over_at_once(store_url: str)
         record = await read_record(store_url, "t-shut")
         journal = await read_journal(store_url, record["execution"]["id"])
         assert journal["status"] == "completed" and journal["attempts"] == 1
+
+
+class RefusingEnds(MemoryState):
+    """A store that refuses a run's last log entry (its end) while ``refuse`` is set: a store fault at the end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse = False
+        self.refused = 0
+
+    async def append(self, ns: str, log: str, event: Any) -> int:
+        if ns == "agui.events" and self.refuse and isinstance(event, dict) and event.get("end"):
+            self.refused += 1
+            raise ConnectionError("the store is down")
+        return await super().append(ns, log, event)
+
+
+async def test_run_finished_goes_out_once_the_runs_end_is_logged() -> None:
+    """The acknowledgement (RUN_FINISHED) of a run whose end the store refuses for a while waits until the end
+    is logged (retried), so a reconnect on any replica reads the same end instead of waiting forever."""
+    state = RefusingEnds()
+    agent, app = agui_app.build(store=state)
+
+    @agent.skill
+    async def quick(ctx: Context) -> str:
+        """One answer."""
+        return "done"
+
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=20) as http:
+        state.refuse = True
+        sending = asyncio.create_task(http.post("/agui/quick", json=run_body("t-end", "r-end", None)))
+        await eventually(lambda: state.refused >= 2, "the end to be refused, then tried again")
+        assert not sending.done()  # no acknowledgement while the end is not logged
+        state.refuse = False
+        sent = frames((await asyncio.wait_for(sending, 10)).text)
+        assert sent[-1]["type"] == "RUN_FINISHED", sent[-1]
+        logged = await state.read("agui.events", "r-end", 0)
+        assert logged and logged[-1][1].get("end") is True
+        again = frames((await http.get("/agui/quick/runs/r-end/events", params={"after": 0})).text)
+        assert again[-1]["type"] == "RUN_FINISHED" and again[-1]["runId"] == "r-end", again[-1]

@@ -111,6 +111,8 @@ CANCELLED = "agui.cancelled."  # + run id: the answer of the replica that runs i
 CANCEL_WAIT = 10.0  # seconds a cancel requested on another replica waits for its answer
 TAIL_WAIT = 5.0  # seconds a remote reconnect waits for new events before it checks the run still exists
 SAVE_ATTEMPTS = 20
+FINAL_ACK_WAIT_SECONDS = 5.0  # how long the live RUN_FINISHED waits for the run's end to be logged
+FINAL_LOG_SECONDS = 60.0  # how long a run's end is retried on a store that refuses it (Runs._finish)
 CLOSE_GRACE_SECONDS = 5.0  # what Runs.close() waits for log writers and saves before cancelling them
 EXECUTION = "agui:"  # + random + ":" + thread id: an execution's journal id (agentmw.journal)
 SWEEP_SECONDS = 10.0  # at most this often, a request looks for runs whose replica died (Runs.sweep)
@@ -1254,16 +1256,25 @@ class Runs:
         self._spawn(self._finish(run, final), f"agui-finish-{run.id}")
 
     async def _finish(self, run: Run, final: Frames) -> None:
+        """Save the thread, write the run's end to its log, then send the last frames (``RUN_FINISHED``, the
+        acknowledgement): after the end is committed, so a follower or a reconnect on any replica reads it too.
+        A store that refuses the write is retried for ``FINAL_LOG_SECONDS``; the live client waits at most
+        ``FINAL_ACK_WAIT_SECONDS`` for it (as an A2A answer waits for its record), and the write goes on behind."""
         try:
             await self._save(run.thread, run)
         except Exception:
             logger.exception("AG-UI run %s: the thread could not be saved", run.id)
+        closing = self._spawn(self._close_end(run, final), f"agui-end-{run.id}")
         try:
-            await self._close_log(run, final, end=True)
-        except Exception:
-            logger.exception("AG-UI run %s: its last events could not be logged", run.id)
+            await asyncio.wait({closing}, timeout=FINAL_ACK_WAIT_SECONDS)
         finally:
             run.deliver([frame for _, frame in final])
+
+    async def _close_end(self, run: Run, final: Frames) -> None:
+        try:
+            await self._close_log(run, final, end=True, retry_for=FINAL_LOG_SECONDS)
+        except Exception:
+            logger.exception("AG-UI run %s: its last events could not be logged", run.id)
 
     async def _save(self, thread: Thread, run: Run | None) -> None:
         """Write the thread as this replica has it; another writer's state wins when it is newer."""
@@ -1306,9 +1317,9 @@ class Runs:
             )
         return writer
 
-    async def _close_log(self, run: Run, last: Frames, *, end: bool) -> None:
+    async def _close_log(self, run: Run, last: Frames, *, end: bool, retry_for: float = 0.0) -> None:
         """Append what the run's writer still holds and ``last``; ``end``: the last entry says the run ended."""
-        await self._log_writer(run).close(last, end=end, next_seq=run.sequencer.seq + 1)
+        await self._log_writer(run).close(last, end=end, next_seq=run.sequencer.seq + 1, retry_for=retry_for)
 
     # --- cancelling (lifecycle.Canceller: asked on the bus, answered by the replica that runs it) -----------
     async def _watch(self, run: Run) -> Watch:

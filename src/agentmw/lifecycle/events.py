@@ -137,16 +137,36 @@ class LogWriter:
         finally:
             self._writer.done(len(batches))
 
-    async def close(self, last: Sequence[Numbered] = (), *, end: bool, next_seq: int) -> None:
+    async def close(
+        self, last: Sequence[Numbered] = (), *, end: bool, next_seq: int, retry_for: float = 0.0
+    ) -> None:
         """Stop the writer once its batch is in, then append what is still queued and ``last``; with ``end``
-        the last entry says so (written even with nothing in it, as ``{"first": next_seq, "frames": []}``)."""
+        the last entry says so (written even with nothing in it, as ``{"first": next_seq, "frames": []}``).
+        ``retry_for``: a refused append is tried again (backoff up to a second) for that many seconds before
+        the failure is raised (the entries a try appended may be appended again: readers skip repeated
+        sequence numbers)."""
         writer = self._writer
         writer.close()
         if writer.task is not None:
             await asyncio.gather(writer.task, return_exceptions=True)
         rest = [item for items in writer.queue for item in items]
         writer.queue.clear()
-        await self._append([*rest, *last], end=end, next_seq=next_seq)
+        items = [*rest, *last]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + retry_for
+        delay = 0.05
+        while True:
+            try:
+                await self._append(list(items), end=end, next_seq=next_seq)
+                return
+            except Exception:
+                if loop.time() + delay > deadline:
+                    raise
+                logger.warning(
+                    "%s: the last events of %s could not be logged yet; retrying", self.label, self.key
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     async def _append(self, items: list[Numbered], *, end: bool, next_seq: int) -> None:
         if len(items) > self.keep:
