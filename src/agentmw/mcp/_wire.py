@@ -111,7 +111,11 @@ def _retry_after(payload: dict[str, Any]) -> float | None:
     """The seconds of a retryable error's mark (:func:`fault_body`), None for any other payload."""
     error = payload.get("error")
     data = error.get("data") if isinstance(error, dict) else None
-    if isinstance(data, dict) and data.get("retryable") is True and isinstance(data.get("retryAfter"), (int, float)):
+    if (
+        isinstance(data, dict)
+        and data.get("retryable") is True
+        and isinstance(data.get("retryAfter"), (int, float))
+    ):
         return float(data["retryAfter"])
     return None
 
