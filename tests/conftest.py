@@ -32,6 +32,7 @@ TIERS: dict[str, frozenset[str]] = {
             "state/test_shared.py",
             "faults/",
             "test_durable_acks.py",
+            "test_store_faults.py",
             "test_durable_acks_workers.py",
             "test_a2a_recovery.py",
             "test_postgres_replicas.py",
