@@ -275,6 +275,7 @@ class Journal:
         self._log_since = 0.0  # when the step log's chain began (its oldest entry): see _refresh
         self._appended = False  # whether this run appended to the step log yet (see _log)
         self.log_lost: str | None = None  # why its step log cannot be read (an entry expired or was evicted)
+        self._faulted = False  # a write of this run failed (a store fault): see run_journaled
         self._patches: dict[tuple[str, str], bool] = {}
         self.retried = False  # made runnable again by an operator (a dead letter: ``retry``)
         self.delivered = 0  # events 1..delivered reached the face
@@ -639,9 +640,13 @@ class Journal:
                 raise TakenOver(
                     f"execution {self.id} was moved on elsewhere (version {exc.actual})"
                 ) from None
-            except BaseException:
+            except BaseException as exc:
                 self._last, self._bytes, self._tail, self._tail_bytes = before
                 self._unsure = [*self._unsure[-7:], nonce]
+                if isinstance(exc, Exception):
+                    self._faulted = (
+                        True  # a store fault: the run's failure is not the execution's (run_journaled)
+                    )
                 raise
             self._unsure = []
             del self._unlogged[:unlogged]
@@ -732,6 +737,7 @@ class Journal:
         self._done = {}
         self._inflight = {}
         self._failure = None
+        self._faulted = False
         self._patches = {}
         agent = ctx.agent
         self._limit(agent)
@@ -1293,6 +1299,15 @@ async def run_journaled(
                 code=Code.REPLAY_DIVERGED if isinstance(failure, ReplayDiverged) else JOURNAL_FULL,
                 data=failure.data,
             )
+        elif journal._faulted and outcome.status == Status.FAILED and outcome.retryable:
+            # a journal write failed (the store refused it) and the run failed of it: the execution did not.
+            # Nothing is recorded; the lease is given up, so a resume or a take-over goes on from the last
+            # recorded step.
+            try:
+                await journal.release()
+            except Exception:  # noqa: BLE001 (the store is still down: the lease expires)
+                journal._stop_renewer()
+            return outcome
         await journal._settle(outcome)
         return outcome
     except TakenOver as exc:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentmw import Agent, Context, Limits
+from agentmw import Agent, Context, Limits, StoreUnavailable
 from agentmw.journal import (
     DEAD,
     JOURNAL_NS,
@@ -412,3 +412,42 @@ async def test_an_execution_whose_step_log_is_gone_fails_cleanly_for_good() -> N
     assert await orphaned(agent) == []  # no sweep takes it over again
     again = await resume(agent, "gone")
     assert again.code == "journal_lost"
+
+
+class Blip(MemoryState):
+    """A store that refuses one journal write (the ``fail_at``-th)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_at = -1
+        self.puts = 0
+
+    async def put(self, ns: str, key: str, value: Any, **kw: Any) -> int:
+        if ns == JOURNAL_NS:
+            self.puts += 1
+            if self.puts == self.fail_at:
+                raise StoreUnavailable("the store refused a write")
+        return await super().put(ns, key, value, **kw)
+
+
+async def test_one_refused_journal_write_does_not_fail_the_execution_for_good() -> None:
+    held = Blip()
+    agent = Agent("blip", store=held)
+    done: list[str] = []
+
+    @agent.tool
+    async def work(ctx: Context) -> str:
+        """Three steps."""
+        for name in ("a", "b", "c"):
+            await ctx.once(name, done.append, name)
+        return "ok"
+
+    held.fail_at = 2  # the write of step b
+    first = await start(agent, "work", "b1")
+    assert first.status == "failed" and first.retryable, (first.status, first.message)
+    found = await held.get(JOURNAL_NS, "b1")
+    assert found is not None and found.value["status"] == "running"  # not ended: it can go on
+    assert await held.get_key(LEASE_NS, "b1") is None  # given up: a take-over need not wait for it
+    again = await resume(agent, "b1")
+    assert again.status == "completed", (again.code, again.message)
+    assert done == ["a", "b", "b", "c"]  # a step whose record was refused is done again (at least once)
