@@ -899,13 +899,13 @@ class _Scope:
         one-time step's function it is always True, unrecorded: the function runs only fresh."""
         journal = self.journal
         journal._check()
+        known = journal._patches.get((self.name, patch_id))
+        if known is not None:  # the first answer holds for the rest of the run, inside steps too
+            return known
         if _in_step(journal):
             # inside a one-time step's function: it runs only fresh (a replay returns the step's recorded
             # result without running it), so it is on the new path; no marker, which would land before the step
             return True
-        known = journal._patches.get((self.name, patch_id))
-        if known is not None:
-            return known
         indexes = journal._by_scope.get(self.name, ())
         cursor = journal._cursor.get(self.name, 0)
         while cursor < len(indexes) and indexes[cursor] in journal._consumed:

@@ -451,3 +451,25 @@ async def test_one_refused_journal_write_does_not_fail_the_execution_for_good() 
     again = await resume(agent, "b1")
     assert again.status == "completed", (again.code, again.message)
     assert done == ["a", "b", "b", "c"]  # a step whose record was refused is done again (at least once)
+
+
+async def test_a_patch_answer_holds_inside_later_steps(store: SQLiteState) -> None:
+    """An execution recorded before a patch replays with ctx.patched False at the patch point; a fresh step's
+    function asking the same patch later in that run gets False too (the first answer holds)."""
+    agent = Agent("pc", store=store)
+    patch_on = {"v": False}
+
+    @agent.tool
+    async def flow(ctx: Context) -> dict[str, Any]:
+        """A step, the patch point, a question, a step whose function asks the same patch."""
+        await ctx.once("a", str, 1)
+        outside = ctx.patched("fee-v2") if patch_on["v"] else False
+        await ctx.ask("go?")
+        inside = await ctx.once("b", lambda: ctx.patched("fee-v2") if patch_on["v"] else False)
+        return {"outside": outside, "inside": inside}
+
+    assert (await start(agent, "flow", "old")).status == "needs_input"
+    patch_on["v"] = True  # the deploy that adds the patch
+    done = await resume(agent, "old", answers={"ask-1": {}})
+    assert done.status == "completed", (done.code, done.message)
+    assert done.value == {"outside": False, "inside": False}
