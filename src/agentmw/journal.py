@@ -101,6 +101,7 @@ DEAD = "dead"
 RECOVERY_EXHAUSTED = "recovery_exhausted"  # the code of a dead letter's outcome
 CAPABILITY_GONE = "capability_gone"  # the code of an execution whose function this deploy no longer serves
 JOURNAL_FULL = "journal_full"  # the code of an execution past its step or size cap
+SETTLE_RETRY_SECONDS = 5.0  # how long a run's last journal write is retried while the store refuses it
 JOURNAL_LOST = "journal_lost"  # the code of an execution whose step log lost entries (it cannot be replayed)
 DEFAULT_MAX_RECOVERY_ATTEMPTS = 100  # as DBOS's max_recovery_attempts
 STATS: dict[str, int] = {"takeovers": 0, "dead_letters": 0}
@@ -846,13 +847,42 @@ class Journal:
             if outcome.status == Status.NEEDS_INPUT and self.pending:
                 self.status = "parked"
                 if self.delivered != self._stored_delivered:
-                    await self._write(lease=False)
+                    await self._write_end()
                 return
             self.status = str(getattr(outcome.status, "value", outcome.status))
             self.outcome = outcome.to_dict()
-            await self._write(lease=False)
+            await self._write_end()
         finally:
-            await self.release()
+            try:
+                await self.release()
+            except Exception:  # noqa: BLE001 (the store is down: the lease expires by itself)
+                logger.warning("execution %s: its lease could not be given up; it expires", self.id)
+
+    async def _write_end(self) -> None:
+        """The run's last write, retried with backoff for ``SETTLE_RETRY_SECONDS`` while the store refuses it. If
+        it still cannot be written, the run's outcome stands for its caller all the same (the face records it
+        in its own record): the journal stays as last written, and a take-over finds the face's record ended
+        and ends it (A2A/MCP: the task is terminal; AG-UI: no run carries it)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_RETRY_SECONDS
+        delay = 0.05
+        while True:
+            try:
+                await self._write(lease=False)
+                return
+            except (TakenOver, JournalFull):
+                raise
+            except Exception as exc:  # noqa: BLE001 (a store fault: tried again, then given up)
+                if loop.time() + delay > deadline:
+                    logger.warning(
+                        "execution %s: its end could not be recorded (%s: %s); a take-over ends it",
+                        self.id,
+                        type(exc).__name__,
+                        exc,
+                    )
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
 
 class _Scope:

@@ -473,3 +473,49 @@ async def test_a_patch_answer_holds_inside_later_steps(store: SQLiteState) -> No
     done = await resume(agent, "old", answers={"ask-1": {}})
     assert done.status == "completed", (done.code, done.message)
     assert done.value == {"outside": False, "inside": False}
+
+
+class RefusingEnd(MemoryState):
+    """A store that refuses the journal's end write (an outcome in it) ``times`` times."""
+
+    def __init__(self, times: int) -> None:
+        super().__init__()
+        self.times = times
+        self.refused = 0
+
+    async def put(self, ns: str, key: str, value: Any, **kw: Any) -> int:
+        if (
+            ns == JOURNAL_NS
+            and isinstance(value, dict)
+            and value.get("outcome")
+            and self.refused < self.times
+        ):
+            self.refused += 1
+            raise StoreUnavailable("the store refused a write")
+        return await super().put(ns, key, value, **kw)
+
+
+@pytest.mark.parametrize("times", [3, 10_000], ids=["refused-then-taken", "refused-throughout"])
+async def test_a_refused_end_write_is_retried_and_never_fails_the_run(
+    times: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agentmw.journal as journal_module
+
+    monkeypatch.setattr(journal_module, "SETTLE_RETRY_SECONDS", 0.5)
+    held = RefusingEnd(times)
+    agent = Agent("end", store=held)
+
+    @agent.tool
+    async def work(ctx: Context) -> str:
+        """One step."""
+        await ctx.once("a", str, 1)
+        return "ok"
+
+    outcome = await start(agent, "work", "e1")  # must not raise
+    assert outcome.status == "completed" and outcome.value == "ok"
+    found = await held.get(JOURNAL_NS, "e1")
+    assert found is not None
+    if times == 3:
+        assert found.value["status"] == "completed" and held.refused == 3
+    else:
+        assert found.value["status"] == "running"  # as last written: a take-over ends it
