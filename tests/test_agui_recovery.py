@@ -281,3 +281,41 @@ async def test_run_finished_goes_out_once_the_runs_end_is_logged() -> None:
         assert logged and logged[-1][1].get("end") is True
         again = frames((await http.get("/agui/quick/runs/r-end/events", params={"after": 0})).text)
         assert again[-1]["type"] == "RUN_FINISHED" and again[-1]["runId"] == "r-end", again[-1]
+
+
+async def test_a_follower_of_a_run_whose_end_was_never_logged_gets_a_retryable_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The store refuses a run's end throughout: the live client still gets its end (after a bounded wait), and a
+    reconnect on another replica, which the log can never tell the end, gets a retryable RUN_ERROR in bounded
+    time instead of pings forever."""
+    import agentmw.agui.runs as runs_module
+
+    monkeypatch.setattr(runs_module, "FINAL_ACK_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(runs_module, "FINAL_LOG_SECONDS", 0.3)
+    monkeypatch.setattr(runs_module, "TAIL_WAIT", 0.2)
+    state = RefusingEnds()
+    built = [agui_app.build(store=state) for _ in range(2)]
+    for agent, _ in built:
+
+        @agent.skill
+        async def quick(ctx: Context) -> str:
+            """One answer."""
+            return "done"
+
+    (_, app_a), (_, app_b) = built
+    state.refuse = True
+    async with (
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app_a), base_url="http://127.0.0.1", timeout=20
+        ) as a,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app_b), base_url="http://127.0.0.1", timeout=20
+        ) as b,
+    ):
+        sent = frames((await a.post("/agui/quick", json=run_body("t-never", "r-never", None))).text)
+        assert sent[-1]["type"] == "RUN_FINISHED", sent[-1]
+        await eventually(lambda: state.refused >= 2, "the end to be refused, and tried again")
+        got = frames((await b.get("/agui/quick/runs/r-never/events", params={"after": 0})).text)
+    assert got[-1]["type"] == "RUN_ERROR" and got[-1]["code"] == "RETRYABLE", got[-1]
+    assert [e["type"] for e in got].count("RUN_STARTED") == 1

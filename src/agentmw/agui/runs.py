@@ -43,6 +43,7 @@ import functools
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -1370,9 +1371,31 @@ class Runs:
         """The frames after ``after`` from the run's shared log, then each new batch until the run's end. Where
         the log no longer holds some (trimmed), the thread's state and messages come first instead."""
         expected = after + 1
+        over = 0
 
         async def quiet() -> list[Any] | None:  # nothing new for a while: is the run still known?
-            return None if await self.state.get_key(RUNS, run_id) is not None else []
+            nonlocal over
+            if await self.state.get_key(RUNS, run_id) is None:
+                return []
+            found = await self.shared.records.get(thread_id)
+            local = self.runs.get(run_id)
+            if (found is not None and found.value.get("running") == run_id) or (
+                local is not None and not local.ended
+            ):
+                over = 0
+                return None  # it runs (here, or on a replica that holds or takes it over)
+            over += 1
+            if over < 2:  # its end may be on its way to the log (Runs._finish retries it)
+                return None
+            # it ended, but its end is not in the log (the store refused it): a bounded, retryable answer
+            event = {
+                "type": "RUN_ERROR",
+                "message": "This run ended, but its last events could not be read from the store. Retry later.",
+                "code": "RETRYABLE",
+                "timestamp": int(time.time() * 1000),
+            }
+            frame = f"id: {expected}\ndata: {json.dumps(event)}\n\n"
+            return [{"first": expected, "frames": [frame], "end": True}]
 
         self._follow_begins()
         try:
