@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from .._transport import dumps, loads
 from ..errors import StoreUnavailable
 from ..state import Conflict, Encoded, State, encoded, encoded_bytes
 from .events import Followers
@@ -133,6 +134,9 @@ class Commits(Generic[H]):
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}  # who awaits each task's commit
         self._watched: list[tuple[float, asyncio.Future[None]]] = []  # the waiters and their deadlines
         self._watch: asyncio.TimerHandle | None = None  # the watchdog's next look
+        # records whose write failed with no answer (a store timeout, a dropped connection): such a write may
+        # still land, and the conflict the next one meets is then this process's own write, not another's
+        self._unanswered: dict[str, list[dict[str, Any]]] = {}
 
     @property
     def pending(self) -> int:
@@ -348,6 +352,33 @@ class Commits(Generic[H]):
         if rest:
             await asyncio.gather(*(self._write_one(handle) for handle in rest))
 
+    def _maybe_landed(self, task_id: str, body: dict[str, Any] | Encoded) -> None:
+        """A write of ``body`` failed without an answer: it may land yet (remembered, at most a few)."""
+        raw = encoded_bytes(body)
+        value: dict[str, Any] = loads(raw) if raw is not None else loads(dumps(body))
+        kept = self._unanswered.setdefault(task_id, [])
+        kept.append(value)
+        del kept[:-4]
+
+    async def _landed(self, task_id: str, body: dict[str, Any] | Encoded) -> tuple[int, bool] | None:
+        """After a conflict: the stored record's version when it is one this process wrote (``body``, or a write
+        that failed with no answer and landed after all), and whether it is ``body`` itself; None when it is
+        another's, or cannot be read."""
+        try:
+            found = await self.state.get(self.tasks, task_id)
+        except Exception:  # noqa: BLE001  (cannot tell: taken for another's, as before)
+            return None
+        if found is None:
+            return None
+        raw = encoded_bytes(body)
+        current = loads(raw) if raw is not None else loads(dumps(body))
+        if found.value == current:
+            self._unanswered.pop(task_id, None)
+            return found.version, True
+        if any(found.value == earlier for earlier in self._unanswered.get(task_id, ())):
+            return found.version, False
+        return None
+
     async def _write_finals(self, finals: list[tuple[str, Encoded]]) -> None:
         """The first and only writes of tasks that settled at once (``_final``), in batches of ``put_many``."""
         ns = self.tasks
@@ -363,6 +394,10 @@ class Commits(Generic[H]):
                     self._keep(task_id, exc)  # still in `unwritten`: the next batch writes it (or its handle)
                 continue
             for (task_id, body), result in zip(chunk, results, strict=True):
+                if isinstance(result, Conflict):
+                    landed = await self._landed(task_id, body)  # a retry of a write that landed unanswered
+                    if landed is not None and landed[1]:
+                        result = landed[0]
                 self.writer.done()
                 pending = self.unwritten.get(task_id)
                 if pending is body:
@@ -424,10 +459,17 @@ class Commits(Generic[H]):
                 if permanent(exc):  # one of them cannot be encoded: one by one, the others are written
                     again.extend(chunk)
                 else:  # the store refused the batch: all of it is tried again
-                    for handle in chunk:
+                    for handle, body in zip(chunk, bodies, strict=True):
+                        self._maybe_landed(handle.record.id, body)
                         self._keep(handle, exc)
                 continue
-            for handle, holder, result in zip(chunk, holders, results, strict=True):
+            for handle, holder, body, result in zip(chunk, holders, bodies, results, strict=True):
+                if isinstance(result, Conflict):
+                    landed = await self._landed(handle.record.id, body)
+                    if landed is not None:
+                        result = landed[0]
+                        if not landed[1]:
+                            handle.dirty = True  # an earlier write of ours landed: this one is still to make
                 if isinstance(result, Conflict):
                     await self._adopt(handle)
                 else:
@@ -495,11 +537,21 @@ class Commits(Generic[H]):
                 )
                 record.replica = holder
                 self.writes += 1
+                self._unanswered.pop(record.id, None)
             except Conflict:
-                await self._adopt(handle)
-                return
-            except BaseException:
+                # the write may be ours after all: retry() sends it again when an attempt failed unanswered
+                landed = await self._landed(record.id, body)
+                if landed is None:
+                    await self._adopt(handle)
+                    return
+                handle.version = landed[0]  # a write of ours that landed unanswered: go on from it
+                record.replica = holder
+                if not landed[1]:
+                    handle.dirty = True
+            except BaseException as exc:
                 handle.dirty = (
                     True  # its events are in the log (log_id says so); the record is still to write
                 )
+                if isinstance(exc, Exception) and not permanent(exc):
+                    self._maybe_landed(record.id, body)
                 raise
