@@ -28,6 +28,7 @@ from ..errors import ConfigurationError
 from ..journal import (
     ExecutionDetail,
     ExecutionInfo,
+    RetryRefused,
     cancel_execution,
     list_executions,
     resume_now,
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         output = asyncio.run(_act(state, args, _shown(url or "")))
     except _Refused as exc:
         return _fail(str(exc), exc.code, url)
-    sys.stdout.write(output)
+    sys.stdout.write(_printable(output, as_json=bool(getattr(args, "json", False))))
     return 0
 
 
@@ -129,8 +130,20 @@ def _scrubbed(message: str, url: str | None) -> str:
 
 
 def _fail(message: str, code: int, url: str | None = None) -> int:
-    print(f"agentmw: {_scrubbed(message, url)}", file=sys.stderr)
+    print(f"agentmw: {_printable(_scrubbed(message, url), as_json=False)}", file=sys.stderr)
     return code
+
+
+# C0 controls but newline and tab (a carriage return too), DEL and the C1 controls: an execution id (an AG-UI threadId), an answer or a
+# step's value is a client's text, and its escape sequences must not reach the operator's terminal
+_CONTROLS = [*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]
+_AS_TEXT = {code: f"\\x{code:02x}" for code in _CONTROLS}
+_AS_JSON = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}  # json.dumps escapes the C0 ones itself
+
+
+def _printable(text: str, *, as_json: bool) -> str:
+    """``text`` with every control character a terminal would act on written as an escape instead."""
+    return text.translate(_AS_JSON if as_json else _AS_TEXT)
 
 
 def _open(url: str | None) -> State:
@@ -168,6 +181,10 @@ async def _act(state: State, args: argparse.Namespace, where: str) -> str:
             return await _change(state, args, where)
         except _Refused:
             raise
+        except RetryRefused as exc:  # the journal says why this dead letter cannot be retried, and what to do
+            raise _Refused(exc.message, EXIT_REFUSED) from None
+        except ValueError as exc:  # not a store fault (StoreUnavailable is no ValueError): a bad id or cursor
+            raise _Refused(f"refused: {exc}", EXIT_USAGE) from None
         except (ConfigurationError, ImportError, TypeError) as exc:  # TypeError: an option its client refuses
             raise _Refused(f"--store {where!r}: {exc}", EXIT_USAGE) from None
         except Exception as exc:  # noqa: BLE001 (a store down, refusing, or holding what it should not: one line)
