@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ._edge import cors_policy
 from ._scope import HOST_APP_KEY, route_path
-from ._types import ASGIApp, Receive, Scope, Send
+from ._types import ASGIApp, Message, Receive, Scope, Send
 from .auth.wellknown import WellKnown, serves
 
 if TYPE_CHECKING:
@@ -76,7 +76,22 @@ class AgentMiddleware:
             if face is not None:  # each face is behind the one HTTP edge (_edge.py): Host, Origin, body
                 await (face if self.cors is None else self.cors)(scope, receive, send)
                 return
+        elif scope["type"] == "lifespan":  # not needed, but when the server sends one: hand work over first
+            await self.app(scope, self._closing(receive), send)
+            return
         await self.app(scope, receive, send)
+
+    def _closing(self, receive: Receive) -> Receive:
+        """``receive``, closing the agent's face work (``Agent.aclose``) when the server shuts down, before the
+        host app hears of it: AG-UI runs are handed to another replica at once rather than when a lease lapses."""
+
+        async def closing_receive() -> Message:
+            message = await receive()
+            if message.get("type") == "lifespan.shutdown":
+                await self.agent.aclose()
+            return message
+
+        return closing_receive
 
     def _face(self, path: str) -> ASGIApp | None:
         """The agent's app serving ``path``, or None for a host route."""
