@@ -254,6 +254,10 @@ def _fault(exc: BaseException) -> StoreUnavailable | None:
         why = "Redis did not answer in time"
     elif isinstance(exc, (rx.ConnectionError, OSError)):
         why = "Redis cannot be reached"
+    elif isinstance(exc, RuntimeError) and "another coroutine is already waiting" in str(exc):
+        # redis-py reconnecting the bus's connection for a subscribe while its reader waits on it (asyncio's
+        # StreamReader allows one reader): the subscription is made again with the reconnection
+        why = "Redis is reconnecting"
     elif isinstance(exc, rx.OutOfMemoryError):
         why = "Redis is out of memory (maxmemory)"
     elif isinstance(exc, rx.ReadOnlyError):
