@@ -149,7 +149,11 @@ def store_unavailable(fault: StoreUnavailable) -> ProtocolError:
     specifications allow for a server-side failure) marked retryable in its data."""
     seconds = fault.retry_after if fault.retry_after is not None else 1.0
     return ProtocolError(
-        INTERNAL_ERROR, fault.message, retryable_data(fault), status=503, headers=[retry_after_header(seconds)]
+        INTERNAL_ERROR,
+        fault.message,
+        retryable_data(fault),
+        status=503,
+        headers=[retry_after_header(seconds)],
     )
 
 
