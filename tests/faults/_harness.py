@@ -290,6 +290,7 @@ class Ack:
     replica: int
     at: float
     extra: dict[str, Any] = field(default_factory=dict)
+    sent: float = 0.0  # when its request was sent (time.monotonic())
 
 
 @dataclass
@@ -575,6 +576,7 @@ def client() -> httpx.AsyncClient:
 async def one(http: httpx.AsyncClient, tally: Tally, name: str, face: Face, url: str, label: str) -> bool:
     """Sends one request of ``face`` and sorts its answer into ``tally``; whether it succeeded."""
     tally.sent += 1
+    sent = time.monotonic()
     try:
         async with asyncio.timeout(
             CLIENT_TIMEOUT
@@ -596,6 +598,7 @@ async def one(http: httpx.AsyncClient, tally: Tally, name: str, face: Face, url:
         return False
     tally.ok += 1
     if ack is not None:
+        ack.sent = sent
         tally.acks.append(ack)
     return True
 

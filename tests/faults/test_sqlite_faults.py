@@ -1,29 +1,104 @@
-"""SQLite faults (issue 25, "Done when"): two agent processes on one real SQLite file, loaded through every face,
-and a ``-wal`` file damaged between a crash and a restart (the full-disk and read-only runs: tests still pending,
-see the fault checker's report).
+"""SQLite faults under load (issue 25, "Done when"): two agent processes on one real SQLite file, loaded through
+every face while the disk is full or the file read-only, and a ``-wal`` file damaged between a crash and a
+restart.
 
+- **Full**: the processes' file size limit (``prlimit``, ``RLIMIT_FSIZE``) drops to 4 KiB for 5 s, so every
+  write of the file and its WAL fails as on a full disk (``EFBIG``, SQLite's "database or disk is full"); the
+  processes ignore ``SIGXFSZ``, as a process meeting a full disk gets no signal either.
+- **Read-only**: the file and its WAL become immutable (``chattr +i``, which binds root too) for 5 s.
 - **Damaged WAL**: both processes killed (``kill -9``: the WAL is not checkpointed), one frame of the WAL (or its
   header) overwritten, both started again.
 
-Afterwards: 0 HTTP 5xx, 0 tracebacks, 0 hangs, 0 unmarked errors (``tests/faults/_harness.py``). A damaged WAL is damage to the disk's content: what
+Afterwards, as on Redis: 0 acknowledged results lost, 0 HTTP 5xx, 0 tracebacks, 0 hangs, every error marked
+retryable, recovery by itself (``tests/faults/_harness.py``). A damaged WAL is damage to the disk's content: what
 SQLite drops past the damage no library can give back, so that test asserts what agentmw promises instead: the
 server says, at start, how many committed transactions were lost, and loses nothing it does not say.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import resource
+import shutil
 import struct
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.faults._harness import Load, lost, recovered, servers
+from tests.conftest import require_tool
+from tests.faults._harness import Load, Run, Server, logs, lost, recovered, servers, under_fault
 
 pytestmark = pytest.mark.timeout(170)
 
 
+def check(run: Run, made: list[Server]) -> None:
+    assert run.tally.acks, run.failures()
+    assert not run.missing, f"{run.failures()}\n{logs(made)}"
+    assert not run.tally.bad(), f"{run.failures()}\n{logs(made)}"
+
+
 def store(folder: Path) -> str:
     return f"sqlite:///{folder / 'state.db'}"
+
+
+def files(folder: Path) -> list[Path]:
+    return [p for p in (folder / "state.db", folder / "state.db-wal") if p.exists()]
+
+
+async def test_sqlite_full_is_answered_retryable_and_loses_nothing(tmp_path: Path) -> None:
+    """A full disk for 5 s: every write refused (SQLITE_FULL), answered as a retryable error; nothing
+    acknowledged is lost, and the servers serve again once there is room."""
+    unlimited = resource.getrlimit(resource.RLIMIT_FSIZE)
+    with servers(tmp_path, store(tmp_path), ignore_sigxfsz=True) as made:
+
+        def fill() -> None:
+            for server in made:
+                assert server.process is not None
+                resource.prlimit(server.process.pid, resource.RLIMIT_FSIZE, (4096, unlimited[1]))
+
+        def room() -> None:
+            for server in made:
+                assert server.process is not None
+                resource.prlimit(server.process.pid, resource.RLIMIT_FSIZE, unlimited)
+
+        run = await under_fault("sqlite full 5 s", [s.url for s in made], fill, room)
+    check(run, made)
+
+
+@contextlib.contextmanager
+def immutable_while(paths: list[Path]) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for path in paths:
+            subprocess.run(["chattr", "-i", str(path)], check=False, capture_output=True)
+
+
+async def test_sqlite_read_only_is_answered_retryable_and_loses_nothing(tmp_path: Path) -> None:
+    """The file and its WAL read-only for 5 s (immutable: a write through an open descriptor fails too): writes
+    refused are retryable errors, nothing acknowledged is lost, and the servers recover by themselves."""
+    chattr = shutil.which("chattr")
+    require_tool(
+        "chattr, as root", bool(chattr) and os.geteuid() == 0, "run as root: chattr +i binds open descriptors"
+    )
+    with servers(tmp_path, store(tmp_path)) as made:
+        touched: list[Path] = []
+
+        def freeze() -> None:
+            for path in files(tmp_path):
+                subprocess.run(["chattr", "+i", str(path)], check=True)
+                touched.append(path)
+
+        def thaw() -> None:
+            for path in touched:
+                subprocess.run(["chattr", "-i", str(path)], check=True)
+
+        with immutable_while(touched):
+            run = await under_fault("sqlite read-only 5 s", [s.url for s in made], freeze, thaw)
+    check(run, made)
 
 
 # --- a damaged WAL ---------------------------------------------------------------------------------------
