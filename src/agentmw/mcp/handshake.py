@@ -54,9 +54,11 @@ from ._wire import (
     json_response,
     plain_response,
 )
+from .apps import apps_extension
 from .convert import input_request
 from .methods import LOG_RANK, Call, ClientNotAnswered, dispatch, parse_input_response
 from .resume import ResumeRefused, StreamLogs
+from .skills import skills_extension
 
 if TYPE_CHECKING:
     from .._wiring import Listener
@@ -765,11 +767,17 @@ def server_capabilities(agent: Any = None, *, stateless: bool = False) -> dict[s
         "logging": {},
         "completions": {},
     }
-    if agent is not None and any(cap.task_support for cap in agent.tools.values()):
+    if agent is None:
+        return capabilities
+    # SEP-2133 extensions, declared in both eras; each extension's module says what it advertises
+    extensions: dict[str, Any] = {**apps_extension(agent), **skills_extension(agent)}
+    if any(cap.task_support for cap in agent.tools.values()):
         if stateless:
-            capabilities["extensions"] = {"io.modelcontextprotocol/tasks": {}}
+            extensions["io.modelcontextprotocol/tasks"] = {}
         else:
             capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    if extensions:
+        capabilities["extensions"] = extensions
     return capabilities
 
 
