@@ -20,6 +20,8 @@ from uuid import UUID, uuid4
 
 from ._codec import from_json, storable, to_json
 from ._executor import run_step
+from .a2ui import Surface, data_update
+from .a2ui import delete_surface as _delete_message
 from .answers import Unreadable, read_data, read_text, read_value
 from .errors import NeedsInput
 from .events import (
@@ -29,6 +31,7 @@ from .events import (
     StateChanged,
     StepFinished,
     StepStarted,
+    SurfaceUpdate,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -400,6 +403,7 @@ class Context:
         "_emit",
         "_published",
         "_recorder",
+        "_surfaces",
         "_text_frame",
         "agent",
         "caller",
@@ -433,6 +437,7 @@ class Context:
         self._calls = 0
         self._durable: dict[str, int] = {}  # per kind, the number of ctx.now/uuid/sleep steps taken so far
         self._recorder: Recorder | None = None  # the execution's journal, when it has one (journal.py)
+        self._surfaces: set[str] | None = None  # the A2UI surfaces this work created (ctx.surface)
         self.invoker: Invoke | None = None
         """How :meth:`call` runs its sub-calls: ``runtime.invoke`` sets itself on every context it runs."""
         self.messages: list[
@@ -570,6 +575,41 @@ class Context:
         """Send an artifact (or one chunk of one) now: an A2A artifact update, AG-UI text and an activity."""
         if self._emit is not None:
             await self.emit(ArtifactUpdate(artifact))
+
+    async def surface(self, surface: Surface) -> None:
+        """Show an A2UI surface (docs/a2ui.md): on A2A as data parts under the A2UI extension, when the client
+        activated it; on AG-UI as an ``a2ui-surface`` activity. Sending the same ``surface_id`` again updates
+        it (its components and data, without creating it twice)."""
+        if not isinstance(surface, Surface):
+            raise TypeError(f"ctx.surface takes an agentmw.a2ui.Surface, not {type(surface).__name__}")
+        if self._emit is None:
+            return
+        created = self._surfaces if self._surfaces is not None else set()
+        self._surfaces = created
+        new = surface.surface_id not in created
+        created.add(surface.surface_id)
+        await self.emit(SurfaceUpdate(surface.surface_id, tuple(surface.messages(create=new)), new))
+
+    async def surface_data(self, surface_id: str, value: Any, path: str = "/") -> None:
+        """Change a shown surface's data model: ``value`` at ``path`` (``/`` replaces it all); the components
+        bound to it redraw."""
+        message = data_update(surface_id, value, path)
+        self._shown(surface_id)
+        if self._emit is not None:
+            await self.emit(SurfaceUpdate(surface_id, (message,)))
+
+    async def delete_surface(self, surface_id: str) -> None:
+        """Remove a shown surface from the client's UI."""
+        message = _delete_message(surface_id)
+        self._shown(surface_id)
+        if self._emit is not None:
+            assert self._surfaces is not None
+            self._surfaces.discard(surface_id)
+            await self.emit(SurfaceUpdate(surface_id, (message,)))
+
+    def _shown(self, surface_id: str) -> None:
+        if self._emit is not None and surface_id not in (self._surfaces or ()):
+            raise ValueError(f"no surface {surface_id!r} was shown by this work: ctx.surface(...) it first")
 
     async def say(self, text: str) -> None:
         """Stream ``text`` as (more of) the assistant's current message."""

@@ -1,7 +1,7 @@
 """What a running capability tells the world as it goes, protocol-neutral.
 
 A function produces these through its :class:`~agentmw.Context` (``say``, ``step``, ``reason``,
-``call``, ``state``); each face renders the ones its protocol can carry (AG-UI all of them) and drops
+``call``, ``state``, ``surface``); each face renders the ones its protocol can carry (AG-UI all of them) and drops
 the rest.
 """
 
@@ -18,6 +18,7 @@ __all__ = [
     "StateChanged",
     "StepFinished",
     "StepStarted",
+    "SurfaceUpdate",
     "TextDelta",
     "ToolCallFinished",
     "ToolCallStarted",
@@ -85,6 +86,16 @@ class ArtifactUpdate:
     artifact: Any
 
 
+@dataclass(frozen=True, slots=True)
+class SurfaceUpdate:
+    """A2UI messages for one surface (``ctx.surface``, docs/a2ui.md), checked, in the order a client applies
+    them; ``created`` when they begin with its ``createSurface``."""
+
+    surface_id: str
+    messages: tuple[dict[str, Any], ...]
+    created: bool = False
+
+
 CoreEvent = (
     TextDelta
     | StepStarted
@@ -95,4 +106,5 @@ CoreEvent = (
     | StateChanged
     | Progress
     | ArtifactUpdate
+    | SurfaceUpdate
 )
