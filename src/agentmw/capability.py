@@ -31,13 +31,40 @@ from .errors import RegistrationError
 from .messages import MESSAGE_TYPES, Message, MessageParam, content_of, is_answer, message_param_of
 from .safety.gate import GateSpec
 
-__all__ = ["NAME_RULE", "Capability", "CapabilityKind", "OutputPlan", "build_capability", "route_output_plan"]
+__all__ = [
+    "APP_MIME_TYPE",
+    "NAME_RULE",
+    "UI_SCHEME",
+    "Capability",
+    "CapabilityKind",
+    "OutputPlan",
+    "build_capability",
+    "check_ui_uri",
+    "route_output_plan",
+    "ui_metadata",
+]
 
 CapabilityKind = Literal["tool", "resource", "prompt", "skill"]
 NAME_RULE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _TEMPLATE_VAR = re.compile(r"\{([+#]?)([A-Za-z_][A-Za-z0-9_]*)\}")
 _HOST_PARAM_CLASSES = frozenset({"Depends", "Security", "Header", "Cookie"})
 _PRIMITIVES = (str, int, float, bool)
+
+# MCP Apps (SEP-1865; agentmw.apps is the public side): a tool names a ``ui://`` resource of this type
+UI_SCHEME = "ui://"
+APP_MIME_TYPE = "text/html;profile=mcp-app"
+
+
+def check_ui_uri(uri: Any, where: str) -> str:
+    """``uri`` if it is a ``ui://`` URI, else a :class:`RegistrationError` that says what ``where`` needs."""
+    if not isinstance(uri, str) or not uri.startswith(UI_SCHEME) or len(uri) == len(UI_SCHEME):
+        raise RegistrationError(
+            f"{where}: an MCP App's UI is a ui:// resource (for example 'ui://procurement/approval.html'), "
+            f"got {uri!r}"
+        )
+    if any(c.isspace() for c in uri):
+        raise RegistrationError(f"{where}: the UI resource URI {uri!r} contains whitespace")
+    return uri
 
 
 def _is_host_param(value: Any) -> bool:
@@ -462,6 +489,11 @@ class Capability:
     ask_first: bool = False
     """Its questions before ``ctx.continue_as_task()`` are asked before the MCP task exists."""
 
+    ui: dict[str, Any] | None = None
+    """MCP Apps (docs/mcp-apps.md): a tool's ``_meta.ui`` (``resourceUri``, and ``visibility`` when given); a
+    ``ui://`` resource's ``_meta.ui`` (``csp``, ``permissions``, ``domain``, ``prefersBorder``; ``{}`` when it
+    declares none). None for everything else. Built at registration; the MCP lists serve it as it is."""
+
     route: HostRoute | None = None
     """The FastAPI route whose endpoint ``fn`` is: a call goes through the app as HTTP would (``_dispatch.py``)."""
 
@@ -555,6 +587,7 @@ def build_capability(
     task: str | None = None,
     ask_first: bool = False,
     route: HostRoute | None = None,
+    ui: Mapping[str, Any] | None = None,
 ) -> Capability:
     target = inspect.unwrap(fn)
     name = name or getattr(target, "__name__", None) or ""
@@ -601,6 +634,7 @@ def build_capability(
             f.is_required() for f in params.input_model.model_fields.values()
         ):
             raise RegistrationError(f"resource {uri!r} has required parameters but no template variables")
+    ui_meta, mime_type = ui_metadata(kind, name, uri or uri_template, ui, mime_type)
     for arg in completions or {}:
         if arg not in params.arg_names:
             raise RegistrationError(f"{name!r}: completion given for unknown argument {arg!r}")
@@ -662,7 +696,32 @@ def build_capability(
         policy=_policy(scopes, roles, rate_limit),
         task_support=task,
         ask_first=ask_first,
+        ui=ui_meta,
     )
+
+
+def ui_metadata(
+    kind: CapabilityKind, name: str, uri: str | None, ui: Mapping[str, Any] | None, mime_type: str | None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """A capability's MCP Apps metadata, checked, and its mime type: a ``ui://`` resource is an app's UI, so its
+    type is ``text/html;profile=mcp-app`` (hosts render nothing else), given or not."""
+    if kind == "resource":
+        if uri is None or not uri.startswith(UI_SCHEME):
+            if ui is not None:
+                raise RegistrationError(f"resource {uri!r}: ui= is for a ui:// resource (an MCP App's UI)")
+            return None, mime_type
+        if mime_type is not None and mime_type != APP_MIME_TYPE:
+            raise RegistrationError(
+                f"resource {uri!r}: a ui:// resource is an MCP App's UI, served as {APP_MIME_TYPE!r}; "
+                f"got mime_type={mime_type!r} (leave it out)"
+            )
+        return dict(ui or {}), APP_MIME_TYPE
+    if ui is None:
+        return None, mime_type
+    if kind != "tool":
+        raise RegistrationError(f"{name!r}: ui= is for tools (an MCP App renders beside a tool's result)")
+    check_ui_uri(ui.get("resourceUri"), f"tool {name!r}")
+    return dict(ui), mime_type
 
 
 def _policy(scopes: Any, roles: Any, rate_limit: Any) -> Policy | None:

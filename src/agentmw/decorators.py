@@ -11,9 +11,12 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from .capability import CapabilityKind
+from .capability import CapabilityKind, check_ui_uri, ui_metadata
+
+if TYPE_CHECKING:
+    from .apps import UI, UiResource
 
 __all__ = ["CapabilitySpec", "prompt", "resource", "skill", "specs_of", "tool"]
 
@@ -73,6 +76,7 @@ def tool_options(
     input_schema: Mapping[str, Any] | None = None,
     task: str | None = None,
     ask_first: bool = False,
+    ui: UI | str | None = None,
 ) -> dict[str, Any]:
     annotations = {
         key: value
@@ -100,8 +104,22 @@ def tool_options(
         "input_schema": input_schema,
         "task": task,
         "ask_first": ask_first,
+        "ui": _tool_ui(ui, name),
         **_access(scopes, roles, rate_limit),
     }
+
+
+def _tool_ui(ui: Any, name: str | None) -> dict[str, Any] | None:
+    """A tool's ``ui=`` as its ``_meta.ui``: a ``ui://`` URI, or an :class:`agentmw.apps.UI` (checked when made)."""
+    if ui is None:
+        return None
+    if isinstance(ui, str):
+        return {"resourceUri": check_ui_uri(ui, f"@tool(ui=...){f' of {name!r}' if name else ''}")}
+    meta = getattr(ui, "tool_meta", None)
+    if not callable(meta):
+        raise TypeError(f"@tool(ui=...) takes a ui:// URI or an agentmw.apps.UI, got {type(ui).__name__}")
+    value: dict[str, Any] = meta()
+    return value
 
 
 def _access(scopes: Any, roles: Any, rate_limit: Any) -> dict[str, Any]:
@@ -140,6 +158,7 @@ def tool(
     input_schema: Mapping[str, Any] | None = None,
     task: str | None = None,
     ask_first: bool = False,
+    ui: UI | str | None = None,
 ) -> Callable[[F], F]: ...
 def tool(fn: Any = None, /, **options: Any) -> Any:
     """Mark a function as a model-controlled tool.
@@ -154,7 +173,8 @@ def tool(fn: Any = None, /, **options: Any) -> Any:
     served as written; arguments are validated against it, then against the signature (docs/tool.md).
     ``task`` (``"optional"`` or ``"required"``) lets an MCP caller that takes tasks get a task handle and poll
     it instead of waiting; ``ask_first`` makes the questions asked before ``ctx.continue_as_task()`` come
-    before the task exists (docs/mcp.md, "Tasks").
+    before the task exists (docs/mcp.md, "Tasks"). ``ui`` (a ``ui://`` URI, or an :class:`agentmw.apps.UI` with
+    a visibility) names the MCP App a host renders beside its result (docs/mcp-apps.md); on a FastAPI route too.
     """
     spec = CapabilitySpec("tool", tool_options(**options))
     if fn is not None:
@@ -174,12 +194,17 @@ def resource(
     scopes: list[str] | None = None,
     roles: list[str] | None = None,
     rate_limit: Any = None,
+    ui: UiResource | None = None,
 ) -> Callable[[F], F]:
     """Mark a function as an application-controlled resource at ``uri``.
 
     A URI with ``{variables}`` is a template: each variable is a parameter of the function.
     ``completions`` maps a variable to a function that suggests values for a partial input.
+    A ``ui://`` URI makes it an MCP App's UI, served as ``text/html;profile=mcp-app``; ``ui`` (an
+    :class:`agentmw.apps.UiResource`) adds its CSP domains, permissions, domain and border (docs/mcp-apps.md).
     """
+    ui_meta = ui.as_meta() if ui is not None else None
+    ui_metadata("resource", name or uri, uri, ui_meta, mime_type)  # a wrong declaration fails here, not later
     spec = CapabilitySpec(
         "resource",
         {
@@ -190,6 +215,7 @@ def resource(
             "summary": summary,
             "mime_type": mime_type,
             "completions": completions,
+            "ui": ui_meta,
             **_access(scopes, roles, rate_limit),
         },
     )

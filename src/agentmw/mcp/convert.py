@@ -34,6 +34,8 @@ def tool_descriptor(cap: Capability) -> dict[str, Any]:
         tool["annotations"] = cap.annotations
     if cap.task_support is not None:  # the tasks extension (docs/mcp.md, "Tasks")
         tool["execution"] = {"taskSupport": cap.task_support}
+    if cap.ui is not None:  # MCP Apps (docs/mcp-apps.md); the flat key is the one hosts before _meta.ui read
+        tool["_meta"] = {"ui": cap.ui, "ui/resourceUri": cap.ui["resourceUri"]}
     return tool
 
 
@@ -41,6 +43,10 @@ def _described(cap: Capability, out: dict[str, Any]) -> dict[str, Any]:
     for key, value in (("title", cap.title), ("description", cap.contract), ("mimeType", cap.mime_type)):
         if value:
             out[key] = value
+    if (
+        cap.ui
+    ):  # a ui:// resource's CSP, permissions, ...: hosts read the contents' copy, this one as a fallback
+        out["_meta"] = {"ui": cap.ui}
     return out
 
 
@@ -112,6 +118,8 @@ def resource_contents(cap: Capability, uri: str, value: Any) -> list[dict[str, A
         entry: dict[str, Any] = {"uri": uri}
         if cap.mime_type:
             entry["mimeType"] = cap.mime_type
+        if cap.ui:  # an MCP App's UI: the host builds the iframe's CSP and permissions from this copy
+            entry["_meta"] = {"ui": cap.ui}
         if isinstance(item, (bytes, bytearray)):
             entry["blob"] = base64.b64encode(item).decode("ascii")
         elif isinstance(item, str):
