@@ -33,6 +33,7 @@ from .middleware import AgentMiddleware
 from .safety import Approvals, Budgets, IdempotencyCache, InFlightLimits
 from .selection import include_routes, log_served
 from .settings import Limits, Timing
+from .skill_packages import ServedSkill, SkillFile, SkillPackage, SkillPackageError, serve_package
 from .state import DEFAULT_STORE, State, StoreLimits, check_store, open_state
 
 if TYPE_CHECKING:
@@ -59,6 +60,18 @@ _SECRET_TTL = 10 * 365 * 24 * 3600.0  # kept for good (a wipe is repaired by the
 _SECRET_RECHECK = 10.0  # seconds between two reads of the state's secret by a replica that signs
 _PREVIOUS_SECRETS = 2  # secrets replaced lately that still check a requestState
 _MCP, _AGUI, _LIMITS, _TIMING = McpSettings(), AguiSettings(), Limits(), Timing()
+
+
+def _skill_reader(file: SkillFile) -> Callable[[], Any]:
+    """The resource function of one skill file: its bytes as read and hashed at registration, as text when it is
+    text (so a host re-hashing ``text`` gets the manifest's digest), else bytes (a base64 blob)."""
+    value: str | bytes = file.text if file.text is not None else file.data
+
+    async def skill_file() -> str | bytes:
+        return value
+
+    skill_file.__qualname__ = f"skill_file[{file.path}]"
+    return skill_file
 
 
 def _qualname(fn: Any) -> str:
@@ -195,6 +208,10 @@ class Agent:
         self.templates: dict[str, Capability] = {}
         self.prompts: dict[str, Capability] = {}
         self.skills: dict[str, Capability] = {}
+        # MCP skill packages (docs/skill-packages.md) by the uri of their SKILL.md; their SKILL.md is a resource
+        # (listed), their other files are resources read by uri only (``_skill_files``), none of them listed
+        self.skill_packages: dict[str, ServedSkill] = {}
+        self._skill_files: dict[str, Capability] = {}
         self.revision = 0
         self._included_apps: list[tuple[Any, Callable[..., bool] | None]] = []
         self._bound_apps = (
@@ -312,7 +329,59 @@ class Agent:
             if routes is not None:
                 include_routes(self, target, routes)
             return
-        raise TypeError(f"agent.include() takes marked functions, modules or apps, not {target!r}")
+        if isinstance(target, SkillPackage):
+            self.add_skill_package(target)
+            return
+        raise TypeError(
+            f"agent.include() takes marked functions, modules, apps or skill packages, not {target!r}"
+        )
+
+    def add_skill_package(
+        self,
+        package: SkillPackage,
+        *,
+        prefix: str = "",
+        scopes: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        rate_limit: RateLimit | None = None,
+    ) -> ServedSkill:
+        """Serve ``package`` as an MCP skill (SEP-2640) at ``skill://[<prefix>/]<name>/SKILL.md``.
+
+        Its files become resources (``SKILL.md`` listed, the others read by uri), behind the access rules every
+        capability has: a caller without one of ``roles`` never sees it (not in ``skills/list`` nor
+        ``resources/list``; ``skills/get`` and reads answer as for an unknown uri); without ``scopes``, it is
+        listed but its files are refused (401/403), as a tool's call is (docs/auth.md). ``agent.include(package)``
+        is this with no options. Returns what is served (its uri and its SEP-2640 entry).
+        """
+        if not isinstance(package, SkillPackage):
+            raise TypeError(f"add_skill_package() takes a SkillPackage, not {package!r}")
+        served = serve_package(package, prefix)
+        taken = [u for u in served.files if u in self.resources or u in self._skill_files]
+        if taken:
+            raise SkillPackageError(
+                f"skill package {package.name!r}: {taken[0]} is served already (a package of the same name "
+                "and prefix, or a resource); give it another prefix= or name"
+            )
+        options: dict[str, Any] = {"scopes": scopes, "roles": roles, "rate_limit": rate_limit}
+        options = {k: v for k, v in options.items() if v is not None}
+        files: dict[str, Capability] = {}
+        for uri, file in served.files.items():
+            main = uri == served.uri
+            files[uri] = build_capability(
+                "resource",
+                _skill_reader(file),
+                name=package.name if main else file.path,
+                contract=package.description if main else "",
+                uri=uri,
+                mime_type=file.mime_type,
+                **options,
+            )
+        self.skill_packages[served.uri] = served
+        self._skill_files.update({u: cap for u, cap in files.items() if u != served.uri})
+        if options and self.access is None:
+            self._guard(None, ())
+        self.register(files[served.uri])  # listed in resources/list, as the SEP asks; one list change
+        return served
 
     def _include_app(self, app: Any) -> None:
         """The marked handlers of an app or router. A FastAPI route's handler is bound to its route, so an agent
@@ -538,7 +607,7 @@ class Agent:
         self._emit("resources/updated", {"uri": uri})
 
     def find_resource(self, uri: str) -> tuple[Capability, dict[str, str]] | None:
-        cap = self.resources.get(uri)
+        cap = self.resources.get(uri) or self._skill_files.get(uri)
         if cap is not None:
             return cap, {}
         for template in self.templates.values():

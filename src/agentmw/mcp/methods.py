@@ -41,6 +41,7 @@ from .convert import (
     tool_descriptor,
 )
 from .results import META_APPROVAL_ID, bridged, parse_input_response, tool_result
+from .skills import SKILL_HANDLERS
 from .tasks import TASK_HANDLERS, Detacher, create_result, tasks_of, wants_task
 
 if TYPE_CHECKING:
@@ -441,6 +442,7 @@ HANDLERS: dict[str, Callable[[Call, dict[str, Any]], Awaitable[dict[str, Any]]]]
     "prompts/get": prompts_get,
     "completion/complete": completion_complete,
     **TASK_HANDLERS,
+    **SKILL_HANDLERS,  # the skills extension (docs/skill-packages.md)
 }
 
 INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})

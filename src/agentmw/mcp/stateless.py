@@ -81,6 +81,9 @@ _CACHEABLE = frozenset(
         "resources/templates/list",
         "resources/read",
         "server/discover",
+        # the skills extension: its results extend CacheableResult (SEP-2640); resources/directory/read's not
+        "skills/list",
+        "skills/get",
     }
 )
 _NAME_PARAM = {
