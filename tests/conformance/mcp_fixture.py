@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
@@ -27,6 +28,7 @@ from agentmw import (
     Sample,
     Text,
 )
+from agentmw.skill_packages import SkillPackage
 
 # 1x1 PNG and a tiny WAV, as the suite's reference server sends.
 PNG = base64.b64decode(
@@ -544,6 +546,10 @@ async def test_tool_with_task(ctx: Context) -> str:
     await asyncio.sleep(0.3)
     return f"Hello, {(answer.content or {}).get('name', 'someone')}!"
 
+
+# The skills extension's scenarios (sep-2640-*): one package read from a folder, with a subfolder (the
+# directory scenario descends into it).
+agent.add_skill_package(SkillPackage.from_folder(Path(__file__).with_name("skills") / "pdf-processing"))
 
 app = Starlette()
 app.add_middleware(AgentMiddleware, agent=agent)

@@ -4,7 +4,7 @@
 them the test skips, or fails under ``CI=true``. The run must pass every scored scenario, and every check of
 the tasks extension's scenarios (unscored, 2026-07-28 only; ``TASK_SCENARIOS``); an
 expected-failures file is passed only if it exists, and lists only scenarios where the suite itself is
-wrong (none today).
+wrong (none today). The skills extension's scenarios run by name in both revisions (``SKILL_SCENARIOS``).
 """
 
 from __future__ import annotations
@@ -46,12 +46,53 @@ TASK_SCENARIOS = {
     )
 }
 
+# The skills extension (io.modelcontextprotocol/skills, docs/skill-packages.md): extension scenarios, which no
+# revision's requirements list, so each runs by name (--force: they are "not on the spec timeline") in both
+# revisions; every check must pass, except the ones the suite itself skips before 2026-07-28 (ttlMs and
+# cacheScope exist from that revision on).
+SKILL_SCENARIOS = ("sep-2640-skills-enumeration", "sep-2640-skills-manifest", "sep-2640-skills-directory")
+SKILL_SKIPPED = {
+    "2025-11-25": {"sep-2640-skills-list-cache-attributes", "sep-2640-skills-get-cache-attributes"},
+    "2026-07-28": set(),
+}
+
+
+def _suite(
+    hint: str = "run `scripts/setup` (or `scripts/test`, which runs it) to install it, or set AGENTMW_DEPS",
+) -> None:
+    require_tool("Node 22 for the MCP conformance suite", NODE, hint)
+    require_tool("The MCP conformance suite", SUITE, hint)
+
+
+@pytest.mark.parametrize("revision", sorted(SCORED))
+def test_skills_extension_scenarios(revision: str, tmp_path: Path) -> None:
+    _suite()
+    with serve(app) as url:
+        for scenario in SKILL_SCENARIOS:
+            command = [str(NODE), str(SUITE), "server", "--url", f"{url}/mcp", "--scenario", scenario]
+            command += ["--spec-version", revision, "--force", "-o", str(tmp_path / scenario)]
+            run = subprocess.run(
+                command, capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False
+            )
+            assert run.returncode == 0, run.stdout + run.stderr
+            found = list((tmp_path / scenario).glob("*/checks.json"))
+            assert len(found) == 1, f"{scenario}: no checks written\n{run.stdout}"
+            checks = json.loads(found[0].read_text())
+            statuses = {c["id"]: c["status"] for c in checks}
+            assert len(statuses) >= 6, f"{scenario}: {statuses}"
+            wrong = {
+                check: status
+                for check, status in statuses.items()
+                if status != ("SKIPPED" if check in SKILL_SKIPPED[revision] else "SUCCESS")
+            }
+            assert not wrong, f"{scenario} at {revision}: {wrong}\n" + "\n".join(
+                f"{c['id']}: {c.get('errorMessage')}" for c in checks if c["id"] in wrong
+            )
+
 
 @pytest.mark.parametrize("revision", sorted(SCORED))
 def test_conformance_suite(revision: str, tmp_path: Path) -> None:
-    hint = "run `scripts/setup` (or `scripts/test`, which runs it) to install it, or set AGENTMW_DEPS"
-    require_tool("Node 22 for the MCP conformance suite", NODE, hint)
-    require_tool("The MCP conformance suite", SUITE, hint)
+    _suite()
     command = [str(NODE), str(SUITE), "server", "--requirements", revision, "-o", str(tmp_path)]
     if BASELINE.exists():
         command += ["--expected-failures", str(BASELINE)]
