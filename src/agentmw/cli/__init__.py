@@ -4,6 +4,7 @@
 ``agentmw lint module:app [--json]``         the safety and usability rules; exit 1 on an error
 ``agentmw call module:app NAME '{...}'``     run one capability in-process, through the real pipeline
 ``agentmw serve module:app [--workers N]``   uvicorn
+``agentmw stdio module:app [--token T]``     the MCP endpoint over stdio, for desktop clients (docs/stdio.md)
 ``agentmw executions list|show|cancel|retry|resume [ID] --store URL``   the journaled executions in a store
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 
 from .._version import __version__
 from . import executions
+from . import stdio as stdio_command
 from .call import call
 from .lint import baseline_names, lint_agent
 from .progress import Progress
@@ -106,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
     )
+    stdio_command.add_parser(commands, target_help)
     executions.add_parser(commands)
     return parser
 
@@ -248,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "lint": _lint,
         "call": _call,
         "serve": _serve,
+        "stdio": stdio_command.run,
         "executions": executions.run,
     }[args.command]
     if args.command in ("inspect", "lint"):
