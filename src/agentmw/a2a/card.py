@@ -17,6 +17,7 @@ from email.utils import formatdate, parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from .settings import A2ASettings
+from .surfaces import card_extension, declares_a2ui
 
 if TYPE_CHECKING:
     from .._wiring import FaceHost
@@ -107,6 +108,8 @@ def build_card(
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": [_skill_entry(agent, name) for name in agent.skills],
     }
+    if declares_a2ui(agent):  # a skill answers with A2UI surfaces (docs/a2ui.md)
+        card["capabilities"]["extensions"] = [card_extension()]
     if settings.provider:
         card["provider"] = dict(settings.provider)
     if settings.documentation_url:

@@ -25,7 +25,8 @@ from .._transport import (
     store_fault,
     stream_sse,
 )
-from .._types import Receive, Scope, Send
+from .._types import Message, Receive, Scope, Send
+from ..a2ui import EXTENSION_URI
 from ..auth.refusals import PEEK_LIMIT, peek_request_id, send_a2a_refusal
 from ..errors import AccessRefused
 from ..identity import Forbidden, Unauthenticated, authenticated_identity, caller_from_headers, resolve_caller
@@ -46,6 +47,7 @@ from .card import (
 from .operations import Caller, Operations
 from .params import OPERATION_OF_METHOD, normalise
 from .settings import A2ASettings
+from .surfaces import declares_a2ui, requested
 from .wire import (
     EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL_ERROR,
@@ -151,6 +153,8 @@ class A2AEndpoint:
 
     # --- entry -----------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if requested(scope) and declares_a2ui(self.agent):
+            send = _echoing(send)
         path = route_path(scope)
         connection = HTTPConnection(scope, receive)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
@@ -549,6 +553,26 @@ def _encode_result(payload: Any, request_id: Any) -> bytes:
         logger.warning("A2A result for request %r could not be written as JSON", request_id)
         error = A2AError(INTERNAL_ERROR, "Internal error: the result could not be written as JSON")
         return dumps(error.rest() if request_id is HTTP_JSON else error.jsonrpc(request_id))
+
+
+def _echoing(send: Send) -> Send:
+    """``send`` with the activated A2UI extension named in the response's ``A2A-Extensions`` (and the 0.3
+    ``X-A2A-Extensions``), as the A2A extensions spec asks of a server that applied one."""
+
+    async def echo(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            uri = EXTENSION_URI.encode()
+            message = {
+                **message,
+                "headers": [
+                    *message.get("headers", ()),
+                    (b"a2a-extensions", uri),
+                    (b"x-a2a-extensions", uri),
+                ],
+            }
+        await send(message)
+
+    return echo
 
 
 async def _sse(

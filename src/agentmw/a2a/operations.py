@@ -8,8 +8,10 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
+from ..a2ui import EXTENSION_URI
 from .push import PushSender, push_config, with_config
 from .registry import A2AHost
+from .surfaces import declares_a2ui, requested
 from .tasks import A2ATaskManager, Stream, snapshot, task_dict
 from .wire import (
     INVALID_PARAMS,
@@ -107,6 +109,12 @@ class Operations:
         self, params: dict[str, Any], caller: Caller, *, follow: bool
     ) -> tuple[Any, Any, dict[str, Any]]:
         message = validate_message(params.get("message"))
+        if requested(caller.connection.scope) and declares_a2ui(self.agent):
+            # activated by the header: kept in the message, so a follow-up or another replica knows it
+            extensions = message.get("extensions")
+            listed = [e for e in extensions if isinstance(e, str)] if isinstance(extensions, list) else []
+            if EXTENSION_URI not in listed:
+                message = {**message, "extensions": [*listed, EXTENSION_URI]}
         configuration = _configuration(params.get("configuration"))  # all of it checked before any skill runs
         push = configuration.get("taskPushNotificationConfig")
         if push is not None:

@@ -24,7 +24,7 @@ from ..capability import Capability
 from ..content import Text
 from ..context import Answer, Ask, InputRequest, read_answer
 from ..errors import Permanent
-from ..events import ArtifactUpdate, CoreEvent, TextDelta
+from ..events import ArtifactUpdate, CoreEvent, SurfaceUpdate, TextDelta
 from ..journal import Journal
 from ..lifecycle import TaskRecord, TaskState
 from ..messages import Artifact, Message
@@ -33,6 +33,7 @@ from ..tasks.registry import TaskRegistry
 from ..tasks.runner import TaskChannelBase, TaskRunner, eager, start
 from .auth import check_task
 from .registry import A2AHost, LiveTask, task_dict
+from .surfaces import shown, surface_parts
 from .wire import INVALID_PARAMS, UNSUPPORTED_OPERATION, A2AError, message_to_wire, new_id, parts_from_outcome
 
 __all__ = ["A2ATaskRunner", "TaskChannel"]
@@ -604,7 +605,8 @@ class TaskChannel(TaskChannelBase):
 
     async def emit(self, event: CoreEvent) -> None:
         """``ctx.say`` is a WORKING status update carrying the text; ``ctx.artifact`` (and a generator's
-        artifacts) an artifact update. Steps, reasoning, tool calls and state have no A2A form."""
+        artifacts) an artifact update; ``ctx.surface`` a WORKING status update of A2UI data parts, when the
+        client activated the extension. Steps, reasoning, tool calls and state have no A2A form."""
         kind = type(event)
         if self.journal is not None and self._muted():
             if kind is ArtifactUpdate:  # sent before the replay: what the next chunk continues
@@ -618,6 +620,9 @@ class TaskChannel(TaskChannelBase):
                 self.registry.status(self.live, TaskState.WORKING, [{"text": event.text}])  # type: ignore[union-attr]
         elif kind is ArtifactUpdate:
             send_chunk(self.registry, self.live, event.artifact)  # type: ignore[union-attr]
+        elif kind is SurfaceUpdate and shown(self.live.messages):  # only to a client that draws A2UI
+            self.registry.show(self.live)
+            self.registry.status(self.live, TaskState.WORKING, surface_parts(event.messages))  # type: ignore[union-attr]
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         if self.journal is not None and self._muted():

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from .._transport import dumps_finite
+from ..a2ui import AGUI_ACTIVITY_TYPE
 from ..content import Text
 from ..events import (
     ArtifactUpdate,
@@ -25,11 +26,13 @@ from ..events import (
     StateChanged,
     StepFinished,
     StepStarted,
+    SurfaceUpdate,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
 )
 from ..messages import part_to_json
+from .surfaces import SurfaceActivities
 
 __all__ = ["PROTOCOL_VERSION", "SequenceError", "Sequencer"]
 
@@ -71,6 +74,7 @@ class Sequencer:
         "run_id",
         "seq",
         "steps",
+        "surfaces",
         "text_id",
         "thread_id",
         "tools",
@@ -92,6 +96,7 @@ class Sequencer:
         self._text_parts: list[str] = []
         self.activity_id = _id("activity")
         self.artifacts: set[str] = set()  # activity ids of the artifacts this run has shown
+        self.surfaces: SurfaceActivities | None = None  # the A2UI surfaces this run has shown, once it has
         self.out: list[tuple[int, bytes]] = []
         self.error_code: str | None = (
             None  # the RUN_ERROR code this run ended with (counted by the telemetry)
@@ -173,6 +178,8 @@ class Sequencer:
             elif kind == "ACTIVITY_SNAPSHOT":
                 if event.get("activityType") == "progress":
                     made.activity_id = event.get("messageId") or made.activity_id
+                elif event.get("activityType") == AGUI_ACTIVITY_TYPE:
+                    made._surfaces().restore(event)
                 else:
                     made.artifacts.add(_str(event, "messageId"))
         return made
@@ -325,6 +332,8 @@ class Sequencer:
                 self._frame({"type": "STATE_DELTA", "delta": event.patch})
         elif type(event) is ArtifactUpdate:
             self.artifact(event.artifact)
+        elif type(event) is SurfaceUpdate:
+            self._frame(self._surfaces().apply(event))
         elif type(event) is Progress:
             content: dict[str, Any] = {"progress": event.progress}
             if event.total is not None:
@@ -340,6 +349,11 @@ class Sequencer:
                     "replace": True,
                 }
             )
+
+    def _surfaces(self) -> SurfaceActivities:
+        if self.surfaces is None:
+            self.surfaces = SurfaceActivities()
+        return self.surfaces
 
     def artifact(self, artifact: Any, *, text: bool = True, kind: str = "artifact") -> None:
         """An artifact or a chunk of one (agentmw.Artifact), or a returned Message (``kind="message"``): its
