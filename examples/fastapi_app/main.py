@@ -24,7 +24,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -34,11 +34,13 @@ from pydantic import BaseModel, Field
 
 from agentmw import Agent, AgentMiddleware, Context, Permanent, PromptMessage, prompt, resource, skill, tool
 from agentmw.a2a import A2ASettings
+from agentmw.apps import UI, ui_resource
 from agentmw.auth import InvalidToken, JWTVerifier, Principal, ProtectedResource, RateLimit, principal_of
 from agentmw.context import ToolCallFailed
 from agentmw.fastapi import RouteContext
-from agentmw.identity import Unauthenticated
-from agentmw.safety import RootedPath, human_gate
+from agentmw.identity import Unauthenticated, authenticated_identity
+from agentmw.safety import Approval, RootedPath, human_gate
+from agentmw.safety.gate import ApprovalProblem
 from agentmw.settings import Limits
 
 if TYPE_CHECKING:
@@ -222,6 +224,9 @@ async def department_budget(department: str) -> Budget:
     return budget
 
 
+APPROVAL_CARD = "ui://procurement/approval.html"  # the approval card, an MCP App (apps/approval.html)
+
+
 @app.post("/purchase-requests")
 @tool(
     destructive=False,
@@ -229,6 +234,7 @@ async def department_budget(department: str) -> Budget:
     title="Submit a purchase request",
     max_in_flight=8,
     scopes=["purchases:write"],
+    ui=APPROVAL_CARD,  # a host with MCP Apps shows the pending approval as a card; others read the text result
 )
 @human_gate(side_effects="Creates a purchase request that reserves the department's budget")
 async def submit_purchase_request(
@@ -307,6 +313,81 @@ async def approve_purchase(request_id: str, department: str, total: float, ctx: 
     if approved:
         budget.spent += total
     return Decision(request_id=request_id, approved=approved, approver_note=str(content.get("note", "")))
+
+
+# --- the same approval as an MCP App: the card, and the tools its buttons call through the host -----------------
+
+approval_card = ui_resource(
+    APPROVAL_CARD,
+    file=Path(__file__).parent / "apps" / "approval.html",
+    name="approval-card",
+    title="Purchase approval card",
+    description="The pending purchase approval, with Approve and Reject for the budget admin.",
+    prefers_border=True,  # it inlines everything: no CSP origin to ask for
+)
+
+
+def may_decide(identity: str, approval: Approval) -> bool:
+    """Who decides a purchase approval, on every face (/approvals, the card): a budget admin, not its requester."""
+    return identity in BUDGET_ADMINS and identity != approval.requested_by
+
+
+async def _approval(approval_id: str, ctx: Context) -> tuple[str, Approval]:
+    """The caller, as the app's authentication says (as /approvals reads it), and the approval it names."""
+    identity = await authenticated_identity(ctx.request, agent.identify) if ctx.request is not None else None
+    if identity is None:
+        raise Permanent("Sign in to see or decide a purchase approval.")
+    found = await agent.approvals.get(approval_id)
+    if found is None:
+        raise Permanent(f"No pending approval {approval_id!r} (unknown, expired or used).")
+    return identity, found
+
+
+@tool(read_only=True, title="Show a purchase approval", roles=["budget-admin"], ui=APPROVAL_CARD)
+async def purchase_approval(approval_id: str, ctx: Context) -> dict[str, Any]:
+    """Show a purchase approval: the exact request, who asked, and whether it is still pending.
+
+    A host with MCP Apps renders it as the approval card, whose buttons decide it.
+
+    Summary:
+        Shows a budget admin a purchase request waiting for their decision.
+
+    Args:
+        approval_id: the id a gated submit_purchase_request answered with.
+    """
+    identity, found = await _approval(approval_id, ctx)
+    if not may_decide(identity, found) and identity != found.requested_by:
+        raise Permanent("Only its requester and the budget admins can see this approval.")
+    return found.public()
+
+
+@tool(
+    title="Decide a purchase approval",
+    roles=["budget-admin"],
+    idempotent=True,  # a decision is taken once: a repeat finds it decided and changes nothing
+    ui=UI(APPROVAL_CARD, visibility=("app",)),  # the card's buttons call it; hosts keep it from the model
+)
+async def decide_purchase_approval(
+    approval_id: str, approve: bool, ctx: Context, note: str = ""
+) -> dict[str, Any]:
+    """Approve or reject a pending purchase approval, as the budget admin; the requester then retries the call.
+
+    Summary:
+        Records a budget admin's decision on a purchase request, as /approvals does.
+
+    Args:
+        approval_id: the approval to decide.
+        approve: true to approve, false to reject.
+        note: a note for the requester.
+    """
+    identity, found = await _approval(approval_id, ctx)
+    if not may_decide(identity, found):
+        raise Permanent("Only a budget admin other than the requester can decide this approval.")
+    try:
+        decided = await agent.approvals.decide(approval_id, identity, approve, note)
+    except ApprovalProblem as exc:
+        raise Permanent(str(exc)) from None
+    return decided.public()
 
 
 POLICIES = Path(__file__).parent / "policies"
@@ -520,6 +601,9 @@ agent = Agent(
         read_policy,
         supplier_notes,
         set_budget,
+        approval_card,
+        purchase_approval,
+        decide_purchase_approval,
     ],
     roots=[str(POLICIES)],
     limits=Limits(max_in_flight=64),
@@ -527,7 +611,7 @@ agent = Agent(
     # AGENTMW_EXAMPLE_HOSTS lists them (docs/auth.md, "Audience"), so tokens are bound to that address exactly.
     allowed_hosts=[h for h in os.environ.get("AGENTMW_EXAMPLE_HOSTS", "").split(",") if h],
     auth=auth,  # the verified caller is the requester and the approver of out-of-band approvals
-    approver=lambda identity, approval: identity in BUDGET_ADMINS and identity != approval.requested_by,
+    approver=may_decide,  # the same rule the approval card's tool applies
     # Tasks, sessions, runs and approvals live in $AGENTMW_STORE (memory://, sqlite://path, redis://host:port/db),
     # else in sqlite://agentmw.db: the embedded default, shared by uvicorn's workers (docs/scale-out.md).
     a2a=A2ASettings(

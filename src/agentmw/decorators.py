@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .capability import CapabilityKind, check_ui_uri, ui_metadata
+from .errors import RegistrationError
 
 if TYPE_CHECKING:
     from .apps import UI, UiResource
@@ -117,7 +118,9 @@ def _tool_ui(ui: Any, name: str | None) -> dict[str, Any] | None:
         return {"resourceUri": check_ui_uri(ui, f"@tool(ui=...){f' of {name!r}' if name else ''}")}
     meta = getattr(ui, "tool_meta", None)
     if not callable(meta):
-        raise TypeError(f"@tool(ui=...) takes a ui:// URI or an agentmw.apps.UI, got {type(ui).__name__}")
+        raise RegistrationError(
+            f"@tool(ui=...) takes a ui:// URI or an agentmw.apps.UI, got {type(ui).__name__}"
+        )
     value: dict[str, Any] = meta()
     return value
 
