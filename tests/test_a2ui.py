@@ -1,0 +1,258 @@
+"""agentmw.a2ui, pure: the builder's messages pass the official A2UI v0.9 JSON schema (vendored in
+tests/a2ui_schema), its mistakes are refused when built, and validate_message refuses what the schema refuses."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+from agentmw import Context, a2ui
+from agentmw.a2ui import (
+    A2UIError,
+    Bind,
+    Button,
+    Card,
+    Column,
+    Divider,
+    Event,
+    Image,
+    List,
+    Ref,
+    Row,
+    Surface,
+    Template,
+    Text,
+)
+from agentmw.events import SurfaceUpdate
+
+SCHEMAS = Path(__file__).parent / "a2ui_schema"
+
+
+@pytest.fixture(scope="module")
+def official() -> Draft202012Validator:
+    docs = {
+        name: json.loads((SCHEMAS / name).read_text())
+        for name in ("server_to_client.json", "common_types.json", "basic_catalog.json")
+    }
+    registry: Registry = Registry()
+    for doc in docs.values():
+        registry = registry.with_resource(doc["$id"], Resource.from_contents(doc))
+    # server_to_client.json and common_types.json name the catalog "catalog.json" beside them
+    registry = registry.with_resource(
+        "https://a2ui.org/specification/v0_9/catalog.json", Resource.from_contents(docs["basic_catalog.json"])
+    )
+    return Draft202012Validator(docs["server_to_client.json"], registry=registry)
+
+
+def _errors(validator: Draft202012Validator, message: Any) -> list[str]:
+    return [e.message for e in validator.iter_errors(message)]
+
+
+def budget() -> Surface:
+    return Surface(
+        "budget",
+        Card(
+            Column(
+                Text("Engineering", variant="h3"),
+                Row("Remaining", Text(Bind("/remaining"), id="remaining"), justify="spaceBetween"),
+                Divider(),
+                Image("https://example.com/chart.png", description="chart", fit="contain"),
+                List(Template(Row(Text(Bind("name")), Text(Bind("amount"))), "/lines")),
+                Button(
+                    "Refresh",
+                    action=Event(
+                        "refresh", {"department": "engineering", "left": Bind("/remaining"), "n": 2}
+                    ),
+                    variant="primary",
+                ),
+                align="stretch",
+            )
+        ),
+        data={"remaining": "1,200.00", "lines": [{"name": "Monitors", "amount": "898.00"}]},
+    )
+
+
+def test_every_message_the_builder_makes_passes_the_official_schema(official) -> None:
+    messages = budget().messages()
+    assert [next(k for k in m if k != "version") for m in messages] == [
+        "createSurface",
+        "updateComponents",
+        "updateDataModel",
+    ]
+    for message in messages:
+        assert _errors(official, message) == [], message
+    update = budget().messages(create=False)
+    assert [next(k for k in m if k != "version") for m in update] == ["updateComponents", "updateDataModel"]
+    for message in (a2ui.data_update("budget", 3, "/x"), a2ui.delete_surface("budget")):
+        assert _errors(official, message) == []
+    a2ui.validate_messages(messages)
+
+
+def test_ids_root_and_references(official) -> None:
+    components = {c["id"]: c for c in budget().components}
+    assert components["root"] == {"id": "root", "component": "Card", "child": "column-1"}
+    column = components["column-1"]
+    assert column["children"][0] == "text-2" and "remaining" in components
+    [listed] = [c for c in components.values() if c["component"] == "List"]
+    template = listed["children"]
+    assert set(template) == {"componentId", "path"} and template["path"] == "/lines"
+    assert components[template["componentId"]]["component"] == "Row"
+    shared = Text("shared", id="note")
+    surface = Surface("s", Column(Ref("note"), Card(Ref("note"))), extra=[shared])
+    ids = [c["id"] for c in surface.components]
+    assert ids == ["root", "card-1", "note"]
+    for message in surface.messages():
+        assert _errors(official, message) == []
+    # the same tree names its components the same way: an update replaces them in place
+    assert [c["id"] for c in budget().components] == [c["id"] for c in budget().components]
+
+
+@pytest.mark.parametrize(
+    ("build", "says"),
+    [
+        (lambda: Surface("s", Column(Ref("nowhere"))), "'nowhere', which is not defined"),
+        (lambda: Surface("s", Text("x", id="main")), "root component's id is always 'root'"),
+        (
+            lambda: Surface("s", Column(Text("a", id="x"), Text("b", id="x"))),
+            "two components have the id 'x'",
+        ),
+        (lambda: Surface("", Text("x")), "surface_id"),
+        (lambda: Surface("s", "text"), "root must be a component"),  # type: ignore[arg-type]
+        (lambda: Surface("s", Text("x"), data={"n": float("nan")}), "not a JSON number"),
+        (lambda: Surface("s", Text("x"), data={"when": object()}), "is not JSON"),
+        (lambda: Surface("s", Text("x"), data=[1]), "data must be an object"),  # type: ignore[arg-type]
+        (lambda: Text(5), "Text text must be a string or Bind"),  # type: ignore[arg-type]
+        (lambda: Text("x", variant="huge"), "Text variant must be one of"),  # type: ignore[arg-type]
+        (lambda: Row(justify="left"), "Row justify must be one of"),  # type: ignore[arg-type]
+        (lambda: Column(3), "a child must be a component"),  # type: ignore[arg-type]
+        (lambda: Button("Go", action="go"), "Button action must be an Event"),  # type: ignore[arg-type]
+        (lambda: Event("go", {"x": {"nested": 1}}), "must be a string, number, boolean, list or Bind"),
+        (lambda: Event(""), "Event name"),
+        (lambda: Bind(""), "Bind path"),
+        (lambda: Text("x", weight=True), "weight must be a number"),  # type: ignore[arg-type]
+        (lambda: a2ui.data_update("s", 1, "x"), "JSON Pointer"),
+    ],
+)
+def test_mistakes_are_refused_when_built(build, says) -> None:
+    with pytest.raises(A2UIError) as caught:
+        build()
+    assert says in str(caught.value)
+
+
+def test_a_component_in_two_places_and_cycles_are_refused() -> None:
+    twice = Text("x")
+    with pytest.raises(A2UIError, match="appears twice"):
+        Surface("s", Column(twice, twice))
+    looped = Column(Ref("loop"), id="loop")
+    with pytest.raises(A2UIError, match="cycle: loop > loop"):
+        Surface("s", Card(looped))
+    a = Column(Ref("b"), id="a")
+    b = Column(Ref("a"), id="b")
+    with pytest.raises(A2UIError, match="cycle"):
+        Surface("s", Card(a), extra=[b])
+
+
+def _valid_pair() -> list[dict[str, Any]]:
+    return budget().messages()
+
+
+BAD_MESSAGES = [
+    ("no version", lambda m: m.pop("version")),
+    ("v0.8", lambda m: m.__setitem__("version", "v0.8")),
+    ("two kinds", lambda m: m.__setitem__("deleteSurface", {"surfaceId": "budget"})),
+    ("unknown field", lambda m: m["updateComponents"].__setitem__("extra", 1)),
+    ("no surface id", lambda m: m["updateComponents"].pop("surfaceId")),
+    ("empty components", lambda m: m["updateComponents"].__setitem__("components", [])),
+    ("unknown component", lambda m: m["updateComponents"]["components"][0].__setitem__("component", "Blink")),
+    ("missing required", lambda m: m["updateComponents"]["components"][0].pop("child")),
+    ("unknown property", lambda m: m["updateComponents"]["components"][0].__setitem__("colour", "red")),
+    ("bad enum", lambda m: m["updateComponents"]["components"][2].__setitem__("variant", "huge")),
+    ("bad text", lambda m: m["updateComponents"]["components"][2].__setitem__("text", 5)),
+    ("bad children", lambda m: m["updateComponents"]["components"][1].__setitem__("children", [1])),
+    ("no id", lambda m: m["updateComponents"]["components"][0].pop("id")),
+]
+
+
+@pytest.mark.parametrize(("what", "spoil"), BAD_MESSAGES, ids=[b[0] for b in BAD_MESSAGES])
+def test_validate_message_refuses_what_the_official_schema_refuses(official, what, spoil) -> None:
+    message = copy.deepcopy(_valid_pair()[1])
+    a2ui.validate_message(message)
+    assert _errors(official, message) == []
+    spoil(message)
+    assert _errors(official, message), f"the official schema accepts {what}: the case proves nothing"
+    with pytest.raises(A2UIError):
+        a2ui.validate_message(message)
+
+
+def test_validate_messages_checks_the_surface_as_a_client_applies_it() -> None:
+    create, components, data = budget().messages()
+    a2ui.validate_messages([create, components, data])
+    with pytest.raises(A2UIError, match="was not created"):
+        a2ui.validate_messages([components])
+    with pytest.raises(A2UIError, match="created twice"):
+        a2ui.validate_messages([create, create])
+    rootless = copy.deepcopy(components)
+    rootless["updateComponents"]["components"][0]["id"] = "top"
+    with pytest.raises(A2UIError, match="no component with the id 'root'"):
+        a2ui.validate_messages([create, rootless])
+    dangling = copy.deepcopy(components)
+    dangling["updateComponents"]["components"][0]["child"] = "ghost"
+    with pytest.raises(A2UIError, match="'ghost', which is not defined"):
+        a2ui.validate_messages([create, dangling])
+    looped = copy.deepcopy(components)
+    looped["updateComponents"]["components"][1]["children"].append("root")
+    with pytest.raises(A2UIError, match="cycle"):
+        a2ui.validate_messages([create, looped])
+    a2ui.validate_messages([create, components, a2ui.delete_surface("budget"), create, components])
+
+
+class _Watcher:
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def supports(self, capability: str) -> bool:
+        return False
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        return None
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        return None
+
+    async def gather(self, requests: Any) -> dict[str, Any]:
+        return {}
+
+    async def emit(self, event: Any) -> None:
+        self.events.append(event)
+
+
+async def test_ctx_surface_creates_once_then_updates() -> None:
+    watcher = _Watcher()
+    ctx = Context(channel=watcher)
+    await ctx.surface(budget())
+    await ctx.surface(budget())
+    await ctx.surface_data("budget", "1,100.00", "/remaining")
+    await ctx.delete_surface("budget")
+    first, again, data, deleted = watcher.events
+    assert all(isinstance(e, SurfaceUpdate) and e.surface_id == "budget" for e in watcher.events)
+    assert first.created and "createSurface" in first.messages[0]
+    assert not again.created and "updateComponents" in again.messages[0]
+    assert data.messages == (a2ui.data_update("budget", "1,100.00", "/remaining"),)
+    assert deleted.messages == (a2ui.delete_surface("budget"),)
+    a2ui.validate_messages([m for e in watcher.events for m in e.messages])
+    with pytest.raises(ValueError, match="no surface 'budget' was shown"):
+        await ctx.surface_data("budget", 1)
+    with pytest.raises(TypeError, match="takes an agentmw.a2ui.Surface"):
+        await ctx.surface({"createSurface": {}})  # type: ignore[arg-type]
+
+
+async def test_nobody_watching_sends_nothing() -> None:
+    ctx = Context()  # an MCP tool call: no one receives events
+    await ctx.surface(budget())
+    await ctx.surface_data("never-shown", 1)  # nothing is sent, so nothing is refused
