@@ -42,6 +42,7 @@ from agentmw.identity import Unauthenticated, authenticated_identity
 from agentmw.safety import Approval, RootedPath, human_gate
 from agentmw.safety.gate import ApprovalProblem
 from agentmw.settings import Limits
+from agentmw.skill_packages import SkillPackage
 
 if TYPE_CHECKING:
     from agentmw.observability import Telemetry
@@ -619,6 +620,10 @@ agent = Agent(
     ),
     telemetry=_telemetry(),  # traces only with OTEL_TRACES_EXPORTER set: the AG-UI runs then carry their trace id
 )
+
+# How to use these tools for a purchase, as an MCP skill package (docs/skill-packages.md): a host that speaks
+# the skills extension lists it (skills/list) and reads its SKILL.md and checklist when it needs them.
+agent.include(SkillPackage.from_folder(Path(__file__).with_name("skills") / "purchase-requests"))
 
 
 # --- the two example peers, bridged when their addresses are given (docs/bridges.md) ----------------------
