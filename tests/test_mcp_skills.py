@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -325,7 +326,9 @@ async def test_malformed_params_are_invalid_params_with_the_eras_status(app: Any
         headers = client.headers_for("skills/list", None)
         response = await client.post(body, headers)
         assert response.json()["error"]["code"] == -32602
-        assert response.status_code == 400  # a malformed envelope, refused before any method runs, in both eras
+        assert (
+            response.status_code == 400
+        )  # a malformed envelope, refused before any method runs, in both eras
 
 
 async def test_stateless_results_carry_the_result_type_and_cache_attributes(app: Any) -> None:
@@ -421,3 +424,31 @@ async def test_a_listing_hook_hides_packages_as_it_hides_tools(tmp_path: Path) -
         with pytest.raises(McpError) as caught:
             await client.request("skills/get", {"uri": "skill://procurement/purchase-requests/SKILL.md"})
         assert caught.value.code == -32602
+
+
+# --- the example's package -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_the_example_serves_its_purchase_requests_skill_naming_only_tools_it_has(mode: str) -> None:
+    from examples.fastapi_app.main import agent, app
+
+    async with official(app, mode) as client:
+        got = await client.session.send_request(
+            GetSkill(params=_GetParams(uri="skill://purchase-requests/SKILL.md")), RAW
+        )
+        entry = got["skill"]
+        assert entry["frontmatter"]["name"] == "purchase-requests"
+        files = await _verified(client, entry)
+    assert sorted(files) == [
+        "skill://purchase-requests/SKILL.md",
+        "skill://purchase-requests/reference/checklist.md",
+    ]
+    instructions = files["skill://purchase-requests/SKILL.md"].decode()
+    named = set(
+        re.findall(r"`([a-z]+(?:_[a-z]+)+)`", instructions)
+    )  # the snake_case names it tells a model to use
+    assert named and named <= set(agent.tools) | set(agent.skills), (
+        named - set(agent.tools) - set(agent.skills)
+    )
+    assert "reference/checklist.md" in instructions  # the file it points to is in the package
