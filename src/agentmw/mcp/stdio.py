@@ -374,6 +374,7 @@ class StdioBridge:
 
     async def _forward(self, message: dict[str, Any], method: str, request_id: Any, flight: _Flight) -> None:
         era, headers = self._era_of(method, message.get("params"))
+        logger.debug("%s (id %r): %s era", method, request_id, era)
         if era == "handshake" and method != "initialize" and self.session_id is None:
             # over HTTP this is "Mcp-Session-Id header is required"; a stdio client cannot send one
             if method == "ping":  # allowed before initialize (the lifecycle's one exception)

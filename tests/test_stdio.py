@@ -1,0 +1,408 @@
+"""``agentmw stdio``: the official MCP client's stdio transport in each of its modes, and the raw wire.
+
+The server is always a real process (``python -m agentmw.cli stdio ...``), on the example app and on
+tests/stdio_app.py (an app with its own lifespan, middleware and bearer-token dependency).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from agentmw.cli.stdio import TOKEN_ENV, identity_headers
+from agentmw.mcp.stdio import NO_SESSION, _SseReader, header_value
+from tests.stdio_app import TOKEN
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = "examples.fastapi_app.main:app"
+APP = "tests.stdio_app:app"
+MODES = ("legacy", "2026-07-28", "auto")
+ERA = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28", "auto": "2026-07-28"}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def server(target: str, *args: str, **env: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agentmw.cli", "stdio", target, *args],
+        env={"PYTHONPATH": str(ROOT), **env},
+        cwd=str(ROOT),
+    )
+
+
+def answers(content: dict[str, Any]) -> Any:
+    async def elicit(_context: Any, params: Any) -> types.ElicitResult:
+        assert params.requested_schema["type"] == "object"
+        return types.ElicitResult(action="accept", content=content)
+
+    return elicit
+
+
+# --- the official client, each mode ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_example_over_the_official_client(mode: str) -> None:
+    """tools, resources, prompts, the human gate's approval and progress, with the token from the environment."""
+    params = server(EXAMPLE, **{TOKEN_ENV: "demo-token"})
+    async with Client(params, mode=mode, cache=None, elicitation_callback=answers({"approved": True})) as c:
+        assert c.protocol_version == ERA[mode]
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert {"search_assets", "department_budget", "submit_purchase_request"} <= names
+        found = await c.call_tool("search_assets", {"query": "laptop"})
+        assert [a["sku"] for a in found.structured_content["result"]] == ["LPT-14", "LPT-13"]
+        budget = await c.read_resource("budget://engineering")
+        assert json.loads(budget.contents[0].text)["total"] == 50000.0
+        drafted = await c.get_prompt("purchase_justification", {"sku": "MON-27", "reason": "a new hire"})
+        assert "MON-27" in drafted.messages[0].content.text
+        progress: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            progress.append((done, total, message))
+
+        request = {
+            "sku": "MON-27",
+            "quantity": 1,
+            "department": "engineering",
+            "justification": "for the new hire",
+        }
+        receipt = await c.call_tool(
+            "submit_purchase_request", {"request": request}, progress_callback=on_progress
+        )
+        assert receipt.is_error is False, receipt.content
+        assert (
+            receipt.structured_content["requested_by"] == "alice"
+        )  # demo-token's subject: the agent's auth ran
+        assert receipt.structured_content["total"] == 449.0
+        assert [p[0] for p in progress] == [1, 2]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_apps_own_auth_dependency_middleware_and_lifespan(mode: str) -> None:
+    """The app's bearer dependency refuses an anonymous process and serves one given the token; its middleware's
+    request.state and its lifespan's state reach the route."""
+    async with Client(server(APP), mode=mode, cache=None) as anonymous:
+        with pytest.raises(MCPError, match="a valid bearer token is needed"):
+            await anonymous.call_tool("whoami", {})
+        assert (await anonymous.call_tool("read_note", {"name": "welcome"})).is_error is False
+    given = server(APP, "--token", TOKEN, "--header", "X-Tenant: acme")
+    async with Client(given, mode=mode, cache=None, elicitation_callback=answers({"confirm": True})) as c:
+        me = await c.call_tool("whoami", {})
+        assert me.structured_content == {"user": "notes-admin", "tenant": "acme", "store": "notes-db"}
+        deleted = await c.call_tool("delete_note", {"name": "todo"})
+        assert deleted.content[0].text == "deleted todo"
+        seen = await c.call_tool(
+            "regional", {"region": "São Paulo", "text": "olá"}
+        )  # Mcp-Param-Region, base64
+        assert seen.content[0].text == "São Paulo: olá"
+        steps: list[float] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            steps.append(done)
+
+        counted = await c.call_tool("count", {"to": 3}, progress_callback=on_progress)
+        assert counted.structured_content == {"result": 3} and steps == [1, 2, 3]
+        note = await c.read_resource("notes://welcome")
+        assert note.contents[0].text == "Hello from the notes store."
+        prompt = await c.get_prompt("summarize", {"name": "welcome"})
+        assert "Hello from the notes store." in prompt.messages[0].content.text
+
+
+async def test_token_from_the_environment() -> None:
+    async with Client(server(APP, **{TOKEN_ENV: TOKEN}), mode="auto", cache=None) as c:
+        assert (await c.call_tool("whoami", {})).structured_content["user"] == "notes-admin"
+
+
+async def test_requests_run_at_once() -> None:
+    async with Client(server(APP), mode="2026-07-28", cache=None) as c:
+        started = time.monotonic()
+        results = await asyncio.gather(*(c.call_tool("wait", {"seconds": 1.0}) for _ in range(4)))
+        assert [r.content[0].text for r in results] == ["waited"] * 4
+        assert time.monotonic() - started < 3.0  # four one-second waits, not one after another
+
+
+# --- the raw wire ---------------------------------------------------------------------------------------
+
+
+class Wire:
+    """``agentmw stdio`` as a bare process: lines in, lines out."""
+
+    def __init__(self, target: str, *args: str, env: dict[str, str] | None = None) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "agentmw.cli", "stdio", target, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        )
+        self.out: list[bytes] = []
+
+    def send(self, *lines: str | dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        for line in lines:
+            text = line if isinstance(line, str) else json.dumps(line)
+            self.process.stdin.write(text.encode() + b"\n")
+        self.process.stdin.flush()
+
+    def read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert line, "the server closed stdout"
+        self.out.append(line)
+        return json.loads(line)
+
+    def until(self, request_id: Any) -> list[dict[str, Any]]:
+        seen = []
+        while True:
+            message = self.read()
+            seen.append(message)
+            if message.get("id") == request_id and "method" not in message:
+                return seen
+
+    def close(self, timeout: float = 15) -> tuple[int, bytes, str]:
+        """Close stdin (the client is done); the exit status, the rest of stdout, and stderr."""
+        rest, err = self.process.communicate(timeout=timeout)
+        self.out.extend(rest.splitlines(keepends=True))
+        return self.process.returncode, rest, err.decode()
+
+
+@pytest.fixture
+def marker(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "lifespan.txt"
+
+
+def _only_json(lines: list[bytes]) -> list[dict[str, Any]]:
+    parsed = []
+    for line in lines:
+        assert line.endswith(b"\n"), line
+        message = json.loads(line)
+        assert isinstance(message, dict) and message["jsonrpc"] == "2.0", line
+        parsed.append(message)
+    return parsed
+
+
+def modern(request_id: int, method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": MODERN_META}}
+
+
+def test_bad_lines_get_json_rpc_errors_and_eof_ends_cleanly(marker: Path) -> None:
+    wire = Wire(APP, env={"STDIO_APP_MARKER": str(marker)})
+    wire.send("this is not json {")
+    first = wire.read()
+    assert first["id"] is None and first["error"]["code"] == -32700
+    wire.send("[]", '{"jsonrpc": "2.0", "id": 5}', "", "   ")
+    assert wire.read()["error"]["code"] == -32600  # a batch
+    assert wire.read() == {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "error": {"code": -32600, "message": "not a JSON-RPC request, notification or response"},
+    }
+    wire.send(modern(1, "tools/call", name="count", arguments={"to": 2}))  # it prints to stdout
+    wire.send(modern(2, "tools/list"))
+    got = {m["id"]: m for m in (wire.read(), wire.read()) if "id" in m}
+    assert got[2]["result"]["tools"] and got[1]["result"]["structuredContent"] == {"result": 2}
+    code, _, err = wire.close()
+    assert code == 0
+    assert "Traceback" not in err, err
+    assert "counting 2" in err and "lifespan: opening the notes store" in err  # prints went to stderr
+    _only_json(wire.out)  # and stdout carried protocol messages only
+    assert marker.read_text().split() == ["started", "stopped"]  # the app's lifespan ran, once, both ends
+
+
+def test_handshake_era_on_the_raw_wire() -> None:
+    wire = Wire(APP)
+    wire.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert wire.read() == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": NO_SESSION}}
+    wire.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    assert wire.read() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    # pipelined, as a script sends it: initialize, initialized and a call before the first answer is back
+    wire.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "read_note", "arguments": {"name": "welcome"}},
+        },
+    )
+    assert wire.read()["result"]["protocolVersion"] == "2025-06-18"
+    note = wire.read()["result"]["content"][0]["text"]
+    assert json.loads(note) == "Hello from the notes store."  # the route's JSON body
+    code, _, err = wire.close()
+    assert code == 0 and "Traceback" not in err, err
+
+
+def test_elicitation_round_trip_on_the_raw_wire() -> None:
+    wire = Wire(APP)
+    wire.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    )
+    assert wire.read()["id"] == 1
+    wire.send(
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "delete_note", "arguments": {"name": "welcome"}},
+        },
+    )
+    asked = wire.read()
+    assert asked["method"] == "elicitation/create" and "welcome" in asked["params"]["message"]
+    wire.send(
+        {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"confirm": False}}}
+    )
+    assert wire.until(2)[-1]["result"]["content"][0]["text"] == "kept welcome"
+    code, _, err = wire.close()
+    assert code == 0 and "Traceback" not in err, err
+    _only_json(wire.out)
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+def test_a_cancelled_request_gets_no_answer_and_others_go_on(era: str) -> None:
+    wire = Wire(APP)
+    if era == "2026-07-28":
+        wait, listing = (
+            modern(1, "tools/call", name="wait", arguments={"seconds": 30}),
+            modern(2, "tools/list"),
+        )
+    else:
+        wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": era,
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        )
+        assert wire.read()["id"] == 0
+        wait = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "wait", "arguments": {"seconds": 30}},
+        }
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    wire.send(wait)
+    time.sleep(0.5)
+    wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}, listing)
+    assert wire.until(2)[-1]["result"]["tools"]
+    started = time.monotonic()
+    code, _, err = wire.close()
+    assert code == 0 and "Traceback" not in err, err
+    assert time.monotonic() - started < 5  # nothing was left running to drain
+    assert all(m.get("id") != 1 for m in _only_json(wire.out))
+
+
+def test_sigterm_stops_a_running_request_and_runs_the_shutdown(marker: Path) -> None:
+    wire = Wire(APP, env={"STDIO_APP_MARKER": str(marker)})
+    wire.send(modern(1, "tools/call", name="wait", arguments={"seconds": 60}))
+    time.sleep(1.0)
+    wire.process.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    code = wire.process.wait(timeout=15)
+    _, err = wire.process.communicate()
+    assert code == 0 and time.monotonic() - started < 10
+    assert b"Traceback" not in err, err
+    assert marker.read_text().split() == ["started", "stopped"]
+
+
+def test_the_secret_is_never_printed_and_credentials_conflict() -> None:
+    wire = Wire(EXAMPLE, "--token", "very-secret-token", "--log-level", "debug")
+    wire.send(modern(1, "tools/call", name="submit_purchase_request", arguments={"request": {}}))
+    assert wire.read()["id"] == 1
+    code, _, err = wire.close()
+    assert code == 0 and "very-secret-token" not in err and "credential: --token" in err
+    refused = subprocess.run(
+        [sys.executable, "-m", "agentmw.cli", "stdio", APP, "--token", "a", "-H", "Authorization: Bearer b"],
+        check=False,
+        capture_output=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=30,
+    )
+    assert refused.returncode == 2 and refused.stdout == b""
+    assert b"give the credential once" in refused.stderr
+
+
+def test_a_target_that_does_not_import_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentmw.cli", "stdio", "tests.no_such_module:app"],
+        check=False,
+        capture_output=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=30,
+    )
+    assert done.returncode == 2 and done.stdout == b"" and b"no such module" in done.stderr
+
+
+# --- pure parts -----------------------------------------------------------------------------------------
+
+
+def test_header_values_are_wrapped_when_not_plain_ascii() -> None:
+    assert header_value("eu-west") == "eu-west"
+    assert header_value("São Paulo") == "=?base64?U8OjbyBQYXVsbw==?="
+    assert header_value(" padded") == "=?base64?IHBhZGRlZA==?="
+    assert header_value("line\nbreak").startswith("=?base64?")
+
+
+def test_identity_precedence() -> None:
+    env = {TOKEN_ENV: "from-env"}
+    assert identity_headers([], None, env) == ({"authorization": "Bearer from-env"}, f"${TOKEN_ENV}")
+    assert identity_headers([], "flag", env)[0] == {"authorization": "Bearer flag"}
+    headers, source = identity_headers(["Authorization: Basic abc", "X-Tenant: acme"], None, env)
+    assert headers == {"authorization": "Basic abc", "x-tenant": "acme"} and "--header" in source
+    assert identity_headers([], None, {}) == ({}, "none (anonymous)")
+    with pytest.raises(ValueError):
+        identity_headers(["no colon"], None, {})
+    with pytest.raises(ValueError):
+        identity_headers(["Authorization: Bearer x"], "y", {})
+
+
+def test_sse_reader_joins_split_events_and_skips_comments() -> None:
+    reader = _SseReader()
+    assert reader.feed(b': ping\n\nid: a-1\ndata: {"a"') == []
+    assert reader.feed(b": 1}\r\n\r\ndata: [2]\n\n") == [{"a": 1}, [2]]
