@@ -158,6 +158,34 @@ def test_a_component_in_two_places_and_cycles_are_refused() -> None:
         Surface("s", Card(a), extra=[b])
 
 
+def test_folded_keeps_what_draws_the_surface_from_nothing() -> None:
+    create, components, data = budget().messages()
+    extra = {
+        "version": "v0.9",
+        "updateComponents": {
+            "surfaceId": "budget",
+            "components": [
+                {"id": "remaining", "component": "Text", "text": "gone"},
+                {"id": "new", "component": "Divider"},
+            ],
+        },
+    }
+    path = a2ui.data_update("budget", "1", "/remaining")
+    whole = a2ui.data_update("budget", {"remaining": "2"})
+    drawn = a2ui.folded([create, components, data, path, extra])
+    assert [next(k for k in m if k != "version") for m in drawn] == [
+        "createSurface",
+        "updateComponents",
+        "updateDataModel",
+        "updateDataModel",
+    ]
+    merged = {c["id"]: c for c in drawn[1]["updateComponents"]["components"]}
+    assert merged["remaining"]["text"] == "gone" and "new" in merged and "root" in merged
+    assert a2ui.folded([create, components, data, path, whole]) == [create, components, whole]
+    assert a2ui.folded([create, components, a2ui.delete_surface("budget")]) == []
+    a2ui.validate_messages(drawn)
+
+
 def _valid_pair() -> list[dict[str, Any]]:
     return budget().messages()
 
@@ -241,10 +269,11 @@ async def test_ctx_surface_creates_once_then_updates() -> None:
     await ctx.delete_surface("budget")
     first, again, data, deleted = watcher.events
     assert all(isinstance(e, SurfaceUpdate) and e.surface_id == "budget" for e in watcher.events)
-    assert first.created and "createSurface" in first.messages[0]
-    assert not again.created and "updateComponents" in again.messages[0]
+    assert "createSurface" in first.messages[0] and first.drawn == first.messages
+    assert "updateComponents" in again.messages[0] and again.drawn == first.messages, "the same tree again"
     assert data.messages == (a2ui.data_update("budget", "1,100.00", "/remaining"),)
-    assert deleted.messages == (a2ui.delete_surface("budget"),)
+    assert data.drawn == (*first.messages, *data.messages), "what draws it from nothing, as it now is"
+    assert deleted.messages == (a2ui.delete_surface("budget"),) and deleted.drawn == ()
     a2ui.validate_messages([m for e in watcher.events for m in e.messages])
     with pytest.raises(ValueError, match="no surface 'budget' was shown"):
         await ctx.surface_data("budget", 1)

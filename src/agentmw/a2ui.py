@@ -43,6 +43,7 @@ __all__ = [
     "Text",
     "data_update",
     "delete_surface",
+    "folded",
     "validate_message",
     "validate_messages",
 ]
@@ -528,6 +529,33 @@ def delete_surface(surface_id: str) -> dict[str, Any]:
     if not isinstance(surface_id, str) or not surface_id:
         raise A2UIError("surface_id must be a non-empty string")
     return {"version": VERSION, "deleteSurface": {"surfaceId": surface_id}}
+
+
+def folded(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The messages that draw one surface from nothing as ``messages`` leave it: its ``createSurface``, one
+    ``updateComponents`` with every component (a later one replacing an earlier one of the same id), and the
+    data updates since the last whole-model one; after a ``deleteSurface``, nothing."""
+    held: list[dict[str, Any]] = []
+    for message in messages:
+        if "deleteSurface" in message:
+            held = []
+        elif "createSurface" in message:
+            held = [dict(message)]
+        elif "updateComponents" in message:
+            for index, earlier in enumerate(held):
+                if "updateComponents" in earlier:
+                    components = {c["id"]: c for c in earlier["updateComponents"]["components"]}
+                    components.update((c["id"], c) for c in message["updateComponents"]["components"])
+                    body = dict(earlier["updateComponents"], components=list(components.values()))
+                    held[index] = dict(earlier, updateComponents=body)
+                    break
+            else:
+                held.append(dict(message))
+        elif "updateDataModel" in message:
+            if message["updateDataModel"].get("path", "/") == "/":
+                held = [m for m in held if "updateDataModel" not in m]
+            held.append(dict(message))
+    return held
 
 
 def _walk(root: Component, extra: tuple[Component, ...]) -> list[Component]:

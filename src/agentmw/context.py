@@ -20,7 +20,7 @@ from uuid import UUID, uuid4
 
 from ._codec import from_json, storable, to_json
 from ._executor import run_step
-from .a2ui import Surface, data_update
+from .a2ui import Surface, data_update, folded
 from .a2ui import delete_surface as _delete_message
 from .answers import Unreadable, read_data, read_text, read_value
 from .errors import NeedsInput
@@ -437,7 +437,7 @@ class Context:
         self._calls = 0
         self._durable: dict[str, int] = {}  # per kind, the number of ctx.now/uuid/sleep steps taken so far
         self._recorder: Recorder | None = None  # the execution's journal, when it has one (journal.py)
-        self._surfaces: set[str] | None = None  # the A2UI surfaces this work created (ctx.surface)
+        self._surfaces: dict[str, list[dict[str, Any]]] | None = None  # per A2UI surface shown, what draws it
         self.invoker: Invoke | None = None
         """How :meth:`call` runs its sub-calls: ``runtime.invoke`` sets itself on every context it runs."""
         self.messages: list[
@@ -582,34 +582,35 @@ class Context:
         it (its components and data, without creating it twice)."""
         if not isinstance(surface, Surface):
             raise TypeError(f"ctx.surface takes an agentmw.a2ui.Surface, not {type(surface).__name__}")
-        if self._emit is None:
-            return
-        created = self._surfaces if self._surfaces is not None else set()
-        self._surfaces = created
-        new = surface.surface_id not in created
-        created.add(surface.surface_id)
-        await self.emit(SurfaceUpdate(surface.surface_id, tuple(surface.messages(create=new)), new))
+        if self._emit is not None:
+            shown = self._surfaces if self._surfaces is not None else {}
+            self._surfaces = shown
+            await self._show(surface.surface_id, surface.messages(create=surface.surface_id not in shown))
 
     async def surface_data(self, surface_id: str, value: Any, path: str = "/") -> None:
         """Change a shown surface's data model: ``value`` at ``path`` (``/`` replaces it all); the components
         bound to it redraw."""
         message = data_update(surface_id, value, path)
-        self._shown(surface_id)
         if self._emit is not None:
-            await self.emit(SurfaceUpdate(surface_id, (message,)))
+            await self._show(surface_id, [message], shown=True)
 
     async def delete_surface(self, surface_id: str) -> None:
         """Remove a shown surface from the client's UI."""
         message = _delete_message(surface_id)
-        self._shown(surface_id)
         if self._emit is not None:
-            assert self._surfaces is not None
-            self._surfaces.discard(surface_id)
-            await self.emit(SurfaceUpdate(surface_id, (message,)))
+            await self._show(surface_id, [message], shown=True)
 
-    def _shown(self, surface_id: str) -> None:
-        if self._emit is not None and surface_id not in (self._surfaces or ()):
+    async def _show(self, surface_id: str, messages: list[dict[str, Any]], *, shown: bool = False) -> None:
+        surfaces = self._surfaces if self._surfaces is not None else {}
+        if shown and surface_id not in surfaces:
             raise ValueError(f"no surface {surface_id!r} was shown by this work: ctx.surface(...) it first")
+        drawn = folded([*surfaces.get(surface_id, ()), *messages])
+        if drawn:
+            surfaces[surface_id] = drawn
+        else:
+            surfaces.pop(surface_id, None)
+        self._surfaces = surfaces
+        await self.emit(SurfaceUpdate(surface_id, tuple(messages), tuple(drawn)))
 
     async def say(self, text: str) -> None:
         """Stream ``text`` as (more of) the assistant's current message."""

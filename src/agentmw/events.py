@@ -89,11 +89,12 @@ class ArtifactUpdate:
 @dataclass(frozen=True, slots=True)
 class SurfaceUpdate:
     """A2UI messages for one surface (``ctx.surface``, docs/a2ui.md), checked, in the order a client applies
-    them; ``created`` when they begin with its ``createSurface``."""
+    them; ``drawn`` holds the ones that draw the surface from nothing as it now is (for a face whose events
+    replace what was shown, as AG-UI's activity snapshots do); empty after a ``deleteSurface``."""
 
     surface_id: str
     messages: tuple[dict[str, Any], ...]
-    created: bool = False
+    drawn: tuple[dict[str, Any], ...] = ()
 
 
 CoreEvent = (

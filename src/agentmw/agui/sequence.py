@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 from .._transport import dumps_finite
-from ..a2ui import AGUI_ACTIVITY_TYPE
 from ..content import Text
 from ..events import (
     ArtifactUpdate,
@@ -32,7 +31,7 @@ from ..events import (
     ToolCallStarted,
 )
 from ..messages import part_to_json
-from .surfaces import SurfaceActivities
+from .surfaces import surface_snapshot
 
 __all__ = ["PROTOCOL_VERSION", "SequenceError", "Sequencer"]
 
@@ -74,7 +73,6 @@ class Sequencer:
         "run_id",
         "seq",
         "steps",
-        "surfaces",
         "text_id",
         "thread_id",
         "tools",
@@ -96,7 +94,6 @@ class Sequencer:
         self._text_parts: list[str] = []
         self.activity_id = _id("activity")
         self.artifacts: set[str] = set()  # activity ids of the artifacts this run has shown
-        self.surfaces: SurfaceActivities | None = None  # the A2UI surfaces this run has shown, once it has
         self.out: list[tuple[int, bytes]] = []
         self.error_code: str | None = (
             None  # the RUN_ERROR code this run ended with (counted by the telemetry)
@@ -178,8 +175,6 @@ class Sequencer:
             elif kind == "ACTIVITY_SNAPSHOT":
                 if event.get("activityType") == "progress":
                     made.activity_id = event.get("messageId") or made.activity_id
-                elif event.get("activityType") == AGUI_ACTIVITY_TYPE:
-                    made._surfaces().restore(event)
                 else:
                     made.artifacts.add(_str(event, "messageId"))
         return made
@@ -333,7 +328,7 @@ class Sequencer:
         elif type(event) is ArtifactUpdate:
             self.artifact(event.artifact)
         elif type(event) is SurfaceUpdate:
-            self._frame(self._surfaces().apply(event))
+            self._frame(surface_snapshot(event))
         elif type(event) is Progress:
             content: dict[str, Any] = {"progress": event.progress}
             if event.total is not None:
@@ -349,11 +344,6 @@ class Sequencer:
                     "replace": True,
                 }
             )
-
-    def _surfaces(self) -> SurfaceActivities:
-        if self.surfaces is None:
-            self.surfaces = SurfaceActivities()
-        return self.surfaces
 
     def artifact(self, artifact: Any, *, text: bool = True, kind: str = "artifact") -> None:
         """An artifact or a chunk of one (agentmw.Artifact), or a returned Message (``kind="message"``): its
