@@ -32,7 +32,18 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
-from agentmw import Agent, AgentMiddleware, Context, Permanent, PromptMessage, prompt, resource, skill, tool
+from agentmw import (
+    Agent,
+    AgentMiddleware,
+    Context,
+    Permanent,
+    PromptMessage,
+    a2ui,
+    prompt,
+    resource,
+    skill,
+    tool,
+)
 from agentmw.a2a import A2ASettings
 from agentmw.apps import UI, ui_resource
 from agentmw.auth import InvalidToken, JWTVerifier, Principal, ProtectedResource, RateLimit, principal_of
@@ -454,11 +465,45 @@ def _read_request(text: str) -> tuple[int, str, str]:
     return quantity, category, department
 
 
+def budget_summary(budget: Budget, request: float) -> a2ui.Surface:
+    """The budget check as an A2UI card (docs/a2ui.md): the page draws it with the official renderer, an A2A
+    client that activates the A2UI extension gets it as data parts."""
+
+    def line(label: str, path: str) -> a2ui.Row:
+        return a2ui.Row(
+            a2ui.Text(label), a2ui.Text(a2ui.Bind(path), id=path.strip("/")), justify="spaceBetween"
+        )
+
+    over = request > budget.remaining
+    return a2ui.Surface(
+        f"budget-{budget.department}",
+        a2ui.Card(
+            a2ui.Column(
+                a2ui.Text(f"{budget.department.capitalize()} budget", variant="h3"),
+                line("Total", "/total"),
+                line("Spent", "/spent"),
+                line("Remaining", "/remaining"),
+                a2ui.Divider(),
+                line("This request", "/request"),
+                a2ui.Text(a2ui.Bind("/verdict"), variant="caption", id="verdict"),
+            )
+        ),
+        data={
+            "total": f"{budget.total:,.2f}",
+            "spent": f"{budget.spent:,.2f}",
+            "remaining": f"{budget.remaining:,.2f}",
+            "request": f"{request:,.2f}",
+            "verdict": "Over the remaining budget." if over else "Within the remaining budget.",
+        },
+    )
+
+
 @skill(
     title="Procurement assistant",
     tags=("procurement", "chat"),
     examples=("Buy 2 monitors for engineering",),
     tools=(search_assets, department_budget, submit_purchase_request),
+    output_modes=("text/plain", a2ui.MIME_TYPE),  # it shows the budget check as an A2UI surface
 )
 async def procurement_assistant(text: str, ctx: Context) -> str:
     """Turn a plain-language purchase request into a submitted purchase request, after a person approves it.
@@ -480,6 +525,7 @@ async def procurement_assistant(text: str, ctx: Context) -> str:
     total = asset.unit_price * quantity
     ctx.state["quote"] = {"sku": asset.sku, "name": asset.name, "quantity": quantity, "total": total}
     ctx.state["budget"] = {"department": department, "remaining": budget.remaining}
+    await ctx.surface(budget_summary(budget, total))
     if total > budget.remaining:
         return f"{quantity} x {asset.name} costs {total:.2f}, more than the {budget.remaining:.2f} {department} has left."
     request = {
@@ -497,6 +543,8 @@ async def procurement_assistant(text: str, ctx: Context) -> str:
                 return "Nothing was submitted; the request was not approved."
             return f"Nothing was submitted: {exc.outcome.message if exc.outcome else exc}"
     ctx.state["receipt"] = receipt.model_dump()
+    verdict = f"Submitted as {receipt.request_id}; waiting for the budget admin."
+    await ctx.surface_data(f"budget-{department}", verdict, "/verdict")
     return f"Submitted {receipt.request_id} for {receipt.total:.2f}; it now waits for the budget admin."
 
 

@@ -1,5 +1,7 @@
-// The example page: one AG-UI agent (the procurement assistant skill) driven with @ag-ui/client.
+// The example page: one AG-UI agent (the procurement assistant skill) driven with @ag-ui/client; the A2UI
+// surfaces it sends (the budget check) drawn by the official A2UI renderer, @a2ui/lit (docs/a2ui.md).
 import { HttpAgent } from "/static/vendor/ag-ui-client.js";
+import { ContextProvider, Context, MessageProcessor, basicCatalog } from "/static/vendor/a2ui.js";
 
 const $ = (id) => document.getElementById(id);
 const timeline = $("timeline");
@@ -51,7 +53,10 @@ const subscriber = {
       case "TEXT_MESSAGE_CONTENT": items.get(event.messageId).textContent += event.delta; break;
       case "REASONING_MESSAGE_START": add("reasoning", event.messageId, ""); break;
       case "REASONING_MESSAGE_CONTENT": items.get(event.messageId).textContent += event.delta; break;
-      case "ACTIVITY_SNAPSHOT": $("status").textContent = event.content.message || ""; break;
+      case "ACTIVITY_SNAPSHOT":
+        if (event.activityType === "a2ui-surface") showSurface(event);
+        else $("status").textContent = event.content.message || "";
+        break;
       case "RUN_FINISHED":
         if (event.outcome && event.outcome.type === "interrupt") showApproval(event.outcome.interrupts[0]);
         else $("status").textContent = "Done.";
@@ -61,6 +66,27 @@ const subscriber = {
   },
   onStateChanged({ state }) { $("state").textContent = JSON.stringify(state, null, 2); },
 };
+
+// An "a2ui-surface" activity holds every A2UI message that draws its surface, and each snapshot replaces the
+// last: draw it afresh, with a processor of its own, in the same place in the timeline.
+// A2UI Text may hold simple Markdown; this page shows it as plain text (escaped: an agent's text never becomes
+// markup here), which is what the renderer asks a Markdown renderer for.
+const plainText = async (text) => escape(text);
+
+function showSurface(event) {
+  let li = items.get(event.messageId);
+  if (!li) {
+    li = add("surface", event.messageId, "");
+    new ContextProvider(li, { context: Context.markdown, initialValue: plainText });
+  }
+  const processor = new MessageProcessor([basicCatalog]);
+  processor.onSurfaceCreated((surface) => {
+    const element = document.createElement("a2ui-surface");
+    element.surface = surface;
+    li.replaceChildren(element);
+  });
+  processor.processMessages(event.content.a2ui_operations);
+}
 
 function showApproval(interrupt) {
   pending = interrupt;
