@@ -286,3 +286,53 @@ def test_agui_sends_the_surface_as_an_a2ui_activity_the_official_renderer_builds
     assert button["properties"]["action"] == {
         "event": {"name": "refresh", "context": {"department": "engineering"}}
     }
+
+
+async def test_a_0_3_client_gets_the_parts_the_a2ui_a2a_package_reads(url) -> None:
+    """0.3 (``X-A2A-Extensions``, ``kind: data`` parts): what the official ``a2ui-a2a`` package, built on the 0.3
+    SDK, makes and looks for: a DataPart whose ``metadata.mimeType`` is ``application/json+a2ui``."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/send",
+        "params": {
+            "message": {
+                "kind": "message",
+                "messageId": "m-03",
+                "role": "user",
+                "parts": [{"kind": "data", "data": {"department": "engineering"}}],
+                "metadata": {"skill": "budget"},
+            }
+        },
+    }
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        answer = await http.post("/a2a", json=body, headers={"X-A2A-Extensions": a2ui.EXTENSION_URI})
+    assert answer.headers["x-a2a-extensions"] == a2ui.EXTENSION_URI
+    task = answer.json()["result"]
+    parts = [p for m in task["history"] for p in m["parts"] if p.get("metadata", {}).get("mimeType")]
+    assert {p["kind"] for p in parts} == {"data"} and len(parts) == 4
+    assert {p["metadata"]["mimeType"] for p in parts} == {"application/json+a2ui"}
+    a2ui.validate_messages(p["data"] for p in parts)
+
+
+async def test_the_example_declares_a2ui_and_sends_its_budget_card() -> None:
+    import examples.fastapi_app.main as example
+
+    activated = ClientCallContext(
+        service_parameters=ServiceParametersFactory.create([with_a2a_extensions([a2ui.EXTENSION_URI])])
+    )
+    with serve(example.app) as base:
+        async with httpx.AsyncClient(timeout=30, headers={"Authorization": "Bearer demo-token"}) as http:
+            card = (await http.get(f"{base}/.well-known/agent-card.json")).json()
+            client = await a2a_client(http, base, "JSONRPC")
+            request = SendMessageRequest(
+                message=message("Buy 100 laptops for engineering", skill="procurement_assistant")
+            )
+            events = [event async for event in client.send_message(request, context=activated)]
+    assert [e["uri"] for e in card["capabilities"]["extensions"]] == [a2ui.EXTENSION_URI]
+    task = MessageToDict(events[-1].task)
+    parts = [p["data"] for m in task["history"] for p in m["parts"] if p.get("mediaType") == a2ui.MIME_TYPE]
+    a2ui.validate_messages(parts)
+    data = next(p["updateDataModel"]["value"] for p in parts if "updateDataModel" in p)
+    assert data["verdict"] == "Over the remaining budget." and data["request"].endswith(".00")
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
