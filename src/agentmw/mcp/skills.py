@@ -56,11 +56,11 @@ def _visible(call: Call) -> list[ServedSkill]:
     agent = call.agent
     packages = _packages(agent)
     access = agent.access
-    served = [
-        packages[uri]
-        for uri in sorted(packages)
-        if access is None or not access.hides(agent.resources[uri], call.scope)
-    ]
+    served = []
+    for uri in sorted(packages):
+        main = agent.resources.get(uri)  # its SKILL.md, whose rules are the package's
+        if main is not None and (access is None or not access.hides(main, call.scope)):
+            served.append(packages[uri])
     entries = [s.entry for s in served]
     kept = agent.shown("skill_packages", "mcp", entries, call.scope, call.caller)
     if kept is entries:  # no listing hook filters
