@@ -26,7 +26,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # when it serves on a real port or starts a process (uvicorn, node, Chromium, redis-server, Postgres), and `asgi`
 # otherwise (an app driven in-process through its ASGI callable).
 TIERS: dict[str, frozenset[str]] = {
-    "unit": frozenset({"test_public_api.py", "unit/"}),
+    "unit": frozenset({"test_public_api.py", "unit/", "test_a2ui.py", "test_mcp_skills_units.py"}),
     "replicas": frozenset(
         {
             "state/test_shared.py",
@@ -66,6 +66,9 @@ TIERS: dict[str, frozenset[str]] = {
             "test_auth_flow.py",
             "test_mcp_tasks.py",
             "test_code_quality.py",
+            "test_a2ui_faces.py",
+            "test_a2ui_page.py",
+            "test_mcp_apps_browser.py",
             "bridges/test_clients.py",
             "bridges/test_mcp_bridge.py",
             "conformance/test_conformance.py",

@@ -6,10 +6,12 @@ The public packages are this one, :mod:`agentmw.a2a` (its push policy and signer
 says what it exports in ``__all__`` (``tests/test_public_api.py`` keeps a snapshot of it). Everything else is
 internal."""
 
+from . import a2ui
 from ._version import __version__ as __version__
 from .a2a.settings import A2ASettings
 from .agent import Agent
 from .agui.settings import AguiSettings
+from .apps import UI, ui_resource
 from .capability import Capability
 from .content import Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text
 from .context import Answer, Ask, ClientCapabilityMissing, Context, ListRoots, Root, Sample, Sampled
@@ -23,8 +25,10 @@ from .retries import RetryPolicy, StepFailed
 from .safety.gate import human_gate
 from .selection import RouteSelection
 from .settings import Limits, Timing
+from .skill_packages import SkillPackage, SkillPackageError
 
 __all__ = [
+    "UI",
     "A2ASettings",
     "Agent",
     "AgentMiddleware",
@@ -57,13 +61,17 @@ __all__ = [
     "RouteSelection",
     "Sample",
     "Sampled",
+    "SkillPackage",
+    "SkillPackageError",
     "StepFailed",
     "StoreUnavailable",
     "Text",
     "Timing",
+    "a2ui",
     "human_gate",
     "prompt",
     "resource",
     "skill",
     "tool",
+    "ui_resource",
 ]
