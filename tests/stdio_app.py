@@ -76,6 +76,19 @@ async def read_note(name: str) -> str:
     return NOTES[name]
 
 
+@tool(idempotent=True)
+async def edit_note(name: str, text: str) -> str:
+    """Replace a note's text; clients subscribed to it are told.
+
+    Args:
+        name: the note.
+        text: its new text.
+    """
+    NOTES[name] = text
+    agent.resource_updated(f"notes://{name}")
+    return "saved"
+
+
 @tool(read_only=True)
 async def count(to: int, ctx: Context) -> int:
     """Count up to ``to``, reporting progress at every step; prints and logs as it goes.
@@ -146,6 +159,6 @@ def summarize(name: str) -> list[PromptMessage]:
 agent = Agent(
     "notes",
     "1.0.0",
-    include=[app, count, delete_note, regional, wait, summarize],
+    include=[app, count, delete_note, edit_note, regional, wait, summarize],
 )
 app.add_middleware(AgentMiddleware, agent=agent)

@@ -21,7 +21,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from agentmw.cli.stdio import TOKEN_ENV, identity_headers
 from agentmw.mcp.stdio import NO_SESSION, _SseReader, header_value
@@ -406,3 +406,46 @@ def test_sse_reader_joins_split_events_and_skips_comments() -> None:
     reader = _SseReader()
     assert reader.feed(b': ping\n\nid: a-1\ndata: {"a"') == []
     assert reader.feed(b": 1}\r\n\r\ndata: [2]\n\n") == [{"a": 1}, [2]]
+
+
+async def test_resource_updates_reach_a_subscriber_in_each_era() -> None:
+    """2025: resources/subscribe, then the session's GET stream; 2026: subscriptions/listen, ended by the client."""
+    updates: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+
+    async with Client(server(APP), mode="legacy", cache=None, message_handler=on_message) as c:
+        with pytest.warns(MCPDeprecationWarning):  # the 2025 way, as a 2025 client does it
+            await c.subscribe_resource("notes://welcome")
+        assert (await c.call_tool("edit_note", {"name": "welcome", "text": "v2"})).is_error is False
+        deadline = time.monotonic() + 10
+        while not updates and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert updates == ["notes://welcome"]
+    async with Client(server(APP), mode="2026-07-28", cache=None) as c:
+        async with c.listen(resource_subscriptions=["notes://welcome"]) as subscription:
+            await c.call_tool("edit_note", {"name": "welcome", "text": "v3"})
+            event = await asyncio.wait_for(anext(aiter(subscription)), 10)
+            assert "notes://welcome" in repr(event)
+        assert (
+            await c.call_tool("read_note", {"name": "welcome"})
+        ).is_error is False  # the listen ended cleanly
+
+
+def test_app_dir_serves_a_project_from_anywhere(tmp_path: Path) -> None:
+    """Desktop clients start servers in a folder of their own: --app-dir names the project's."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-m", "agentmw.cli", "stdio", APP, "--app-dir", str(ROOT)],
+        check=False,
+        input=json.dumps(modern(1, "tools/list")).encode() + b"\n",
+        capture_output=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "whoami" in {t["name"] for t in json.loads(done.stdout)["result"]["tools"]}
+    assert list(tmp_path.iterdir()) == []  # and nothing was left where it was started (no store file)

@@ -49,6 +49,12 @@ def add_parser(commands: Any, target_help: str) -> None:
         help="a header sent on every request, such as 'Authorization: Bearer demo-token' (repeatable)",
     )
     stdio.add_argument(
+        "--app-dir",
+        metavar="DIR",
+        help="the project's folder: the working directory, and where the target is imported from (desktop "
+        "clients start servers in a folder of their own choosing)",
+    )
+    stdio.add_argument(
         "--url",
         default="http://127.0.0.1:8000",
         help="the scheme and host the requests name (what a token's audience is checked against; "
@@ -129,6 +135,14 @@ def run(args: argparse.Namespace) -> int:
         print("agentmw: --drain must be 0 or more", file=sys.stderr)
         return 2
     _logging(args.log_level)
+    if args.app_dir:
+        try:
+            os.chdir(
+                args.app_dir
+            )  # the target is then imported from here (target.py puts the cwd on sys.path)
+        except OSError as exc:
+            print(f"agentmw: --app-dir {args.app_dir}: {exc.strerror}", file=sys.stderr)
+            return 2
     if args.store:
         os.environ["AGENTMW_STORE"] = args.store
     os.environ.setdefault("AGENTMW_STORE", "memory://")  # one process, one client: nothing left behind

@@ -168,6 +168,7 @@ class _Flight:
     """A request of the client's that is running: its era, its exchange, and whether it was cancelled."""
 
     era: str
+    endless: bool = False  # subscriptions/listen: it answers only when the client ends it
     exchange: _Exchange | None = None
     cancelled: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -244,7 +245,9 @@ class StdioBridge:
                 )
                 return
             modern = self._modern(method, message.get("params"))
-            flight = self._flights[request_id] = _Flight("modern" if modern else "handshake")
+            flight = self._flights[request_id] = _Flight(
+                "modern" if modern else "handshake", endless=method == "subscriptions/listen"
+            )
             waits = None if modern else self._opening  # this era's messages follow the initialize before them
             if method == "initialize":
                 self._opening = flight.done  # what follows waits for the session it opens
@@ -564,8 +567,8 @@ class StdioBridge:
         return len(self._flights)
 
     async def drain(self, timeout: float) -> None:
-        """Wait up to ``timeout`` for the requests still running to answer."""
-        waits = [asyncio.ensure_future(f.done.wait()) for f in self._flights.values()]
+        """Wait up to ``timeout`` for the requests still running to answer (a subscription never does)."""
+        waits = [asyncio.ensure_future(f.done.wait()) for f in self._flights.values() if not f.endless]
         if waits:
             _, pending = await asyncio.wait(waits, timeout=timeout)
             for wait in pending:
