@@ -14,6 +14,11 @@
 | AMW010 | error | a skill is not a one-to-one copy of the one tool it groups |
 | AMW011 | warning | a route exposed in bulk (no decorator) has derived descriptions |
 | AMW012 | retired | (was: a route's ``dependencies=[...]`` do not run for agent calls; they do now) |
+| AMW013 | error | a tool's MCP App UI (``ui=``) is a served ``ui://`` resource of type ``text/html;profile=mcp-app`` |
+| AMW014 | error (warning when only likely) | an MCP App's document loads only what its CSP allows: no relative URL, no origin it does not declare |
+| AMW015 | error | a skill package folder is a package: ``SKILL.md`` at its root, valid frontmatter, its name the folder's, within the limits |
+| AMW016 | warning | the links of a skill package's ``SKILL.md`` lead to files the package holds |
+| AMW017 | warning | a capability that sends A2UI surfaces is served where they are shown: a skill declares A2UI among its output modes |
 
 Codes never change meaning; new rules get new codes.
 """
@@ -22,20 +27,36 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import pathlib
+import posixpath
 import re
 import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from html.parser import HTMLParser
+from pathlib import PurePosixPath
 from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
 
 from .._docstrings import parse_docstring
-from ..capability import Capability, _hints
+from ..a2ui import MIME_TYPE as A2UI_MIME_TYPE
+from ..capability import APP_MIME_TYPE, Capability, _hints
 from ..decorators import specs_of
 from ..selection import RouteInfo, route_of
-from .report import capabilities_by_function, routes_by_endpoint, source_of
+from ..skill_packages import MAX_SKILL_BYTES, MAX_SKILL_FILES, SkillPackage, SkillPackageError
+from .report import capabilities_by_function, routes_by_endpoint, sends_surfaces, source_of
 
-__all__ = ["CONTRACT_BUDGET", "RULES", "SUMMARY_BUDGET", "Finding", "baseline_names", "lint_agent"]
+__all__ = [
+    "CONTRACT_BUDGET",
+    "EXTENSION_RULES",
+    "RULES",
+    "SUMMARY_BUDGET",
+    "Finding",
+    "baseline_names",
+    "lint_agent",
+    "lint_skill_package",
+]
 
 Level = Literal["error", "warning"]
 
@@ -55,7 +76,14 @@ RULES: dict[str, str] = {
     "AMW009": "names stable",
     "AMW010": "grouped skills are not copies of tools",
     "AMW011": "route exposed in bulk",
+    "AMW013": "MCP App UI resource served",
+    "AMW014": "MCP App document within its CSP",
+    "AMW015": "skill package folder valid",
+    "AMW016": "skill package links resolve",
+    "AMW017": "A2UI surfaces shown",
 }
+EXTENSION_RULES = frozenset({"AMW013", "AMW014", "AMW015", "AMW016", "AMW017"})
+"""The rules of MCP Apps, MCP skill packages and A2UI (issue 26)."""
 RETIRED = frozenset({"AMW012"})
 """Codes no rule reports any more; never given to a new rule."""
 
@@ -389,6 +417,102 @@ class _Linter:
                     "tool alone",
                 )
 
+    # --- MCP Apps, skill packages, A2UI ---------------------------------------------------------------
+    def app_ui(self, cap: Capability) -> None:
+        if cap.kind != "tool" or not cap.ui:
+            return
+        uri = cap.ui["resourceUri"]
+        found = self.agent.find_resource(uri)
+        if found is None:
+            self.add(
+                "AMW013",
+                "error",
+                cap,
+                f"names the UI {uri!r}, which this agent does not serve: a host with MCP Apps finds no "
+                "document to render beside its result",
+                "serve it (agentmw.apps.ui_resource(uri, file=...) or @resource(uri), then include it in the "
+                "Agent), or correct the URI",
+            )
+        elif found[0].mime_type != APP_MIME_TYPE:
+            self.add(
+                "AMW013",
+                "error",
+                cap,
+                f"names the UI {uri!r}, served as {found[0].mime_type!r}: hosts render only "
+                f"{APP_MIME_TYPE!r}",
+                "serve the UI with agentmw.apps.ui_resource, which gives it that type",
+            )
+
+    def app_document(self, cap: Capability) -> None:
+        if cap.kind != "resource" or cap.ui is None or cap.uri is None:
+            return
+        html = _ui_document(cap)
+        if html is None:
+            return
+        start = len(self.findings)
+        declared = cap.ui.get("csp") or {}
+        seen: set[tuple[str, str]] = set()
+        for load in _loads(html):
+            key = (load.url, load.field)
+            if key in seen:
+                continue
+            seen.add(key)
+            origin = _origin(load.url)
+            if origin is None:
+                self.add(
+                    "AMW014",
+                    "error",
+                    cap,
+                    f"loads {load.url!r} ({load.what}), a relative URL: the host renders the document on its "
+                    "own, with nothing behind ui:// to fetch it from",
+                    "inline it in the document (a <script>, a <style>, a data: URL), or load it from an origin "
+                    f"the CSP declares ({load.field})",
+                )
+            elif not any(_allows(source, origin) for source in declared.get(load.field, ())):
+                self.add(
+                    "AMW014",
+                    "error" if load.certain else "warning",
+                    cap,
+                    f"{'loads' if load.certain else 'seems to reach'} {load.url!r} ({load.what}), but its "
+                    f"CSP does not declare {origin} in {load.field}: the host's policy blocks it",
+                    f"add {origin!r} to UiCsp({_CSP_ARGUMENT[load.field]}=...) of its ui_resource "
+                    "(or inline what it loads)",
+                )
+        if getattr(inspect.unwrap(cap.fn), "__module__", None) == "agentmw.apps":
+            # ui_resource's function lives in agentmw: the document is where to look (its file, else its uri)
+            where = getattr(cap.fn, "ui_source", None) or cap.uri
+            self.findings[start:] = [replace(f, source=where) for f in self.findings[start:]]
+
+    def surfaces(self, cap: Capability) -> None:
+        if cap.kind not in ("tool", "skill") or not sends_surfaces(cap):
+            return
+        if cap.kind == "skill" and A2UI_MIME_TYPE not in cap.output_modes:
+            self.add(
+                "AMW017",
+                "warning",
+                cap,
+                "sends A2UI surfaces (ctx.surface) but does not name A2UI among its output modes: the card "
+                "does not declare the A2UI extension, so A2A clients never ask for the surfaces and are "
+                "never sent them (AG-UI front ends still are)",
+                f'@skill(output_modes=("text/plain", "{A2UI_MIME_TYPE}")) (agentmw.a2ui.MIME_TYPE)',
+            )
+        elif cap.kind == "tool" and not any(cap.name in s.groups for s in self.agent.skills.values()):
+            self.add(
+                "AMW017",
+                "warning",
+                cap,
+                "sends A2UI surfaces (ctx.surface), but it is only a tool, and MCP has no place for "
+                "them: they are dropped",
+                "send them from a skill (A2A and AG-UI show them), or group the tool in one",
+            )
+
+    def skill_packages(self) -> None:
+        for served in self.agent.skill_packages.values():
+            package = served.package
+            where = str(package.source) if package.source is not None else "built in code"
+            for finding in _package_links(package, os.path.relpath(where) if package.source else where):
+                self.findings.append(finding)
+
     def run(self) -> list[Finding]:
         for fn, caps in capabilities_by_function(self.agent):
             for cap in caps:
@@ -397,10 +521,253 @@ class _Linter:
                 self.untrusted(cap)
                 self.paths(cap)
                 self.output(cap)
+                self.app_ui(cap)
+                self.app_document(cap)
+                self.surfaces(cap)
             self.route(fn, caps)
         self.names()
         self.copies()
+        self.skill_packages()
         return self.findings
+
+
+# --- MCP Apps: what a UI document loads ----------------------------------------------------------------
+
+_CSP_ARGUMENT = {
+    "connectDomains": "connect_domains",
+    "resourceDomains": "resource_domains",
+    "frameDomains": "frame_domains",
+    "baseUriDomains": "base_uri_domains",
+}
+_LOADABLE = ("http", "https", "ws", "wss")
+_LINK_LOADS = frozenset({"stylesheet", "modulepreload", "preload", "icon"})
+_MEDIA = frozenset({"img", "audio", "video", "source", "track"})
+_CSS_URL = re.compile(r"""url\(\s*["']?([^"')\s]+)|@import\s+["']([^"']+)["']""")
+_IMPORT = re.compile(
+    r"""\bimport\s*(?:[\w$*{}\s,]+?\s*from\s*)?["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']"""
+)
+_CONNECT = re.compile(
+    r"""\b(fetch|new\s+WebSocket|new\s+EventSource)\s*\(\s*["'`]((?:https?|wss?)://[^"'`\s]+)"""
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Load:
+    url: str
+    field: str  # the _meta.ui.csp field that must declare its origin
+    what: str
+    certain: bool = True  # markup and imports load for certain; a URL in script text only likely
+
+
+class _Loads(HTMLParser):
+    """What an HTML document loads from elsewhere: its markup's URLs, its styles' and scripts' imports."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.loads: list[_Load] = []
+        self._in: str | None = None  # "script" or "style" while reading one's text
+
+    def _add(self, url: str | None, field: str, what: str, certain: bool = True) -> None:
+        url = (url or "").strip()
+        if not url or url.startswith("#") or "${" in url:
+            return
+        scheme = urlsplit(url).scheme.lower()
+        if scheme and scheme not in _LOADABLE:  # data:, blob:, mailto:, javascript: ... load nothing remote
+            return
+        if not scheme and not url.startswith(("/", ".")) and field != "resourceDomains":
+            return
+        self.loads.append(_Load(url, field, what, certain))
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "script":
+            self._add(a.get("src"), "resourceDomains", "a <script src>")
+            self._in = "script"
+        elif tag == "style":
+            self._in = "style"
+        elif tag == "link" and _LINK_LOADS & set((a.get("rel") or "").lower().split()):
+            self._add(a.get("href"), "resourceDomains", f"a <link rel={a.get('rel')}>")
+        elif tag in _MEDIA:
+            self._add(a.get("src"), "resourceDomains", f"an <{tag} src>")
+            for candidate in (a.get("srcset") or "").split(","):
+                self._add(candidate.strip().split(" ")[0], "resourceDomains", f"an <{tag} srcset>")
+        elif tag in ("iframe", "frame"):
+            self._add(a.get("src"), "frameDomains", f"an <{tag} src>")
+        elif tag == "base":
+            self._add(a.get("href"), "baseUriDomains", "its <base href>")
+        if a.get("style"):
+            self._css(a["style"] or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style"):
+            self._in = None
+
+    def _css(self, text: str) -> None:
+        for match in _CSS_URL.finditer(text):
+            self._add(match.group(1) or match.group(2), "resourceDomains", "a CSS url() or @import")
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "style":
+            self._css(data)
+        elif self._in == "script":
+            for match in _IMPORT.finditer(data):
+                url = match.group(1) or match.group(2)
+                if (
+                    url.startswith(("/", ".")) or "://" in url
+                ):  # a bare specifier needs an import map: not ours
+                    self._add(url, "resourceDomains", "a script's import")
+            for match in _CONNECT.finditer(data):
+                call = re.sub(r"\s+", " ", match.group(1))
+                self._add(match.group(2), "connectDomains", f"{call}(...) in a script", certain=False)
+
+
+def _loads(html: str) -> list[_Load]:
+    parser = _Loads()
+    parser.feed(html)
+    parser.close()
+    return parser.loads
+
+
+def _origin(url: str) -> str | None:
+    """``scheme://host[:port]`` of an absolute URL (``//host`` is https, as under the host's https page); None
+    for a relative one."""
+    parts = urlsplit("https:" + url if url.startswith("//") else url)
+    if not parts.scheme or not parts.hostname:
+        return None
+    return f"{parts.scheme.lower()}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+
+
+_SCHEMES_ALLOWED = {"http": _LOADABLE, "https": ("https", "wss"), "ws": ("ws", "wss"), "wss": ("wss",)}
+
+
+def _allows(source: str, origin: str) -> bool:
+    """Whether a CSP source (``https://api.example.com``, ``https://*.example.com``, ``wss://x:*``) matches an
+    origin, by CSP's rules: a scheme allows its secure upgrade, ``*.`` any subdomain, no port the default."""
+    src_scheme, _, src_rest = source.partition("://")
+    scheme, _, rest = origin.partition("://")
+    if scheme not in _SCHEMES_ALLOWED.get(src_scheme.lower(), ()):
+        return False
+    src_host, _, src_port = src_rest.lower().partition(":")
+    host, _, port = rest.partition(":")
+    if src_host.startswith("*."):
+        if not host.endswith(src_host[1:]):
+            return False
+    elif host != src_host:
+        return False
+    return src_port == "*" or src_port == port
+
+
+def _ui_document(cap: Capability) -> str | None:
+    """The HTML of a ``ui://`` resource whose function takes nothing and is plain (``ui_resource`` makes such
+    one: it returns the document it read at start-up); None for any other, which lint does not run."""
+    if cap.is_async or cap.is_async_gen or cap.params.arg_names or cap.params.context_param:
+        return None
+    try:
+        value = cap.fn()
+    except Exception:  # noqa: BLE001 (a resource that needs its request: not one lint can read)
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
+# --- skill packages --------------------------------------------------------------------------------------
+
+_MD_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'(][^)]*)?\)")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_INLINE_CODE = re.compile(r"`[^`]*`")
+_PACKAGE_FIX = (
+    "give the folder the Agent Skills layout: SKILL.md at its root, its frontmatter's name the folder's name "
+    "(lowercase letters, digits, single hyphens) and a description of at most 1,024 characters; at most "
+    f"{MAX_SKILL_FILES} files and {MAX_SKILL_BYTES // (1024 * 1024)} MiB (docs/skill-packages.md)"
+)
+
+
+def _package_links(package: SkillPackage, where: str) -> list[Finding]:
+    """AMW016: each relative link of SKILL.md's instructions names a file (or folder) of the package."""
+    skill_md = package.file("SKILL.md")
+    text = skill_md.text if skill_md is not None else None
+    if not text:
+        return []
+    paths = {f.path for f in package.files}
+    folders = {str(parent) for p in paths for parent in PurePosixPath(p).parents}
+    findings: list[Finding] = []
+    lines = text.splitlines()
+    start = 0
+    if lines and lines[0].strip() == "---":  # the frontmatter is not instructions
+        start = next((i + 1 for i in range(1, len(lines)) if lines[i].startswith("---")), 0)
+    fenced = False
+    for number, line in enumerate(lines[start:], start + 1):
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        for match in _MD_LINK.finditer(_INLINE_CODE.sub("", line)):
+            target = match.group(1)
+            parts = urlsplit(target)
+            if parts.scheme or parts.netloc or not parts.path or target.startswith("/"):
+                continue  # a web link, an anchor, or an absolute path: not a file of the package
+            path = posixpath.normpath(unquote(parts.path))
+            if path in paths or path in folders:
+                continue
+            outside = path == ".." or path.startswith("../")
+            findings.append(
+                Finding(
+                    "AMW016",
+                    "warning",
+                    "skill package",
+                    package.name,
+                    f"links to {target!r} in SKILL.md, which "
+                    + (
+                        "leads outside the package: a host serves only the package's own files"
+                        if outside
+                        else "the package does not hold: a model that follows the link finds nothing"
+                    ),
+                    "add the file to the package's folder (hidden files, named with a leading '.', are left "
+                    "out), or correct the link",
+                    f"{where}/SKILL.md:{number}" if package.source is not None else "",
+                )
+            )
+    return findings
+
+
+def lint_skill_package(path: str | os.PathLike[str]) -> list[Finding]:
+    """The findings for a skill package folder, or for a folder of them (each subfolder one package), as
+    :class:`SkillPackage.from_folder` reads it: AMW015 when it cannot be served, else AMW016. Raises
+    ``ValueError`` when ``path`` is not a folder."""
+    root = pathlib.Path(path)
+    if not root.is_dir():
+        raise ValueError(f"{os.fspath(path)!r} is not a folder")
+    folders = [root]
+    if not (root / "SKILL.md").exists():
+        children = sorted(c for c in root.iterdir() if c.is_dir() and not c.name.startswith("."))
+        if any((c / "SKILL.md").exists() for c in children):
+            folders = (
+                children  # a folder of packages: each subfolder is one (and one without SKILL.md is wrong)
+            )
+    findings: list[Finding] = []
+    for folder in folders:
+        shown = os.path.relpath(folder)
+        shown = os.fspath(folder) if shown.startswith("..") else shown
+        try:
+            package = SkillPackage.from_folder(folder)
+        except SkillPackageError as exc:
+            detail = str(exc).removeprefix(f"skill package folder {str(folder)!r}: ")
+            findings.append(
+                Finding(
+                    "AMW015",
+                    "error",
+                    "skill package folder",
+                    folder.resolve().name,
+                    f"cannot be served: {detail}",
+                    _PACKAGE_FIX,
+                    shown,
+                )
+            )
+            continue
+        findings += _package_links(package, shown)
+    return sorted(findings, key=_position)
 
 
 def lint_agent(

@@ -7,19 +7,31 @@ shown, not a guess from the registry.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import os
+import textwrap
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..a2ui import EXTENSION_URI as A2UI_EXTENSION_URI
+from ..a2ui import MIME_TYPE as A2UI_MIME_TYPE
 from ..capability import Capability
 from ..decorators import specs_of
 from ..selection import RouteInfo, iter_routes, route_of
-from ..testing import AsgiExchange, McpTestClient
+from ..skill_packages import ServedSkill
+from ..testing import AsgiExchange, McpError, McpTestClient
 from .target import Target
 
-__all__ = ["build_report", "capabilities_by_function", "render_text", "routes_by_endpoint", "source_of"]
+__all__ = [
+    "build_report",
+    "capabilities_by_function",
+    "render_text",
+    "routes_by_endpoint",
+    "sends_surfaces",
+    "source_of",
+]
 
 _BASE = "http://127.0.0.1:8000"
 
@@ -59,6 +71,14 @@ async def _get_json(app: Any, url: str) -> Any:
     return json.loads(body) if exchange.status == 200 else None
 
 
+async def _mcp_or_none(mcp: McpTestClient, method: str) -> Any:
+    """A method's result, or None when the server refuses it (an extension it does not serve)."""
+    try:
+        return await mcp.request(method, on_notification=lambda _: None)
+    except McpError:
+        return None
+
+
 async def _faces(agent: Any) -> dict[str, Any]:
     app = agent.asgi()
     mcp = McpTestClient(app, path=agent.mcp_path)
@@ -70,6 +90,12 @@ async def _faces(agent: Any) -> dict[str, Any]:
         ("prompts/list", "prompts"),
     ):
         lists[key] = (await mcp.request(method, on_notification=lambda _: None)).get(key, [])
+    # the MCP extensions the server declares (MCP Apps, Skills, tasks), and the skill packages a client is shown
+    discovered = await _mcp_or_none(mcp, "server/discover")
+    lists["extensions"] = ((discovered or {}).get("capabilities") or {}).get("extensions") or {}
+    lists["skills"] = (
+        ((await _mcp_or_none(mcp, "skills/list")) or {}).get("skills", []) if agent.skill_packages else []
+    )
     card = await _get_json(app, _BASE + "/.well-known/agent-card.json") or {}
     agui = {
         name: await _get_json(app, f"{_BASE}{agent.agui_path}/{name}/capabilities") for name in agent.skills
@@ -99,6 +125,12 @@ async def build_report(target: Target) -> dict[str, Any]:
     for skill in agent.skills.values():
         for tool_name in skill.groups:
             grouped_by.setdefault(tool_name, []).append(skill.name)
+    ui_tools: dict[int, list[str]] = {}  # a ui:// resource's capability -> the tools that name it
+    for tool in agent.tools.values():
+        found = agent.find_resource(tool.ui["resourceUri"]) if tool.ui else None
+        if found is not None:
+            ui_tools.setdefault(id(found[0]), []).append(tool.name)
+    packages = {uri: served for uri, served in agent.skill_packages.items()}
     capabilities = []
     for fn, caps in capabilities_by_function(agent):
         route = routes.get(id(fn))
@@ -126,6 +158,15 @@ async def build_report(target: Target) -> dict[str, Any]:
                 }
             if cap.kind == "tool" and cap.name in grouped_by and entry["a2a"] is None:
                 entry["a2a"] = {"groupedBy": grouped_by[cap.name]}
+            if cap.kind == "tool" and cap.ui is not None:
+                entry["ui"] = {**cap.ui, "served": agent.find_resource(cap.ui["resourceUri"]) is not None}
+            if cap.kind == "resource" and cap.ui is not None:
+                entry["ui"] = {"mimeType": cap.mime_type, **cap.ui, "tools": ui_tools.get(id(cap), [])}
+            if cap.kind == "skill" and (A2UI_MIME_TYPE in cap.output_modes or sends_surfaces(cap)):
+                entry["a2ui"] = {
+                    "outputMode": A2UI_MIME_TYPE in cap.output_modes,
+                    "sendsSurfaces": sends_surfaces(cap),
+                }
             if cap.kind == "tool":
                 entry["policy"] = {
                     k: v
@@ -138,8 +179,14 @@ async def build_report(target: Target) -> dict[str, Any]:
                     )
                     if v
                 }
+        served = next((packages[c.uri] for c in caps if c.uri in packages), None)
+        if served is not None:  # a skill package's SKILL.md: its folder is where it comes from
+            source = served.package.source
+            entry["source"] = _shown_path(source) if source is not None else "(built in code)"
+            entry["exposure"] = "skillPackage"
         capabilities.append(entry)
     card = {k: v for k, v in faces["card"].items() if k != "skills"}
+    listed = {e.get("uri") for e in faces["mcp"]["skills"]}
     return {
         "target": target.spec,
         "resolvedFrom": target.how,
@@ -158,7 +205,85 @@ async def build_report(target: Target) -> dict[str, Any]:
         },
         "card": card,
         "capabilities": capabilities,
+        "mcpExtensions": faces["mcp"]["extensions"],
+        "skillPackages": [
+            _package_entry(agent, served, served.uri in listed) for served in packages.values()
+        ],
+        "a2ui": _a2ui_entry(agent, faces["card"]),
     }
+
+
+def _shown_path(path: os.PathLike[str]) -> str:
+    """A folder as ``source_of`` shows a file: relative to the working directory when it is below it."""
+    relative = os.path.relpath(path)
+    return os.fspath(path) if relative.startswith("..") else relative
+
+
+def _package_entry(agent: Any, served: ServedSkill, listed: bool) -> dict[str, Any]:
+    """A skill package as served: its SEP-2640 entry's facts, where it comes from, and who may read it."""
+    package = served.package
+    policy = agent.resources[served.uri].policy
+    skill_md = package.file("SKILL.md")
+    return {
+        "name": package.name,
+        "uri": served.uri,
+        "description": package.description,
+        "source": _shown_path(package.source) if package.source is not None else None,
+        "files": [
+            {"path": f.path, "mimeType": f.mime_type, "size": f.size, "digest": f.digest}
+            for f in package.files
+        ],
+        "size": package.size,
+        "skillMdDigest": skill_md.digest if skill_md is not None else None,
+        "listed": listed,  # in skills/list for a caller without credentials
+        "access": {"scopes": list(policy.scope_list), "roles": sorted(policy.roles)} if policy else None,
+    }
+
+
+def _a2ui_entry(agent: Any, card: dict[str, Any]) -> dict[str, Any] | None:
+    """A2UI: the extension the card declares, and the skills that name it or send surfaces."""
+    extension = next(
+        (
+            e
+            for e in (card.get("capabilities") or {}).get("extensions") or ()
+            if isinstance(e, dict) and e.get("uri") == A2UI_EXTENSION_URI
+        ),
+        None,
+    )
+    skills = [c for c in agent.skills.values() if A2UI_MIME_TYPE in c.output_modes or sends_surfaces(c)]
+    if extension is None and not skills:
+        return None
+    return {
+        "extension": extension,
+        "skills": [
+            {
+                "name": c.name,
+                "outputMode": A2UI_MIME_TYPE in c.output_modes,
+                "sendsSurfaces": sends_surfaces(c),
+            }
+            for c in skills
+        ],
+    }
+
+
+def sends_surfaces(cap: Capability) -> bool:
+    """Whether the function's own code calls ``ctx.surface(...)`` on its Context parameter (read from its
+    source: a surface sent by a helper it passes the context to is not seen)."""
+    ctx = cap.params.context_param
+    if ctx is None:
+        return False
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(cap.fn))))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "surface"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == ctx
+        for node in ast.walk(tree)
+    )
 
 
 def _schema_line(schema: dict[str, Any] | None) -> str:
@@ -180,6 +305,22 @@ def render_text(report: dict[str, Any]) -> str:
     lines += [f"  note: {note}" for note in report["notes"]]
     if report["card"].get("description"):
         lines.append(f"  card: {report['card']['description']}")
+    extensions = report.get("mcpExtensions") or {}
+    if extensions:
+        lines.append(
+            "  MCP extensions: "
+            + ", ".join(f"{name} {json.dumps(settings)}" for name, settings in extensions.items())
+        )
+    card_extensions = (report["card"].get("capabilities") or {}).get("extensions") or []
+    if card_extensions:
+        lines.append(
+            "  A2A extensions: "
+            + ", ".join(
+                f"{e.get('uri')}{' (required)' if e.get('required') else ''}"
+                for e in card_extensions
+                if isinstance(e, dict)
+            )
+        )
     for cap in report["capabilities"]:
         route = cap["route"]
         where = f"; {','.join(route['methods'])} {route['path']}" if route else ""
@@ -204,6 +345,7 @@ def render_text(report: dict[str, Any]) -> str:
                     lines.append(f"    policy: {json.dumps(cap['policy'])}")
             if kind == "prompt":
                 lines.append(f"    arguments: {json.dumps(shown.get('arguments', []))}")
+        lines += _ui_lines(cap.get("ui"), cap["kinds"])
         a2a = cap["a2a"]
         if a2a and a2a.get("skill"):
             skill = a2a["skill"]
@@ -230,4 +372,80 @@ def render_text(report: dict[str, Any]) -> str:
             )
         else:
             lines.append("  AG-UI: -")
+        if cap.get("a2ui"):
+            a2ui = cap["a2ui"]
+            lines.append(
+                "  A2UI: "
+                + (
+                    "sends surfaces (ctx.surface)"
+                    if a2ui["sendsSurfaces"]
+                    else "sends no surface in its code"
+                )
+                + (
+                    "; output mode declared"
+                    if a2ui["outputMode"]
+                    else "; output mode NOT declared (lint AMW017)"
+                )
+            )
+    lines += _package_lines(report.get("skillPackages") or [])
     return "\n".join(lines) + "\n"
+
+
+def _ui_lines(ui: dict[str, Any] | None, kinds: list[str]) -> list[str]:
+    """MCP Apps: a tool's UI, or what a ui:// resource asks of the host that renders it."""
+    if not ui:
+        return []
+    if "resourceUri" in ui:
+        visibility = f" (visibility: {', '.join(ui['visibility'])})" if ui.get("visibility") else ""
+        missing = "" if ui.get("served") else "  NOT SERVED (lint AMW013)"
+        return [f"  MCP App UI: {ui['resourceUri']}{visibility}{missing}"]
+    csp = ui.get("csp") or {}
+    shown = (
+        "; ".join(f"{field} {' '.join(origins)}" for field, origins in csp.items()) or "none (inline only)"
+    )
+    lines = [f"  MCP App document: {ui.get('mimeType')}", f"    csp: {shown}"]
+    if ui.get("permissions"):
+        lines.append(f"    permissions: {', '.join(ui['permissions'])}")
+    if ui.get("domain"):
+        lines.append(f"    domain: {ui['domain']}")
+    if ui.get("prefersBorder") is not None:
+        lines.append(f"    border: {'yes' if ui['prefersBorder'] else 'no'}")
+    lines.append(f"    UI of tools: {', '.join(ui.get('tools') or []) or '(none)'}")
+    return lines
+
+
+def _size(n: int) -> str:
+    return (
+        f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f} MiB"
+    )
+
+
+def _package_lines(packages: list[dict[str, Any]]) -> list[str]:
+    """MCP skill packages (SEP-2640), as skills/list and skills/get serve them."""
+    if not packages:
+        return []
+    lines = ["", "skill packages (MCP skills/list, skills/get):"]
+    for p in packages:
+        where = p["source"] or "built in code"
+        access = p.get("access") or {}
+        needs = " ".join(
+            [
+                *(f"scope {s}" for s in access.get("scopes", [])),
+                *(f"role {r}" for r in access.get("roles", [])),
+            ]
+        )
+        lines += [
+            f"  {p['name']}  {p['uri']}  ({where})",
+            f"    {p['description'].splitlines()[0] if p['description'] else ''}",
+            f"    {len(p['files'])} file{'s' * (len(p['files']) != 1)}, {_size(p['size'])}; "
+            + f"SKILL.md {p['skillMdDigest']}",
+        ]
+        shown = [f["path"] for f in p["files"]]
+        lines.append(
+            f"    files: {', '.join(shown[:12])}" + (f", +{len(shown) - 12} more" if len(shown) > 12 else "")
+        )
+        if needs or not p["listed"]:
+            lines.append(
+                f"    access: {needs or '-'}{'' if p['listed'] else '; not listed for an anonymous caller'}"
+            )
+    return lines
