@@ -26,9 +26,9 @@ from agentmw import (
     PromptMessage,
     Rejected,
     Sample,
+    SkillPackage,
     Text,
 )
-from agentmw.skill_packages import SkillPackage
 
 # 1x1 PNG and a tiny WAV, as the suite's reference server sends.
 PNG = base64.b64decode(
