@@ -32,6 +32,7 @@ from agentmw.errors import RegistrationError
 from examples.fastapi_app.main import APPROVAL_CARD
 from examples.fastapi_app.main import agent as example_agent
 from examples.fastapi_app.main import app as example_app
+from tests.helpers.mcp_raw import JSON, open_session
 
 MODES = ["legacy", "2026-07-28", "auto"]
 APPS = advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})
@@ -240,7 +241,7 @@ async def _raw(app: Any, method: str, stateless: bool) -> dict[str, Any]:
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
     ) as http:
-        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        headers = dict(JSON)
         body: dict[str, Any] = {"jsonrpc": "2.0", "id": 2, "method": method, "params": {}}
         if stateless:
             headers |= {"mcp-protocol-version": "2026-07-28", "mcp-method": method}
@@ -251,24 +252,7 @@ async def _raw(app: Any, method: str, stateless: bool) -> dict[str, Any]:
                 }
             }
         else:
-            init = await http.post(
-                "/mcp",
-                headers=headers,
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "raw", "version": "1"},
-                    },
-                },
-            )
-            headers |= {
-                "mcp-session-id": init.headers["mcp-session-id"],
-                "mcp-protocol-version": "2025-11-25",
-            }
+            headers = await open_session(http)
             await http.post(
                 "/mcp", headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
             )
@@ -388,3 +372,38 @@ async def test_a_budget_admin_cannot_decide_their_own_request() -> None:
         assert refused.is_error is True and "other than the requester" in refused.content[0].text
     stored = await example_agent.approvals.get(approval_id)
     assert stored is not None and stored.status == "pending"
+
+
+def test_agent_decorators_and_routes_take_a_ui_too() -> None:
+    from fastapi import FastAPI
+
+    from agentmw import AgentMiddleware
+    from agentmw.mcp.convert import tool_descriptor
+
+    app = FastAPI()
+
+    @app.get("/cart/{sku}")
+    @tool(ui=UI("ui://shop/card.html", visibility=("model",)))
+    def cart_route(sku: str) -> dict[str, str]:
+        return {"sku": sku}
+
+    agent = Agent("decorators", include=[app])
+
+    @agent.tool(ui="ui://shop/card.html")
+    def show(sku: str) -> str:
+        return sku
+
+    @agent.resource("ui://shop/card.html", ui=UiResource(prefers_border=True))
+    def card() -> str:
+        return CARD
+
+    app.add_middleware(AgentMiddleware, agent=agent)
+    agent.bind_host(app)
+    route = agent.tools["cart_route"]
+    assert route.route is not None  # the route, served over MCP with its UI
+    assert tool_descriptor(route)["_meta"]["ui"] == {
+        "resourceUri": "ui://shop/card.html",
+        "visibility": ["model"],
+    }
+    assert agent.tools["show"].ui == {"resourceUri": "ui://shop/card.html"}
+    assert agent.resources["ui://shop/card.html"].ui == {"prefersBorder": True}
