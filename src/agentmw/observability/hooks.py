@@ -359,6 +359,7 @@ _IDENTITY = {
     "resources": "uri",
     "templates": "uriTemplate",
     "skills": "id",
+    "skill_packages": "uri",
 }
 
 
