@@ -13,6 +13,7 @@ The value objects here only describe; :func:`ui_resource` builds the resource, a
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,6 +226,10 @@ def ui_resource(
 
     label = name or uri
     serve.__name__ = serve.__qualname__ = re.sub(r"\W", "_", label)
+    # where the document was written, for messages about it (``agentmw lint``): the file, else the declaration
+    caller = sys._getframe(1)
+    where = str(file) if file is not None else f"{caller.f_code.co_filename}:{caller.f_lineno}"
+    serve.ui_source = where  # type: ignore[attr-defined]
     meta = UiResource(csp=csp, permissions=permissions, domain=domain, prefers_border=prefers_border)
     marked: Callable[[], str] = resource(
         uri,
