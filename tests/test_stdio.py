@@ -25,6 +25,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from agentmw.cli.stdio import TOKEN_ENV, identity_headers
 from agentmw.mcp.stdio import NO_SESSION, _SseReader, header_value
+from tests.helpers.mcp_raw import initialize_request
 from tests.stdio_app import TOKEN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +33,7 @@ EXAMPLE = "examples.fastapi_app.main:app"
 APP = "tests.stdio_app:app"
 MODES = ("legacy", "2026-07-28", "auto")
 ERA = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28", "auto": "2026-07-28"}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
@@ -235,17 +237,8 @@ def test_handshake_era_on_the_raw_wire() -> None:
     assert wire.read() == {"jsonrpc": "2.0", "id": 2, "result": {}}
     # pipelined, as a script sends it: initialize, initialized and a call before the first answer is back
     wire.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 3,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        initialize_request(revision="2025-06-18", request_id=3),
+        INITIALIZED,
         {
             "jsonrpc": "2.0",
             "id": 4,
@@ -262,21 +255,10 @@ def test_handshake_era_on_the_raw_wire() -> None:
 
 def test_elicitation_round_trip_on_the_raw_wire() -> None:
     wire = Wire(APP)
-    wire.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {"elicitation": {}},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
-    )
+    wire.send(initialize_request(revision="2025-11-25", request_id=1, capabilities={"elicitation": {}}))
     assert wire.read()["id"] == 1
     wire.send(
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        INITIALIZED,
         {
             "jsonrpc": "2.0",
             "id": 2,
@@ -305,17 +287,8 @@ def test_a_cancelled_request_gets_no_answer_and_others_go_on(era: str) -> None:
         )
     else:
         wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": era,
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            },
-            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            initialize_request(revision=era, request_id=0),
+            INITIALIZED,
         )
         assert wire.read()["id"] == 0
         wait = {
