@@ -92,9 +92,8 @@ def test_the_bad_shop_trips_each_rule_once_in_the_subprocess() -> None:
         "loads 'cart.css'": "error",
         "seems to reach 'https://prices.shop.example/v1/today'": "warning",
     }
-    assert all(
-        f["source"] == "ui://shop/cart.html" for f in by_code["AMW014"]
-    )  # the logo's origin is declared
+    declared = os.path.join("tests", "cli_apps", "apps_bad.py") + ":30"  # where ui_resource(...) is written
+    assert all(f["source"] == declared for f in by_code["AMW014"])  # and the logo's origin is declared: fine
     links = sorted(f["source"] for f in by_code["AMW016"])
     skill_md = os.path.join("tests", "cli_apps", "skill_packages", "stale-links") + "/SKILL.md"
     assert links == [f"{skill_md}:8", f"{skill_md}:9"]
@@ -330,6 +329,7 @@ def test_inspect_shows_the_examples_ui_package_and_surface() -> None:
     caps = {c["name"]: c for c in report["capabilities"]}
     assert caps["submit_purchase_request"]["ui"]["resourceUri"] == "ui://procurement/approval.html"
     assert caps["submit_purchase_request"]["ui"]["served"] is True
+    assert caps["approval-card"]["source"] == os.path.join("examples", "fastapi_app", "apps", "approval.html")
     assert "submit_purchase_request" in caps["approval-card"]["ui"]["tools"]
     assert [p["name"] for p in report["skillPackages"]] == ["purchase-requests"]
     assert caps["procurement_assistant"]["a2ui"] == {"outputMode": True, "sendsSurfaces": True}

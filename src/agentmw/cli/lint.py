@@ -33,7 +33,7 @@ import posixpath
 import re
 import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 from pathlib import PurePosixPath
 from typing import Any, Literal
@@ -449,7 +449,6 @@ class _Linter:
         html = _ui_document(cap)
         if html is None:
             return
-        start = len(self.findings)
         declared = cap.ui.get("csp") or {}
         seen: set[tuple[str, str]] = set()
         for load in _loads(html):
@@ -478,10 +477,6 @@ class _Linter:
                     f"add {origin!r} to UiCsp({_CSP_ARGUMENT[load.field]}=...) of its ui_resource "
                     "(or inline what it loads)",
                 )
-        if getattr(inspect.unwrap(cap.fn), "__module__", None) == "agentmw.apps":
-            # ui_resource's function lives in agentmw: the document is where to look (its file, else its uri)
-            where = getattr(cap.fn, "ui_source", None) or cap.uri
-            self.findings[start:] = [replace(f, source=where) for f in self.findings[start:]]
 
     def surfaces(self, cap: Capability) -> None:
         if cap.kind not in ("tool", "skill") or not sends_surfaces(cap):
@@ -660,8 +655,8 @@ def _allows(source: str, origin: str) -> bool:
 def _ui_document(cap: Capability) -> str | None:
     """The HTML of a ``ui://`` resource whose function takes nothing and is plain (``ui_resource`` makes such
     one: it returns the document it read at start-up); None for any other, which lint does not run."""
-    if cap.is_async or cap.is_async_gen or cap.params.arg_names or cap.params.context_param:
-        return None
+    if cap.is_async or cap.is_async_gen or cap.params.arg_names or cap.params.context_param or cap.route:
+        return None  # (a route's handler runs behind its dependencies: not called bare)
     try:
         value = cap.fn()
     except Exception:  # noqa: BLE001 (a resource that needs its request: not one lint can read)

@@ -54,7 +54,12 @@ def routes_by_endpoint(host: Any) -> dict[int, RouteInfo]:
 
 
 def source_of(fn: Callable[..., Any]) -> str:
-    """``path:line`` of a function, relative to the working directory when it is below it."""
+    """``path:line`` of a function, relative to the working directory when it is below it; for a
+    ``ui_resource``, where its document was written (its file, else the declaration)."""
+    declared = getattr(fn, "ui_source", None)
+    if isinstance(declared, str) and declared:
+        file, _, number = declared.rpartition(":")
+        return f"{_shown_path(file)}:{number}" if number.isdigit() and file else _shown_path(declared)
     target = inspect.unwrap(fn)
     try:
         path = inspect.getsourcefile(target) or ""
@@ -213,7 +218,7 @@ async def build_report(target: Target) -> dict[str, Any]:
     }
 
 
-def _shown_path(path: os.PathLike[str]) -> str:
+def _shown_path(path: str | os.PathLike[str]) -> str:
     """A folder as ``source_of`` shows a file: relative to the working directory when it is below it."""
     relative = os.path.relpath(path)
     return os.fspath(path) if relative.startswith("..") else relative
