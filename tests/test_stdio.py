@@ -210,8 +210,15 @@ def test_bad_lines_get_json_rpc_errors_and_eof_ends_cleanly(marker: Path) -> Non
     wire.send("this is not json {")
     first = wire.read()
     assert first["id"] is None and first["error"]["code"] == -32700
-    wire.send("[]", '{"jsonrpc": "2.0", "id": 5}', "", "   ")
+    wire.send(
+        "[]", '{"jsonrpc": "2.0", "id": {"x": 1}, "method": "tools/list"}', '{"jsonrpc": "2.0", "id": 5}', ""
+    )
     assert wire.read()["error"]["code"] == -32600  # a batch
+    assert wire.read() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": "an id is a string or a number"},
+    }
     assert wire.read() == {
         "jsonrpc": "2.0",
         "id": 5,
@@ -373,6 +380,8 @@ def test_identity_precedence() -> None:
         identity_headers(["no colon"], None, {})
     with pytest.raises(ValueError):
         identity_headers(["Authorization: Bearer x"], "y", {})
+    with pytest.raises(ValueError, match="cannot carry"):
+        identity_headers(["X-Price: 5 €"], None, {})
 
 
 def test_sse_reader_joins_split_events_and_skips_comments() -> None:

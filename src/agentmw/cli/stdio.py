@@ -90,6 +90,12 @@ def identity_headers(
         name, sep, content = value.partition(":")
         if not sep or not name.strip():
             raise ValueError(f"a header is 'Name: value', not {value.split(':')[0]!r}…")
+        try:
+            (name + content).encode("latin-1")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"the header {name.strip()!r} holds characters HTTP headers cannot carry"
+            ) from None
         found[name.strip().lower()] = content.strip()
     if "authorization" in found:
         if token:
@@ -146,7 +152,11 @@ def run(args: argparse.Namespace) -> int:
     if args.store:
         os.environ["AGENTMW_STORE"] = args.store
     os.environ.setdefault("AGENTMW_STORE", "memory://")  # one process, one client: nothing left behind
-    wire = StdioWire.claim()  # before the import: whatever the app prints from now on goes to stderr
+    try:
+        wire = StdioWire.claim()  # before the import: whatever the app prints from now on goes to stderr
+    except OSError as exc:
+        print(f"agentmw: stdin and stdout must be open to serve over them: {exc.strerror}", file=sys.stderr)
+        return 2
     try:
         target = resolve(args.target)
         for note in target.notes:

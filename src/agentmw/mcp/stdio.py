@@ -83,6 +83,13 @@ def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[s
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
+def _valid_id(value: Any, *, answer: bool) -> bool:
+    """A request's id is a string or a number (MCP: never null); a response's may be null (an error)."""
+    if value is None:
+        return answer
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
 def header_value(value: str) -> str:
     """A routing header's value: as is when it is plain visible ASCII, else ``=?base64?…?=`` (the 2026 rule)."""
     if value and value == value.strip() and value.isascii() and value.isprintable():
@@ -238,6 +245,9 @@ class StdioBridge:
             return
         request_id = message.get("id")
         method = message.get("method")
+        if "id" in message and not _valid_id(request_id, answer="method" not in message):
+            self.write(_error(None, INVALID_REQUEST, "an id is a string or a number"))
+            return
         if isinstance(method, str) and "id" in message:
             if request_id in self._flights:
                 self.write(
@@ -291,8 +301,9 @@ class StdioBridge:
         declared = self._param_cache.get(tool)
         if declared is None:
             schema = self.tool_schema(tool) if self.tool_schema is not None else None
-            declared = _param_headers(schema) if isinstance(schema, Mapping) else []
-            self._param_cache[tool] = declared
+            if not isinstance(schema, Mapping):
+                return {}  # an unknown tool: the endpoint says so (and a client's made-up names are not kept)
+            declared = self._param_cache[tool] = _param_headers(schema)
         headers: dict[str, str] = {}
         for path, token, _kind in declared:
             value: Any = arguments
@@ -364,12 +375,14 @@ class StdioBridge:
         opening: asyncio.Event | None,
     ) -> None:
         try:
-            if opening is not None:
-                await (
-                    opening.wait()
-                )  # a handshake-era message sent before initialize was answered: its session
+            if opening is not None:  # a handshake-era message sent before initialize was answered
+                await opening.wait()
             if not flight.cancelled:
                 await self._forward(message, method, request_id, flight)
+        except Exception:  # a bug of the bridge's: this request still gets an answer, the others go on
+            logger.exception("serving %s over stdio failed", method)
+            if not flight.cancelled and not self.closing:
+                self.write(_error(request_id, INTERNAL_ERROR, "Internal error"))
         finally:
             if self._flights.get(request_id) is flight:
                 del self._flights[request_id]
@@ -718,6 +731,8 @@ class _Writer:
         self._thread.start()
 
     def __call__(self, message: dict[str, Any]) -> None:
+        if self.broken.is_set():
+            return  # the client stopped reading: nothing is kept for it
         try:
             line = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         except ValueError:  # a NaN or an infinity has no JSON form: the message is refused, not corrupted
@@ -782,9 +797,14 @@ async def serve_stdio(
     for number, code in signals.items():
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(number, stop, code)
+
+    def deliver(line: bytes | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed (the process is exiting): nobody reads it
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+
     reader = threading.Thread(
         target=_read_lines,
-        args=(wire.read_fd, lambda line: loop.call_soon_threadsafe(lines.put_nowait, line)),
+        args=(wire.read_fd, deliver),
         name="agentmw-stdio-reader",
         daemon=True,  # blocked in a read at exit: never waited for
     )
@@ -807,7 +827,10 @@ async def serve_stdio(
                 drain.cancel()
                 code = stopped.result() if stopped.done() else 0
                 break
-            bridge.receive(line)
+            try:
+                bridge.receive(line)
+            except Exception:  # a bug of the bridge's on one line: logged, and the next line is read
+                logger.exception("a line from stdin could not be handled")
     finally:
         _shutting_down()
         await bridge.aclose()
