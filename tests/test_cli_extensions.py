@@ -333,3 +333,37 @@ def test_inspect_shows_the_examples_ui_package_and_surface() -> None:
     assert "submit_purchase_request" in caps["approval-card"]["ui"]["tools"]
     assert [p["name"] for p in report["skillPackages"]] == ["purchase-requests"]
     assert caps["procurement_assistant"]["a2ui"] == {"outputMode": True, "sendsSurfaces": True}
+
+
+def test_rules_on_agents_built_in_a_test() -> None:
+    from agentmw import Agent, SkillPackage, resource, tool
+
+    @resource("ui://shop/receipts/{number}.html")
+    def receipt(number: str) -> str:
+        """A receipt as a card."""
+        return f"<p>Receipt {number}</p>"
+
+    @tool(read_only=True, open_world=False, ui="ui://shop/receipts/latest.html")  # a template serves it
+    async def last_receipt() -> str:
+        """Show the last receipt.
+
+        Summary:
+            Answers "what did I pay?".
+        """
+        return "12.50 EUR"
+
+    notes = SkillPackage(
+        "returns-help",
+        "Help with returns; use it when someone wants to send an item back.",
+        "See [the form](forms/return.md) and [the policy](policy.md).\n",
+        files={"policy.md": "30 days.\n"},
+    )
+    agent = Agent("shop", include=[receipt, last_receipt, notes])
+    [finding] = lint_agent(agent)
+    assert (finding.code, finding.level, finding.name, finding.source) == (
+        "AMW016",
+        "warning",
+        "returns-help",
+        "",  # built in code: no folder to name
+    )
+    assert "'forms/return.md'" in finding.message
