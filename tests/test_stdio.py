@@ -31,6 +31,7 @@ from tests.stdio_app import TOKEN
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = "examples.fastapi_app.main:app"
 APP = "tests.stdio_app:app"
+POLICIES = ROOT / "examples" / "fastapi_app" / "policies"
 MODES = ("legacy", "2026-07-28", "auto")
 ERA = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28", "auto": "2026-07-28"}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -64,7 +65,19 @@ def answers(content: dict[str, Any]) -> Any:
 async def test_example_over_the_official_client(mode: str) -> None:
     """tools, resources, prompts, the human gate's approval and progress, with the token from the environment."""
     params = server(EXAMPLE, **{TOKEN_ENV: "demo-token"})
-    async with Client(params, mode=mode, cache=None, elicitation_callback=answers({"approved": True})) as c:
+    asked_roots: list[int] = []
+
+    async def roots(_context: Any) -> types.ListRootsResult:
+        asked_roots.append(1)
+        return types.ListRootsResult(roots=[types.Root(uri=POLICIES.as_uri(), name="policies")])
+
+    async with Client(
+        params,
+        mode=mode,
+        cache=None,
+        elicitation_callback=answers({"approved": True}),
+        list_roots_callback=roots,
+    ) as c:
         assert c.protocol_version == ERA[mode]
         names = {t.name for t in (await c.list_tools()).tools}
         assert {"search_assets", "department_budget", "submit_purchase_request"} <= names
@@ -94,6 +107,10 @@ async def test_example_over_the_official_client(mode: str) -> None:
         )  # demo-token's subject: the agent's auth ran
         assert receipt.structured_content["total"] == 449.0
         assert [p[0] for p in progress] == [1, 2]
+        # the rooted-path check asks the client for its roots: a server request (2025) or an MRTR round (2026)
+        policy = await c.call_tool("read_policy", {"path": "purchasing.md"})
+        assert policy.is_error is False and policy.content[0].text.startswith("# Purchasing policy")
+        assert asked_roots
 
 
 @pytest.mark.parametrize("mode", MODES)
