@@ -328,11 +328,7 @@ class _Container(Component):
         return [_child_id(c, ids) for c in self.items]
 
 
-class Row(_Container):
-    """Children side by side (``Row(a, b)``, or ``Row(Template(...))`` for one per item of a list)."""
-
-    name = "Row"
-
+class _Line(_Container):
     def __init__(
         self,
         *children: Child | Template,
@@ -356,7 +352,13 @@ class Row(_Container):
         return out
 
 
-class Column(Row):
+class Row(_Line):
+    """Children side by side (``Row(a, b)``, or ``Row(Template(...))`` for one per item of a list)."""
+
+    name = "Row"
+
+
+class Column(_Line):
     """Children one above the other."""
 
     name = "Column"
