@@ -21,7 +21,7 @@ from .._version import __version__
 from . import executions
 from . import stdio as stdio_command
 from .call import call
-from .lint import baseline_names, lint_agent
+from .lint import Finding, baseline_names, lint_agent, lint_skill_package
 from .progress import Progress
 from .report import build_report, render_text
 from .serve import serve, store_of
@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print a JSON document")
 
     lint = commands.add_parser("lint", help="check the rules that make capabilities safe and usable")
-    lint.add_argument("target", help=target_help)
+    lint.add_argument("target", nargs="?", help=target_help + "; may be left out with --skill-package")
     lint.add_argument("--json", action="store_true", help="print the findings as JSON")
     lint.add_argument("--strict", action="store_true", help="exit non-zero on warnings too")
     lint.add_argument(
@@ -64,6 +64,13 @@ def _parser() -> argparse.ArgumentParser:
         "--baseline",
         metavar="FILE",
         help="an earlier `agentmw inspect --json`: names it holds that are gone are errors (AMW009)",
+    )
+    lint.add_argument(
+        "--skill-package",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also lint a skill package folder, or a folder of them, as it would be served (repeatable)",
     )
 
     call = commands.add_parser("call", help="run one capability in-process through the real pipeline")
@@ -135,7 +142,15 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    target = _resolve(args.target)
+    if args.target is None and not args.skill_package:
+        return _fail("lint needs a target (module:app), or --skill-package PATH")
+    findings: list[Finding] = []
+    for path in args.skill_package:
+        try:
+            findings += lint_skill_package(path)
+        except ValueError as exc:
+            return _fail(f"--skill-package: {exc}")
+    target = _resolve(args.target) if args.target is not None else None
     baseline = None
     if args.baseline:
         try:
@@ -143,19 +158,17 @@ def _lint(args: argparse.Namespace) -> int:
                 baseline = baseline_names(file.read())
         except (OSError, ValueError) as exc:
             return _fail(f"cannot read the baseline {args.baseline}: {exc}")
+    if target is not None:
+        findings = lint_agent(target.agent, host=target.host, baseline=baseline) + findings
     ignored = set(args.ignore)
-    findings = [
-        f
-        for f in lint_agent(target.agent, host=target.host, baseline=baseline)
-        if f.code not in ignored and f"{f.code}:{f.name}" not in ignored
-    ]
+    findings = [f for f in findings if f.code not in ignored and f"{f.code}:{f.name}" not in ignored]
     errors = sum(f.level == "error" for f in findings)
     warnings = len(findings) - errors
     if args.json:
         print(
             json.dumps(
                 {
-                    "target": target.spec,
+                    "target": target.spec if target is not None else None,
                     "errors": errors,
                     "warnings": warnings,
                     "findings": [f.to_dict() for f in findings],
@@ -167,9 +180,11 @@ def _lint(args: argparse.Namespace) -> int:
     else:
         for finding in findings:
             print(finding.line())
+        linted = [f"{target.agent.name} ({target.spec})"] if target is not None else []
+        linted += args.skill_package
         print(
             f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)} "
-            f"in {target.agent.name} ({target.spec})"
+            f"in {', '.join(linted)}"
         )
     return EXIT_FINDINGS if errors or (args.strict and warnings) else 0
 
