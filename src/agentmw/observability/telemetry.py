@@ -58,6 +58,9 @@ _MCP_METHODS = frozenset(
         "tasks/cancel",
         "tasks/result",
         "tasks/list",
+        "skills/list",
+        "skills/get",
+        "resources/directory/read",
     }
 )
 _A2A_V10 = {
