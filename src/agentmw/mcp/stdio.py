@@ -723,8 +723,9 @@ def _read_lines(fd: int, deliver: Callable[[bytes | None], None]) -> None:
 class _Writer:
     """The writer thread: one message a line on the wire, in order; ``broken`` once the client stopped reading."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, on_broken: Callable[[], None] = lambda: None) -> None:
         self.fd = fd
+        self.on_broken = on_broken  # called from the writer thread
         self.broken = threading.Event()
         self._queue: queue.Queue[bytes | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="agentmw-stdio-writer", daemon=True)
@@ -736,6 +737,9 @@ class _Writer:
         try:
             line = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         except ValueError:  # a NaN or an infinity has no JSON form: the message is refused, not corrupted
+            if "id" not in message:
+                logger.warning("a notification held a number JSON cannot carry; it was dropped")
+                return
             line = json.dumps(
                 _error(message.get("id"), INTERNAL_ERROR, "the answer held a number JSON cannot carry"),
                 separators=(",", ":"),
@@ -748,8 +752,9 @@ class _Writer:
             try:
                 while view:
                     view = view[os.write(self.fd, view) :]
-            except OSError:
+            except OSError:  # the client closed its end: nobody reads what this process would say
                 self.broken.set()
+                self.on_broken()
                 return
 
     def close(self, timeout: float = 2.0) -> None:
@@ -778,7 +783,16 @@ async def serve_stdio(
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[bytes | None] = asyncio.Queue()
     stopped: asyncio.Future[int] = loop.create_future()
-    writer = _Writer(wire.write_fd)
+
+    def stop(code: int) -> None:
+        if not stopped.done():
+            stopped.set_result(code)
+
+    def stop_soon() -> None:  # from the writer thread: the client closed stdout
+        with contextlib.suppress(RuntimeError):  # the loop already closed
+            loop.call_soon_threadsafe(stop, 0)
+
+    writer = _Writer(wire.write_fd, stop_soon)
     bridge = StdioBridge(
         app,
         writer,
@@ -788,10 +802,6 @@ async def serve_stdio(
         tool_schema=tool_schema,
         state=lifespan.state,
     )
-
-    def stop(code: int) -> None:
-        if not stopped.done():
-            stopped.set_result(code)
 
     signals = {signal.SIGTERM: 0, signal.SIGINT: 130}
     for number, code in signals.items():
