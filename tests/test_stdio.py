@@ -448,3 +448,34 @@ def test_app_dir_serves_a_project_from_anywhere(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "whoami" in {t["name"] for t in json.loads(done.stdout)["result"]["tools"]}
     assert list(tmp_path.iterdir()) == []  # and nothing was left where it was started (no store file)
+
+
+def test_eof_with_an_unanswered_question_ends_after_the_drain() -> None:
+    wire = Wire(APP, "--drain", "1")
+    wire.send(
+        initialize_request(revision="2025-11-25", request_id=1, capabilities={"elicitation": {}}),
+        INITIALIZED,
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "delete_note", "arguments": {"name": "welcome"}},
+        },
+    )
+    assert wire.read()["id"] == 1
+    assert wire.read()["method"] == "elicitation/create"
+    started = time.monotonic()
+    code, rest, err = wire.close()  # the question can never be answered now
+    assert code == 0 and time.monotonic() - started < 8 and "Traceback" not in err
+    assert rest == b""  # the call was cancelled: no answer for it
+
+
+def test_a_client_that_closes_stdout_ends_the_process() -> None:
+    wire = Wire(APP)
+    assert wire.process.stdout is not None and wire.process.stderr is not None
+    wire.process.stdout.close()
+    wire.send({"jsonrpc": "2.0", "id": 1, "method": "ping"})  # its answer has nowhere to go
+    assert wire.process.wait(timeout=15) == 0
+    assert b"Traceback" not in wire.process.stderr.read()
+    wire.process.stdin.close()  # type: ignore[union-attr]
+    wire.process.stderr.close()
