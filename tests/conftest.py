@@ -69,6 +69,8 @@ TIERS: dict[str, frozenset[str]] = {
             "test_a2ui_faces.py",
             "test_a2ui_page.py",
             "test_mcp_apps_browser.py",
+            "test_stdio.py",
+            "test_stdio_inspector.py",
             "bridges/test_clients.py",
             "bridges/test_mcp_bridge.py",
             "conformance/test_conformance.py",
