@@ -158,6 +158,21 @@ def test_a_package_over_the_file_limit(tmp_path: Path) -> None:
     assert f"more than {MAX_SKILL_FILES} files" in finding.message
 
 
+def test_lint_skill_package_on_the_command_line() -> None:
+    done = agentmw("lint", "--skill-package", str(FOLDERS), "--skill-package", str(PACKAGES / "stale-links"))
+    assert done.returncode == 1, done.stderr
+    assert "AMW015 error: skill package folder no-skill-md cannot be served: no SKILL.md" in done.stdout
+    assert done.stdout.rstrip().endswith(
+        "3 errors, 2 warnings in " + f"{FOLDERS}, {PACKAGES / 'stale-links'}"
+    )
+    both = agentmw("lint", DEMO, "--json", "--skill-package", str(PACKAGES / "stale-links"))
+    report = json.loads(both.stdout)
+    assert report["target"] == DEMO and {f["code"] for f in report["findings"]} == {"AMW016"}
+    assert both.returncode == 0  # warnings only
+    refused = agentmw("lint", "--skill-package", "tests/cli_apps/nowhere")
+    assert refused.returncode == 2 and "is not a folder" in refused.stderr
+
+
 # --- what the rules read -------------------------------------------------------------------------------
 
 
@@ -367,3 +382,59 @@ def test_rules_on_agents_built_in_a_test() -> None:
         "",  # built in code: no folder to name
     )
     assert "'forms/return.md'" in finding.message
+
+
+def test_lint_runs_no_hand_written_ui_function(tmp_path: Path) -> None:
+    from agentmw import Agent, resource
+
+    called: list[str] = []
+
+    @resource("ui://shop/live.html")
+    def live() -> str:
+        """The live dashboard."""
+        called.append("live")  # a hand-written resource may do anything: lint must not run it
+        return '<script src="https://cdn.example.com/x.js"></script>'
+
+    assert lint_agent(Agent("shop", include=[live])) == [] and called == []
+
+
+def test_a_file_name_a_uri_cannot_hold_is_reported(tmp_path: Path) -> None:
+    package = tmp_path / "odd-names"
+    package.mkdir()
+    (package / "SKILL.md").write_text("---\nname: odd-names\ndescription: Odd names.\n---\n\nRead on.\n")
+    with open(os.path.join(os.fsencode(package), b"bad\xff.md"), "wb") as file:  # legal on Linux, not UTF-8
+        file.write(b"text\n")
+    [finding] = lint_skill_package(package)
+    assert (finding.code, finding.level, finding.name) == ("AMW015", "error", "odd-names")
+
+
+def test_inspect_text_escapes_control_characters() -> None:
+    from agentmw import Agent, tool
+
+    @tool(read_only=True, open_world=False)
+    async def loud() -> int:  # text from elsewhere (a peer's description, a copied package) may hold these
+        """Harmless "\x1b[2J\x1b]0;pwned\x07" text.\r
+
+        Summary:
+            Says nothing.
+        """
+        return 1
+
+    report = asyncio.run(build_report(resolve_agent(Agent("shop", include=[loud]))))
+    text = render_text(report)
+    assert "\x1b" not in text and "\x07" not in text and "\r" not in text
+    assert 'Harmless "\\x1b[2J\\x1b]0;pwned\\x07" text.' in text
+    assert report["capabilities"][0]["mcp"]["tool"]["description"].startswith('Harmless "\x1b')  # JSON: as is
+
+
+def resolve_agent(agent):
+    """A Target for an agent object, as `agentmw inspect` resolves a module's one."""
+    from types import ModuleType
+
+    module = ModuleType("cli_extension_probe")
+    module.agent = agent
+    sys.modules[module.__name__] = module
+    try:
+        return resolve(f"{module.__name__}:agent")
+    finally:
+        del sys.modules[module.__name__]

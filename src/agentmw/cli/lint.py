@@ -44,7 +44,7 @@ from ..a2ui import MIME_TYPE as A2UI_MIME_TYPE
 from ..capability import APP_MIME_TYPE, Capability, _hints
 from ..decorators import specs_of
 from ..selection import RouteInfo, route_of
-from ..skill_packages import MAX_SKILL_BYTES, MAX_SKILL_FILES, SkillPackage, SkillPackageError
+from ..skill_packages import MAX_SKILL_BYTES, MAX_SKILL_FILES, SkillPackage, SkillPackageError, serve_package
 from .report import capabilities_by_function, routes_by_endpoint, sends_surfaces, source_of
 
 __all__ = [
@@ -528,6 +528,8 @@ class _Linter:
 
 # --- MCP Apps: what a UI document loads ----------------------------------------------------------------
 
+_APPS_MODULE = "agentmw.apps"  # where ui_resource defines the functions it returns
+
 _CSP_ARGUMENT = {
     "connectDomains": "connect_domains",
     "resourceDomains": "resource_domains",
@@ -653,13 +655,14 @@ def _allows(source: str, origin: str) -> bool:
 
 
 def _ui_document(cap: Capability) -> str | None:
-    """The HTML of a ``ui://`` resource whose function takes nothing and is plain (``ui_resource`` makes such
-    one: it returns the document it read at start-up); None for any other, which lint does not run."""
-    if cap.is_async or cap.is_async_gen or cap.params.arg_names or cap.params.context_param or cap.route:
-        return None  # (a route's handler runs behind its dependencies: not called bare)
+    """The HTML of a ``ui_resource``: its function only returns the document it read when it was declared. Lint
+    runs no other function (a hand-written ``@resource("ui://...")`` may do anything), so it reads no other."""
+    fn = inspect.unwrap(cap.fn)
+    if getattr(fn, "__module__", None) != _APPS_MODULE or cap.is_async or cap.params.arg_names:
+        return None
     try:
-        value = cap.fn()
-    except Exception:  # noqa: BLE001 (a resource that needs its request: not one lint can read)
+        value = fn()
+    except Exception:  # noqa: BLE001 (it cannot fail; if it did, there is no document to check)
         return None
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
@@ -747,8 +750,13 @@ def lint_skill_package(path: str | os.PathLike[str]) -> list[Finding]:
         shown = os.fspath(folder) if shown.startswith("..") else shown
         try:
             package = SkillPackage.from_folder(folder)
-        except SkillPackageError as exc:
-            detail = str(exc).removeprefix(f"skill package folder {str(folder)!r}: ")
+            serve_package(package)  # what agent.include() does next: its uris too
+        except (SkillPackageError, ValueError) as exc:  # (a file name quote() cannot encode is a ValueError)
+            detail = (
+                str(exc).removeprefix(f"skill package folder {str(folder)!r}: ")
+                if isinstance(exc, SkillPackageError)
+                else f"a file's name cannot be written in a skill:// uri ({exc})"
+            )
             findings.append(
                 Finding(
                     "AMW015",

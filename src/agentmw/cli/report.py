@@ -22,6 +22,7 @@ from ..decorators import specs_of
 from ..selection import RouteInfo, iter_routes, route_of
 from ..skill_packages import ServedSkill
 from ..testing import AsgiExchange, McpError, McpTestClient
+from .executions import _printable
 from .target import Target
 
 __all__ = [
@@ -393,7 +394,9 @@ def render_text(report: dict[str, Any]) -> str:
                 )
             )
     lines += _package_lines(report.get("skillPackages") or [])
-    return "\n".join(lines) + "\n"
+    # what the app serves is others' text too (a copied skill package's frontmatter, a peer's descriptions): no
+    # escape sequence in it reaches the terminal
+    return _printable("\n".join(lines) + "\n", as_json=False)
 
 
 def _ui_lines(ui: dict[str, Any] | None, kinds: list[str]) -> list[str]:
