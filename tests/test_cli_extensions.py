@@ -438,3 +438,23 @@ def resolve_agent(agent):
         return resolve(f"{module.__name__}:agent")
     finally:
         del sys.modules[module.__name__]
+
+
+def test_a_ui_served_with_another_type() -> None:
+    # no decorator lets it happen (a ui:// resource is always text/html;profile=mcp-app); a registry changed by hand
+    # or by a future import path still gets the same rule's message
+    target = resolve(CLEAN)
+    target.agent.resources["ui://shop/cart.html"].mime_type = "text/html"
+    try:
+        found = {
+            (f.code, f.name): f.message
+            for f in lint_agent(target.agent, host=target.host)
+            if f.code == "AMW013"
+        }
+    finally:
+        target.agent.resources["ui://shop/cart.html"].mime_type = "text/html;profile=mcp-app"
+    assert set(found) == {("AMW013", "show_cart"), ("AMW013", "pay_cart")}
+    assert (
+        "served as 'text/html': hosts render only 'text/html;profile=mcp-app'"
+        in found[("AMW013", "show_cart")]
+    )

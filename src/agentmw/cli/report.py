@@ -168,11 +168,8 @@ async def build_report(target: Target) -> dict[str, Any]:
                 entry["ui"] = {**cap.ui, "served": agent.find_resource(cap.ui["resourceUri"]) is not None}
             if cap.kind == "resource" and cap.ui is not None:
                 entry["ui"] = {"mimeType": cap.mime_type, **cap.ui, "tools": ui_tools.get(id(cap), [])}
-            if cap.kind == "skill" and (A2UI_MIME_TYPE in cap.output_modes or sends_surfaces(cap)):
-                entry["a2ui"] = {
-                    "outputMode": A2UI_MIME_TYPE in cap.output_modes,
-                    "sendsSurfaces": sends_surfaces(cap),
-                }
+            if cap.kind == "skill" and (a2ui := _a2ui_of(cap)) is not None:
+                entry["a2ui"] = a2ui
             if cap.kind == "tool":
                 entry["policy"] = {
                     k: v
@@ -256,20 +253,16 @@ def _a2ui_entry(agent: Any, card: dict[str, Any]) -> dict[str, Any] | None:
         ),
         None,
     )
-    skills = [c for c in agent.skills.values() if A2UI_MIME_TYPE in c.output_modes or sends_surfaces(c)]
+    skills = [{"name": c.name, **a2ui} for c in agent.skills.values() if (a2ui := _a2ui_of(c)) is not None]
     if extension is None and not skills:
         return None
-    return {
-        "extension": extension,
-        "skills": [
-            {
-                "name": c.name,
-                "outputMode": A2UI_MIME_TYPE in c.output_modes,
-                "sendsSurfaces": sends_surfaces(c),
-            }
-            for c in skills
-        ],
-    }
+    return {"extension": extension, "skills": skills}
+
+
+def _a2ui_of(cap: Capability) -> dict[str, bool] | None:
+    """A skill's A2UI: whether it names the media type among its output modes, whether its code sends surfaces."""
+    named, sends = A2UI_MIME_TYPE in cap.output_modes, sends_surfaces(cap)
+    return {"outputMode": named, "sendsSurfaces": sends} if named or sends else None
 
 
 def sends_surfaces(cap: Capability) -> bool:
