@@ -45,7 +45,7 @@ from ..capability import APP_MIME_TYPE, Capability, _hints
 from ..decorators import specs_of
 from ..selection import RouteInfo, route_of
 from ..skill_packages import MAX_SKILL_BYTES, MAX_SKILL_FILES, SkillPackage, SkillPackageError, serve_package
-from .report import capabilities_by_function, routes_by_endpoint, sends_surfaces, source_of
+from .report import capabilities_by_function, routes_by_endpoint, sends_surfaces, shown_path, source_of
 
 __all__ = [
     "CONTRACT_BUDGET",
@@ -504,9 +504,7 @@ class _Linter:
     def skill_packages(self) -> None:
         for served in self.agent.skill_packages.values():
             package = served.package
-            where = str(package.source) if package.source is not None else "built in code"
-            for finding in _package_links(package, os.path.relpath(where) if package.source else where):
-                self.findings.append(finding)
+            self.findings += _package_links(package, shown_path(package.source) if package.source else "")
 
     def run(self) -> list[Finding]:
         for fn, caps in capabilities_by_function(self.agent):
@@ -746,8 +744,7 @@ def lint_skill_package(path: str | os.PathLike[str]) -> list[Finding]:
             )
     findings: list[Finding] = []
     for folder in folders:
-        shown = os.path.relpath(folder)
-        shown = os.fspath(folder) if shown.startswith("..") else shown
+        shown = shown_path(folder)
         try:
             package = SkillPackage.from_folder(folder)
             serve_package(package)  # what agent.include() does next: its uris too

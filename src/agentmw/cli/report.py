@@ -31,6 +31,7 @@ __all__ = [
     "render_text",
     "routes_by_endpoint",
     "sends_surfaces",
+    "shown_path",
     "source_of",
 ]
 
@@ -60,7 +61,7 @@ def source_of(fn: Callable[..., Any]) -> str:
     declared = getattr(fn, "ui_source", None)
     if isinstance(declared, str) and declared:
         file, _, number = declared.rpartition(":")
-        return f"{_shown_path(file)}:{number}" if number.isdigit() and file else _shown_path(declared)
+        return f"{shown_path(file)}:{number}" if number.isdigit() and file else shown_path(declared)
     target = inspect.unwrap(fn)
     try:
         path = inspect.getsourcefile(target) or ""
@@ -185,7 +186,7 @@ async def build_report(target: Target) -> dict[str, Any]:
         served = next((packages[c.uri] for c in caps if c.uri in packages), None)
         if served is not None:  # a skill package's SKILL.md: its folder is where it comes from
             source = served.package.source
-            entry["source"] = _shown_path(source) if source is not None else "(built in code)"
+            entry["source"] = shown_path(source) if source is not None else "(built in code)"
             entry["exposure"] = "skillPackage"
         capabilities.append(entry)
     card = {k: v for k, v in faces["card"].items() if k != "skills"}
@@ -216,7 +217,7 @@ async def build_report(target: Target) -> dict[str, Any]:
     }
 
 
-def _shown_path(path: str | os.PathLike[str]) -> str:
+def shown_path(path: str | os.PathLike[str]) -> str:
     """A folder as ``source_of`` shows a file: relative to the working directory when it is below it."""
     relative = os.path.relpath(path)
     return os.fspath(path) if relative.startswith("..") else relative
@@ -231,7 +232,7 @@ def _package_entry(agent: Any, served: ServedSkill, listed: bool) -> dict[str, A
         "name": package.name,
         "uri": served.uri,
         "description": package.description,
-        "source": _shown_path(package.source) if package.source is not None else None,
+        "source": shown_path(package.source) if package.source is not None else None,
         "files": [
             {"path": f.path, "mimeType": f.mime_type, "size": f.size, "digest": f.digest}
             for f in package.files
