@@ -113,6 +113,32 @@ def test_ids_root_and_references(official) -> None:
     assert [c["id"] for c in budget().components] == [c["id"] for c in budget().components]
 
 
+def _self_holding() -> dict[str, Any]:
+    data: dict[str, Any] = {"name": "x"}
+    data["again"] = [data]
+    return data
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for _ in range(depth):
+        data = {"v": data}
+    return data
+
+
+def _deep_tree(depth: int) -> Column:
+    node: Column = Column(Text("leaf"))
+    for _ in range(depth):
+        node = Column(node)
+    return node
+
+
+def test_json_pointer_escapes_and_bounded_nesting_that_are_fine() -> None:
+    assert Bind("/a~0b~1c").path == "/a~0b~1c" and Bind("name").path == "name"  # relative, in a Template
+    shared = {"k": 1}
+    Surface("s", _deep_tree(90), data={"a": shared, "b": shared, "deep": _nested(90)})  # shared, not a cycle
+
+
 @pytest.mark.parametrize(
     ("build", "says"),
     [
@@ -137,6 +163,14 @@ def test_ids_root_and_references(official) -> None:
         (lambda: Bind(""), "Bind path"),
         (lambda: Text("x", weight=True), "weight must be a number"),  # type: ignore[arg-type]
         (lambda: a2ui.data_update("s", 1, "x"), "JSON Pointer"),
+        (lambda: Bind("/a~2b"), "'~' must be followed by 0 or 1"),
+        (lambda: Bind("/a~"), "'~' must be followed by 0 or 1"),
+        (lambda: Template(Text("x"), "/rows~"), "'~' must be followed by 0 or 1"),
+        (lambda: a2ui.data_update("s", 1, "/x~9"), "'~' must be followed by 0 or 1"),
+        (lambda: a2ui.data_update("s", float("inf"), "/x"), "not a JSON number"),
+        (lambda: Surface("s", Text("x"), data=_self_holding()), "contains itself"),
+        (lambda: Surface("s", Text("x"), data=_nested(150)), "nested more than 100 levels"),
+        (lambda: Surface("s", _deep_tree(3000)), "nested more than 100 levels deep"),
     ],
 )
 def test_mistakes_are_refused_when_built(build, says) -> None:
@@ -218,6 +252,48 @@ def test_validate_message_refuses_what_the_official_schema_refuses(official, wha
         a2ui.validate_message(message)
 
 
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (float("nan"), "not a JSON number"),
+        ({"n": [float("-inf")]}, "not a JSON number"),
+        (b"bytes", "is not JSON"),
+        (_nested(5000), "nested more than 100 levels"),
+        (_self_holding(), "contains itself"),
+    ],
+    ids=["nan", "inf", "bytes", "deep", "cycle"],
+)
+def test_validate_message_refuses_a_data_value_that_is_not_json(value, says) -> None:
+    message = {"version": "v0.9", "updateDataModel": {"surfaceId": "d", "path": "/", "value": value}}
+    with pytest.raises(A2UIError, match=says):
+        a2ui.validate_message(message)
+    bad_path = {"version": "v0.9", "updateDataModel": {"surfaceId": "d", "path": "/a~2", "value": 1}}
+    with pytest.raises(A2UIError, match="JSON Pointer escape"):
+        a2ui.validate_message(bad_path)
+    a2ui.validate_message(
+        {"version": "v0.9", "updateDataModel": {"surfaceId": "d", "path": "/a~1b", "value": 1}}
+    )
+
+
+def test_folded_keeps_one_write_per_path_so_a_snapshot_stays_the_size_of_the_surface() -> None:
+    surface = Surface("p", Column(Text(Bind("/progress")), Text(Bind("/step/name"))), data={"progress": "0"})
+    drawn = surface.messages()
+    for i in range(1, 1001):
+        drawn = a2ui.folded([*drawn, a2ui.data_update("p", str(i), "/progress")])
+    assert len(drawn) == 4, "createSurface, components, the whole model, only the last /progress"
+    assert drawn[-1]["updateDataModel"] == {"surfaceId": "p", "path": "/progress", "value": "1000"}
+    step = a2ui.data_update("p", {"name": "a", "n": 1}, "/step")
+    name = a2ui.data_update("p", "b", "/step/name")
+    sibling = a2ui.data_update("p", "x", "/stepper")  # not below /step: a prefix of the name is not a parent
+    kept = a2ui.folded([*drawn, step, name, sibling])
+    assert kept[-3:] == [step, name, sibling], "a write below an earlier one is applied after it, in order"
+    again = a2ui.data_update("p", {"name": "c"}, "/step")
+    assert a2ui.folded([*drawn, step, name, sibling, again])[-3:] == [drawn[-1], sibling, again]
+    whole = a2ui.data_update("p", {"progress": "done"})
+    assert a2ui.folded([*drawn, step, name, sibling, whole]) == [*drawn[:2], whole]
+    a2ui.validate_messages(a2ui.folded([*drawn, step, name, sibling, again]))
+
+
 def test_validate_messages_checks_the_surface_as_a_client_applies_it() -> None:
     create, components, data = budget().messages()
     a2ui.validate_messages([create, components, data])
@@ -285,3 +361,30 @@ async def test_nobody_watching_sends_nothing() -> None:
     ctx = Context()  # an MCP tool call: no one receives events
     await ctx.surface(budget())
     await ctx.surface_data("never-shown", 1)  # nothing is sent, so nothing is refused
+
+
+def test_the_example_bundles_carry_each_bundled_package_license() -> None:
+    """static/vendor/LICENSES.txt (written by web/build.mjs) names every package the bundles hold, at the
+    version the lock file installs, with its license text: Apache-2.0 (@a2ui/*) and MIT (zod) ask for it."""
+    example = Path(__file__).parent.parent / "examples" / "fastapi_app"
+    text = (example / "static" / "vendor" / "LICENSES.txt").read_text()
+    lock = json.loads((example / "web" / "package-lock.json").read_text())["packages"]
+    sections = text.split("=" * 78 + "\n")[1:]
+    heads = dict(zip(sections[0::2], sections[1::2], strict=True))
+    named: dict[str, tuple[str, str, str]] = {}
+    for head, body in heads.items():
+        name_version, license_, bundles = (
+            head.strip().replace(", license ", "|").replace(", in ", "|").split("|")
+        )
+        name, version = name_version.rsplit(" ", 1)
+        named[name] = (version, license_, body)
+        assert lock[f"node_modules/{name}"]["version"] == version, (
+            f"{name}: LICENSES.txt is stale, rerun build"
+        )
+        assert body.startswith("--- ") and len(body) > 300, f"{name}: no license text"
+        assert set(bundles.split(", ")) <= {"a2ui.js", "ag-ui-client.js"}
+    for name in ("@a2ui/lit", "@a2ui/web_core", "@ag-ui/client", "lit", "zod"):
+        assert name in named, f"{name} is bundled but not in LICENSES.txt"
+    for name in ("@a2ui/lit", "@a2ui/web_core"):
+        assert named[name][1] == "Apache-2.0" and "Apache License" in named[name][2]
+    assert named["zod"][1] == "MIT" and "Permission is hereby granted" in named["zod"][2]

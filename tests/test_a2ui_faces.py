@@ -72,6 +72,13 @@ def url():
 # --- A2A -------------------------------------------------------------------------------------------
 
 
+def _send(message_id: str, skill: str, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> Any:
+    """A JSON-RPC SendMessage of one data part to ``skill``."""
+    message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"data": data}]}
+    message["metadata"] = {"skill": skill, **(metadata or {})}
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+
+
 async def test_the_card_declares_the_extension_when_a_skill_answers_with_a2ui(url) -> None:
     async with httpx.AsyncClient(base_url=url) as http:
         card = (await http.get("/.well-known/agent-card.json")).json()
@@ -150,19 +157,7 @@ async def test_an_activating_client_gets_the_surface_as_data_parts(url, binding)
 
 
 async def test_the_response_names_the_activated_extension_and_the_task_remembers_it(url) -> None:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": "m-echo",
-                "role": "ROLE_USER",
-                "parts": [{"data": {"department": "engineering"}}],
-                "metadata": {"skill": "budget"},
-            }
-        },
-    }
+    body = _send("m-echo", "budget", {"department": "engineering"})
     headers = {"A2A-Version": "1.0", "A2A-Extensions": f"urn:other, {a2ui.EXTENSION_URI}"}
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
         answer = await http.post("/a2a", json=body, headers=headers)
@@ -182,6 +177,41 @@ async def test_the_response_names_the_activated_extension_and_the_task_remembers
     assert not [p for m in plain_task["history"] for p in m["parts"] if p.get("mediaType") == a2ui.MIME_TYPE]
 
 
+async def test_a_read_of_the_task_carries_its_surfaces_only_to_a_request_that_activates_a2ui(url) -> None:
+    body = _send("m-read", "budget", {"department": "engineering"})
+    plain = {"A2A-Version": "1.0"}
+    activating = {**plain, "A2A-Extensions": a2ui.EXTENSION_URI}
+
+    def surfaces(task: dict[str, Any]) -> list[Any]:
+        messages = [*task.get("history", ()), task["status"].get("message") or {"parts": []}]
+        return [p for m in messages for p in m["parts"] if p.get("mediaType") == a2ui.MIME_TYPE]
+
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        task = (await http.post("/a2a", json=body, headers=activating)).json()["result"]["task"]
+        get = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}}
+        seen = (await http.post("/a2a", json=get, headers=activating)).json()["result"]
+        unseen = (await http.post("/a2a", json=get, headers=plain)).json()["result"]
+        listed = (
+            await http.post(
+                "/a2a",
+                json={"jsonrpc": "2.0", "id": 3, "method": "ListTasks", "params": {"historyLength": 50}},
+                headers=plain,
+            )
+        ).json()["result"]["tasks"]
+        old = (await http.post("/a2a", json={**get, "method": "tasks/get"}, headers={})).json()["result"]
+    assert len(surfaces(seen)) == 4
+    assert surfaces(unseen) == [] and unseen["history"], "the task without its A2UI parts, the rest kept"
+    assert all(m["parts"] for m in unseen["history"]), "a message that held only surfaces is left out"
+    assert [m["parts"] for m in unseen["history"]] == [
+        m["parts"]
+        for m in seen["history"]
+        if not any(p.get("mediaType") == a2ui.MIME_TYPE for p in m["parts"])
+    ]
+    assert unseen["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert not [t for t in listed if surfaces(t)]
+    assert "a2ui" not in json.dumps(old.get("history", [])), "0.3's tasks/get decides the same way"
+
+
 async def test_a_client_that_does_not_activate_it_gets_no_surface(url) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         client = await a2a_client(http, url, "JSONRPC", streaming=True)
@@ -196,19 +226,7 @@ async def test_a_client_that_does_not_activate_it_gets_no_surface(url) -> None:
 
 async def test_client_capabilities_in_the_metadata_activate_it_too(url) -> None:
     capabilities = {"v0.9": {"supportedCatalogIds": [a2ui.BASIC_CATALOG_ID]}}
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": "m-caps",
-                "role": "ROLE_USER",
-                "parts": [{"data": {"text": "x"}}],
-                "metadata": {"skill": "plain", a2ui.CLIENT_CAPABILITIES_KEY: capabilities},
-            }
-        },
-    }
+    body = _send("m-caps", "plain", {"text": "x"}, {a2ui.CLIENT_CAPABILITIES_KEY: capabilities})
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
         task = (await http.post("/a2a", json=body, headers={"A2A-Version": "1.0"})).json()["result"]["task"]
     parts = [p for m in task["history"] for p in m["parts"] if p.get("mediaType") == a2ui.MIME_TYPE]

@@ -81,6 +81,7 @@ class Bind:
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path:
             raise A2UIError(f"Bind path must be a non-empty string, not {self.path!r}")
+        _pointer(self.path, "Bind path")
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path}
@@ -133,6 +134,20 @@ def _finite(value: float, where: str) -> None:
         raise A2UIError(f"{where}: {value!r} is not a JSON number")
 
 
+_MAX_DEPTH = 100
+"""How deep a surface's component tree and a data value may nest: far beyond any drawn UI, and well inside
+Python's recursion limit and a client's (a renderer draws the tree recursively)."""
+
+
+def _pointer(path: str, where: str) -> None:
+    """A JSON Pointer (RFC 6901) may escape only ``~0`` (``~``) and ``~1`` (``/``); a client refuses the rest."""
+    at = path.find("~")
+    while at != -1:
+        if path[at + 1 : at + 2] not in ("0", "1"):
+            raise A2UIError(f"{where} {path!r}: '~' must be followed by 0 or 1 (a JSON Pointer escape)")
+        at = path.find("~", at + 2)
+
+
 def _dynamic(value: Any, where: str, kind: Literal["string", "value"]) -> None:
     """A DynamicString (str or Bind) or, for ``kind="value"``, a DynamicValue (also number, bool, array)."""
     if isinstance(value, (str, Bind)):
@@ -155,24 +170,29 @@ def _value_json(value: Any) -> Any:
     return value
 
 
-def _json(value: Any, where: str) -> None:
-    """A JSON value: what the data model holds."""
+def _json(value: Any, where: str, inside: tuple[int, ...] = ()) -> None:
+    """A JSON value: what the data model holds. ``inside`` holds the ids of the containers around ``value``:
+    one that holds itself has no JSON form, and nesting is bounded by ``_MAX_DEPTH``."""
     if value is None or isinstance(value, (str, bool, int)):
         return
     if isinstance(value, float):
         _finite(value, where)
         return
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            _json(item, f"{where}[{index}]")
-        return
+    if not isinstance(value, (list, tuple, Mapping)):
+        raise A2UIError(f"{where}: {type(value).__name__} is not JSON")
+    if id(value) in inside:
+        raise A2UIError(f"{where}: the value contains itself (no JSON form)")
+    if len(inside) >= _MAX_DEPTH:
+        raise A2UIError(f"{where}: nested more than {_MAX_DEPTH} levels deep")
+    inside = (*inside, id(value))
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise A2UIError(f"{where}: object keys must be strings, not {key!r}")
-            _json(item, f"{where}.{key}")
-        return
-    raise A2UIError(f"{where}: {type(value).__name__} is not JSON")
+            _json(item, f"{where}.{key}", inside)
+    else:
+        for index, item in enumerate(value):
+            _json(item, f"{where}[{index}]", inside)
 
 
 def _choice(value: Any, allowed: tuple[str, ...], where: str) -> None:
@@ -305,6 +325,7 @@ class Template:
             raise A2UIError(f"Template component must be a component or a Ref, not {self.component!r}")
         if not isinstance(self.path, str) or not self.path:
             raise A2UIError(f"Template path must be a non-empty string, not {self.path!r}")
+        _pointer(self.path, "Template path")
 
 
 class _Container(Component):
@@ -519,6 +540,7 @@ def data_update(surface_id: str, value: Any, path: str = "/") -> dict[str, Any]:
         raise A2UIError("surface_id must be a non-empty string")
     if not isinstance(path, str) or not path.startswith("/"):
         raise A2UIError(f"path must be a JSON Pointer starting with '/', not {path!r}")
+    _pointer(path, "path")
     _json(value, "value")
     update: dict[str, Any] = {"surfaceId": surface_id, "value": value}
     if path != "/":
@@ -536,7 +558,8 @@ def delete_surface(surface_id: str) -> dict[str, Any]:
 def folded(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The messages that draw one surface from nothing as ``messages`` leave it: its ``createSurface``, one
     ``updateComponents`` with every component (a later one replacing an earlier one of the same id), and the
-    data updates since the last whole-model one; after a ``deleteSurface``, nothing."""
+    data updates in order, less those a later one overwrites (at the same path or above it; ``/`` is the whole
+    model); after a ``deleteSurface``, nothing."""
     held: list[dict[str, Any]] = []
     for message in messages:
         if "deleteSurface" in message:
@@ -554,10 +577,22 @@ def folded(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             else:
                 held.append(dict(message))
         elif "updateDataModel" in message:
-            if message["updateDataModel"].get("path", "/") == "/":
-                held = [m for m in held if "updateDataModel" not in m]
+            # what this update writes replaces every earlier write at its path or below it, so a value updated
+            # in a loop (a progress counter) keeps a snapshot the size of the surface, not of the run
+            path = _model_path(message)
+            held = [m for m in held if "updateDataModel" not in m or not _within(_model_path(m), path)]
             held.append(dict(message))
     return held
+
+
+def _model_path(message: Mapping[str, Any]) -> str:
+    path = message["updateDataModel"].get("path", "/")
+    return path if isinstance(path, str) and path else "/"
+
+
+def _within(path: str, parent: str) -> bool:
+    """Whether the JSON Pointer ``path`` is ``parent`` or below it (``/`` is above everything)."""
+    return parent == "/" or path == parent or path.startswith(parent + "/")
 
 
 def _walk(root: Component, extra: tuple[Component, ...]) -> list[Component]:
@@ -566,20 +601,22 @@ def _walk(root: Component, extra: tuple[Component, ...]) -> list[Component]:
     seen: dict[int, Component] = {}
     order: list[Component] = []
 
-    def visit(component: Component, where: str) -> None:
+    def visit(component: Component, where: str, depth: int) -> None:
         if id(component) in seen:
             raise A2UIError(f"{where}: {component!r} appears twice in the surface; Ref its id instead")
+        if depth > _MAX_DEPTH:
+            raise A2UIError(f"{where}: the component tree is nested more than {_MAX_DEPTH} levels deep")
         seen[id(component)] = component
         order.append(component)
         for index, child in enumerate(component.children()):
             if isinstance(child, Component):
-                visit(child, f"{where} > {component.name}[{index}]")
+                visit(child, f"{where} > {component.name}[{index}]", depth + 1)
 
-    visit(root, "root")
+    visit(root, "root", 1)
     for index, component in enumerate(extra):
         if not isinstance(component, Component):
             raise A2UIError(f"extra[{index}] must be a component, not {type(component).__name__}")
-        visit(component, f"extra[{index}]")
+        visit(component, f"extra[{index}]", 1)
     return order
 
 
@@ -717,8 +754,12 @@ def validate_message(message: Any) -> None:
         if "theme" in body and not isinstance(body["theme"], Mapping):
             raise A2UIError("createSurface.theme must be an object")
     elif kind == "updateDataModel":
-        if "path" in body and not isinstance(body["path"], str):
-            raise A2UIError("updateDataModel.path must be a string")
+        if "path" in body:
+            if not isinstance(body["path"], str):
+                raise A2UIError("updateDataModel.path must be a string")
+            _pointer(body["path"], "updateDataModel.path")
+        if "value" in body:  # what json.dumps would write as NaN, or could not write at all
+            _json(body["value"], "updateDataModel.value")
     elif kind == "updateComponents":
         components = body.get("components")
         if not isinstance(components, list) or not components:
@@ -854,7 +895,13 @@ def _validate_prop(kind: Any, value: Any, where: str) -> None:
 
 
 def _is_binding(value: Any) -> bool:
-    return isinstance(value, Mapping) and set(value) == {"path"} and isinstance(value["path"], str)
+    if not (isinstance(value, Mapping) and set(value) == {"path"} and isinstance(value["path"], str)):
+        return False
+    try:
+        _pointer(value["path"], "path")
+    except A2UIError:
+        return False
+    return True
 
 
 def _is_call(value: Any) -> bool:

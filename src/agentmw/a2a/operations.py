@@ -11,7 +11,7 @@ from starlette.requests import HTTPConnection
 from ..a2ui import EXTENSION_URI
 from .push import PushSender, push_config, with_config
 from .registry import A2AHost
-from .surfaces import declares_a2ui, requested
+from .surfaces import declares_a2ui, requested, without_surfaces
 from .tasks import A2ATaskManager, Stream, snapshot, task_dict
 from .wire import (
     INVALID_PARAMS,
@@ -86,6 +86,12 @@ def _task_id(params: dict[str, Any], key: str) -> str:
         what = "the task's id" if key == "id" else "the id of the task"
         raise A2AError(INVALID_PARAMS, f"{key} is required: {what}, a non-empty string", {"field": key})
     return value
+
+
+def _as_read(task: dict[str, Any], caller: Caller) -> dict[str, Any]:
+    """A task read by a request: its A2UI parts only when this request activates the extension (a task's
+    activation is its conversation's; a read can come from any client of the same caller)."""
+    return task if requested(caller.connection.scope) else without_surfaces(task)
 
 
 class Operations:
@@ -171,7 +177,7 @@ class Operations:
         task_id = _task_id(params, "id")  # GetTaskRequest.id in the spec
         history = _int(params.get("historyLength"), "historyLength", low=0, high=10_000, default=None)
         record = await self.tasks.get(task_id, caller.identity)
-        return task_dict(record, history)
+        return _as_read(task_dict(record, history), caller)
 
     async def list_tasks(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         size = _int(params.get("pageSize"), "pageSize", low=1, high=100, default=50)
@@ -203,7 +209,7 @@ class Operations:
         include = params.get("includeArtifacts") is True
         next_offset = (offset or 0) + len(records)
         return {
-            "tasks": [task_dict(r, history, include_artifacts=include) for r in records],
+            "tasks": [_as_read(task_dict(r, history, include_artifacts=include), caller) for r in records],
             "nextPageToken": str(next_offset) if next_offset < total else "",
             "pageSize": size,
             "totalSize": total,
@@ -211,7 +217,7 @@ class Operations:
 
     async def cancel_task(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         record = await self.tasks.cancel(_task_id(params, "id"), caller.identity)  # CancelTaskRequest.id
-        return task_dict(record)
+        return _as_read(task_dict(record), caller)
 
     async def subscribe(self, params: dict[str, Any], caller: Caller) -> AsyncIterator[dict[str, Any]]:
         record = await self.tasks.get(_task_id(params, "id"), caller.identity)  # SubscribeToTaskRequest.id
