@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from agentmw.cli.stdio import TOKEN_ENV, identity_headers
-from agentmw.mcp.stdio import NO_SESSION, _SseReader, header_value
+from agentmw.mcp.stdio import NO_SESSION, StdioBridge, _SseReader, header_value
 from tests.helpers.mcp_raw import initialize_request
 from tests.stdio_app import TOKEN
 
@@ -364,6 +365,41 @@ def test_the_secret_is_never_printed_and_credentials_conflict() -> None:
     assert b"give the credential once" in refused.stderr
 
 
+@pytest.mark.parametrize(
+    ("how", "token", "says"),
+    [
+        ("env", "t\u20acken", b"cannot carry"),
+        ("flag", "t\u20acken", b"cannot carry"),
+        ("env", "abc\ndef", b"control character"),
+        ("flag", "abc\rdef", b"control character"),
+        ("header", "abc\x1bdef", b"control character"),
+    ],
+)
+def test_a_token_or_header_http_cannot_carry_is_a_usage_error_at_start(
+    how: str, token: str, says: bytes
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-m", "agentmw.cli", "stdio", APP]
+    if how == "env":
+        env[TOKEN_ENV] = token
+    elif how == "flag":
+        args += ["--token", token]
+    else:
+        args += ["-H", f"Authorization: Bearer {token}"]
+    line = json.dumps(modern(1, "tools/list")) + "\n"
+    done = subprocess.run(
+        args, input=line.encode(), check=False, capture_output=True, cwd=ROOT, env=env, timeout=30
+    )
+    assert done.returncode == 2 and done.stdout == b"", (done.returncode, done.stdout)
+    err = done.stderr.strip().splitlines()
+    assert len(err) == 1 and says in err[0] and b"Traceback" not in done.stderr, done.stderr
+    assert token.encode("utf-8", "replace") not in done.stderr, "the credential is never echoed"
+    if how != "header":
+        assert (TOKEN_ENV if how == "env" else "--token").encode() in err[0], (
+            "it says where the token came from"
+        )
+
+
 def test_a_target_that_does_not_import_is_a_usage_error() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "agentmw.cli", "stdio", "tests.no_such_module:app"],
@@ -399,6 +435,16 @@ def test_identity_precedence() -> None:
         identity_headers(["Authorization: Bearer x"], "y", {})
     with pytest.raises(ValueError, match="cannot carry"):
         identity_headers(["X-Price: 5 €"], None, {})
+    for bad in ("X-Tenant: a\r\nX-Admin: 1", "X-Tenant: a\x7f", "X Tenant: a"):
+        with pytest.raises(ValueError):
+            identity_headers([bad], None, {})
+    assert identity_headers(["X-Tenant: a\tb"], None, {})[0] == {"x-tenant": "a\tb"}  # a tab is allowed
+    for source, args in (("--token", ("t\u20ac", {})), (f"${TOKEN_ENV}", (None, {TOKEN_ENV: "a\nb"}))):
+        with pytest.raises(ValueError, match=f"the token from {re.escape(source)}") as caught:
+            identity_headers([], *args)
+        assert "t\u20ac" not in str(caught.value) and "a\nb" not in str(caught.value)
+    with pytest.raises(ValueError, match="control character"):
+        StdioBridge(lambda *a: None, print, headers={"authorization": "Bearer a\nb"})  # type: ignore[arg-type]
 
 
 def test_sse_reader_joins_split_events_and_skips_comments() -> None:

@@ -13,8 +13,9 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
-from ..mcp.stdio import DRAIN_SECONDS, StdioWire, serve_stdio
+from ..mcp.stdio import DRAIN_SECONDS, StdioWire, check_header, serve_stdio
 from .serve import store_of
 from .target import Target, resolve
 
@@ -84,30 +85,28 @@ def identity_headers(
     """The headers every request carries, and where the credential came from (never the credential itself).
 
     ``--header 'Authorization: …'`` wins over ``--token``, which wins over ``$AGENTMW_STDIO_TOKEN``; giving
-    both a header and ``--token`` is an error (ValueError), as is a header that is not ``Name: value``."""
+    both a header and ``--token`` is an error (ValueError), as is a header that is not ``Name: value`` and
+    any header or token HTTP cannot carry (outside Latin-1, a line break or another control character)."""
     found: dict[str, str] = {}
     for value in headers:
         name, sep, content = value.partition(":")
         if not sep or not name.strip():
             raise ValueError(f"a header is 'Name: value', not {value.split(':')[0]!r}…")
-        try:
-            (name + content).encode("latin-1")
-        except UnicodeEncodeError:
-            raise ValueError(
-                f"the header {name.strip()!r} holds characters HTTP headers cannot carry"
-            ) from None
+        check_header(name.strip(), content.strip())
         found[name.strip().lower()] = content.strip()
     if "authorization" in found:
         if token:
             raise ValueError("give the credential once: --token, or --header 'Authorization: ...'")
         return found, "the Authorization header given with --header"
-    if token:
-        found["authorization"] = f"Bearer {token.strip()}"
-        return found, "--token"
-    from_env = environ.get(TOKEN_ENV, "").strip()
-    if from_env:
-        found["authorization"] = f"Bearer {from_env}"
-        return found, f"${TOKEN_ENV}"
+    for credential, source in ((token, "--token"), (environ.get(TOKEN_ENV), f"${TOKEN_ENV}")):
+        credential = (credential or "").strip()
+        if credential:
+            try:
+                check_header("authorization", credential)
+            except ValueError as exc:  # say where it came from; the message never holds the token
+                raise ValueError(f"the token from {source}: {exc}") from None
+            found["authorization"] = f"Bearer {credential}"
+            return found, source
     return found, "none (anonymous)"
 
 
@@ -139,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.drain < 0:
         print("agentmw: --drain must be 0 or more", file=sys.stderr)
+        return 2
+    try:
+        check_header("host", urlsplit(args.url).netloc)
+    except ValueError as exc:
+        print(f"agentmw: --url {args.url!r}: {exc}", file=sys.stderr)
         return 2
     _logging(args.log_level)
     if args.app_dir:

@@ -48,6 +48,7 @@ __all__ = [
     "Lifespan",
     "StdioBridge",
     "StdioWire",
+    "check_header",
     "serve_stdio",
 ]
 
@@ -88,6 +89,23 @@ def _valid_id(value: Any, *, answer: bool) -> bool:
     if value is None:
         return answer
     return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+_TCHAR: Final = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def check_header(name: str, value: str) -> None:
+    """Refuse (ValueError) a header HTTP cannot carry: a name that is not a token, a value with a character
+    outside Latin-1 or a control character (CR or LF would end the header; a tab is allowed). The message
+    names the header, never its value (it is often a credential)."""
+    if not name or not set(name) <= _TCHAR:
+        raise ValueError(f"{name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)")
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        raise ValueError(f"the header {name!r} holds characters HTTP headers cannot carry") from None
+    if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value):
+        raise ValueError(f"the header {name!r} holds a control character (a line break ends a header)")
 
 
 def header_value(value: str) -> str:
@@ -213,6 +231,8 @@ class StdioBridge:
         self._host = parts.netloc or "127.0.0.1:8000"
         self._root = parts.path.rstrip("/")
         self.headers = {k.lower(): v for k, v in (headers or {}).items()}
+        for name, value in (("host", self._host), *self.headers.items()):
+            check_header(name, value)  # here, not as a -32603 for every request
         self.tool_schema = tool_schema
         self.state = dict(state or {})
         self.session_id: str | None = None
