@@ -152,6 +152,51 @@ def test_value_objects_write_the_spec_keys() -> None:
         (lambda: UiCsp(connect_domains=["api.example.com"]), "is not an origin"),
         (lambda: UiCsp(connect_domains="https://a.example"), "a list of origins"),  # type: ignore[arg-type]
         (lambda: UiResource(domain="a b"), "host name or origin"),
+        # a tool names one page: a template would be read with "{id}" in it
+        (lambda: tool(ui="ui://x/{id}")(plain), "not a template"),
+        (lambda: UI("ui://x/{id}.html"), "not a template"),
+        (lambda: tool(ui="ui://x/{+path}")(plain), "not a template"),
+        (lambda: tool(ui="ui://x\x00y")(plain), "control character"),
+        (lambda: tool(ui="ui://x\x7fy")(plain), "control character"),
+        (lambda: UI("ui://x/\u200by.html"), "control character"),
+        (lambda: ui_resource("ui://x\x00y", html=CARD), "control character"),
+        (lambda: UiCsp(connect_domains=["http://a.com:99999"]), "is not an origin"),
+        (lambda: UiCsp(connect_domains=["https://a.com:0"]), "is not an origin"),
+        (lambda: UiCsp(resource_domains=["https://a.com:65536"]), "is not an origin"),
+        *(
+            (lambda domain=domain: UiResource(domain=domain), "host name or origin")
+            for domain in (
+                "a.com;x",
+                "a.com,b.com",
+                '"><script>',
+                "a'b",
+                "a<b",
+                "a>b",
+                "a\x00b",
+                "a\x1bb",
+                "",
+            )
+        ),
+        (lambda: ui_resource("ui://a.html", html=CARD, domain="a.com; script-src *"), "host name or origin"),
+        # @resource(ui=...) takes a UiResource, not its wire form or another value object
+        (
+            lambda: resource("ui://a.html", ui={"csp": {}})(lambda: CARD),  # type: ignore[arg-type]
+            "takes an agentmw.apps.UiResource",
+        ),
+        (
+            lambda: resource("ui://a.html", ui="prefers_border")(lambda: CARD),  # type: ignore[arg-type]
+            "takes an agentmw.apps.UiResource",
+        ),
+        (
+            lambda: resource("ui://a.html", ui=UiCsp(connect_domains=["https://a.example"]))(  # type: ignore[arg-type]
+                lambda: CARD
+            ),
+            "got UiCsp",
+        ),
+        (
+            lambda: resource("ui://a.html", ui=UiResource)(lambda: CARD),  # type: ignore[arg-type]
+            "takes an agentmw.apps.UiResource",
+        ),
     ],
 )
 def test_a_bad_declaration_fails_where_it_is_written(declare: Any, message: str) -> None:
@@ -207,10 +252,15 @@ async def test_the_official_client_sees_the_extension_and_the_ui_metadata(
             "ui": {"resourceUri": "ui://shop/card.html"},
             "ui/resourceUri": "ui://shop/card.html",
         }
-        assert tools["add_to_cart"].meta["ui"] == {
-            "resourceUri": "ui://shop/card.html",
-            "visibility": ["app"],
-        }
+        if (
+            advertised
+        ):  # app-only: listed only to a client that renders MCP Apps (test_mcp_apps_visibility.py)
+            assert tools["add_to_cart"].meta["ui"] == {
+                "resourceUri": "ui://shop/card.html",
+                "visibility": ["app"],
+            }
+        else:
+            assert "add_to_cart" not in tools
         assert tools["plain"].meta is None
         listed = {str(r.uri): r for r in (await c.list_resources()).resources}
         card = listed["ui://shop/card.html"]
@@ -343,7 +393,12 @@ async def test_the_cards_decision_tool_records_the_decision_with_the_approvals_r
         again = await admin.call_tool(
             "decide_purchase_approval", {"approval_id": approval["id"], "approve": False}
         )
-        assert again.is_error is True and "already approved" in again.content[0].text
+        assert again.is_error is True
+        # the store's clause made a sentence, then the permanence: "... approved. This failure is permanent"
+        assert (
+            f"Approval {approval['id']} is already approved. This failure is permanent"
+            in again.content[0].text
+        )
     stored = await example_agent.approvals.get(approval["id"])
     assert stored is not None and stored.status == "approved" and stored.decided_by == "budget-admin"
     done = await submit(mode, approval["id"])
@@ -372,6 +427,24 @@ async def test_a_budget_admin_cannot_decide_their_own_request() -> None:
         assert refused.is_error is True and "other than the requester" in refused.content[0].text
     stored = await example_agent.approvals.get(approval_id)
     assert stored is not None and stored.status == "pending"
+
+
+async def test_a_decisions_note_is_bounded_as_the_cards_field() -> None:
+    waiting = await submit("2026-07-28")
+    approval_id = waiting.meta["agentmw/approval"]["id"]
+    async with client(example_app, "2026-07-28", advertised=True, token="admin-token") as admin:
+        refused = await admin.call_tool(
+            "decide_purchase_approval", {"approval_id": approval_id, "approve": True, "note": "x" * 2001}
+        )
+        assert refused.is_error is True and "2000" in refused.content[0].text
+        stored = await example_agent.approvals.get(approval_id)
+        assert stored is not None and stored.status == "pending" and stored.note == ""
+        decided = await admin.call_tool(
+            "decide_purchase_approval", {"approval_id": approval_id, "approve": False, "note": "n" * 2000}
+        )
+        assert decided.is_error is False and decided.structured_content["status"] == "rejected"
+    stored = await example_agent.approvals.get(approval_id)
+    assert stored is not None and stored.note == "n" * 2000
 
 
 def test_agent_decorators_and_routes_take_a_ui_too() -> None:

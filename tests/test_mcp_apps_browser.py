@@ -31,8 +31,9 @@ ORDER = {
 }
 
 
-def host(url: str, token: str, tool: str, arguments: dict[str, Any], click: str) -> dict[str, Any]:
-    """Runs tests/mcp_apps/host.mjs: the call, the card rendered with its input and result, the click."""
+def host(url: str, token: str, tool: str, arguments: dict[str, Any], click: str | None) -> dict[str, Any]:
+    """Runs tests/mcp_apps/host.mjs: the call, the card rendered with its input and result, the click (None:
+    none, what the card shows)."""
     node = require_tool("Node (>= 20, with npm)", shutil.which("node"), "install Node >= 20, then " + SETUP)
     for package in ("playwright-core", "@modelcontextprotocol/ext-apps", "@modelcontextprotocol/client"):
         require_tool(package, HOST / "node_modules" / package, SETUP)
@@ -71,8 +72,10 @@ def as_alice(url: str) -> Client:
     return Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="2026-07-28", cache=None)
 
 
-async def test_the_requester_sees_the_card_and_cannot_approve_her_own_request(example_url: str) -> None:
-    shown = host(example_url, "demo-token", "submit_purchase_request", ORDER, "approve")
+async def test_the_requester_sees_the_card_waiting_for_a_budget_admin_without_buttons(
+    example_url: str,
+) -> None:
+    shown = host(example_url, "demo-token", "submit_purchase_request", ORDER, None)
     assert shown["extensions"]["io.modelcontextprotocol/ui"] == {}  # beside any other extension the app has
     assert shown["ui"] == {"resourceUri": "ui://procurement/approval.html"}
     assert shown["resourceMeta"] == {"ui": {"prefersBorder": True}}
@@ -85,16 +88,9 @@ async def test_the_requester_sees_the_card_and_cannot_approve_her_own_request(ex
     assert "MON-27" in before["details"] and "Requested byalice" in before["details"]
     assert "Two monitors for the <b>new</b> pairing station" in before["details"]
     assert shown["sizes"], "the card reports its size (ui/notifications/size-changed)"
-    call = {
-        "name": "decide_purchase_approval",
-        "arguments": {"approval_id": approval["id"], "approve": True, "note": ""},
-    }
-    assert shown["bridgeCalls"] == [call] and shown["relayed"] == [call]
-    # her host relayed it with her token: the tool is hidden from her, and the card says so
-    assert (
-        shown["after"]["status"] == "pending"
-        and "Unknown tool: decide_purchase_approval" in shown["after"]["error"]
-    )
+    # her card decides nothing: no Approve or Reject (only purchase_approval's card, a budget admin's, has them)
+    assert before["buttons"] is False and "Waiting for a budget admin" in before["waiting"]
+    assert shown["bridgeCalls"] == [] and shown["relayed"] == [] and shown["after"] is None
     record = await approval_record(example_url, approval["id"])
     assert record["status"] == "pending" and record["decidedBy"] is None
 
@@ -104,6 +100,7 @@ async def test_a_budget_admin_approves_in_the_card_and_the_server_records_it(exa
         waiting = await alice.call_tool("submit_purchase_request", ORDER)
     approval_id = waiting.meta["agentmw/approval"]["id"]
     shown = host(example_url, "admin-token", "purchase_approval", {"approval_id": approval_id}, "approve")
+    assert shown["before"]["buttons"] is True and shown["before"]["waiting"] is None
     assert shown["result"]["isError"] is False and shown["result"]["structuredContent"]["status"] == "pending"
     assert shown["before"]["status"] == "pending" and "Requested byalice" in shown["before"]["details"]
     assert shown["relayed"] == [

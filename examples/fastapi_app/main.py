@@ -339,6 +339,9 @@ approval_card = ui_resource(
 )
 
 
+NOTE_LIMIT = 2000  # a decision's note, as the card's field takes it: the record keeps it, so it is bounded
+
+
 def may_decide(identity: str, approval: Approval) -> bool:
     """Who decides a purchase approval, on every face (/approvals, the card): a budget admin, not its requester."""
     return identity in BUDGET_ADMINS and identity != approval.requested_by
@@ -380,7 +383,10 @@ async def purchase_approval(approval_id: str, ctx: Context) -> dict[str, Any]:
     ui=UI(APPROVAL_CARD, visibility=("app",)),  # the card's buttons call it; hosts keep it from the model
 )
 async def decide_purchase_approval(
-    approval_id: str, approve: bool, ctx: Context, note: str = ""
+    approval_id: str,
+    approve: bool,
+    ctx: Context,
+    note: Annotated[str, Field(max_length=NOTE_LIMIT)] = "",
 ) -> dict[str, Any]:
     """Approve or reject a pending purchase approval, as the budget admin; the requester then retries the call.
 
@@ -390,15 +396,16 @@ async def decide_purchase_approval(
     Args:
         approval_id: the approval to decide.
         approve: true to approve, false to reject.
-        note: a note for the requester.
+        note: a note for the requester, up to 2000 characters.
     """
     identity, found = await _approval(approval_id, ctx)
     if not may_decide(identity, found):
         raise Permanent("Only a budget admin other than the requester can decide this approval.")
     try:
         decided = await agent.approvals.decide(approval_id, identity, approve, note)
-    except ApprovalProblem as exc:
-        raise Permanent(str(exc)) from None
+    except ApprovalProblem as exc:  # "approval X is already approved": a clause, made a sentence here
+        why = str(exc)
+        raise Permanent(f"{why[:1].upper()}{why[1:]}.") from None
     return decided.public()
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from .capability import APP_MIME_TYPE, UI_SCHEME, check_ui_uri
+from .capability import APP_MIME_TYPE, UI_SCHEME, check_tool_ui_uri, check_ui_uri
 from .decorators import resource
 from .errors import RegistrationError
 
@@ -45,7 +45,18 @@ host), or both (the spec's default when ``visibility`` is left out)."""
 
 # A CSP source as the spec's examples write them: a scheme, a host (its first label may be ``*``), a port.
 # Nothing else: a value with a space or ';' would add directives to the policy the host builds from it.
-_SOURCE = re.compile(r"^(https?|wss?)://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:(\d{1,5}|\*))?$")
+_SOURCE = re.compile(r"^(https?|wss?)://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:(?P<port>\d{1,5}|\*))?$")
+# what a host may splice into a sandbox origin or a CSP: a character that ends or quotes a directive, a
+# header or an attribute has no place in a host name
+_DOMAIN_FORBIDDEN = frozenset(";,'\"<>\\`")
+
+
+def _is_source(value: str) -> bool:
+    match = _SOURCE.fullmatch(value)
+    if match is None:
+        return False
+    port = match.group("port")
+    return port is None or port == "*" or 1 <= int(port) <= 65535
 
 
 def _sources(values: Iterable[str], field: str) -> tuple[str, ...]:
@@ -53,7 +64,7 @@ def _sources(values: Iterable[str], field: str) -> tuple[str, ...]:
         raise RegistrationError(f"UiCsp({field}=...) takes a list of origins, got the string {values!r}")
     out = tuple(values)
     for value in out:
-        if not isinstance(value, str) or not _SOURCE.fullmatch(value):
+        if not isinstance(value, str) or not _is_source(value):
             raise RegistrationError(
                 f"UiCsp({field}=...): {value!r} is not an origin such as 'https://api.example.com', "
                 f"'wss://events.example.com' or 'https://*.example.com'"
@@ -73,7 +84,7 @@ class UI:
     visibility: tuple[Visibility, ...] | None = None
 
     def __post_init__(self) -> None:
-        check_ui_uri(self.uri, "UI(...)")
+        check_tool_ui_uri(self.uri, "UI(...)")
         if self.visibility is None:
             return
         if isinstance(self.visibility, str):
@@ -164,10 +175,16 @@ class UiResource:
     prefers_border: bool | None = None
 
     def __post_init__(self) -> None:
-        if self.domain is not None and (
-            not isinstance(self.domain, str) or not self.domain or any(c.isspace() for c in self.domain)
+        domain = self.domain
+        if domain is not None and (
+            not isinstance(domain, str)
+            or not domain
+            or any(c.isspace() or not c.isprintable() or c in _DOMAIN_FORBIDDEN for c in domain)
         ):
-            raise RegistrationError(f"UiResource(domain=...) is a host name or origin, got {self.domain!r}")
+            raise RegistrationError(
+                f"UiResource(domain=...) is a host name or origin (no space, control character, quote, "
+                f"';', ',', '<', '>'), got {domain!r}"
+            )
 
     def as_meta(self) -> dict[str, Any]:
         """``_meta.ui`` of the resource, in both ``resources/list`` and the ``resources/read`` contents."""

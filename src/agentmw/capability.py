@@ -39,6 +39,7 @@ __all__ = [
     "CapabilityKind",
     "OutputPlan",
     "build_capability",
+    "check_tool_ui_uri",
     "check_ui_uri",
     "route_output_plan",
     "ui_metadata",
@@ -62,9 +63,23 @@ def check_ui_uri(uri: Any, where: str) -> str:
             f"{where}: an MCP App's UI is a ui:// resource (for example 'ui://procurement/approval.html'), "
             f"got {uri!r}"
         )
-    if any(c.isspace() for c in uri):
-        raise RegistrationError(f"{where}: the UI resource URI {uri!r} contains whitespace")
+    if any(c.isspace() or not c.isprintable() for c in uri):
+        raise RegistrationError(
+            f"{where}: the UI resource URI {uri!r} contains whitespace or a control character"
+        )
     return uri
+
+
+def check_tool_ui_uri(uri: Any, where: str) -> str:
+    """A tool's ``resourceUri``: one concrete ``ui://`` URI. A host reads the resource it names as it is
+    written, so a template (``ui://cards/{id}``) would be fetched with ``{id}`` in it."""
+    checked = check_ui_uri(uri, where)
+    if "{" in checked or "}" in checked:  # not URI characters (RFC 3986): written, they are a template's
+        raise RegistrationError(
+            f"{where}: a tool's UI is one resource, not a template; got {checked!r} (a host reads the URI "
+            f"as written: give the page one URI and let it read the tool's result for what varies)"
+        )
+    return checked
 
 
 def _is_host_param(value: Any) -> bool:
@@ -494,6 +509,11 @@ class Capability:
     ``ui://`` resource's ``_meta.ui`` (``csp``, ``permissions``, ``domain``, ``prefersBorder``; ``{}`` when it
     declares none). None for everything else. Built at registration; the MCP lists serve it as it is."""
 
+    app_only: bool = False
+    """A tool whose UI ``visibility`` leaves out ``"model"``: only an MCP App calls it, so the MCP face lists
+    and serves it only to clients that render MCP Apps (docs/mcp-apps.md, "Visibility"). Precomputed: the
+    per-call check is this one attribute."""
+
     route: HostRoute | None = None
     """The FastAPI route whose endpoint ``fn`` is: a call goes through the app as HTTP would (``_dispatch.py``)."""
 
@@ -697,6 +717,9 @@ def build_capability(
         task_support=task,
         ask_first=ask_first,
         ui=ui_meta,
+        app_only=kind == "tool"
+        and ui_meta is not None
+        and "model" not in ui_meta.get("visibility", ("model",)),
     )
 
 
@@ -720,7 +743,7 @@ def ui_metadata(
         return None, mime_type
     if kind != "tool":
         raise RegistrationError(f"{name!r}: ui= is for tools (an MCP App renders beside a tool's result)")
-    check_ui_uri(ui.get("resourceUri"), f"tool {name!r}")
+    check_tool_ui_uri(ui.get("resourceUri"), f"tool {name!r}")
     return dict(ui), mime_type
 
 

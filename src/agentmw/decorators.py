@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from .capability import CapabilityKind, check_ui_uri, ui_metadata
+from .capability import CapabilityKind, check_tool_ui_uri, ui_metadata
 from .errors import RegistrationError
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def _tool_ui(ui: Any, name: str | None) -> dict[str, Any] | None:
     if ui is None:
         return None
     if isinstance(ui, str):
-        return {"resourceUri": check_ui_uri(ui, f"@tool(ui=...){f' of {name!r}' if name else ''}")}
+        return {"resourceUri": check_tool_ui_uri(ui, f"@tool(ui=...){f' of {name!r}' if name else ''}")}
     meta = getattr(ui, "tool_meta", None)
     if not callable(meta):
         raise RegistrationError(
@@ -123,6 +123,25 @@ def _tool_ui(ui: Any, name: str | None) -> dict[str, Any] | None:
         )
     value: dict[str, Any] = meta()
     return value
+
+
+# the keys of a ui:// resource's ``_meta.ui`` (UiResource.as_meta): what tells a UiResource from the other
+# value objects, which this module cannot import (agentmw.apps builds on it)
+_RESOURCE_UI_KEYS = frozenset({"csp", "permissions", "domain", "prefersBorder"})
+
+
+def _resource_ui(ui: Any, uri: str) -> dict[str, Any] | None:
+    """A ``ui://`` resource's ``ui=`` (an :class:`agentmw.apps.UiResource`) as its ``_meta.ui``."""
+    if ui is None:
+        return None
+    as_meta = getattr(ui, "as_meta", None)
+    meta = as_meta() if callable(as_meta) and not isinstance(ui, type) else None
+    if not isinstance(meta, dict) or not set(meta) <= _RESOURCE_UI_KEYS:
+        raise RegistrationError(
+            f"@resource({uri!r}, ui=...) takes an agentmw.apps.UiResource (csp=, permissions=, domain=, "
+            f"prefers_border=), got {type(ui).__name__}"
+        )
+    return meta
 
 
 def _access(scopes: Any, roles: Any, rate_limit: Any) -> dict[str, Any]:
@@ -206,7 +225,7 @@ def resource(
     A ``ui://`` URI makes it an MCP App's UI, served as ``text/html;profile=mcp-app``; ``ui`` (an
     :class:`agentmw.apps.UiResource`) adds its CSP domains, permissions, domain and border (docs/mcp-apps.md).
     """
-    ui_meta = ui.as_meta() if ui is not None else None
+    ui_meta = _resource_ui(ui, uri)
     ui_metadata("resource", name or uri, uri, ui_meta, mime_type)  # a wrong declaration fails here, not later
     spec = CapabilitySpec(
         "resource",

@@ -3,6 +3,7 @@
 // argv: one JSON object {url, token, tool, arguments, click}: call `tool` as the bearer `token`, render the UI
 // its descriptor names with the call's input and result, then click the card's `click` button ("approve" or
 // "reject"); the tools/call the card then sends through the bridge is performed on the server, as the same user.
+// `click` null: no click; what the card shows once it has the result (and whether its buttons are shown).
 // Prints one JSON line (what the card showed before and after, the calls relayed); exits non-zero on failure.
 import { createReadStream } from "node:fs";
 import { createServer } from "node:http";
@@ -71,22 +72,28 @@ try {
   const card = page.frameLocator("iframe");
   const status = card.locator("#status");
   await page.waitForFunction(() => window.hostLog.initialized, null, { timeout: 10000 });
-  await card.locator("#decide").waitFor({ state: "visible", timeout: 10000 });
+  if (click) await card.locator("#decide").waitFor({ state: "visible", timeout: 10000 });
+  else await card.locator("#status.pending, #status.approved, #status.rejected").waitFor({ timeout: 10000 });
   const before = {
     status: await status.textContent(),
     title: await card.locator("#title").textContent(),
     summary: await card.locator("#summary").textContent(),
     details: await card.locator("#details").textContent(),
+    buttons: await card.locator("#decide").isVisible(),
+    waiting: (await card.locator("#waiting").isVisible()) ? await card.locator("#waiting").textContent() : null,
   };
-  await card.locator(`#${click}`).click();
-  await page.waitForFunction(() => window.hostLog.calls.length > 0, null, { timeout: 10000 });
-  // the card shows the server's answer: the decided approval, or why it was refused
-  await card.locator("#error:not(:empty), #status.approved, #status.rejected").first().waitFor({ timeout: 15000 });
-  const after = {
-    status: await status.textContent(),
-    details: await card.locator("#details").textContent(),
-    error: await card.locator("#error").textContent(),
-  };
+  let after = null;
+  if (click) {
+    await card.locator(`#${click}`).click();
+    await page.waitForFunction(() => window.hostLog.calls.length > 0, null, { timeout: 10000 });
+    // the card shows the server's answer: the decided approval, or why it was refused
+    await card.locator("#error:not(:empty), #status.approved, #status.rejected").first().waitFor({ timeout: 15000 });
+    after = {
+      status: await status.textContent(),
+      details: await card.locator("#details").textContent(),
+      error: await card.locator("#error").textContent(),
+    };
+  }
   const log = await page.evaluate(() => window.hostLog);
   console.log(JSON.stringify({
     extensions: serverCapabilities && serverCapabilities.extensions, ui, resourceMeta: content._meta,

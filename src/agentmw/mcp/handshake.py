@@ -744,7 +744,9 @@ async def _initialize(
     agent = endpoint.agent
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": server_capabilities(agent if version == LATEST_HANDSHAKE else None),
+        # every version gets the extensions (an unknown key is harmless to an older client); the tasks
+        # capability is 2025-11-25's, so only a session of that version is told of it
+        "capabilities": server_capabilities(agent, tasks=version == LATEST_HANDSHAKE),
         "serverInfo": {"name": agent.name, "version": agent.version},
     }
     if agent.instructions:
@@ -757,9 +759,10 @@ async def _initialize(
     )
 
 
-def server_capabilities(agent: Any = None, *, stateless: bool = False) -> dict[str, Any]:
+def server_capabilities(agent: Any = None, *, stateless: bool = False, tasks: bool = True) -> dict[str, Any]:
     """What the server declares; with task tools, the tasks of the era (docs/mcp.md, "Tasks"): 2025's
-    ``tasks`` capability, 2026's ``io.modelcontextprotocol/tasks`` extension."""
+    ``tasks`` capability, 2026's ``io.modelcontextprotocol/tasks`` extension. ``tasks=False``: none (a
+    handshake version before 2025-11-25, which has no tasks); the other extensions are declared still."""
     capabilities: dict[str, Any] = {
         "tools": {"listChanged": True},
         "resources": {"subscribe": True, "listChanged": True},
@@ -771,7 +774,7 @@ def server_capabilities(agent: Any = None, *, stateless: bool = False) -> dict[s
         return capabilities
     # SEP-2133 extensions, declared in both eras; each extension's module says what it advertises
     extensions: dict[str, Any] = {**apps_extension(agent), **skills_extension(agent)}
-    if any(cap.task_support for cap in agent.tools.values()):
+    if tasks and any(cap.task_support for cap in agent.tools.values()):
         if stateless:
             extensions["io.modelcontextprotocol/tasks"] = {}
         else:
