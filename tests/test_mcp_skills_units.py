@@ -23,6 +23,11 @@ from agentmw.skill_packages import (
 # --- the frontmatter reader: what a YAML parser reads, or a refusal --------------------------------------------
 
 READ = [
+    (  # YAML strips only spaces and tabs around a value, not Unicode spaces
+        "---\nname: a\ndescription: \u00a0x\u3000  \n---\n",
+        {"name": "a", "description": "\u00a0x\u3000"},
+        "",
+    ),
     ("---\nname: a\ndescription: One line\n---\nBody\n", {"name": "a", "description": "One line"}, "Body\n"),
     (
         "\ufeff---\r\nname: a\r\ndescription: CRLF and a BOM\r\n---\r\n",
@@ -103,6 +108,14 @@ REFUSED = [
     ("---\nname: a\nmetadata:\n  deep:\n    x: y\n---\n", "one level deep"),
     ("---\nname: a\ndescription: >\n  a\n    b\n---\n", "more-indented lines in a folded"),
     ("---\nname:a\n---\n", "expected 'key: value'"),
+    # what YAML 1.1 reads as a line break (or refuses), or no YAML reader allows raw: refused, never read apart
+    ("---\nname: a\ndescription: one\rtwo\n---\n", "line 3: character U+000D"),
+    ("---\nname: a\ndescription: one\x85two\n---\n", "line 3: character U+0085"),
+    ("---\nname: a\ndescription: one\u2028two\n---\n", "character U+2028"),
+    ("---\nname: a\ndescription: one\u2029two\n---\n", "character U+2029"),
+    ("---\nname: a\ndescription: d\n# \x1b[2J in a comment\n---\n", "line 4: character U+001B"),
+    ("---\nname: a\ndescription: 'a\x7fb'\n---\n", "character U+007F"),
+    ("---\nname: a\ndescription: a\x9bb\n---\n", "character U+009B"),
 ]
 
 
@@ -147,6 +160,52 @@ def test_a_code_package_renders_a_skill_md_whose_frontmatter_reads_back_as_given
     assert binary is not None and binary.text is None and binary.mime_type == "application/octet-stream"
     text = package.file("ref/a.md")
     assert text is not None and text.text == "é" and text.mime_type == "text/markdown"
+
+
+def test_a_code_package_renders_frontmatter_every_yaml_reader_reads_back_or_is_refused() -> None:
+    import yaml  # PyYAML reads YAML 1.1, where NEL, LS and PS are line breaks
+
+    package = SkillPackage("x", "LS\u2028PS\u2029BOM\ufeff é", metadata={"k": "tab\tnewline\n"})
+    block = package.files[0].data.decode().split("---\n")[1]
+    assert (
+        yaml.safe_load(block) == package.frontmatter == parse_frontmatter(package.files[0].data.decode())[0]
+    )
+    assert "\u2028" not in block and "é" in block  # escaped only where YAML would not read it back
+    for description in ("a\x85b", "a\x7fb", "a\x9bb", "a\x1b[2Jb", "a\rb"):
+        with pytest.raises(SkillPackageError, match="'description' holds a control character"):
+            SkillPackage("x", description)
+    with pytest.raises(SkillPackageError, match="'metadata.k' holds a control character"):
+        SkillPackage("x", "d", metadata={"k": "\x00"})
+
+
+def test_a_folder_frontmatter_escape_cannot_smuggle_a_control_character(tmp_path: Path) -> None:
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text('---\nname: pkg\ndescription: "ok\\x1b]0;pwned\\x07"\n---\n')
+    with pytest.raises(SkillPackageError, match="'description' holds a control character"):
+        SkillPackage.from_folder(folder)
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        (b"bad\xff.md", r"file name b'sub/bad\xff.md' is not UTF-8"),
+        (b"two\nlines.md", r"file path 'sub/two\nlines.md' holds a control character"),
+        (b"esc\x1b.md", r"file path 'sub/esc\x1b.md' holds a control character"),
+    ],
+)
+def test_a_file_name_no_skill_uri_can_hold_is_refused_naming_it(
+    tmp_path: Path, name: bytes, shown: str
+) -> None:
+    folder = write(tmp_path / "pkg")
+    (folder / "sub").mkdir()
+    with open(os.path.join(os.fsencode(folder / "sub"), name), "wb") as f:
+        f.write(b"x")
+    with pytest.raises(SkillPackageError) as caught:
+        SkillPackage.from_folder(folder)
+    assert shown in str(caught.value)
+    with pytest.raises(SkillPackageError, match="control character"):
+        SkillPackage("x", "d", files={"a\nb.md": "x"})
 
 
 def test_the_manifest_is_the_hash_and_size_of_each_file_with_its_uri() -> None:
@@ -300,5 +359,6 @@ def test_registration_serves_skill_md_as_a_listed_resource_and_the_rest_by_uri()
     assert main.policy is not None and main.policy.roles == {"ops"}
     assert "skill://pkg/a.md" not in agent.resources
     found = agent.find_resource("skill://pkg/a.md")
-    assert found is not None and found[0].policy is not None and found[0].policy.roles == {"ops"}
+    # a file is decided as its package is: it follows the SKILL.md capability, whose roles are {"ops"}
+    assert found is not None and found[0].policy is not None and found[0].policy.follows is main
     assert agent.access is not None  # a policy makes the gatekeeper, as a tool's does

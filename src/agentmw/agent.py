@@ -22,7 +22,7 @@ from .a2a.refusals import edge_refusal
 from .a2a.settings import A2ASettings
 from .agui.settings import AguiSettings
 from .approvals import MAX_DECISION_BYTES, ApprovalsEndpoint
-from .auth.access import Access
+from .auth.access import Access, follow
 from .auth.wellknown import JWKS_PATH, WellKnown
 from .capability import Capability, CapabilityKind, _where, build_capability
 from .decorators import CapabilitySpec, specs_of
@@ -347,11 +347,15 @@ class Agent:
     ) -> ServedSkill:
         """Serve ``package`` as an MCP skill (SEP-2640) at ``skill://[<prefix>/]<name>/SKILL.md``.
 
-        Its files become resources (``SKILL.md`` listed, the others read by uri), behind the access rules every
-        capability has: a caller without one of ``roles`` never sees it (not in ``skills/list`` nor
-        ``resources/list``; ``skills/get`` and reads answer as for an unknown uri); without ``scopes``, it is
-        listed but its files are refused (401/403), as a tool's call is (docs/auth.md). ``agent.include(package)``
-        is this with no options. Returns what is served (its uri and its SEP-2640 entry).
+        Its files become resources (``SKILL.md`` listed, the others read by uri). The package is one access
+        decision: its ``SKILL.md`` capability carries ``scopes``, ``roles`` and ``rate_limit``, and every other
+        file follows it (:attr:`agentmw.auth.Policy.follows`), so ``ProtectedResource(visible=...)`` sees the
+        package (``cap.name`` is its name) whichever file is read, and the reads of all its files share one
+        rate-limit budget per caller. A caller without one of ``roles`` never sees it (not in ``skills/list``
+        nor ``resources/list``; ``skills/get`` and reads answer as for an unknown uri); without ``scopes``, it
+        is listed but its files are refused (401/403), as a tool's call is (docs/auth.md).
+        ``agent.include(package)`` is this with no options. Returns what is served (its uri and its SEP-2640
+        entry).
         """
         if not isinstance(package, SkillPackage):
             raise TypeError(f"add_skill_package() takes a SkillPackage, not {package!r}")
@@ -362,25 +366,46 @@ class Agent:
                 f"skill package {package.name!r}: {taken[0]} is served already (a package of the same name "
                 "and prefix, or a resource); give it another prefix= or name"
             )
+        for other in self.skill_packages.values():
+            # a package may live under another's path (skill://outer/inner/), not in one of its folders: a
+            # folder uri then belongs to one package, so directory/read has one answer
+            if served.root in other.directories or other.root in served.directories:
+                inside, around = (served, other) if served.root in other.directories else (other, served)
+                raise SkillPackageError(
+                    f"skill package {package.name!r}: {inside.root}/ would be a folder of the package at "
+                    f"{around.uri} as well; give it another prefix= or name"
+                )
         options: dict[str, Any] = {"scopes": scopes, "roles": roles, "rate_limit": rate_limit}
         options = {k: v for k, v in options.items() if v is not None}
+        main_file = served.files[served.uri]
+        main = build_capability(
+            "resource",
+            _skill_reader(main_file),
+            name=package.name,
+            contract=package.description,
+            uri=served.uri,
+            mime_type=main_file.mime_type,
+            **options,
+        )
         files: dict[str, Capability] = {}
         for uri, file in served.files.items():
-            main = uri == served.uri
-            files[uri] = build_capability(
+            if uri == served.uri:
+                continue
+            cap = build_capability(
                 "resource",
                 _skill_reader(file),
-                name=package.name if main else file.path,
-                contract=package.description if main else "",
+                name=file.path,
+                contract="",
                 uri=uri,
                 mime_type=file.mime_type,
-                **options,
             )
+            cap.policy = follow(main)  # the package's decision, not one of its own
+            files[uri] = cap
         self.skill_packages[served.uri] = served
-        self._skill_files.update({u: cap for u, cap in files.items() if u != served.uri})
+        self._skill_files.update(files)
         if options and self.access is None:
             self._guard(None, ())
-        self.register(files[served.uri])  # listed in resources/list, as the SEP asks; one list change
+        self.register(main)  # listed in resources/list, as the SEP asks; one list change
         return served
 
     def _include_app(self, app: Any) -> None:

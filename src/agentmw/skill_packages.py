@@ -102,6 +102,18 @@ _ESCAPES = {
 }
 
 
+_BLANK = " \t"  # the only whitespace YAML strips around a value (str.strip would take Unicode spaces too)
+# What no YAML reader reads alike, or at all, in a frontmatter: C0 and C1 controls but tab and line feed, a
+# lone CR and the YAML 1.1 line breaks (NEL, LS, PS), the non-characters and lone surrogates
+_UNREADABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff\ud800-\udfff]")
+# What a value may not hold, however written (raw, or a double-quoted escape): controls but tab and line feed
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What a file name may not hold: it would show as something else in a listing or a terminal
+_UNSAFE_NAME = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff]")
+# What json.dumps leaves raw that YAML would not read back: escaped as \uXXXX, valid in a double-quoted scalar
+_RENDER_ESCAPE = re.compile("[\u2028\u2029\ufeff\ufffe\uffff]")
+
+
 class _Lines:
     def __init__(self, lines: list[str], first: int) -> None:
         self.lines = lines
@@ -121,7 +133,7 @@ def _indent(line: str) -> int:
 
 
 def _skippable(line: str) -> bool:
-    stripped = line.strip()
+    stripped = line.strip(_BLANK)
     return not stripped or stripped.startswith("#")
 
 
@@ -132,7 +144,9 @@ def parse_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     single- or double-quoted strings (one line; a plain one may go on over more-indented lines), ``|`` and
     ``>`` block scalars, and one level of nested mapping (``metadata:``). Anything else — a list, an anchor, a
     flow collection, a plain value YAML would read as a number, boolean, null or date — is refused with its
-    line number rather than read differently from a YAML parser (a host compares the two, SEP-2640).
+    line number rather than read differently from a YAML parser (a host compares the two, SEP-2640). So are
+    control characters but tab and line feed, a lone CR and YAML 1.1's line breaks (NEL, LS, PS) anywhere in
+    it; only spaces and tabs are stripped around a value, as YAML does.
     """
     text = text.removeprefix("\ufeff")
     # the suite's reading (and most hosts'): a first line of exactly '---', up to the next line starting '---'
@@ -142,7 +156,15 @@ def parse_frontmatter(text: str) -> tuple[dict[str, Any], str]:
             "SKILL.md must begin with YAML frontmatter: a '---' line, 'name: ...' and 'description: ...' "
             "lines, and a closing '---' line"
         )
-    lines = _Lines(match.group(1).replace("\r\n", "\n").split("\n"), 2)
+    block = match.group(1).replace("\r\n", "\n")
+    bad = _UNREADABLE.search(block)
+    if bad is not None:
+        line = 2 + block.count("\n", 0, bad.start())
+        raise SkillPackageError(
+            f"SKILL.md frontmatter, line {line}: character U+{ord(bad.group()):04X} is not allowed here "
+            "(a control character or a line break YAML readers do not agree on)"
+        )
+    lines = _Lines(block.split("\n"), 2)
     return _mapping(lines, 0, top=True), text[match.end() :]
 
 
@@ -150,7 +172,7 @@ def _mapping(lines: _Lines, indent: int, *, top: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     while lines.i < len(lines.lines):
         line = lines.lines[lines.i]
-        if "\t" in line[: _indent(line) + 1] and line.strip():
+        if "\t" in line[: _indent(line) + 1] and line.strip(_BLANK):
             raise _fail(lines, "indent with spaces, not tabs")
         if _skippable(line):
             lines.i += 1
@@ -162,11 +184,11 @@ def _mapping(lines: _Lines, indent: int, *, top: bool) -> dict[str, Any]:
             raise _fail(lines, "unexpected indentation")
         key, sep, rest = line[here:].partition(":")
         if not sep or not _KEY.match(key) or (rest and not rest.startswith(" ")):
-            raise _fail(lines, f"expected 'key: value', got {line.strip()!r}")
+            raise _fail(lines, f"expected 'key: value', got {line.strip(_BLANK)!r}")
         if key in out:
             raise _fail(lines, f"duplicate key {key!r}")
         lines.i += 1
-        value = rest.strip()
+        value = rest.strip(_BLANK)
         if not value or value.startswith("#"):
             if not top:
                 raise _fail(lines, f"{key!r} has no value (nested mappings go one level deep)", lines.i - 1)
@@ -195,7 +217,7 @@ def _scalar(lines: _Lines, value: str, indent: int, key: str) -> str:
         return _double_quoted(lines, value, at)
     if value[0] == "'":
         end = _single_quote_end(value)
-        rest = value[end + 1 :].strip() if end is not None else ""
+        rest = value[end + 1 :].strip(_BLANK) if end is not None else ""
         if end is None or (rest and not rest.startswith("#")):
             raise _fail(lines, f"{key!r}: a single-quoted value must end on its line", at)
         return value[1:end].replace("''", "'")
@@ -204,9 +226,9 @@ def _scalar(lines: _Lines, value: str, indent: int, key: str) -> str:
     parts = [_plain_part(lines, value, key, at)]
     while lines.i < len(lines.lines):  # a plain value goes on over more-indented lines, folded with spaces
         line = lines.lines[lines.i]
-        if not line.strip() or _indent(line) <= indent:
+        if not line.strip(_BLANK) or _indent(line) <= indent:
             break
-        parts.append(_plain_part(lines, line.strip(), key, lines.i))
+        parts.append(_plain_part(lines, line.strip(_BLANK), key, lines.i))
         lines.i += 1
     text = " ".join(parts)
     if _NOT_A_STRING.match(text):
@@ -217,7 +239,7 @@ def _scalar(lines: _Lines, value: str, indent: int, key: str) -> str:
 def _plain_part(lines: _Lines, value: str, key: str, at: int) -> str:
     cut = value.find(" #")
     if cut >= 0:
-        value = value[:cut].rstrip()
+        value = value[:cut].rstrip(_BLANK)
     if ": " in value or value.endswith(":") or "\t#" in value:
         raise _fail(lines, f"{key!r}: a plain value cannot hold ': '; quote it", at)
     return value
@@ -241,7 +263,7 @@ def _double_quoted(lines: _Lines, value: str, at: int) -> str:
     while i < len(value):
         ch = value[i]
         if ch == '"':
-            rest = value[i + 1 :].strip()
+            rest = value[i + 1 :].strip(_BLANK)
             if rest and not rest.startswith("#"):
                 raise _fail(lines, "text after a closing quote", at)
             return "".join(out)
@@ -265,7 +287,7 @@ def _double_quoted(lines: _Lines, value: str, at: int) -> str:
 
 def _block(lines: _Lines, header: str, indent: int, key: str) -> str:
     at = lines.i - 1
-    style, chomp = header[0], header[1:].split("#", 1)[0].strip()
+    style, chomp = header[0], header[1:].split("#", 1)[0].strip(_BLANK)
     if chomp not in ("", "-", "+"):
         raise _fail(
             lines, f"{key!r}: block scalar header {header!r}: only '|', '>', '|-', '>-', '|+', '>+'", at
@@ -274,7 +296,7 @@ def _block(lines: _Lines, header: str, indent: int, key: str) -> str:
     block_indent: int | None = None
     while lines.i < len(lines.lines):
         line = lines.lines[lines.i]
-        if line.strip():
+        if line.strip(_BLANK):
             here = _indent(line)
             if here <= indent:
                 break
@@ -314,7 +336,20 @@ def _block(lines: _Lines, header: str, indent: int, key: str) -> str:
     return text + ("" if chomp == "-" else "\n") + "\n" * trailing
 
 
+def _values(fm: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    return [
+        (f"{key}.{sub}", item) if isinstance(v, Mapping) else (key, v)
+        for key, v in fm.items()
+        for sub, item in (v.items() if isinstance(v, Mapping) else [("", v)])
+    ]
+
+
 def _validate_frontmatter(fm: Mapping[str, Any], where: str) -> None:
+    for key, v in _values(fm):  # a host shows these to people and models: no terminal control sequences
+        if isinstance(v, str) and _CONTROL.search(v):
+            raise SkillPackageError(
+                f"{where}: frontmatter {key!r} holds a control character (only tab and line feed are allowed)"
+            )
     name, description = fm.get("name"), fm.get("description")
     if not isinstance(name, str) or not name:
         raise SkillPackageError(f"{where}: the frontmatter needs a 'name'")
@@ -347,11 +382,13 @@ def _validate_frontmatter(fm: Mapping[str, Any], where: str) -> None:
 
 
 def _render_frontmatter(fm: Mapping[str, Any]) -> str:
-    """YAML that :func:`parse_frontmatter` (and any YAML parser) reads back as ``fm``: every value a JSON
-    string, which is a YAML double-quoted scalar."""
+    """YAML that :func:`parse_frontmatter` (and any YAML 1.1 or 1.2 parser) reads back as ``fm``: every value
+    a JSON string, which is a YAML double-quoted scalar, with what YAML would not read back raw (LS, PS, BOM,
+    non-characters) escaped; controls were refused before."""
 
     def value(v: Any) -> str:
-        return json.dumps(v, ensure_ascii=False)
+        written = json.dumps(v, ensure_ascii=False)  # controls are refused before (_validate_frontmatter)
+        return _RENDER_ESCAPE.sub(lambda m: f"\\u{ord(m.group()):04x}", written)
 
     out = ["---"]
     for key, v in fm.items():
@@ -426,9 +463,25 @@ def _file(path: str, data: bytes) -> SkillFile:
     )
 
 
+def _check_name(path: str, where: str) -> str:
+    """Refuse a file path a ``skill://`` uri cannot name, or that would show as something else."""
+    try:
+        path.encode("utf-8")  # a name read from disk that is not UTF-8 holds surrogates (os.fsdecode)
+    except UnicodeEncodeError:
+        raise SkillPackageError(
+            f"{where}: file name {os.fsencode(path)!r} is not UTF-8; a skill:// uri cannot name it (rename it)"
+        ) from None
+    if _UNSAFE_NAME.search(path):
+        raise SkillPackageError(
+            f"{where}: file path {path!r} holds a control character or a line break; rename it"
+        )
+    return path
+
+
 def _check_relative(path: str, where: str) -> str:
     if not isinstance(path, str) or not path:
         raise SkillPackageError(f"{where}: a file path must be a non-empty string")
+    _check_name(path, where)
     parts = path.split("/")
     if path.startswith("/") or "\\" in path or "\0" in path or any(p in ("", ".", "..") for p in parts):
         raise SkillPackageError(
@@ -559,7 +612,7 @@ class SkillPackage:
                 if name.startswith(".") and not include_hidden:
                     continue
                 full = here / name
-                rel = _rel(root, full)
+                rel = _check_name(_rel(root, full), where)
                 if full.is_symlink():
                     target = full.resolve()
                     if not target.is_relative_to(real_root):

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..capability import Capability
     from .resource import ProtectedResource
 
-__all__ = ["DENIALS", "Access", "AccessAgent", "Policy", "authorize", "denial", "policy_of"]
+__all__ = ["DENIALS", "Access", "AccessAgent", "Policy", "authorize", "denial", "follow", "policy_of"]
 
 DENIALS = frozenset({Code.UNAUTHENTICATED, Code.INSUFFICIENT_SCOPE, Code.FORBIDDEN})
 """Outcome codes of a refused caller: on MCP they are HTTP 401/403, not tool results."""
@@ -76,6 +76,23 @@ class Policy:
     scope_list: tuple[str, ...]
     roles: frozenset[str]
     rate_limit: RateLimit | None
+    follows: Capability | None = None
+    """The capability whose access decision this one takes instead of its own (its roles, scopes, visibility
+    rule and rate-limit budget): a skill package's files follow its ``SKILL.md``, so the package is one
+    decision wherever a file of it is read (docs/skill-packages.md)."""
+
+
+def follow(capability: Capability) -> Policy:
+    """The policy of a capability decided as ``capability`` is (:attr:`Policy.follows`)."""
+    return Policy(frozenset(), (), frozenset(), None, capability)
+
+
+def _decider(capability: Capability) -> Capability:
+    """The capability whose rules decide for ``capability``: itself, or the one it follows."""
+    policy = capability.policy
+    if policy is not None and policy.follows is not None:
+        return policy.follows
+    return capability
 
 
 def policy_of(
@@ -183,6 +200,7 @@ class Access:
     # --- visibility ---------------------------------------------------------------------------------------
     def hides(self, capability: Capability, scope: Mapping[str, Any] | None) -> bool:
         """Whether ``capability`` is hidden from this request's caller (answered as unknown)."""
+        capability = _decider(capability)
         policy = capability.policy
         resource = self.resource
         if policy is None and (resource is None or resource.visible is None):
@@ -191,6 +209,7 @@ class Access:
         return not self._visible(capability, principal)
 
     def _visible(self, capability: Capability, principal: Principal | None) -> bool:
+        capability = _decider(capability)
         policy = capability.policy
         resource = self.resource
         if policy is not None:
@@ -241,6 +260,7 @@ class Access:
         LookupError, named by the face; a missing scope: 401 or 403 with the challenge)."""
         if scope is None:
             return
+        capability = _decider(capability)
         principal = principal_of(scope)
         policy = capability.policy
         if policy is None or not policy.scopes:
@@ -320,6 +340,7 @@ async def authorize(capability: Capability, ctx: _Call) -> Outcome | None:
     access = agent.access
     scope = request.scope
     principal = await _principal(access, scope)
+    capability = _decider(capability)  # one decision, and one rate-limit budget, for all that follow it
     policy = capability.policy
     if policy is None:
         if access is not None and access.hides(capability, scope):

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
-from ..apps import client_supports_apps
 from ..auth.access import DENIALS, denial
 from ..capability import Capability
 from ..context import Context, InputRequest
@@ -42,7 +41,7 @@ from .convert import (
     tool_descriptor,
 )
 from .results import META_APPROVAL_ID, bridged, parse_input_response, tool_result
-from .skills import SKILL_HANDLERS
+from .skills import SKILL_HANDLERS, listed_resources, withheld
 from .tasks import TASK_HANDLERS, Detacher, create_result, tasks_of, wants_task
 
 if TYPE_CHECKING:
@@ -75,17 +74,12 @@ class ClientNotAnswered(Permanent):
 
 
 class Catalog:
-    """The MCP lists, rebuilt only when the registry changes.
-
-    Tools come in two lists: ``tools`` for a client that renders MCP Apps, and ``model_tools``, without the
-    app-only tools (a UI ``visibility`` without ``"model"``), for every other client (docs/mcp-apps.md,
-    "Visibility"). Without app-only tools they are one list."""
+    """The MCP lists, rebuilt only when the registry changes."""
 
     def __init__(self, agent: McpHost) -> None:
         self.agent = agent
         self._revision = -1
         self.tools: list[dict[str, Any]] = []
-        self.model_tools: list[dict[str, Any]] = []
         self.resources: list[dict[str, Any]] = []
         self.templates: list[dict[str, Any]] = []
         self.prompts: list[dict[str, Any]] = []
@@ -93,13 +87,7 @@ class Catalog:
     def fresh(self) -> Catalog:
         if self._revision != self.agent.revision:
             agent = self.agent
-            tools = sorted(agent.tools.values(), key=lambda c: c.name)
-            self.tools = [tool_descriptor(c) for c in tools]
-            self.model_tools = (
-                [d for c, d in zip(tools, self.tools, strict=True) if not c.app_only]
-                if any(c.app_only for c in tools)
-                else self.tools
-            )
+            self.tools = [tool_descriptor(c) for c in sorted(agent.tools.values(), key=lambda c: c.name)]
             self.resources = [resource_descriptor(c) for c in agent.resources.values()]
             self.templates = [template_descriptor(c) for c in agent.templates.values()]
             self.prompts = [
@@ -273,11 +261,7 @@ async def _run(
 
 async def tools_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     _no_cursor(params)
-    catalog = call.catalog.fresh()
-    tools = catalog.tools
-    if catalog.model_tools is not tools and not client_supports_apps(call.client_capabilities):
-        tools = catalog.model_tools  # app-only tools: for a client that renders the app (mcp-apps.md)
-    return {"tools": _visible(call, "tools", tools)}
+    return {"tools": _visible(call, "tools", call.catalog.fresh().tools)}
 
 
 def _visible(call: Call, kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -302,12 +286,7 @@ def _named(
     if not isinstance(name, str):
         raise JsonRpcError(INVALID_PARAMS, f"{method} needs a string 'name'")
     cap = table.get(name)
-    if (
-        cap is None
-        or _hidden(call, cap)
-        # an app-only tool, to a client that renders no MCP App: unknown, as it is unlisted (mcp-apps.md)
-        or (cap.app_only and not client_supports_apps(call.client_capabilities))
-    ):
+    if cap is None or _hidden(call, cap):
         raise JsonRpcError(INVALID_PARAMS, f"Unknown {method.split('/')[0][:-1]}: {name}")
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
@@ -373,7 +352,8 @@ def _outcome_error(outcome: Outcome) -> JsonRpcError:
 
 async def resources_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     _no_cursor(params)
-    return {"resources": _visible(call, "resources", call.catalog.fresh().resources)}
+    shown = _visible(call, "resources", call.catalog.fresh().resources)
+    return {"resources": listed_resources(call, shown)}  # a skill package is one decision (skills.py)
 
 
 async def templates_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -386,7 +366,7 @@ async def resources_read(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(uri, str):
         raise JsonRpcError(INVALID_PARAMS, "resources/read needs a string 'uri'")
     found = call.agent.find_resource(uri)
-    if found is None or _hidden(call, found[0]):
+    if found is None or _hidden(call, found[0]) or withheld(call, found[0]):
         code = INVALID_PARAMS if call.stateless else RESOURCE_NOT_FOUND_2025
         raise JsonRpcError(code, "Resource not found", {"uri": uri})
     cap, variables = found

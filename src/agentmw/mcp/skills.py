@@ -8,9 +8,13 @@ The agent's skill packages (``agent.add_skill_package``, :mod:`agentmw.skill_pac
 - the files themselves are resources (``resources/read`` of ``skill://<path>/<file>``), served by the
   resource methods with the rest.
 
-Visibility is the resources': a package whose ``SKILL.md`` is hidden from the caller (roles, the protected
-resource's ``visible`` rule, ``hide_missing_scopes``, a listing hook) is absent from every answer here and
-answered as an unknown uri (docs/skill-packages.md).
+A package is one decision per caller, the same in every method (docs/skill-packages.md, "Access"): it is
+served when its ``SKILL.md`` capability is visible to the caller (roles, the protected resource's ``visible``
+rule, ``hide_missing_scopes``; every other file follows that capability, ``agentmw.auth.Policy.follows``),
+the listing hooks keep its ``SKILL.md`` in the caller's ``resources/list`` (kind ``resources``) and its entry
+in ``skills/list`` (kind ``skill_packages``). A package not served is absent from ``skills/list`` and
+``resources/list``, and ``skills/get``, ``resources/directory/read`` and ``resources/read`` of any of its
+files answer as for an unknown uri.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from ..skill_packages import ServedSkill
 from ._wire import INVALID_PARAMS, JsonRpcError
 
 if TYPE_CHECKING:
+    from ..capability import Capability
     from .methods import Call
 
-__all__ = ["EXTENSION", "PAGE_SIZE", "SKILL_HANDLERS", "skills_extension"]
+__all__ = ["EXTENSION", "PAGE_SIZE", "SKILL_HANDLERS", "listed_resources", "skills_extension", "withheld"]
 
 EXTENSION = "io.modelcontextprotocol/skills"
 PAGE_SIZE = 100
@@ -50,23 +55,64 @@ def skills_extension(agent: Any) -> dict[str, Any]:
     return {EXTENSION: {"directoryRead": True}}
 
 
-def _visible(call: Call) -> list[ServedSkill]:
-    """The packages this caller may see, in uri order: hidden ones (the rules of their ``SKILL.md`` resource,
-    then the listing hooks, kind ``skill_packages``) are left out."""
+def _shown(call: Call, kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A list as this caller is shown it: the access rules, then the listing hooks (as every MCP list)."""
+    agent = call.agent
+    if agent.access is not None:
+        items = agent.access.visible_list(kind, items, call.scope)
+    shown: list[dict[str, Any]] = agent.shown(kind, "mcp", items, call.scope, call.caller)
+    return shown
+
+
+def _visible(call: Call, resources: list[dict[str, Any]] | None = None) -> list[ServedSkill]:
+    """The packages served to this caller, in uri order: the one decision per package (the module's
+    docstring). ``resources``: the caller's ``resources/list`` before this step, when it is known already."""
     agent = call.agent
     packages = _packages(agent)
+    if not packages:
+        return []
     access = agent.access
     served = []
     for uri in sorted(packages):
         main = agent.resources.get(uri)  # its SKILL.md, whose rules are the package's
         if main is not None and (access is None or not access.hides(main, call.scope)):
             served.append(packages[uri])
+    if resources is None:
+        resources = _shown(call, "resources", call.catalog.fresh().resources)
+    listed = {item.get("uri") for item in resources}  # a "resources" hook's choice counts too
+    served = [s for s in served if s.uri in listed]
     entries = [s.entry for s in served]
     kept = agent.shown("skill_packages", "mcp", entries, call.scope, call.caller)
     if kept is entries:  # no listing hook filters
         return served
     by_uri = {s.uri: s for s in served}  # a hook's answer is only ever a filter of what it was shown
     return [by_uri[e["uri"]] for e in kept if isinstance(e, dict) and e.get("uri") in by_uri]
+
+
+def listed_resources(call: Call, resources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``resources/list`` as shown to this caller (``resources``, after the access rules and the listing
+    hooks) without the ``SKILL.md`` of a package not served to them (one a ``skill_packages`` hook left
+    out): ``resources`` itself when every package is."""
+    packages = _packages(call.agent)
+    if not packages:
+        return resources
+    served = {s.uri for s in _visible(call, resources)}
+    if len(served) == len(packages):
+        return resources
+    return [item for item in resources if item.get("uri") not in packages or item.get("uri") in served]
+
+
+def withheld(call: Call, cap: Capability) -> bool:
+    """Whether ``cap`` is a file of a package not served to this caller (``resources/read`` answers it as
+    an unknown uri); False at once for any other resource."""
+    packages = _packages(call.agent)
+    if not packages:
+        return False
+    policy = cap.policy
+    main = policy.follows if policy is not None and policy.follows is not None else cap
+    if main.uri not in packages:
+        return False
+    return all(s.uri != main.uri for s in _visible(call))
 
 
 def _find(call: Call, uri: Any, method: str) -> ServedSkill:
@@ -123,7 +169,9 @@ async def directory_read(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         raise JsonRpcError(INVALID_PARAMS, "resources/directory/read needs a string 'uri'")
     if params.get("cursor") is not None:
         raise JsonRpcError(INVALID_PARAMS, "Invalid cursor: this server returns every child on one page")
-    for served in _visible(call):
+    for served in sorted(_visible(call), key=lambda s: len(s.root), reverse=True):
+        # the longest root first: a package under another's path (skill://outer/inner) answers for its own
+        # folders (registration keeps their folders apart, so one package holds any folder uri)
         if uri == served.root or uri.startswith(served.root + "/"):
             children = served.directories.get(uri)
             if children is not None:
