@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
+from ..apps import client_supports_apps
 from ..auth.access import DENIALS, denial
 from ..capability import Capability
 from ..context import Context, InputRequest
@@ -74,12 +75,17 @@ class ClientNotAnswered(Permanent):
 
 
 class Catalog:
-    """The MCP lists, rebuilt only when the registry changes."""
+    """The MCP lists, rebuilt only when the registry changes.
+
+    Tools come in two lists: ``tools`` for a client that renders MCP Apps, and ``model_tools``, without the
+    app-only tools (a UI ``visibility`` without ``"model"``), for every other client (docs/mcp-apps.md,
+    "Visibility"). Without app-only tools they are one list."""
 
     def __init__(self, agent: McpHost) -> None:
         self.agent = agent
         self._revision = -1
         self.tools: list[dict[str, Any]] = []
+        self.model_tools: list[dict[str, Any]] = []
         self.resources: list[dict[str, Any]] = []
         self.templates: list[dict[str, Any]] = []
         self.prompts: list[dict[str, Any]] = []
@@ -87,7 +93,13 @@ class Catalog:
     def fresh(self) -> Catalog:
         if self._revision != self.agent.revision:
             agent = self.agent
-            self.tools = [tool_descriptor(c) for c in sorted(agent.tools.values(), key=lambda c: c.name)]
+            tools = sorted(agent.tools.values(), key=lambda c: c.name)
+            self.tools = [tool_descriptor(c) for c in tools]
+            self.model_tools = (
+                [d for c, d in zip(tools, self.tools, strict=True) if not c.app_only]
+                if any(c.app_only for c in tools)
+                else self.tools
+            )
             self.resources = [resource_descriptor(c) for c in agent.resources.values()]
             self.templates = [template_descriptor(c) for c in agent.templates.values()]
             self.prompts = [
@@ -261,7 +273,11 @@ async def _run(
 
 async def tools_list(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     _no_cursor(params)
-    return {"tools": _visible(call, "tools", call.catalog.fresh().tools)}
+    catalog = call.catalog.fresh()
+    tools = catalog.tools
+    if catalog.model_tools is not tools and not client_supports_apps(call.client_capabilities):
+        tools = catalog.model_tools  # app-only tools: for a client that renders the app (mcp-apps.md)
+    return {"tools": _visible(call, "tools", tools)}
 
 
 def _visible(call: Call, kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -286,7 +302,12 @@ def _named(
     if not isinstance(name, str):
         raise JsonRpcError(INVALID_PARAMS, f"{method} needs a string 'name'")
     cap = table.get(name)
-    if cap is None or _hidden(call, cap):
+    if (
+        cap is None
+        or _hidden(call, cap)
+        # an app-only tool, to a client that renders no MCP App: unknown, as it is unlisted (mcp-apps.md)
+        or (cap.app_only and not client_supports_apps(call.client_capabilities))
+    ):
         raise JsonRpcError(INVALID_PARAMS, f"Unknown {method.split('/')[0][:-1]}: {name}")
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
