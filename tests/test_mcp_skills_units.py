@@ -329,6 +329,17 @@ def test_a_bad_folder_is_refused_with_what_to_change(tmp_path: Path, make: objec
     assert "'" + str(folder) + "'" in str(caught.value) or "SKILL.md" in str(caught.value)
 
 
+def test_a_folder_given_as_a_link_may_be_named_like_the_link(tmp_path: Path) -> None:
+    real = write(tmp_path / "realname", "---\nname: linkname\ndescription: d\n---\n")
+    os.symlink(real, tmp_path / "linkname")
+    assert SkillPackage.from_folder(tmp_path / "linkname").name == "linkname"
+    with pytest.raises(SkillPackageError, match="must equal the folder's name 'realname'"):
+        SkillPackage.from_folder(tmp_path / "realname")  # the link's name is not the folder's own
+    os.symlink(real, tmp_path / "other")
+    with pytest.raises(SkillPackageError, match="must equal the folder's name"):
+        SkillPackage.from_folder(tmp_path / "other")
+
+
 def test_a_path_that_is_no_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SkillPackageError, match="not a folder"):
         SkillPackage.from_folder(tmp_path / "missing")

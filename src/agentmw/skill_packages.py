@@ -634,10 +634,12 @@ class SkillPackage:
         except SkillPackageError as exc:
             raise SkillPackageError(f"{where}: {exc}") from None
         _validate_frontmatter(fm, where)
-        if fm["name"] != root.resolve().name:
+        # the folder as given (a link named like the skill counts), or the one it is ("." has no name)
+        names = {Path(os.path.abspath(root)).name, real_root.name}
+        if fm["name"] not in names:
             raise SkillPackageError(
                 f"{where}: the frontmatter's name {fm['name']!r} must equal the folder's name "
-                f"{root.resolve().name!r} (rename one of them)"
+                f"{real_root.name!r} (rename one of them)"
             )
         package = cls.__new__(cls)
         package._init(fm, body, entries, root, where)
