@@ -243,12 +243,14 @@ def test_inspect_json_shows_uis_packages_and_a2ui() -> None:
         "io.modelcontextprotocol/skills": {"directoryRead": True},
     }
     caps = {c["name"]: c for c in report["capabilities"]}
-    assert caps["show_cart"]["ui"] == {"resourceUri": "ui://shop/cart.html", "served": True}
+    assert caps["show_cart"]["ui"] == {"resourceUri": "ui://shop/cart.html", "served": True, "appOnly": False}
     assert caps["pay_cart"]["ui"] == {
         "resourceUri": "ui://shop/cart.html",
         "visibility": ["app"],
         "served": True,
+        "appOnly": True,
     }
+    assert caps["pay_cart"]["mcp"]["tool"]["name"] == "pay_cart"  # listed as an MCP Apps host lists it
     assert caps["show_cart"]["mcp"]["tool"]["_meta"]["ui"] == {
         "resourceUri": "ui://shop/cart.html"
     }  # as listed
@@ -299,7 +301,9 @@ def test_inspect_text_shows_uis_packages_and_a2ui() -> None:
         '  MCP extensions: io.modelcontextprotocol/ui {}, io.modelcontextprotocol/skills {"directoryRead": true}\n'
         "  A2A extensions: https://a2ui.org/a2a-extension/a2ui/v0.9\n"
     ) in out
-    assert "  MCP App UI: ui://shop/cart.html (visibility: app)\n" in out
+    assert (
+        "  MCP App UI: ui://shop/cart.html (visibility: app); app-only: only MCP Apps hosts list it\n" in out
+    )
     assert (
         "  MCP App document: text/html;profile=mcp-app\n"
         "    csp: connectDomains wss://events.shop.example; resourceDomains https://unpkg.com "

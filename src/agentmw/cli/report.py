@@ -17,7 +17,8 @@ from typing import Any
 
 from ..a2ui import EXTENSION_URI as A2UI_EXTENSION_URI
 from ..a2ui import MIME_TYPE as A2UI_MIME_TYPE
-from ..capability import Capability
+from ..apps import EXTENSION_ID as APPS_EXTENSION
+from ..capability import APP_MIME_TYPE, Capability
 from ..decorators import specs_of
 from ..selection import RouteInfo, iter_routes, route_of
 from ..skill_packages import ServedSkill
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 _BASE = "http://127.0.0.1:8000"
+_APPS_HOST = {"extensions": {APPS_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}}}
 
 
 def capabilities_by_function(agent: Any) -> list[tuple[Callable[..., Any], list[Capability]]]:
@@ -88,7 +90,8 @@ async def _mcp_or_none(mcp: McpTestClient, method: str) -> Any:
 
 async def _faces(agent: Any) -> dict[str, Any]:
     app = agent.asgi()
-    mcp = McpTestClient(app, path=agent.mcp_path)
+    # asked as an MCP Apps host asks: an app-only tool is listed to such a client only (docs/mcp-apps.md)
+    mcp = McpTestClient(app, path=agent.mcp_path, capabilities=_APPS_HOST)
     lists: dict[str, Any] = {}
     for method, key in (
         ("tools/list", "tools"),
@@ -166,7 +169,11 @@ async def build_report(target: Target) -> dict[str, Any]:
             if cap.kind == "tool" and cap.name in grouped_by and entry["a2a"] is None:
                 entry["a2a"] = {"groupedBy": grouped_by[cap.name]}
             if cap.kind == "tool" and cap.ui is not None:
-                entry["ui"] = {**cap.ui, "served": agent.find_resource(cap.ui["resourceUri"]) is not None}
+                entry["ui"] = {
+                    **cap.ui,
+                    "served": agent.find_resource(cap.ui["resourceUri"]) is not None,
+                    "appOnly": cap.app_only,  # listed and served only to MCP Apps hosts
+                }
             if cap.kind == "resource" and cap.ui is not None:
                 entry["ui"] = {"mimeType": cap.mime_type, **cap.ui, "tools": ui_tools.get(id(cap), [])}
             if cap.kind == "skill" and (a2ui := _a2ui_of(cap)) is not None:
@@ -399,6 +406,8 @@ def _ui_lines(ui: dict[str, Any] | None, kinds: list[str]) -> list[str]:
         return []
     if "resourceUri" in ui:
         visibility = f" (visibility: {', '.join(ui['visibility'])})" if ui.get("visibility") else ""
+        if ui.get("appOnly"):
+            visibility += "; app-only: only MCP Apps hosts list it"
         missing = "" if ui.get("served") else "  NOT SERVED (lint AMW013)"
         return [f"  MCP App UI: {ui['resourceUri']}{visibility}{missing}"]
     csp = ui.get("csp") or {}
