@@ -759,7 +759,7 @@ def lint_skill_package(path: str | os.PathLike[str]) -> list[Finding]:
                     "AMW015",
                     "error",
                     "skill package folder",
-                    folder.resolve().name,
+                    pathlib.Path(os.path.abspath(folder)).name,  # as given ("." has no name)
                     f"cannot be served: {detail}",
                     _PACKAGE_FIX,
                     shown,
