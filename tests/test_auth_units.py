@@ -124,6 +124,21 @@ async def test_rate_limits_count_exactly_under_contention(algorithm: str, tmp_pa
     await other.close()
 
 
+async def test_a_burst_wider_than_any_retry_count_gets_exactly_the_limit(tmp_path) -> None:
+    """64 takes at once on one key from two replicas: each compare-and-set round has one winner, so the last
+    winner needs dozens of rounds; none of the first 30 may be refused as "contended"."""
+    state = open_state(f"sqlite:///{tmp_path / 'rl.db'}")
+    other = open_state(f"sqlite:///{tmp_path / 'rl.db'}")
+    limit = RateLimit(30, per=3600)
+    one, two = Limiter(lambda: state), Limiter(lambda: other)
+    results = await asyncio.gather(*[(one if i % 2 else two).take(limit, "alice") for i in range(64)])
+    assert sum(r is None for r in results) == 30
+    refused = [r for r in results if r is not None]
+    assert all(r > 1.0 for r in refused)  # refused by the window, not as contended
+    await state.close()
+    await other.close()
+
+
 async def test_a_bucket_refills() -> None:
     state = open_state("memory://")
     limiter = Limiter(lambda: state)

@@ -11,8 +11,10 @@ taking the last unit at once, one gets it and the others read the new count and 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +25,11 @@ from ..state import Conflict, StoreLimits
 __all__ = ["NAMESPACE", "Limiter", "RateLimit"]
 
 NAMESPACE = "ratelimit"
-_MAX_TRIES = 16
+_CONTENDED_SECONDS = 2.0
+"""How long a take may keep losing compare-and-set races before it is refused: a burst of N callers on one key
+needs up to N rounds (each round one of them wins), so a count of tries would refuse a burst wider than it."""
+_BACKOFF_SECONDS = 0.002
+"""The most a loser waits, at random, before counting again, so a burst does not retry in lockstep."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +76,8 @@ class Limiter:
         """Take one unit for ``key``: None when allowed, else the seconds until one is available."""
         state = self._open(limit)
         record_key = _record_key(limit, key)
-        for _ in range(_MAX_TRIES):
+        give_up = time.monotonic() + _CONTENDED_SECONDS
+        while True:
             found = await state.get(NAMESPACE, record_key)
             now = time.time()
             value, wait = (_window if limit.algorithm == "window" else _bucket)(
@@ -82,8 +89,10 @@ class Limiter:
             try:
                 await state.put(NAMESPACE, record_key, value, expected_version=found.version if found else 0)
                 return None
-            except Conflict:
-                continue  # another request (on this replica or another) took a unit first: count again
+            except Conflict:  # another request (on this replica or another) took a unit first: count again
+                if time.monotonic() >= give_up:
+                    break
+                await asyncio.sleep(random.uniform(0, _BACKOFF_SECONDS))
         self.refused += 1
         return 1.0  # contended past reason: refuse briefly rather than overrun the limit
 
