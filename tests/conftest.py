@@ -72,6 +72,7 @@ TIERS: dict[str, frozenset[str]] = {
             "test_stdio.py",
             "test_stdio_inspector.py",
             "bridges/test_clients.py",
+            "bridges/test_mcp_apps_peer.py",
             "bridges/test_mcp_bridge.py",
             "conformance/test_conformance.py",
             "regressions/test_hooks_deadlines_sync.py",

@@ -190,7 +190,8 @@ class A2ATaskRunner(TaskRunner):
                 return None
             tool = meta.get("tool")
             if isinstance(tool, str):
-                if tool not in skills[record.skill].groups or tool not in self.agent.tools:
+                grouped = tool in skills[record.skill].groups and tool in self.agent.tools
+                if not grouped or self.agent.tools[tool].app_only:  # an MCP App's button, not A2A's
                     raise A2AError(INVALID_PARAMS, f"Skill {record.skill!r} has no tool {tool!r}")
                 record.tool = tool
         skill = self.agent.skills.get(record.skill)

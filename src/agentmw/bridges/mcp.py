@@ -290,6 +290,7 @@ class McpPeer(Peer):
                     self.name = safe_name(str(self.server_info.get("name") or "") or "mcp")
                 capabilities = client.server_capabilities
                 tools = await _all(client.list_tools, "tools") if capabilities.tools is not None else []
+                tools = [tool for tool in tools if _for_models(tool)]
                 resources = (
                     await _all(client.list_resources, "resources")
                     if capabilities.resources is not None and self.serve_resources
@@ -856,6 +857,15 @@ class _Call:
     progress: float = 0.0
     total: float | None = None
     unanswered: list[str] = field(default_factory=list)
+
+
+def _for_models(tool: Any) -> bool:
+    """Whether a remote tool is meant for models: one whose MCP Apps visibility (``_meta.ui.visibility``, SEP-1865)
+    leaves out ``"model"`` is a button of the peer's own UI, which this agent does not render; served to its callers
+    it would hand a model what the peer keeps for a person's click."""
+    ui = (getattr(tool, "meta", None) or {}).get("ui")
+    visibility = ui.get("visibility") if isinstance(ui, dict) else None
+    return not isinstance(visibility, list) or "model" in visibility
 
 
 async def _all(method: Callable[..., Awaitable[Any]], attribute: str) -> list[Any]:
