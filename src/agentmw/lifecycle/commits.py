@@ -134,6 +134,7 @@ class Commits(Generic[H]):
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}  # who awaits each task's commit
         self._watched: list[tuple[float, asyncio.Future[None]]] = []  # the waiters and their deadlines
         self._watch: asyncio.TimerHandle | None = None  # the watchdog's next look
+        self._watch_loop: asyncio.AbstractEventLoop | None = None  # the loop it looks on
         # records whose write failed with no answer (a store timeout, a dropped connection): such a write may
         # still land, and the conflict the next one meets is then this process's own write, not another's
         self._unanswered: dict[str, list[dict[str, Any]]] = {}
@@ -175,8 +176,8 @@ class Commits(Generic[H]):
         self._waiters.setdefault(task_id, []).append(waiter)
         # one watchdog for every waiter, not a timer each: a commit is waited for on every answer
         self._watched.append((loop.time() + timeout, waiter))
-        if self._watch is None:
-            self._watch = loop.call_later(WATCH_SECONDS, self._expire)
+        if self._watch is None or self._watch_loop is not loop:  # none yet, or one on a loop that ended
+            self._watch, self._watch_loop = loop.call_later(WATCH_SECONDS, self._expire), loop
         try:
             await waiter
         except BaseException:  # given up (the store refused), or the caller left: not waited for any more
@@ -190,10 +191,11 @@ class Commits(Generic[H]):
     def _expire(self) -> None:
         """The watchdog: waiters past their deadline get StoreUnavailable; it looks again while any waits."""
         self._watch = None
-        now = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         watched: list[tuple[float, asyncio.Future[None]]] = []
         for deadline, waiter in self._watched:
-            if waiter.done():
+            if waiter.done() or waiter.get_loop() is not loop:  # another loop's waiter went with its loop
                 continue
             if deadline <= now:
                 waiter.set_exception(self.unavailable())
@@ -201,7 +203,7 @@ class Commits(Generic[H]):
                 watched.append((deadline, waiter))
         self._watched = watched
         if watched:
-            self._watch = asyncio.get_running_loop().call_later(WATCH_SECONDS, self._expire)
+            self._watch, self._watch_loop = loop.call_later(WATCH_SECONDS, self._expire), loop
 
     def _wake(self) -> None:
         """Wake the waiters of every task that has nothing left to write (or never will have)."""

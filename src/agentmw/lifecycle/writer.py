@@ -53,9 +53,15 @@ class WriteBehind(Generic[T]):
     def stopped(self) -> bool:
         """Whether no writer may start any more: closed, or the event loop is ending (it cancelled the
         writer, which only a close does otherwise). A writer started then would never run: asyncio.run and
-        the test runners cancel the loop's tasks once, then close it."""
+        the test runners cancel the loop's tasks once, then close it. A writer cancelled by another loop's end
+        is not a stop: the app is served again by a new loop (a test client per test, each with its own loop,
+        on one module-level app), and the next item starts a writer there."""
         task = self.task
-        return (task is None or task.done()) and (self.closed or (task is not None and task.cancelled()))
+        if task is not None and not task.done():
+            return False
+        if self.closed:
+            return True
+        return task is not None and task.cancelled() and task.get_loop() is _running_loop()
 
     def add(self, item: T, *, urgent: bool = False) -> None:
         """Queue ``item`` (the caller checked :meth:`stopped`); ``urgent``: write without waiting."""
@@ -122,3 +128,10 @@ class WriteBehind(Generic[T]):
             batch = list(queue)
             queue.clear()
             await self._write(batch)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
