@@ -114,6 +114,9 @@ async def _until_settled(client: McpTestClient, task: dict[str, Any], progress: 
         if task.get("statusMessage"):
             progress.update(task["statusMessage"])
     status = task.get("status")
+    if status == "input_required" and "inputRequests" not in task:
+        # the task's creation says only that it waits; tasks/get names what it asks
+        task = await client.request("tasks/get", {"taskId": task["taskId"]})
     if status == "completed":
         return CallResult(task, EXIT_FAILED if (task.get("result") or {}).get("isError") else 0)
     return CallResult(task, EXIT_NEEDS_INPUT if status == "input_required" else EXIT_FAILED)
