@@ -14,6 +14,7 @@ checks are this module's own (the tests hold them to the official JSON schema).
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias
@@ -210,7 +211,7 @@ _IMAGE_VARIANTS = ("icon", "avatar", "smallFeature", "mediumFeature", "largeFeat
 _BUTTON_VARIANTS = ("default", "primary", "borderless")
 
 
-class Component:
+class Component(ABC):
     """One component of the basic catalog. ``id`` is optional: the surface names the root ``root`` and the
     others after their place in the tree; give one to :class:`Ref` it, or to keep it stable across updates.
     ``weight`` is the flex-grow of a direct child of a Row or Column."""
@@ -233,9 +234,9 @@ class Component:
         """The components this one places (its template's too), in order."""
         return iter(())
 
+    @abstractmethod
     def props(self, ids: Mapping[int, str]) -> dict[str, Any]:
         """Its properties but ``id`` and ``component``; ``ids`` names each child component (by ``id()``)."""
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{self.name}(id={self.id!r})"
